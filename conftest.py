@@ -1,0 +1,1 @@
+pytest_plugins = ["trace_lib.pytest_plugin"]

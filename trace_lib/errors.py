@@ -1,0 +1,84 @@
+"""Every error trace-repro raises for a user mistake or bad input, and its one-line rendering.
+
+The rendered form is ``FILE: FIELD: what is wrong (expected X, found Y); what to do``. Parts that do not apply
+are left out. The CLI prints it after ``error:`` and exits with :class:`~trace_lib.exitcodes.ExitCode.USAGE`;
+inside pytest it becomes ``pytest.fail(..., pytrace=False)``. A traceback is shown only with
+``TRACE_REPRO_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_UNSET: Any = object()
+
+
+class TraceReproError(Exception):
+    """Base of every expected failure; carries the parts of the one-line message as attributes."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        field: str | None = None,
+        expected: Any = _UNSET,
+        found: Any = _UNSET,
+        hint: str | None = None,
+    ) -> None:
+        self.message = message
+        self.file = file
+        self.field = field
+        self.expected = expected
+        self.found = found
+        self.hint = hint
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        """The one-line message: ``FILE: FIELD: message (expected X, found Y); hint``."""
+        parts = [p for p in (self.file, self.field) if p]
+        text = self.message
+        details = []
+        if self.expected is not _UNSET:
+            details.append(f"expected {_show(self.expected)}")
+        if self.found is not _UNSET:
+            details.append(f"found {_show(self.found)}")
+        if details:
+            text += f" ({', '.join(details)})"
+        if self.hint:
+            text += f"; {self.hint}"
+        return ": ".join([*parts, text])
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 120 else repr(value[:117] + "...")
+    return str(value)
+
+
+class ReleaseNotFoundError(TraceReproError):
+    """No TRACE release could be located."""
+
+
+class ReleaseFileError(TraceReproError):
+    """A release file is missing, unreadable or malformed (bad JSON/YAML, duplicate keys, NaN)."""
+
+
+class InputError(TraceReproError):
+    """A user-supplied file (dataset, responses, model directory, descriptor) violates its contract."""
+
+
+class UsageError(TraceReproError):
+    """Flags or options that cannot work together or name unknown things."""
+
+
+class JudgeError(TraceReproError):
+    """The judge endpoint is unreachable or keeps answering outside its contract (never a silent fallback)."""
+
+
+class BackendError(TraceReproError):
+    """A generation backend could not be created or failed permanently."""
+
+
+class ProtocolNotImplementedError(TraceReproError):
+    """A benchmark of the suite has no evaluation protocol in trace-repro yet; its slices fail, never pass."""

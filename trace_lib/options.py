@@ -1,0 +1,89 @@
+"""The options shared by the ``trace-repro`` CLI and the pytest plugin: one table, two surfaces.
+
+Each :class:`Option` is declared once (flag, environment variable, default, help); ``add_to_argparse`` and the
+pytest plugin add the same spellings. Precedence: flag, then environment, then default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from trace_lib.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Option:
+    flag: str  # e.g. "--trace-root"
+    help: str
+    env: str | None = None  # environment variable read when the flag is absent
+    default: Any = None
+    type: Callable[[str], Any] = str
+    is_switch: bool = False  # a store_true flag
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+    def resolve(self, given: Any, env: dict[str, str] | None = None) -> Any:
+        """The effective value: the flag's, else the environment's (converted), else the default."""
+        if given not in (None, False):
+            return given
+        environ = os.environ if env is None else env
+        if self.env and environ.get(self.env):
+            raw = environ[self.env]
+            if self.is_switch:
+                return raw.lower() in ("1", "true", "yes", "on")
+            try:
+                return self.type(raw)
+            except (TypeError, ValueError):
+                raise UsageError(f"invalid value {raw!r}", field=self.env) from None
+        return self.default
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise ValueError(text)
+    return value
+
+
+TRACE_ROOT = Option("--trace-root", "TRACE checkout (or data-only copy) holding rlvr/", env="TRACE_ROOT")
+UNPINNED = Option(
+    "--unpinned",
+    "validate any release of the same schemas by structure and recomputation, not the paper release's identity",
+    env="TRACE_UNPINNED",
+    is_switch=True,
+    default=False,
+)
+TOLERANCE_Z = Option(
+    "--tolerance-z",
+    "z of the reproduction tolerance band (see trace_lib.aggregation.tolerance)",
+    env="TRACE_TOLERANCE_Z",
+    default=3.0,
+    type=_positive_float,
+)
+CAMPAIGN_ROOT = Option(
+    "--campaign-root", "directory of a reproduction campaign (responses, scores, receipts)", env="TRACE_CAMPAIGN_ROOT"
+)
+JUDGE_URL = Option("--judge-url", "OpenAI-compatible base URL of the Qwen3-32B judge", env="TRACE_JUDGE_URL")
+
+#: Options every surface shares; subcommand-specific flags live with their subcommand.
+COMMON: tuple[Option, ...] = (TRACE_ROOT, UNPINNED, TOLERANCE_Z, CAMPAIGN_ROOT, JUDGE_URL)
+
+
+def add_to_argparse(parser: argparse.ArgumentParser, *options: Option) -> None:
+    """Add ``options`` to an argparse parser with their shared spelling and help."""
+    for opt in options:
+        env_note = f" (env {opt.env})" if opt.env else ""
+        if opt.is_switch:
+            parser.add_argument(opt.flag, action="store_true", default=None, help=opt.help + env_note)
+        else:
+            parser.add_argument(opt.flag, type=opt.type, default=None, help=opt.help + env_note)
+
+
+def resolve(namespace: Any, option: Option) -> Any:
+    """The effective value of ``option`` from a parsed namespace (or pytest config.option)."""
+    return option.resolve(getattr(namespace, option.dest, None))

@@ -1,0 +1,69 @@
+"""The pytest plugin: shared options, the session's release, receipt properties on every test.
+
+Options come from :mod:`trace_lib.options` (same spellings as the CLI). Every test's JUnit entry carries
+the environment and release identity (properties are appended to ``item.user_properties`` directly, which
+JUnit writes under every ``junit_family``). Tests record their own facts with the ``receipt`` fixture.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+import pytest
+
+from trace_lib import options
+from trace_lib.errors import TraceReproError
+from trace_lib.receipts.properties import environment_properties, release_properties
+from trace_lib.release.locate import ReleaseRoot, locate_release
+
+_RELEASE_KEY = pytest.StashKey["ReleaseRoot | TraceReproError"]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("trace-repro")
+    for opt in options.COMMON:
+        env_note = f" (env {opt.env})" if opt.env else ""
+        if opt.is_switch:
+            group.addoption(opt.flag, action="store_true", default=None, help=opt.help + env_note)
+        else:
+            group.addoption(opt.flag, type=opt.type, default=None, help=opt.help + env_note)
+
+
+def _session_release(config: pytest.Config) -> ReleaseRoot:
+    cached = config.stash.get(_RELEASE_KEY, None)
+    if cached is None:
+        try:
+            cached = locate_release(options.resolve(config.option, options.TRACE_ROOT))
+        except TraceReproError as exc:
+            cached = exc
+        config.stash[_RELEASE_KEY] = cached
+    if isinstance(cached, TraceReproError):
+        pytest.fail(cached.render(), pytrace=False)
+    return cached
+
+
+@pytest.fixture(scope="session")
+def release(pytestconfig: pytest.Config) -> ReleaseRoot:
+    """The TRACE release under test (``--trace-root`` / ``TRACE_ROOT`` / discovery); fails with how to point."""
+    return _session_release(pytestconfig)
+
+
+@pytest.fixture
+def receipt(request: pytest.FixtureRequest) -> Callable[[str, object], None]:
+    """Record one ``name=value`` property of this test into the JUnit receipt."""
+
+    def record(name: str, value: object) -> None:
+        request.node.user_properties.append((name, str(value)))
+
+    return record
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    try:
+        return (yield)
+    finally:
+        item.user_properties.extend(environment_properties())
+        cached = item.config.stash.get(_RELEASE_KEY, None)
+        if isinstance(cached, ReleaseRoot):
+            item.user_properties.extend(release_properties(cached))

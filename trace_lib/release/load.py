@@ -1,0 +1,115 @@
+"""Strict readers for release and user files: duplicate keys, NaN/Infinity and truncation are errors.
+
+Every reader raises :class:`~trace_lib.errors.ReleaseFileError` whose message names the file and, where the
+parser knows it, the line; nothing here ever returns a partially parsed document.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from trace_lib.errors import ReleaseFileError
+
+
+def sha256_file(path: Path, *, chunk: int = 1 << 20) -> str:
+    """Hex SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def sha256_bytes(data: bytes) -> str:
+    """Hex SHA-256 of bytes."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def canonical_json(value: Any) -> str:
+    """Canonical JSON text (sorted keys, compact separators, ASCII) used for every content hash."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
+def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-finite number {name} is not valid JSON")
+
+
+def parse_json_text(text: str, *, name: str) -> Any:
+    """Parse JSON text strictly; ``name`` is the file name used in error messages."""
+    try:
+        return json.loads(text, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant)
+    except _DuplicateKey as exc:
+        raise ReleaseFileError(f"duplicate key {exc.key!r}", file=name) from None
+    except json.JSONDecodeError as exc:
+        raise ReleaseFileError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", file=name) from None
+    except ValueError as exc:
+        raise ReleaseFileError(str(exc), file=name) from None
+
+
+def load_json(path: Path, *, name: str | None = None) -> Any:
+    """Read and strictly parse a JSON file (UTF-8)."""
+    label = name or str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ReleaseFileError("file is missing", file=label) from None
+    except UnicodeDecodeError as exc:
+        raise ReleaseFileError(f"not UTF-8 text (byte {exc.start})", file=label) from None
+    except OSError as exc:
+        raise ReleaseFileError(f"cannot read file: {exc.strerror}", file=label) from None
+    return parse_json_text(text, name=label)
+
+
+def load_yaml(path: Path, *, name: str | None = None) -> Any:
+    """Read a YAML file with PyYAML's safe loader, refusing duplicate mapping keys."""
+    import yaml
+
+    label = name or str(path)
+
+    class _StrictLoader(yaml.SafeLoader):
+        pass
+
+    def _mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+        loader.flatten_mapping(node)
+        out: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            if key in out:
+                line = key_node.start_mark.line + 1
+                raise ReleaseFileError(f"duplicate key {key!r} at line {line}", file=label)
+            out[key] = loader.construct_object(value_node, deep=True)
+        return out
+
+    _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ReleaseFileError("file is missing", file=label) from None
+    except OSError as exc:
+        raise ReleaseFileError(f"cannot read file: {exc.strerror}", file=label) from None
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        raise ReleaseFileError(f"malformed YAML{where}: {exc.problem}", file=label) from None
+    except yaml.YAMLError as exc:
+        raise ReleaseFileError(f"malformed YAML: {exc}", file=label) from None

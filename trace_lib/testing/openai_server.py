@@ -1,0 +1,91 @@
+"""A loopback OpenAI-compatible HTTP server for tests: ``/v1/models``, ``/v1/chat/completions``, ``/v1/completions``.
+
+The answer text comes from ``responder(route, body) -> str``; a responder may raise :class:`StubHTTPError`
+to answer with an HTTP error. Binds 127.0.0.1 on a free port; use as a context manager.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+Responder = Callable[[str, dict[str, Any]], str]
+
+
+class StubHTTPError(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+class OpenAIStubServer:
+    """Serve ``responder`` at ``self.url`` (``http://127.0.0.1:PORT/v1``); records every request body."""
+
+    def __init__(self, responder: Responder, *, model: str = "stub") -> None:
+        self.responder = responder
+        self.model = model
+        self.requests: list[tuple[str, dict[str, Any]]] = []
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> OpenAIStubServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:  # quiet
+                pass
+
+            def _send(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode("utf-8")
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:  # noqa: N802
+                if self.path.rstrip("/") == "/v1/models":
+                    self._send(200, {"object": "list", "data": [{"id": stub.model, "object": "model"}]})
+                else:
+                    self._send(404, {"error": "not found"})
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("Content-Length", "0"))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                route = self.path.rstrip("/").removeprefix("/v1/")
+                with stub._lock:
+                    stub.requests.append((route, body))
+                try:
+                    text = stub.responder(route, body)
+                except StubHTTPError as exc:
+                    self._send(exc.status, {"error": {"message": "stub error", "code": exc.status}})
+                    return
+                usage = {"prompt_tokens": 1, "completion_tokens": max(1, len(text.split())), "total_tokens": 2}
+                if route == "chat/completions":
+                    choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                    self._send(200, {"id": "stub", "object": "chat.completion", "choices": [choice], "usage": usage})
+                elif route == "completions":
+                    prompts = body.get("prompt")
+                    prompts = prompts if isinstance(prompts, list) else [prompts]
+                    choices = [{"index": i, "text": text, "finish_reason": "stop"} for i in range(len(prompts))]
+                    self._send(200, {"id": "stub", "object": "text_completion", "choices": choices, "usage": usage})
+                else:
+                    self._send(404, {"error": "not found"})
+
+        return Handler
