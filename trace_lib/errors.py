@@ -36,24 +36,47 @@ class TraceReproError(Exception):
 
     def render(self) -> str:
         """The one-line message: ``FILE: FIELD: message (expected X, found Y); hint``."""
-        parts = [p for p in (self.file, self.field) if p]
-        text = self.message
-        details = []
-        if self.expected is not _UNSET:
-            details.append(f"expected {_show(self.expected)}")
-        if self.found is not _UNSET:
-            details.append(f"found {_show(self.found)}")
-        if details:
-            text += f" ({', '.join(details)})"
-        if self.hint:
-            text += f"; {self.hint}"
-        return ": ".join([*parts, text])
+        return render_line(
+            self.message, file=self.file, field=self.field, expected=self.expected, found=self.found, hint=self.hint
+        )
+
+
+#: Marks an ``expected``/``found`` part that does not apply (``None`` is a value that can be expected).
+UNSET: Any = _UNSET
+
+
+def render_line(
+    message: str,
+    *,
+    file: str | None = None,
+    field: str | None = None,
+    expected: Any = _UNSET,
+    found: Any = _UNSET,
+    hint: str | None = None,
+) -> str:
+    """The one renderer of every error and preflight finding: ``FILE: FIELD: message (expected X, found Y); hint``.
+
+    Parts that are ``None`` (file, field, hint) or :data:`UNSET` (expected, found) are left out.
+    """
+    parts = [p for p in (file, field) if p]
+    text = message
+    details = []
+    if expected is not _UNSET:
+        details.append(f"expected {_show(expected)}")
+    if found is not _UNSET:
+        details.append(f"found {_show(found)}")
+    if details:
+        text += f" ({', '.join(details)})"
+    if hint:
+        text += f"; {hint}"
+    return ": ".join([*parts, text])
 
 
 def _show(value: Any) -> str:
     if isinstance(value, str):
         return repr(value) if len(value) <= 120 else repr(value[:117] + "...")
-    return str(value)
+    text = repr(value)
+    return text if len(text) <= 160 else text[:157] + "..."
 
 
 class ReleaseNotFoundError(TraceReproError):

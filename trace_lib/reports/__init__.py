@@ -1,0 +1,1 @@
+"""Campaign reports: progress (status), coverage and receipts (verify), and summaries against canonical."""
