@@ -1,8 +1,11 @@
 import pytest
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Everything under tests_offline/ is in the offline lane unless it says otherwise."""
+    """Everything under tests_offline/ is in the offline lane unless it says otherwise (runs before -m selects)."""
     for item in items:
-        if not any(item.iter_markers(name) for name in ("cpu_model", "gpu", "slow")):
+        if "tests_offline" in item.nodeid.split("/")[0] and not any(
+            item.get_closest_marker(name) for name in ("cpu_model", "gpu", "slow")
+        ):
             item.add_marker(pytest.mark.offline)

@@ -73,6 +73,24 @@ JUDGE_URL = Option("--judge-url", "OpenAI-compatible base URL of the Qwen3-32B j
 #: Options every surface shares; subcommand-specific flags live with their subcommand.
 COMMON: tuple[Option, ...] = (TRACE_ROOT, UNPINNED, TOLERANCE_Z, CAMPAIGN_ROOT, JUDGE_URL)
 
+# -- running slices (``pytest tests_reproduction`` and the tiny-model lanes); plan flags live in campaign.plan --
+BACKEND = Option(
+    "--backend", "generation engine for slices: vllm, openai (a served model, --base-url) or hf", env="TRACE_BACKEND",
+    default="vllm",
+)
+BASE_URL = Option(
+    "--base-url", "openai backend: http://HOST:PORT/v1 of the served model under test (comma-separated pool)",
+    env="TRACE_BASE_URL",
+)
+DEVICE = Option("--device", "hf backend: torch device", env="TRACE_DEVICE", default="cpu")
+PRINT_CONFIG = Option(
+    "--print-config", "print the resolved plan (like 'trace-repro plan') and exit without running anything",
+    is_switch=True, default=False,
+)
+
+#: Options of the slice-running surfaces, beside COMMON and the plan flags.
+REPRODUCTION: tuple[Option, ...] = (BACKEND, BASE_URL, DEVICE, PRINT_CONFIG)
+
 
 def add_to_argparse(parser: argparse.ArgumentParser, *options: Option) -> None:
     """Add ``options`` to an argparse parser with their shared spelling and help."""

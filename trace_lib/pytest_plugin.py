@@ -20,13 +20,31 @@ _RELEASE_KEY = pytest.StashKey["ReleaseRoot | TraceReproError"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    from trace_lib.campaign.plan import add_plan_options
+
     group = parser.getgroup("trace-repro")
-    for opt in options.COMMON:
+    for opt in (*options.COMMON, *options.REPRODUCTION):
         env_note = f" (env {opt.env})" if opt.env else ""
         if opt.is_switch:
             group.addoption(opt.flag, action="store_true", default=None, help=opt.help + env_note)
         else:
             group.addoption(opt.flag, type=opt.type, default=None, help=opt.help + env_note)
+    add_plan_options(group.addoption)  # --model, --model-id, --model-root, --seeds, --benchmark, --gpu-groups, ...
+
+
+def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    """``--print-config``: print the resolved plan (as ``trace-repro plan`` does) and exit 0 before collection."""
+    if not options.resolve(config.option, options.PRINT_CONFIG):
+        return None
+    from trace_lib.campaign.plan import plan_from_options
+
+    try:
+        plan = plan_from_options(locate_release(options.resolve(config.option, options.TRACE_ROOT)), config.option)
+    except TraceReproError as exc:
+        print(f"ERROR: {exc.render()}")
+        return int(pytest.ExitCode.USAGE_ERROR)
+    print(plan.render())
+    return int(pytest.ExitCode.OK)
 
 
 def _session_release(config: pytest.Config) -> ReleaseRoot:

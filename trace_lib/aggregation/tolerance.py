@@ -332,3 +332,22 @@ def load_tolerance_rule(release: ReleaseRoot, *, z: float = DEFAULT_Z) -> Tolera
         category_summaries=MappingProxyType(_summaries(doc, "category_summaries", ("model_id", "category_name"))),
         overall_summaries=MappingProxyType(_summaries(doc, "overall_summaries", ("model_id",))),
     )
+
+
+def canonical_seed_verdicts(release: ReleaseRoot, rule: ToleranceRule) -> tuple[list[Verdict], list[Verdict]]:
+    """The rule applied to the release's own seed scores (spec §7.3 self-consistency): every canonical benchmark
+    score and every canonical overall score against its 3-seed mean. Returns (slice verdicts, overall verdicts)."""
+    doc = release.read_json(identity.RESULTS)
+    try:
+        benchmark_scores = doc["scores"]["benchmark_scores"]
+        overall_scores = doc["scores"]["overall_scores"]
+        slices = [
+            rule.check_slice(e["model_id"], e["benchmark_id"], e["score"], seed=e["seed"], rows=e["evaluated_rows"])
+            for e in benchmark_scores
+        ]
+        overalls = [rule.check_overall(e["model_id"], e["score"], seed=e["seed"]) for e in overall_scores]
+    except (KeyError, TypeError):
+        raise ReleaseFileError(
+            "score entries lack model_id, benchmark_id, seed, score or evaluated_rows", file=identity.RESULTS
+        ) from None
+    return slices, overalls

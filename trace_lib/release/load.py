@@ -48,8 +48,37 @@ class _DuplicateKey(ValueError):
         self.key = key
 
 
+class _NonFinite(ValueError):
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
 def _reject_constant(name: str) -> Any:
-    raise ValueError(f"non-finite number {name} is not valid JSON")
+    raise _NonFinite(name)
+
+
+def _position(text: str, token: str) -> str:
+    """`` at line L column C`` of the first bare ``token`` outside strings, or '' if not found."""
+    in_string = escaped = False
+    line, column = 1, 1
+    for i, char in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif text.startswith(token, i):
+            return f" at line {line} column {column}"
+        if char == "\n":
+            line, column = line + 1, 1
+        else:
+            column += 1
+    return ""
 
 
 def parse_json_text(text: str, *, name: str) -> Any:
@@ -58,6 +87,9 @@ def parse_json_text(text: str, *, name: str) -> Any:
         return json.loads(text, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant)
     except _DuplicateKey as exc:
         raise ReleaseFileError(f"duplicate key {exc.key!r}", file=name) from None
+    except _NonFinite as exc:
+        where = _position(text, exc.name)
+        raise ReleaseFileError(f"non-finite number {exc.name}{where} is not valid JSON", file=name) from None
     except json.JSONDecodeError as exc:
         raise ReleaseFileError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", file=name) from None
     except ValueError as exc:

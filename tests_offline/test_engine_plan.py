@@ -1,0 +1,88 @@
+"""The campaign plan: slices and their ids, selection, GPU groups, and --print-config that starts nothing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from trace_lib.campaign.plan import Slice, build_plan, parse_gpu_groups
+from trace_lib.errors import UsageError
+from trace_lib.release.suite import load_seeds, load_suite
+
+
+def test_full_plan_is_models_x_seeds_x_benchmarks(release, tmp_path):
+    plan = build_plan(release, model_root=tmp_path)
+    suite = load_suite(release)
+    assert len(plan.slices) == len(plan.models) * len(load_seeds(release)) * len(suite.keys)
+    assert len({s.id for s in plan.slices}) == len(plan.slices)
+    assert plan.slices[0] == Slice(plan.models[0].slug, load_seeds(release)[0], suite.keys[0])
+
+
+def test_slice_id_format():
+    assert Slice("trace-qwen2.5-vl-3b", 42, "mathvista").id == "trace-qwen2.5-vl-3b-seed42-mathvista"
+
+
+def test_selection_keeps_suite_order(release, tmp_path):
+    plan = build_plan(release, model_root=tmp_path, model_ids=["trace-qwen2.5-vl-3b"], seeds=["43"],
+                      benchmarks=["mmstar", "chartqapro"])
+    assert [s.id for s in plan.slices] == ["trace-qwen2.5-vl-3b-seed43-chartqapro", "trace-qwen2.5-vl-3b-seed43-mmstar"]
+    assert plan.rows(plan.slices[1]) == load_suite(release).benchmark("mmstar").rows
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"benchmarks": ["mathvistaa"]}, "--benchmark: unknown benchmark 'mathvistaa'; did you mean mathvista"),
+    ({"seeds": ["42", "42"]}, "--seeds: duplicate seed"),
+    ({"seeds": ["-1"]}, "--seeds: invalid seed"),
+    ({"model_ids": ["nope"]}, "unknown release model 'nope'"),
+    ({"deltas": ["d=trace-qwen2.5-vl-3b=nope"]}, "delta names unknown model 'nope'"),
+    ({"deltas": ["justalabel"]}, "--delta: invalid delta"),
+    ({"gpu_groups": "0,1;2", }, "GPU groups differ in size"),
+    ({"gpu_groups": "0,1;2,3", "tensor_parallel_size": 4}, "tensor parallel size exceeds a GPU group"),
+])
+def test_bad_plan_options_are_usage_errors(release, tmp_path, kwargs, message):
+    with pytest.raises(UsageError) as info:
+        build_plan(release, model_root=tmp_path, **kwargs)
+    assert message in info.value.render()
+
+
+@pytest.mark.parametrize("text,groups", [
+    ("0", ((0,),)), ("0 1 2 3", ((0,), (1,), (2,), (3,))), ("0,1;2,3", ((0, 1), (2, 3))), ("4,5,6,7", ((4, 5, 6, 7),)),
+])
+def test_gpu_groups(text, groups):
+    assert parse_gpu_groups(text) == groups
+
+
+def test_gpu_in_two_groups_is_refused():
+    with pytest.raises(UsageError, match="a GPU appears in two groups"):
+        parse_gpu_groups("0,1;1,2")
+
+
+def test_default_run_tag_follows_upstream(release, tmp_path):
+    plan = build_plan(release, model_root=tmp_path, seeds=["42", "43", "44"])
+    assert plan.run_tag == "trace_eval_v1_temp06_seed42_43_44"
+
+
+def test_print_config_starts_nothing_and_writes_nothing(release, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACE_")}
+    code = (
+        "import sys; from trace_lib.cli.main import main; rc = main(sys.argv[1:]); "
+        "heavy = sorted(m for m in ('torch', 'vllm', 'transformers', 'ray', 'huggingface_hub') if m in sys.modules); "
+        "print('HEAVY=' + ','.join(heavy)); sys.exit(rc)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "plan", "--print-config", "--trace-root", str(release.path),
+         "--campaign-root", str(tmp_path / "campaign"), "--gpu-groups", "0,1;2,3", "--delta",
+         "gain=trace-qwen2.5-vl-3b=qwen2.5-vl-3b-base"],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "suite=trace_eval_v1"
+    assert "delta=gain=trace-qwen2.5-vl-3b=qwen2.5-vl-3b-base" in lines
+    assert "gpu_groups=0,1;2,3 (2 engine(s), tensor_parallel_size=2)" in lines
+    assert sum(line.startswith("slice=") for line in lines) == len(build_plan(release, model_root=tmp_path).slices)
+    assert lines[-1] == "HEAVY="
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -1,0 +1,118 @@
+"""The per-slice response store: append, resume, torn-line repair, identity checks, single writer."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trace_lib.errors import InputError
+from trace_lib.generation.store import SliceIdentity, SliceStore, StoredResponse, load_header, load_responses
+
+IDENTITY = SliceIdentity(slice="m-seed42-b", model="m", model_revision="a" * 40, seed=42, benchmark="b",
+                         contract={"temperature": 0.6, "seed": 42})
+
+
+def row(ordinal: int, text: str = "answer", request_hash: str = "h") -> StoredResponse:
+    return StoredResponse(row_key=f"{ordinal:08d}:{ordinal}:{'0' * 16}", index=str(ordinal), ordinal=ordinal,
+                          source_row_hash="0" * 64, request_hash=f"{request_hash}{ordinal}", response=text,
+                          finish_reason="stop", prompt_tokens=10, completion_tokens=3, model_revision="a" * 40,
+                          backend="stub", prompt="q")
+
+
+def test_new_file_has_header_then_rows(tmp_path):
+    path = tmp_path / "s.jsonl"
+    with SliceStore.open(path, IDENTITY) as store:
+        assert store.done == {}
+        store.append([row(0), row(1, "ünïcode ✓")])
+    header = load_header(path)
+    assert header["kind"] == "header" and header["contract_hash"] == IDENTITY.contract_hash
+    assert [r.response for r in load_responses(path)] == ["answer", "ünïcode ✓"]
+    assert path.read_bytes().endswith(b"\n")
+
+
+def test_resume_sees_stored_rows(tmp_path):
+    path = tmp_path / "s.jsonl"
+    with SliceStore.open(path, IDENTITY) as store:
+        store.append([row(0), row(1)])
+    with SliceStore.open(path, IDENTITY) as store:
+        assert sorted(store.done) == [row(0).row_key, row(1).row_key]
+        store.append([row(2)])
+    assert [r.ordinal for r in load_responses(path)] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("tail", [b'{"kind":"row","row_key":"0000', b"\x00\x00\x00\x00\n", b'{"kind": "row"'])
+def test_torn_last_line_is_detected_and_truncated(tmp_path, tail):
+    path = tmp_path / "s.jsonl"
+    with SliceStore.open(path, IDENTITY) as store:
+        store.append([row(0), row(1)])
+    good = path.read_bytes()
+    path.write_bytes(good + tail)
+    assert len(load_responses(path)) == 2  # the reader ignores the torn line
+    with SliceStore.open(path, IDENTITY) as store:
+        assert store.repaired_bytes == len(tail)
+        assert len(store.done) == 2
+        store.append([row(2)])
+    assert path.read_bytes().startswith(good)
+    assert [r.ordinal for r in load_responses(path)] == [0, 1, 2]
+
+
+def test_corrupt_line_before_the_end_is_an_error(tmp_path):
+    path = tmp_path / "s.jsonl"
+    with SliceStore.open(path, IDENTITY) as store:
+        store.append([row(0), row(1)])
+    lines = path.read_bytes().split(b"\n")
+    lines[1] = b"garbage"
+    path.write_bytes(b"\n".join(lines))
+    with pytest.raises(InputError, match="line 2 is not a JSON object"):
+        SliceStore.open(path, IDENTITY)
+
+
+@pytest.mark.parametrize("change,field", [
+    ({"model_revision": "b" * 40}, "header.model_revision"),
+    ({"seed": 43}, "header.seed"),
+    ({"contract": {"temperature": 1.0, "seed": 42}}, "header.contract"),
+])
+def test_header_mismatch_refuses_to_resume(tmp_path, change, field):
+    path = tmp_path / "s.jsonl"
+    SliceStore.open(path, IDENTITY).close()
+    other = SliceIdentity(**{**IDENTITY.__dict__, **change})
+    with pytest.raises(InputError) as info:
+        SliceStore.open(path, other)
+    message = info.value.render()
+    assert f"{path}: {field}:" in message and "\n" not in message
+
+
+def test_contract_mismatch_names_the_changed_setting(tmp_path):
+    path = tmp_path / "s.jsonl"
+    SliceStore.open(path, IDENTITY).close()
+    other = SliceIdentity(**{**IDENTITY.__dict__, "contract": {"temperature": 1.0, "seed": 42}})
+    with pytest.raises(InputError, match=r"expected \{'temperature': 1\.0\}, found \{'temperature': 0\.6\}"):
+        SliceStore.open(path, other)
+
+
+def test_second_writer_is_refused(tmp_path):
+    path = tmp_path / "s.jsonl"
+    with SliceStore.open(path, IDENTITY):
+        with pytest.raises(InputError, match="another process is writing this slice"):
+            SliceStore.open(path, IDENTITY)
+    SliceStore.open(path, IDENTITY).close()  # free again once closed
+
+
+def test_append_refuses_a_row_twice(tmp_path):
+    with SliceStore.open(tmp_path / "s.jsonl", IDENTITY) as store:
+        store.append([row(0)])
+        with pytest.raises(InputError, match="row already stored"):
+            store.append([row(0)])
+
+
+def test_retain_drops_stale_rows_atomically(tmp_path):
+    path = tmp_path / "s.jsonl"
+    with SliceStore.open(path, IDENTITY) as store:
+        store.append([row(0), row(1), row(2)])
+        assert store.retain(lambda r: r.ordinal != 1) == 1
+        store.append([row(1, "regenerated", request_hash="new")])
+    rows = load_responses(path)
+    assert [(r.ordinal, r.response) for r in rows] == [(0, "answer"), (1, "regenerated"), (2, "answer")]
+    assert sum(1 for line in path.read_text().splitlines() if json.loads(line)["kind"] == "row") == 3
+    assert not list(tmp_path.glob("*.incomplete"))

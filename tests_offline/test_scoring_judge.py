@@ -1,0 +1,241 @@
+"""The judge client against the loopback OpenAI stub: settings sent, batching, retries, failures, token ladder."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import pytest
+
+from trace_lib.errors import JudgeError
+from trace_lib.scoring import judge as judge_mod
+from trace_lib.scoring.judge import (
+    VLMEVAL_FAIL_MSG,
+    CallableJudge,
+    Judge,
+    JudgeReply,
+    OpenAIJudge,
+    complete_with_ladder,
+    render_qwen3_no_think,
+    retry_token_limits,
+)
+from trace_lib.testing.openai_server import OpenAIStubServer, StubHTTPError
+
+SERVED = judge_mod.JUDGE_SERVED_NAME
+
+
+def _fast(url: str, **kwargs: Any) -> OpenAIJudge:
+    return OpenAIJudge(url, backoff_s=0, chat_pause_s=0, **kwargs)
+
+
+def _dead_url() -> str:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+@pytest.fixture(scope="module")
+def _server():
+    with OpenAIStubServer(lambda route, body: "  yes  ", model=SERVED) as server:
+        yield server
+
+
+@pytest.fixture
+def stub(_server):
+    """The module's stub server, answering ``yes`` with a fresh request log (one server: shutdown costs 0.5 s)."""
+    _server.responder = lambda route, body: "  yes  "
+    _server.requests.clear()
+    return _server
+
+
+def test_chat_sends_the_vlmevalkit_official_route_settings(stub):
+    replies = _fast(stub.url).chat(["Is it B?"])
+    assert replies == [JudgeReply("yes", "stop")]
+    route, body = stub.requests[0]
+    assert route == "chat/completions"
+    assert body == {
+        "model": SERVED,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "Is it B?"}]}],
+        "temperature": 0.0,
+        "max_tokens": 256,
+        "chat_template_kwargs": {"enable_thinking": False},
+    }
+
+
+def test_complete_renders_qwen3_no_think_client_side_with_min_budget(stub):
+    replies = _fast(stub.url).complete(["Extract the answer."], max_tokens=16, system="sys")
+    assert replies == [JudgeReply("yes", "stop", max_tokens=128)]
+    route, body = stub.requests[0]
+    assert route == "completions"
+    assert body == {
+        "model": SERVED,
+        "prompt": render_qwen3_no_think("Extract the answer.", system="sys"),  # scalar when alone, as upstream
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "max_tokens": 128,
+    }
+    assert body["prompt"].endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+
+
+def test_complete_batches_by_count_and_characters(stub):
+    prompts = [f"p{i}" for i in range(5)] + ["x" * 300]
+    replies = _fast(stub.url, batch_size=2, max_batch_chars=250).complete(prompts)
+    assert len(replies) == 6 and all(r.text == "yes" for r in replies)
+    sizes = sorted(len(b["prompt"]) if isinstance(b["prompt"], list) else 1 for _, b in stub.requests)
+    assert sizes == [1, 1, 2, 2]  # [p0 p1] [p2 p3] [p4] [x*300 alone: over the character cap]
+
+
+def test_transient_http_errors_are_retried(stub):
+    failures = iter([503, 500])
+
+    def responder(route: str, body: dict) -> str:
+        code = next(failures, None)
+        if code:
+            raise StubHTTPError(code)
+        return "ok"
+
+    stub.responder = responder
+    assert _fast(stub.url).complete(["q"])[0].text == "ok"
+    assert len(stub.requests) == 3
+
+
+@pytest.mark.parametrize("transport", ["chat", "complete"])
+def test_client_error_is_permanent_and_not_retried(stub, transport):
+    def responder(route: str, body: dict) -> str:
+        raise StubHTTPError(404)
+
+    stub.responder = responder
+    with pytest.raises(JudgeError, match=r"judge rejected the request \(HTTP 404: stub error\)"):
+        getattr(_fast(stub.url), transport)(["q"])
+    assert len(stub.requests) == 1
+
+
+@pytest.mark.parametrize("transport", ["chat", "complete"])
+def test_unreachable_judge_is_one_line_error(transport):
+    url = _dead_url()
+    with pytest.raises(JudgeError) as info:
+        getattr(_fast(url, attempts=2, chat_attempts=2), transport)(["q"])
+    assert str(info.value) == (
+        f"--judge-url {url}: judge unreachable (connection refused); start the judge or choose non-judge slices"
+    )
+    assert "\n" not in str(info.value)
+
+
+def test_chat_returns_vlmevalkit_failure_text_when_the_judge_answers_badly(stub):
+    def responder(route: str, body: dict) -> str:
+        raise StubHTTPError(503)
+
+    stub.responder = responder
+    reply = _fast(stub.url, chat_attempts=3).chat(["q"])[0]
+    assert reply == JudgeReply(VLMEVAL_FAIL_MSG, None, ok=False)
+    assert len(stub.requests) == 3
+
+
+def test_chat_empty_content_is_retried_then_failure_text(stub):
+    stub.responder = lambda route, body: "   "
+    reply = _fast(stub.url, chat_attempts=2).chat(["q"])[0]
+    assert not reply.ok and reply.text == VLMEVAL_FAIL_MSG
+    assert len(stub.requests) == 2
+
+
+def test_complete_fails_loudly_after_retries_on_server_errors(stub):
+    def responder(route: str, body: dict) -> str:
+        raise StubHTTPError(500)
+
+    stub.responder = responder
+    with pytest.raises(JudgeError, match=r"judge failed after 3 attempts \(HTTP 500: stub error\)"):
+        _fast(stub.url, attempts=3).complete(["q"])
+    assert len(stub.requests) == 3
+
+
+def test_a_pool_fails_over_to_the_next_endpoint(stub):
+    client = _fast(f"{_dead_url()},{stub.url}")
+    assert client.attempts == 5
+    assert [r.text for r in client.complete(["a", "b"])] == ["yes", "yes"]
+
+
+@pytest.mark.parametrize(
+    ("choices", "reason"),
+    [
+        ([{"index": 0, "text": "a"}], "answered 1 choices for 2 prompts"),
+        ([{"index": 0, "text": "a"}, {"index": 0, "text": "b"}], "choice index 0 is missing, duplicated"),
+        ([{"index": 0, "text": "a"}, {"index": True, "text": "b"}], "choice index True is missing"),
+        ([{"index": 0, "text": "a"}, {"index": 2, "text": "b"}], "choice index 2 is missing"),
+    ],
+)
+def test_completion_choices_must_cover_each_prompt_once(choices, reason):
+    with pytest.raises(judge_mod._Transient, match=reason):
+        judge_mod._completion_choices({"choices": choices}, 2, 128)
+
+
+def test_completion_choices_are_mapped_by_index():
+    replies = judge_mod._completion_choices(
+        {"choices": [{"index": 1, "text": " b ", "finish_reason": "length"}, {"index": 0, "text": "a"}]}, 2, 256
+    )
+    assert replies == [JudgeReply("a", None, max_tokens=256), JudgeReply("b", "length", max_tokens=256)]
+
+
+def test_check_requires_the_served_judge_name(stub):
+    _fast(stub.url).check()
+    with pytest.raises(JudgeError, match="endpoint does not serve the judge .expected 'other', found 'qwen3-32b-judge'"):
+        _fast(stub.url, model="other").check()
+    with pytest.raises(JudgeError, match="judge unreachable"):
+        _fast(_dead_url()).check()
+
+
+@pytest.mark.parametrize(
+    ("requested", "ladder"),
+    [(16, [128, 256, 512, 1024]), (128, [128, 256, 512, 1024]), (256, [256, 512, 1024]), (300, [300, 600, 1024]),
+     (1024, [1024]), (2048, [2048])],
+)
+def test_retry_token_limits_match_upstream(requested, ladder):
+    assert retry_token_limits(requested) == ladder
+
+
+class _LadderJudge(Judge):
+    """Answers ``answer(prompt, budget) -> (text, finish_reason)``; records every budget asked."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.budgets: list[tuple[str, int]] = []
+
+    def chat(self, prompts, *, max_tokens=256, temperature=0.0):  # pragma: no cover - not used here
+        raise AssertionError
+
+    def complete(self, prompts, *, max_tokens=256, temperature=0.0, top_p=1.0, system=None):
+        out = []
+        for p in prompts:
+            self.budgets.append((p, max_tokens))
+            text, finish = self.answer(p, max_tokens)
+            out.append(JudgeReply(text, finish))
+        return out
+
+
+def test_ladder_reasks_only_unresolved_prompts_at_doubling_budgets():
+    fake = _LadderJudge(lambda p, n: ("" if p == "hard" and n < 512 else "A", "stop"))
+    replies = complete_with_ladder(fake, ["easy", "hard"], max_tokens=128)
+    assert [r.text for r in replies] == ["A", "A"]
+    assert [r.max_tokens for r in replies] == [128, 512]
+    assert fake.budgets == [("easy", 128), ("hard", 128), ("hard", 256), ("hard", 512)]
+
+
+def test_ladder_retries_on_length_unless_disabled():
+    fake = _LadderJudge(lambda p, n: ("partial", "length" if n < 1024 else "stop"))
+    assert complete_with_ladder(fake, ["q"], max_tokens=256)[0].max_tokens == 1024
+    fake = _LadderJudge(lambda p, n: ("partial", "length"))
+    assert complete_with_ladder(fake, ["q"], max_tokens=256, retry_on_length=False)[0].max_tokens == 256
+
+
+def test_ladder_fails_loudly_when_the_validator_never_accepts():
+    fake = _LadderJudge(lambda p, n: ("maybe", "stop"))
+    with pytest.raises(JudgeError, match=r"after the token ladder for 1 prompt\(s\)"):
+        complete_with_ladder(fake, ["q"], validator=lambda text: text in {"yes", "no"})
+    replies = complete_with_ladder(fake, ["q"], validator=lambda text: 1 / 0, allow_unresolved=True)
+    assert replies[0].text == "maybe" and replies[0].max_tokens == 1024
+
+
+def test_callable_judge_applies_the_minimum_completion_budget():
+    fake = CallableJudge(lambda prompt, transport, settings: f"{transport}:{settings['max_tokens']}")
+    assert fake.complete(["q"], max_tokens=16)[0].text == "completions:128"
+    assert fake.chat(["q"], max_tokens=16)[0].text == "chat:16"

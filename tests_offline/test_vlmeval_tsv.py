@@ -1,0 +1,98 @@
+"""VLMEvalKit TSV loading and image materialisation (``trace_lib.data.vlmeval_tsv``)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from pathlib import Path
+
+import pytest
+
+from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
+from trace_lib.errors import InputError
+
+PIL = pytest.importorskip("PIL.Image", reason="pillow is needed to decode images (test extra)")
+
+
+def _b64(mode: str = "RGB", size: tuple[int, int] = (3, 2)) -> str:
+    buffer = io.BytesIO()
+    image = PIL.new(mode, size)
+    image.save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def _write(path: Path, header: list[str], rows: list[list[str]]) -> Path:
+    path.write_text("\n".join("\t".join(r) for r in [header, *rows]) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def tsv(tmp_path: Path) -> Path:
+    img = _b64()
+    return _write(tmp_path / "MMStar.tsv", ["index", "image", "question", "A", "B", "answer"], [
+        ["1", img, "Q1", "x", "y", "A"],
+        ["2", "1", "Q2 reuses row 1's image", "x", "", "B"],
+        ["3", "", "no image: dropped", "x", "y", "A"],
+    ])
+
+
+def test_rows_are_typed_like_image_base_dataset(tsv: Path) -> None:
+    rows = load_vlmeval_tsv(tsv)
+    assert [r["index"] for r in rows] == [1, 2]
+    assert rows[1]["image"] == rows[0]["image"]  # a <=64-char cell names another row's index
+    assert math.isnan(rows[1]["B"])
+
+
+def test_skip_noimg_false_keeps_rows_without_image(tsv: Path) -> None:
+    assert [r["index"] for r in load_vlmeval_tsv(tsv, skip_noimg=False)] == [1, 2, 3]
+
+
+def test_non_integer_indices_stay_text(tmp_path: Path) -> None:
+    path = _write(tmp_path / "x.tsv", ["index", "image", "question"], [["a1", _b64(), "q"], ["7", _b64(), "q"]])
+    assert [r["index"] for r in load_vlmeval_tsv(path)] == ["a1", "7"]
+
+
+def test_list_images_and_image_path_names(tmp_path: Path) -> None:
+    cell = repr([_b64(), _b64("RGBA")])
+    path = _write(tmp_path / "ERQA.tsv", ["index", "image", "question"], [["5", cell, "q"]])
+    row = load_vlmeval_tsv(path)[0]
+    paths = materialize_images(row, tmp_path / "images")
+    assert [Path(p).name for p in paths] == ["5_0.png", "5_1.png"]
+    assert all(Path(p).is_absolute() for p in paths)
+
+
+def test_rgba_palette_and_la_images_are_saved_as_rgb(tmp_path: Path) -> None:
+    rows = [{"index": i, "image": _b64(mode)} for i, mode in enumerate(["RGBA", "P", "LA", "L"])]
+    modes = [PIL.open(materialize_images(r, tmp_path)[0]).mode for r in rows]
+    assert modes == ["RGB", "RGB", "RGB", "L"]
+
+
+def test_image_path_column_names_the_file(tmp_path: Path) -> None:
+    row = {"index": 9, "image": _b64(), "image_path": "nested/pic.jpg"}
+    path = Path(materialize_images(row, tmp_path)[0])
+    assert (path.name, PIL.open(path).format) == ("pic.jpg", "JPEG")
+
+
+def test_readable_existing_file_is_reused(tmp_path: Path) -> None:
+    first = Path(materialize_images({"index": 1, "image": _b64(size=(4, 4))}, tmp_path)[0])
+    materialize_images({"index": 1, "image": _b64(size=(9, 9))}, tmp_path)
+    assert PIL.open(first).size == (4, 4)
+
+
+def test_undecodable_image_is_a_one_line_input_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"rows\[3\]\.image: image cell is not a decodable base64 image"):
+        materialize_images({"index": 3, "image": "not-base64-" * 10}, tmp_path)
+
+
+def test_dangling_image_reference_is_an_error(tmp_path: Path) -> None:
+    path = _write(tmp_path / "x.tsv", ["index", "image", "question"], [["1", "42", "q"]])
+    with pytest.raises(InputError, match="image reference names no row"):
+        load_vlmeval_tsv(path)
+
+
+def test_missing_file_and_missing_index_column(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="dataset file not found"):
+        load_vlmeval_tsv(tmp_path / "absent.tsv")
+    with pytest.raises(InputError, match="index: missing column"):
+        load_vlmeval_tsv(_write(tmp_path / "y.tsv", ["id", "question"], [["1", "q"]]))

@@ -1,0 +1,75 @@
+"""CountBenchQA: VLMEvalKit's ``CountBenchQA`` prompt and its substring "accuracy" (judge-free).
+
+Mirrors ``VLMEvalKit@a8b12bf1:vlmeval/dataset/image_vqa.py`` (``CountBenchQA.build_prompt``/``evaluate``) as the
+official route runs it on the prediction workbook (spec benchmarks-perception-puzzles §2).
+
+Quirks reproduced on purpose:
+- a row is correct iff ``str(answer)`` is a *substring* of ``str(prediction)`` ("13" is right for 3);
+- both cells pass the workbook round trip first (empty/NA response -> "nan"; an all-numeric column -> "3.0");
+- the reported number is ``accuracy`` picked by the generic key ranking, then ``auto`` percent scaling.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
+from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
+from trace_lib.extraction.workbook import roundtrip_rows
+from trace_lib.scoring.percent import primary_score
+
+KEY = "countbenchqa"
+#: Appended to the question after one space (``CountBenchQA.build_prompt``).
+NUMBER_INSTRUCTION = " Note that: answer with a number directly e.g. 3. Do not include any additional text."
+
+
+def load(path: Path) -> list[Row]:
+    """The CountBenchQA TSV rows (``index``, ``image``, ``question``, ``answer``), typed as VLMEvalKit reads them."""
+    return load_vlmeval_tsv(path)
+
+
+def build_prompt(row: Row, image_dir: Path) -> list[PromptItem]:
+    """Every image, then ``{question} Note that: ...`` (no trailing newline)."""
+    images = [PromptItem("image", p) for p in materialize_images(row, image_dir)]
+    return [*images, PromptItem("text", f"{row['question']}{NUMBER_INSTRUCTION}")]
+
+
+def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringContext) -> SliceScore:
+    """Substring accuracy over all rows, in percent, as ``CountBenchQA.evaluate`` reports it."""
+    table = roundtrip_rows(rows, responses, ("answer",))
+    records = []
+    correct = 0
+    for row, cell in zip(rows, table):
+        prediction, answer = str(cell["prediction"]), str(cell["answer"])
+        hit = answer in prediction  # quirk: substring containment, no numeric parse
+        correct += hit
+        records.append(RowScore(str(row["index"]), prediction, float(hit), detail={"gold": answer}))
+    total = len(rows)
+    accuracy = correct / total if total > 0 else 0
+    result = {"accuracy": accuracy * 100}
+    primary = primary_score("image_vqa", result)  # quirk: generic key ranking picks `accuracy`, then auto scaling
+    return SliceScore(
+        benchmark=KEY,
+        score=primary.score,
+        rows=total,
+        records=tuple(records),
+        metrics={"accuracy": result["accuracy"]},
+        counts={"correct": correct, "total": total},
+    )
+
+
+PROTOCOL = Protocol(
+    key=KEY,
+    upstream="VLMEvalKit@a8b12bf1:vlmeval/dataset/image_vqa.py:CountBenchQA",
+    version="countbenchqa-v1",
+    load=load,
+    build_prompt=build_prompt,
+    score=score,
+    judge="none",
+    quirks=(
+        "correct iff str(answer) is a substring of str(prediction) (no numeric parse, '13' matches 3)",
+        "prediction and answer pass the xlsx round trip (NA response -> 'nan'; all-numeric column -> floats)",
+        "reported value is 'accuracy' (generic key ranking) with auto x100 scaling when <= 1",
+    ),
+)

@@ -1,0 +1,157 @@
+"""CountQA: TRACE's VLMEvalKit extension (boxed-answer prompt, last-integer exact match; judge-free).
+
+Mirrors ``maveryn/trace@rlvr:rlvr/evaluation/vlmevalkit_extensions/trace_eval_local_vqa.py`` (``CountQA``:
+cached-TSV loading, ``build_prompt``, ``_extract_final_text``, ``_extract_last_int``, ``evaluate``), spec
+benchmarks-perception-puzzles §3. Its ``\\boxed{`` scanner (literal opener, stops at the first unbalanced box,
+stripped content) is deliberately different from PuzzleVQA's and TreeBench's; do not merge them.
+
+Quirks reproduced on purpose:
+- the same integer extraction runs on the prediction *and* on the gold answer;
+- ``str(value or "")``: a cell holding 0 (numeric column, or an ``=`` formula) reads as "" -> no integer;
+- the first ``answer``/``option``/``choice`` marker swallows the rest of the text, so the first marker wins;
+- the *last* integer of the chosen text counts ("1,234" -> 234, "3-4" -> -4, "3.5" -> 5);
+- without digits, the largest number word zero..twenty present wins, not the last one in the text.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
+from trace_lib.data.vlmeval_tsv import is_missing, load_vlmeval_tsv, materialize_images
+from trace_lib.extraction.workbook import roundtrip_rows
+from trace_lib.scoring.percent import MetricTable, primary_score
+
+KEY = "countqa"
+#: ``COUNTQA_BOXED_POST_PROMPT``: appended to the stripped question.
+BOXED_SUFFIX = "\nPut the final answer inside \\boxed{}."
+
+_BOX_OPENER = "\\boxed{"
+_ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", flags=re.I | re.S)
+_JSON_ANSWER = re.compile(r"\{.*\"answer\"\s*:\s*(.+?)\}", flags=re.S)
+_ANSWER_MARKER = re.compile(r"\b(?:final\s+answer|answer|choice|option)\b\s*[:：]?\s*(.+)", flags=re.I | re.S)
+_INTEGER = re.compile(r"[-+]?\d+")
+#: Number words in ascending order; the scan keeps the last (largest) one present.
+_NUMBER_WORDS = tuple(
+    (re.compile(rf"\b{word}\b"), value)
+    for value, word in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+        "sixteen seventeen eighteen nineteen twenty".split()
+    )
+)
+
+
+def load(path: Path) -> list[Row]:
+    """The TRACE-built ``CountQA.tsv`` rows, ``answer`` re-normalised to text as the cached loader does."""
+    rows = load_vlmeval_tsv(path)
+    for row in rows:
+        # post-run patch countqa-cached-answer-normalization: "" for a missing answer, else str(value).strip()
+        row["answer"] = "" if is_missing(row.get("answer")) else str(row["answer"]).strip()
+    return rows
+
+
+def build_prompt(row: Row, image_dir: Path) -> list[PromptItem]:
+    """The image, then the stripped question and ``\\nPut the final answer inside \\boxed{}.``."""
+    images = [PromptItem("image", p) for p in materialize_images(row, image_dir)]
+    return [*images, PromptItem("text", str(row["question"]).strip() + BOXED_SUFFIX)]
+
+
+def last_box(text: str) -> str | None:
+    """Stripped content of the last balanced ``\\boxed{...}`` (literal opener); an unbalanced box ends the scan."""
+    start = 0
+    found = None
+    while True:
+        opener = text.find(_BOX_OPENER, start)
+        if opener < 0:
+            return found
+        pos = begin = opener + len(_BOX_OPENER)
+        depth = 1
+        while pos < len(text) and depth:
+            if text[pos] == "{":
+                depth += 1
+            elif text[pos] == "}":
+                depth -= 1
+            pos += 1
+        if depth:
+            return found
+        found = text[begin : pos - 1].strip()
+        start = pos
+
+
+def final_text(value: Any) -> str:
+    """The part of a cell that carries the final answer: box, then ``<answer>``, JSON ``answer``, marker, all."""
+    text = str(value or "").strip()  # quirk: 0 -> "", NaN -> "nan"
+    boxed = last_box(text)
+    if boxed:
+        return boxed.strip()
+    block = _ANSWER_BLOCK.search(text)
+    if block:
+        return block.group(1).strip()
+    json_answer = _JSON_ANSWER.search(text)
+    if json_answer:
+        return json_answer.group(1).strip().strip("\"'")
+    markers = list(_ANSWER_MARKER.finditer(text))
+    if markers:
+        # quirk: (.+) under DOTALL runs to the end, so the first marker is the only (last) match
+        return markers[-1].group(1).strip().splitlines()[0].strip()
+    return text
+
+
+def extract_last_int(value: Any) -> int | None:
+    """The last integer of the final text, else the largest number word zero..twenty in it, else None."""
+    text = final_text(value).lower()
+    integers = _INTEGER.findall(text)
+    if integers:
+        return int(integers[-1])
+    found = None
+    for pattern, number in _NUMBER_WORDS:
+        if pattern.search(text):
+            found = number  # quirk: ascending scan keeps the largest word present
+    return found
+
+
+def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringContext) -> SliceScore:
+    """Exact integer match of prediction and gold over all rows, in percent (``split=Overall|acc``)."""
+    table = roundtrip_rows(rows, responses, ("answer",))
+    records = []
+    correct: list[float] = []
+    for row, cell in zip(rows, table):
+        predicted = extract_last_int(cell["prediction"])
+        gold = extract_last_int(cell.get("answer", ""))
+        hit = float(predicted is not None and gold is not None and predicted == gold)
+        correct.append(hit)
+        records.append(RowScore(str(row["index"]), predicted, hit, detail={"gold": gold}))
+    hits = sum(correct)
+    acc = hits / len(correct) * 100 if correct else 0.0
+    result = MetricTable(("split", "tot", "hit", "acc"), (("Overall", len(rows), hits, acc),))
+    primary = primary_score("image_base", result)  # ties among split=Overall|* keys break to `acc`
+    return SliceScore(
+        benchmark=KEY,
+        score=primary.score,
+        rows=len(rows),
+        records=tuple(records),
+        metrics={"acc": acc},
+        counts={"correct": int(hits), "total": len(rows), "unparsed_predictions": sum(r.extracted is None for r in records)},
+    )
+
+
+PROTOCOL = Protocol(
+    key=KEY,
+    upstream="maveryn/trace@rlvr:rlvr/evaluation/vlmevalkit_extensions/trace_eval_local_vqa.py:CountQA",
+    version="countqa-v1",
+    load=load,
+    build_prompt=build_prompt,
+    score=score,
+    judge="none",
+    quirks=(
+        "the same last-integer extraction runs on prediction and gold answer",
+        "str(value or ''): a 0 cell (numeric column or '=' formula) reads as '' and yields no integer",
+        "final text: last literal \\boxed{ (stops at an unbalanced box), then first <answer>, JSON answer, "
+        "first answer/option/choice marker (swallows the rest), else the whole text",
+        "the last integer counts ('1,234' -> 234, '3-4' -> -4, '3.5' -> 5)",
+        "without digits the largest number word zero..twenty present wins",
+        "prediction and answer pass the xlsx round trip (an all-numeric column with a NaN becomes floats: '12.0' -> 0)",
+    ),
+)

@@ -1,0 +1,340 @@
+"""The campaign plan: suite x models x seeds -> slices, plus run tag, deltas, GPU plan and tolerance z.
+
+Public API (``tests_reproduction`` parametrizes over it)::
+
+    plan = build_plan(release, models=..., seeds=..., benchmarks=...)   # or plan_from_options(release, ns)
+    plan.slices          # tuple[Slice], model-major, then seed, then benchmark in suite order
+    slice.id             # "trace-qwen2.5-vl-3b-seed42-mathvista" (pytest ids, -k selection)
+    plan.model(slug)     # the ModelDescriptor of a slice's model
+    plan.rows(slice)     # the suite's row count of the slice's benchmark
+    plan.render()        # the --print-config text (starts nothing, writes nothing)
+
+``add_plan_options(register)`` declares the plan flags once for both surfaces: pass ``parser.add_argument``
+(argparse) or ``group.addoption`` (pytest); ``plan_from_options`` reads them back from either namespace.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from trace_lib import options
+from trace_lib.campaign.models import (
+    ModelDescriptor, parse_descriptors, release_judge, release_models, select_release_models,
+)
+from trace_lib.errors import UsageError
+from trace_lib.release.locate import ReleaseRoot
+from trace_lib.release.suite import Suite, load_seeds, load_suite
+
+#: Where models, data and campaigns go when no flag or environment variable says otherwise.
+DEFAULT_WORK_DIR = Path("trace-repro-work")
+MODEL_ROOT_ENV = "TRACE_MODEL_ROOT"
+DATA_ROOT_ENV = "TRACE_DATA_ROOT"
+RUN_TAG_ENV = "TRACE_RUN_TAG"
+GPU_GROUPS_ENV = "TRACE_GPU_GROUPS"
+
+
+@dataclass(frozen=True, order=True)
+class Slice:
+    """One (model, seed, benchmark): the unit of generation, scoring, verification and of one test."""
+
+    model: str  # model slug
+    seed: int
+    benchmark: str  # suite key
+
+    @property
+    def id(self) -> str:
+        return f"{self.model}-seed{self.seed}-{self.benchmark}"
+
+
+@dataclass(frozen=True)
+class Delta:
+    """A declared matched comparison ``LABEL=MINUEND_SLUG=SUBTRAHEND_SLUG`` (summaries only)."""
+
+    label: str
+    minuend: str
+    subtrahend: str
+
+    @property
+    def raw(self) -> str:
+        return f"{self.label}={self.minuend}={self.subtrahend}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A resolved campaign: what would run, where, and how it is judged."""
+
+    suite: Suite
+    run_tag: str
+    seeds: tuple[int, ...]
+    models: tuple[ModelDescriptor, ...]
+    benchmarks: tuple[str, ...]  # selected suite keys, suite order
+    judge: ModelDescriptor | None = None
+    deltas: tuple[Delta, ...] = ()
+    gpu_groups: tuple[tuple[int, ...], ...] = ((0,),)
+    tensor_parallel_size: int | None = None  # None: the size of each GPU group
+    tolerance_z: float = 3.0
+    campaign_root: Path | None = None
+    data_root: Path | None = None
+    model_root: Path | None = None
+    _slices: tuple[Slice, ...] = field(default=(), repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        slices = tuple(Slice(m.slug, s, b) for m in self.models for s in self.seeds for b in self.benchmarks)
+        object.__setattr__(self, "_slices", slices)
+
+    @property
+    def slices(self) -> tuple[Slice, ...]:
+        return self._slices
+
+    def model(self, slug: str) -> ModelDescriptor:
+        for desc in self.models:
+            if desc.slug == slug:
+                return desc
+        raise KeyError(slug)
+
+    def rows(self, slice_: Slice) -> int:
+        return self.suite.benchmark(slice_.benchmark).rows
+
+    @property
+    def tp_size(self) -> int:
+        return self.tensor_parallel_size or len(self.gpu_groups[0])
+
+    def render(self) -> str:
+        """The ``--print-config`` text: suite, run tag, seeds, models, deltas, decoding, GPU plan, slices."""
+        gen = self.suite.generation
+        lines = [
+            f"suite={self.suite.suite_id}",
+            f"suite_sha256={self.suite.sha256}",
+            f"run_tag={self.run_tag}",
+            f"seeds={' '.join(str(s) for s in self.seeds)}",
+            *(m.render() for m in self.models),
+        ]
+        if self.judge is not None:
+            lines.append("judge=" + self.judge.render().removeprefix("model="))
+        lines += [f"delta={d.raw}" for d in self.deltas]
+        lines += [
+            f"generation=temp{gen['temperature']:g},top_p{gen['top_p']:g},top_k{gen['top_k']},max{gen['max_tokens']}",
+            f"media={gen['media_transport']},{gen['min_image_pixels']},{gen['max_image_pixels']}",
+            f"benchmarks={len(self.benchmarks)} ({' '.join(self.benchmarks)})",
+            f"slices={len(self.slices)} ({len(self.models)} models x {len(self.seeds)} seeds x "
+            f"{len(self.benchmarks)} benchmarks; {sum(self.suite.benchmark(b).rows for b in self.benchmarks)} "
+            f"rows per model and seed)",
+            f"gpu_groups={render_gpu_groups(self.gpu_groups)} ({len(self.gpu_groups)} engine(s), "
+            f"tensor_parallel_size={self.tp_size})",
+            f"tolerance_z={self.tolerance_z:g}",
+            f"campaign_root={self.campaign_root or '(not set)'}",
+            f"data_root={self.data_root or '(not set)'}",
+        ]
+        lines += [f"slice={s.id} rows={self.rows(s)}" for s in self.slices]
+        return "\n".join(lines)
+
+
+# -- parsing ---------------------------------------------------------------------------------------------------
+
+def parse_gpu_groups(text: str) -> tuple[tuple[int, ...], ...]:
+    """``"0,1;2,3"`` -> ((0, 1), (2, 3)); without ``;``, whitespace separates single-GPU groups (``"0 1"``).
+
+    Raises:
+        UsageError: empty text, a non-integer id, or a GPU in two groups.
+    """
+    text = text.strip()
+    chunks = text.split(";") if ";" in text else text.split()
+    groups = []
+    for chunk in chunks:
+        ids = [c.strip() for c in chunk.split(",") if c.strip()]
+        if not ids or not all(re.fullmatch(r"[0-9]+", c) for c in ids):
+            raise UsageError("invalid GPU group", field="--gpu-groups", found=text,
+                             expected="e.g. '0' or '0 1 2 3' or '0,1;2,3'")
+        groups.append(tuple(int(c) for c in ids))
+    flat = [g for group in groups for g in group]
+    if not groups:
+        raise UsageError("no GPU group", field="--gpu-groups", found=text)
+    if len(flat) != len(set(flat)):
+        raise UsageError("a GPU appears in two groups", field="--gpu-groups", found=text)
+    return tuple(groups)
+
+
+def render_gpu_groups(groups: Sequence[Sequence[int]]) -> str:
+    return ";".join(",".join(str(g) for g in group) for group in groups)
+
+
+def parse_seeds(values: Sequence[Any]) -> tuple[int, ...]:
+    """Seeds as upstream accepts them: digits only, unique.
+
+    Raises:
+        UsageError: a non-numeric or repeated seed.
+    """
+    seeds = []
+    for value in values:
+        text = str(value)
+        if not re.fullmatch(r"[0-9]+", text):
+            raise UsageError("invalid seed", field="--seeds", found=text, expected="a non-negative integer")
+        if int(text) in seeds:
+            raise UsageError("duplicate seed", field="--seeds", found=text)
+        seeds.append(int(text))
+    if not seeds:
+        raise UsageError("no seed given", field="--seeds")
+    return tuple(seeds)
+
+
+def parse_delta(text: str, slugs: Sequence[str]) -> Delta:
+    """``LABEL=MINUEND_SLUG=SUBTRAHEND_SLUG`` (split on the first two ``=``); both slugs must be planned.
+
+    Raises:
+        UsageError: wrong shape or an unknown slug.
+    """
+    parts = text.split("=", 2)
+    if len(parts) != 3 or not all(parts):
+        raise UsageError("invalid delta", field="--delta", found=text, expected="LABEL=MINUEND_SLUG=SUBTRAHEND_SLUG")
+    label, minuend, subtrahend = parts
+    for slug in (minuend, subtrahend):
+        if slug not in slugs:
+            raise UsageError(f"delta names unknown model {slug!r}", field="--delta", hint=f"known: {', '.join(slugs)}")
+    return Delta(label, minuend, subtrahend)
+
+
+def select_benchmarks(suite: Suite, keys: Sequence[str] | None) -> tuple[str, ...]:
+    """The selected suite keys in suite order (all when ``keys`` is empty).
+
+    Raises:
+        UsageError: a key that is not in the suite (with close matches).
+    """
+    if not keys:
+        return suite.keys
+    import difflib
+
+    for key in keys:
+        if key not in suite.keys:
+            close = difflib.get_close_matches(key, suite.keys, n=3)
+            raise UsageError(f"unknown benchmark {key!r}", field="--benchmark",
+                             hint=f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(suite.keys)}")
+    wanted = set(keys)
+    return tuple(k for k in suite.keys if k in wanted)
+
+
+def default_run_tag(suite: Suite, seeds: Sequence[int]) -> str:
+    """``<suite>_temp<T without dot>_seed<seeds joined by _>``, e.g. ``trace_eval_v1_temp06_seed42_43_44``."""
+    temperature = f"{suite.generation['temperature']:g}".replace(".", "")
+    return f"{suite.suite_id}_temp{temperature}_seed{'_'.join(str(s) for s in seeds)}"
+
+
+def work_root(flag: str | os.PathLike[str] | None, env: str, leaf: str) -> Path:
+    """Flag, then environment variable ``env``, then ``trace-repro-work/<leaf>``."""
+    value = flag or os.environ.get(env)
+    return Path(value) if value else DEFAULT_WORK_DIR / leaf
+
+
+# -- building --------------------------------------------------------------------------------------------------
+
+def build_plan(
+    release: ReleaseRoot,
+    *,
+    models: Sequence[ModelDescriptor] | None = None,
+    model_ids: Sequence[str] = (),
+    model_root: Path | None = None,
+    seeds: Sequence[Any] | None = None,
+    benchmarks: Sequence[str] | None = None,
+    run_tag: str | None = None,
+    deltas: Sequence[str] = (),
+    gpu_groups: str | None = None,
+    tensor_parallel_size: int | None = None,
+    tolerance_z: float = 3.0,
+    campaign_root: Path | None = None,
+    data_root: Path | None = None,
+    with_judge: bool = True,
+) -> Plan:
+    """Resolve a campaign plan; nothing is started or written.
+
+    ``models`` (parsed ``--model`` descriptors) replace the release's models; otherwise the release's models
+    (all, or those named in ``model_ids``) at ``<model_root>/<model_id>``. Seeds default to the release's.
+
+    Raises:
+        UsageError: unknown benchmark/model, bad seed, delta, GPU groups or tensor-parallel size.
+    """
+    suite = load_suite(release)
+    root = work_root(model_root, MODEL_ROOT_ENV, "models")
+    if models:
+        if model_ids:
+            raise UsageError("--model and --model-id cannot be combined", field="--model-id")
+        chosen = tuple(models)
+    else:
+        everything = release_models(release, root)
+        chosen = select_release_models(everything, model_ids) if model_ids else everything
+    seed_list = parse_seeds(seeds if seeds else load_seeds(release))
+    groups = parse_gpu_groups(gpu_groups or os.environ.get(GPU_GROUPS_ENV) or "0")
+    if tensor_parallel_size is not None:
+        if tensor_parallel_size < 1 or any(tensor_parallel_size > len(g) for g in groups):
+            raise UsageError("tensor parallel size exceeds a GPU group", field="--tensor-parallel-size",
+                             found=tensor_parallel_size, expected=f"1..{min(len(g) for g in groups)}")
+    elif len({len(g) for g in groups}) != 1:
+        raise UsageError("GPU groups differ in size; pass --tensor-parallel-size", field="--gpu-groups",
+                         found=render_gpu_groups(groups))
+    slugs = [m.slug for m in chosen]
+    return Plan(
+        suite=suite,
+        run_tag=run_tag or os.environ.get(RUN_TAG_ENV) or default_run_tag(suite, seed_list),
+        seeds=seed_list,
+        models=chosen,
+        benchmarks=select_benchmarks(suite, benchmarks),
+        judge=release_judge(release, root) if with_judge else None,
+        deltas=tuple(parse_delta(d, slugs) for d in deltas),
+        gpu_groups=groups,
+        tensor_parallel_size=tensor_parallel_size,
+        tolerance_z=tolerance_z,
+        campaign_root=Path(campaign_root) if campaign_root else None,
+        data_root=Path(data_root) if data_root else None,
+        model_root=root,
+    )
+
+
+Register = Callable[..., Any]
+
+
+def add_plan_options(register: Register) -> None:
+    """Declare the plan flags through ``register`` (``ArgumentParser.add_argument`` or pytest ``addoption``)."""
+    register("--model", nargs=5, action="append", default=None,
+             metavar=("SLUG", "LOCAL_PATH", "IMMUTABLE_REVISION", "OWNER/REPO@REVISION", "LABEL"),
+             help="a model to evaluate (repeatable); replaces the release's models")
+    register("--model-id", action="append", default=None, metavar="MODEL_ID",
+             help="evaluate only this release model (repeatable); its directory is <model-root>/<model_id>")
+    register("--model-root", default=None, metavar="DIR",
+             help=f"directory of the release models (env {MODEL_ROOT_ENV}; default {DEFAULT_WORK_DIR}/models)")
+    register("--seeds", nargs="+", default=None, metavar="SEED", help="decoding seeds (default: the release's)")
+    register("--benchmark", action="append", default=None, metavar="KEY",
+             help="restrict to this suite benchmark (repeatable; default: all)")
+    register("--run-tag", default=None, metavar="TAG",
+             help=f"campaign name (env {RUN_TAG_ENV}; default <suite>_temp<T>_seed<seeds>)")
+    register("--delta", action="append", default=None, metavar="LABEL=MINUEND=SUBTRAHEND",
+             help="a matched comparison column for summaries (repeatable)")
+    register("--gpu-groups", default=None, metavar="GROUPS",
+             help=f"one engine per group, e.g. '0,1;2,3' (env {GPU_GROUPS_ENV}; default '0')")
+    register("--tensor-parallel-size", type=int, default=None, metavar="N",
+             help="tensor parallel size per engine (default: the group size)")
+    register("--data-root", default=None, metavar="DIR",
+             help=f"prepared benchmark data (env {DATA_ROOT_ENV}; default {DEFAULT_WORK_DIR}/data)")
+
+
+def plan_from_options(release: ReleaseRoot, namespace: Any, *, with_judge: bool = True) -> Plan:
+    """Build the plan from a namespace that went through :func:`add_plan_options` (argparse or pytest)."""
+    groups = getattr(namespace, "model", None) or []
+    campaign_root = options.resolve(namespace, options.CAMPAIGN_ROOT)
+    return build_plan(
+        release,
+        models=parse_descriptors(groups) if groups else None,
+        model_ids=getattr(namespace, "model_id", None) or (),
+        model_root=getattr(namespace, "model_root", None),
+        seeds=getattr(namespace, "seeds", None),
+        benchmarks=getattr(namespace, "benchmark", None),
+        run_tag=getattr(namespace, "run_tag", None),
+        deltas=getattr(namespace, "delta", None) or (),
+        gpu_groups=getattr(namespace, "gpu_groups", None),
+        tensor_parallel_size=getattr(namespace, "tensor_parallel_size", None),
+        tolerance_z=options.resolve(namespace, options.TOLERANCE_Z),
+        campaign_root=Path(campaign_root) if campaign_root else None,
+        data_root=work_root(getattr(namespace, "data_root", None), DATA_ROOT_ENV, "data"),
+        with_judge=with_judge,
+    )

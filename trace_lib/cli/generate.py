@@ -1,0 +1,159 @@
+"""``trace-repro generate``: generate every planned slice that is not complete yet, resumably.
+
+One engine per model per GPU group: with several ``--gpu-groups`` and the vllm backend, one worker process per
+group is started (``CUDA_VISIBLE_DEVICES`` = the group) and the slices are shared among them. Responses go to
+``<campaign-root>/generation/seed_<S>/<model>/<benchmark>.jsonl`` (see ``trace_lib.generation.store``); a
+killed run resumes where it stopped. Exit 0 when every planned slice is complete, 1 when some slice failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from trace_lib import options
+from trace_lib.campaign.plan import Plan, add_plan_options, plan_from_options, render_gpu_groups
+from trace_lib.errors import TraceReproError, UsageError
+from trace_lib.exitcodes import ExitCode
+from trace_lib.release.locate import locate_release
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("generate", help="generate responses for planned slices (resumable)",
+                                   description=__doc__)
+    add_plan_options(parser.add_argument)
+    options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT)
+    parser.add_argument("--backend", choices=("vllm", "openai", "hf"), default="vllm",
+                        help="generation engine (default vllm)")
+    parser.add_argument("--base-url", default=None, metavar="URL",
+                        help="openai backend: http://HOST:PORT/v1 (comma-separated for a pool)")
+    parser.add_argument("--concurrency", type=int, default=None, help="openai backend: requests in flight")
+    parser.add_argument("--max-model-len", type=int, default=32768, help="vllm backend (default 32768)")
+    parser.add_argument("--max-num-seqs", type=int, default=256, help="vllm backend (default 256)")
+    parser.add_argument("--gpu-memory-utilization", type=float, default=0.90, help="vllm backend (default 0.90)")
+    parser.add_argument("--enforce-eager", action="store_true", help="vllm backend: no CUDA graphs")
+    parser.add_argument("--device", default="cpu", help="hf backend: torch device (default cpu)")
+    parser.add_argument("--model-verify", choices=("deep", "shallow", "none"), default="deep",
+                        help="check model directories against their markers first (default deep: re-hash files)")
+    parser.add_argument("--unprepared-data", action="store_true",
+                        help="generate from data files not recorded in the dataset manifest (tests, debugging); "
+                             "the responses are then not bound to a dataset snapshot")
+    parser.add_argument("--batch-size", type=int, default=64, help="rows per durable append (default 64)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--worker", default=None, metavar="I/N", help=argparse.SUPPRESS)
+    parser.set_defaults(run=run)
+
+
+def _worker_share(args: argparse.Namespace) -> tuple[int, int]:
+    if not args.worker:
+        return 0, 1
+    try:
+        index, count = (int(x) for x in args.worker.split("/"))
+    except ValueError:
+        raise UsageError("invalid worker spec", field="--worker", found=args.worker, expected="I/N") from None
+    if not 0 <= index < count:
+        raise UsageError("invalid worker spec", field="--worker", found=args.worker)
+    return index, count
+
+
+def _spawn_workers(plan: Plan, argv: list[str]) -> ExitCode:
+    """Run one ``generate --worker i/N`` process per GPU group and wait for all of them."""
+    procs = []
+    for index, group in enumerate(plan.gpu_groups):
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES=",".join(str(g) for g in group))
+        cmd = [sys.executable, "-m", "trace_lib", *argv, "--worker", f"{index}/{len(plan.gpu_groups)}"]
+        print(f"[generate] worker {index}: GPUs {env['CUDA_VISIBLE_DEVICES']}", file=sys.stderr)
+        procs.append(subprocess.Popen(cmd, env=env))
+    codes = []
+    try:
+        codes = [p.wait() for p in procs]
+    except KeyboardInterrupt:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait()
+        raise
+    return ExitCode.OK if all(c == 0 for c in codes) else ExitCode.FINDINGS
+
+
+def _backend_options(args: argparse.Namespace, plan: Plan, data_root: Path) -> dict:
+    if args.backend == "vllm":
+        return dict(tensor_parallel_size=plan.tp_size, allowed_local_media_path=str(data_root),
+                    max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
+                    gpu_memory_utilization=args.gpu_memory_utilization, enforce_eager=args.enforce_eager)
+    if args.backend == "openai":
+        if not args.base_url:
+            raise UsageError("the openai backend needs --base-url", field="--base-url")
+        return dict(base_url=args.base_url, concurrency=args.concurrency)
+    return dict(device=args.device)
+
+
+def run(args: argparse.Namespace) -> ExitCode:
+    from trace_lib.benchmarks.registry import get_protocol
+    from trace_lib.data.manifest import load_manifest, manifest_path
+    from trace_lib.data.model_dirs import verify_model_dir
+    from trace_lib.data.prepare import load_artifact_sources
+    from trace_lib.generation.backends.base import create_backend
+    from trace_lib.generation.run import open_slice_store, run_generation
+
+    release = locate_release(options.resolve(args, options.TRACE_ROOT))
+    plan = plan_from_options(release, args, with_judge=False)
+    if plan.campaign_root is None:
+        raise UsageError("no campaign root", field="--campaign-root", hint="pass --campaign-root DIR or set "
+                         "TRACE_CAMPAIGN_ROOT")
+    index, count = _worker_share(args)
+    if args.backend == "vllm" and len(plan.gpu_groups) > 1 and count == 1:
+        print(f"[generate] {len(plan.gpu_groups)} GPU groups ({render_gpu_groups(plan.gpu_groups)}): "
+              f"one worker per group", file=sys.stderr)
+        if "generate" not in sys.argv[1:]:
+            raise UsageError("several GPU groups need the command line entry point", field="--gpu-groups",
+                             hint="run 'trace-repro generate ...' (it starts one worker per group)")
+        return _spawn_workers(plan, sys.argv[sys.argv.index("generate", 1):])
+
+    data_root = Path(plan.data_root).resolve()
+    sources = load_artifact_sources(release)
+    mpath = manifest_path(data_root)
+    manifest = load_manifest(mpath) if mpath.exists() else None
+    generation = plan.suite.generation
+    mine = [s for i, s in enumerate(plan.slices) if i % count == index]
+    failures: list[str] = []
+    for model in plan.models:
+        slices = [s for s in mine if s.model == model.slug]
+        if not slices:
+            continue
+        if args.model_verify != "none" and args.backend != "openai":
+            report = verify_model_dir(model, deep=args.model_verify == "deep")
+            if not report.ok:
+                for problem in report.problems:
+                    print(f"[generate] {model.slug}: {problem}", file=sys.stderr)
+                failures += [s.id for s in slices]
+                continue
+        backend = create_backend(args.backend, model_path=model.local_path, served_name=model.slug,
+                                 **_backend_options(args, plan, data_root))
+        try:
+            for slice_ in slices:
+                try:
+                    source = sources[slice_.benchmark]
+                    entry = manifest.datasets.get(slice_.benchmark) if manifest else None
+                    if entry is None and not args.unprepared_data:
+                        raise UsageError("benchmark data is not prepared", field=slice_.benchmark,
+                                         hint=f"run 'trace-repro prepare-data --benchmark {slice_.benchmark}'")
+                    protocol = get_protocol(slice_.benchmark)
+                    rows = protocol.load(source.local_path(data_root))
+                    with open_slice_store(plan.campaign_root, slice_, model, generation,
+                                          dataset_snapshot=entry.snapshot_sha256 if entry else None) as store:
+                        result = run_generation(slice_, rows, protocol, backend, store, source.image_dir(data_root),
+                                                generation=generation, progress=not args.no_progress,
+                                                batch_size=args.batch_size, dataset=entry, data_root=data_root)
+                    print(f"[generate] {result.summary()}")
+                except TraceReproError as exc:
+                    failures.append(slice_.id)
+                    print(f"[generate] {slice_.id}: error: {exc.render()}", file=sys.stderr)
+        finally:
+            backend.close()
+    done = len(mine) - len(failures)
+    print(f"[generate] {done}/{len(mine)} slice(s) complete" + (f"; failed: {' '.join(failures)}" if failures else ""))
+    return ExitCode.FINDINGS if failures else ExitCode.OK

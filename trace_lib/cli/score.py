@@ -1,0 +1,154 @@
+"""``trace-repro score``: score responses without a GPU, one file or a whole campaign, and judge them against
+the release's canonical scores.
+
+One file:   ``trace-repro score --benchmark KEY --dataset FILE --responses FILE.jsonl --out DIR [--judge-url URL]``
+Campaign:   ``trace-repro score --campaign-root DIR [plan flags: --model-id, --seeds, --benchmark, --data-root]``
+
+Writes ``records.jsonl`` (one line per row: extracted answer, credit, judge calls) and ``scores.json`` into the
+output directory (campaign: ``<root>/scoring/seed_<S>/<model>/<benchmark>/``) and prints one line per slice: the
+score, and the tolerance verdict when the responses' model has canonical scores. Exit 0 when everything scored
+and every verdict is within tolerance, 1 when a verdict fails or (campaign) a slice could not be scored, 2 on
+bad input (one ``error:`` line naming the file and line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from trace_lib import options
+from trace_lib.errors import TraceReproError, UsageError
+from trace_lib.exitcodes import ExitCode
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    from trace_lib.campaign.plan import add_plan_options
+
+    parser = subparsers.add_parser("score", help="score responses (a file or a campaign) and compare to canonical",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_plan_options(parser.add_argument)  # --benchmark, --data-root, --model-id, --seeds ... (campaign mode)
+    parser.add_argument("--dataset", default=None, metavar="FILE", help="one-file mode: the benchmark's data file")
+    parser.add_argument("--responses", default=None, metavar="FILE.jsonl",
+                        help="one-file mode: a response file of the trace-repro store format")
+    parser.add_argument("--out", default=None, metavar="DIR", help="one-file mode: where scores go")
+    parser.add_argument("--json", action="store_true", help="print the scores.json documents (with verdicts)")
+    options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT, options.JUDGE_URL,
+                            options.TOLERANCE_Z)
+    parser.set_defaults(run=run)
+
+
+def _judge(url: str | None):  # noqa: ANN202 - Judge | None, imported lazily
+    if not url:
+        return None
+    from trace_lib.scoring.judge import OpenAIJudge
+
+    return OpenAIJudge(url)
+
+
+def _emit(summary: dict, verdict, as_json: bool) -> None:  # noqa: ANN001
+    if as_json:
+        print(json.dumps({**summary, "verdict": verdict.to_dict() if verdict else None}, sort_keys=True))
+        return
+    who = summary.get("slice") or summary["benchmark"]
+    line = f"{who}: score {summary['score']:.3f} over {summary['rows']} rows"
+    if summary.get("judge_calls"):
+        line += f", {summary['judge_calls']} judge calls"
+    if summary.get("fallbacks"):
+        line += f", {summary['fallbacks']} deterministic fallbacks"
+    print(line)
+    if verdict is not None:
+        print(verdict.explain())
+    elif summary.get("model"):
+        print(f"{who}: no canonical score for model {summary['model']!r}; nothing to compare")
+
+
+def _verdict(rule, summary: dict):  # noqa: ANN001, ANN202
+    model, bench = summary.get("model"), summary["benchmark"]
+    if (model, bench) not in rule.benchmarks:
+        return None
+    return rule.check_slice(model, bench, summary["score"], seed=summary["seed"], rows=summary["rows"])
+
+
+def run(args: argparse.Namespace) -> ExitCode:
+    from trace_lib.aggregation.tolerance import load_tolerance_rule
+    from trace_lib.release.locate import locate_release
+
+    release = locate_release(options.resolve(args, options.TRACE_ROOT))
+    rule = load_tolerance_rule(release, z=options.resolve(args, options.TOLERANCE_Z))
+    judge_url = options.resolve(args, options.JUDGE_URL)
+    one_file = [f for f in ("dataset", "responses", "out") if getattr(args, f)]
+    if one_file:
+        return _run_file(args, rule, judge_url)
+    if options.resolve(args, options.CAMPAIGN_ROOT):
+        return _run_campaign(args, release, rule, judge_url)
+    raise UsageError("nothing to score", field="score",
+                     hint="pass --benchmark KEY --dataset FILE --responses FILE.jsonl --out DIR, or --campaign-root DIR")
+
+
+def _run_file(args: argparse.Namespace, rule, judge_url: str | None) -> ExitCode:  # noqa: ANN001
+    from trace_lib.benchmarks.registry import get_protocol
+    from trace_lib.release.load import sha256_file
+    from trace_lib.scoring.score import FileRef, run_scoring
+
+    missing = [f"--{f}" for f in ("dataset", "responses", "out") if not getattr(args, f)]
+    if not args.benchmark or len(args.benchmark) != 1:
+        missing.insert(0, "--benchmark (exactly one)")
+    if missing:
+        raise UsageError("one-file mode needs " + ", ".join(missing), field="score")
+    protocol = get_protocol(args.benchmark[0])
+    dataset, responses = Path(args.dataset), Path(args.responses)
+    for flag, path in (("--dataset", dataset), ("--responses", responses)):
+        if not path.is_file():
+            raise UsageError("no such file", field=f"{flag} {path}")
+    rows = protocol.load(dataset)
+    scored = run_scoring(protocol, rows, responses, Path(args.out), judge=_judge(judge_url), judge_url=judge_url,
+                         dataset=FileRef(str(dataset), sha256_file(dataset)))
+    verdict = _verdict(rule, dict(scored.summary))
+    _emit(dict(scored.summary), verdict, args.json)
+    return ExitCode.FINDINGS if verdict is not None and not verdict.ok else ExitCode.OK
+
+
+def _run_campaign(args: argparse.Namespace, release, rule, judge_url: str | None) -> ExitCode:  # noqa: ANN001
+    from trace_lib.benchmarks.registry import get_protocol
+    from trace_lib.campaign.plan import plan_from_options
+    from trace_lib.data.prepare import load_artifact_sources
+    from trace_lib.generation.store import response_path
+    from trace_lib.release.load import sha256_file
+    from trace_lib.scoring.score import FileRef, run_scoring, scores_dir
+
+    plan = plan_from_options(release, args, with_judge=False)
+    root = Path(plan.campaign_root)  # type: ignore[arg-type]
+    data_root = Path(plan.data_root or ".")
+    sources = load_artifact_sources(release)
+    judge = _judge(judge_url)
+    failed: list[str] = []
+    verdict_failures = 0
+    loaded: dict[str, tuple[object, list]] = {}
+    for slice_ in plan.slices:
+        responses = response_path(root, model=slice_.model, seed=slice_.seed, benchmark=slice_.benchmark)
+        try:
+            if not responses.is_file():
+                raise UsageError("no responses", field=slice_.id, found=str(responses),
+                                 hint="run 'trace-repro generate' for this slice")
+            if slice_.benchmark not in loaded:
+                protocol = get_protocol(slice_.benchmark)
+                dataset = sources[slice_.benchmark].local_path(data_root)
+                loaded[slice_.benchmark] = (protocol, protocol.load(dataset), FileRef(str(dataset), sha256_file(dataset)))
+            protocol, rows, dataset_ref = loaded[slice_.benchmark]
+            scored = run_scoring(protocol, rows, responses,  # type: ignore[arg-type]
+                                 scores_dir(root, model=slice_.model, seed=slice_.seed, benchmark=slice_.benchmark),
+                                 judge=judge, judge_url=judge_url, dataset=dataset_ref)  # type: ignore[arg-type]
+        except TraceReproError as exc:
+            failed.append(slice_.id)
+            print(f"{slice_.id}: error: {exc.render()}", file=sys.stderr)
+            continue
+        verdict = _verdict(rule, dict(scored.summary))
+        verdict_failures += verdict is not None and not verdict.ok
+        _emit(dict(scored.summary), verdict, args.json)
+    scored_count = len(plan.slices) - len(failed)
+    print(f"[score] {scored_count}/{len(plan.slices)} slice(s) scored, {verdict_failures} outside tolerance"
+          + (f"; not scored: {' '.join(failed[:10])}" + (" ..." if len(failed) > 10 else "") if failed else ""),
+          file=sys.stderr if args.json else sys.stdout)
+    return ExitCode.FINDINGS if failed or verdict_failures else ExitCode.OK

@@ -1,0 +1,202 @@
+"""The ``vllm`` backend: offline ``vllm.LLM`` in this process, sampling exactly as ``vllm serve`` would.
+
+Each request becomes a ``SamplingParams`` built the way vLLM's OpenAI server builds it from the same JSON
+body (``ChatCompletionRequest.to_sampling_params``): fields the request sends are used as given (including
+its ``seed``); fields it does not send take the model's ``generation_config`` defaults
+(``ModelConfig.get_diff_sampling_param``), else the server's neutral defaults. Conversations go through
+``LLM.enqueue_chat`` (the same chat-template rendering and multimodal processing as ``LLM.chat``, grouped by
+``mm_processor_kwargs``), then the engine is stepped exactly like ``LLM.chat``'s own loop, and every finished
+request is yielded at once, so the caller can persist it while the batch keeps running.
+
+GPU placement: the process sees the GPUs of its group (set ``CUDA_VISIBLE_DEVICES`` before the engine is
+created; :func:`trace_lib.generation.run.run_gpu_groups` starts one worker process per group);
+``tensor_parallel_size`` defaults to the number of visible GPUs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+from trace_lib.errors import BackendError
+from trace_lib.generation.request import ChatRequest, GenerationResult
+
+#: vLLM's OpenAI server defaults for fields a chat request leaves unset (chat_completion/protocol.py).
+_SERVER_NEUTRAL = {"repetition_penalty": 1.0, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0}
+#: Request fields the server takes from the body as-is, with its own default when absent.
+_SERVER_PASSTHROUGH = {"presence_penalty": 0.0, "frequency_penalty": 0.0, "seed": None}
+
+
+def sampling_kwargs(sampling: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """``SamplingParams`` keyword arguments for a request's sampling fields, as vLLM's server derives them.
+
+    ``defaults`` is ``ModelConfig.get_diff_sampling_param()`` (the checkpoint's generation-config values).
+
+    Raises:
+        BackendError: the request carries a field this mapping does not know (it would be silently dropped).
+    """
+    known = set(_SERVER_NEUTRAL) | set(_SERVER_PASSTHROUGH) | {"max_tokens"}
+    unknown = sorted(set(sampling) - known)
+    if unknown:
+        raise BackendError("sampling fields not supported by the vllm backend", field="sampling", found=unknown)
+    kwargs: dict[str, Any] = {}
+    for name, neutral in _SERVER_NEUTRAL.items():
+        value = sampling.get(name)
+        kwargs[name] = value if value is not None else defaults.get(name, neutral)
+    for name, neutral in _SERVER_PASSTHROUGH.items():
+        value = sampling.get(name)
+        kwargs[name] = value if value is not None else neutral
+    max_tokens = sampling.get("max_tokens")
+    kwargs["max_tokens"] = max_tokens if max_tokens is not None else defaults.get("max_tokens")
+    kwargs.update(skip_special_tokens=True, spaces_between_special_tokens=True, include_stop_str_in_output=False)
+    return kwargs
+
+
+def _external_id(request_id: str) -> str:
+    # vLLM returns "<external>-<8 random chars>" from add_request; outputs carry the external id.
+    return request_id.split("-", 1)[0]
+
+
+class VLLMBackend:
+    """Offline ``vllm.LLM`` engine.
+
+    Options: ``tensor_parallel_size`` (default: number of visible GPUs), ``allowed_local_media_path`` (the data
+    root; required for ``file://`` images, default ``/``), ``max_model_len`` (32768), ``max_num_seqs`` (256),
+    ``max_num_batched_tokens`` (32768), ``gpu_memory_utilization`` (0.90), ``limit_mm_per_prompt``
+    (``{"image": 24, "video": 3}``), ``dtype`` ("auto"), ``enforce_eager`` (False), ``llm_kwargs`` (any further
+    ``vllm.LLM`` arguments). Defaults mirror upstream's generation server flags (eval-campaign spec §3.1).
+    """
+
+    name = "vllm"
+
+    def __init__(
+        self,
+        *,
+        model_path: str,
+        served_name: str,
+        tensor_parallel_size: int | None = None,
+        allowed_local_media_path: str | None = None,
+        max_model_len: int = 32768,
+        max_num_seqs: int = 256,
+        max_num_batched_tokens: int = 32768,
+        gpu_memory_utilization: float = 0.90,
+        limit_mm_per_prompt: Mapping[str, int] | None = None,
+        dtype: str = "auto",
+        enforce_eager: bool = False,
+        llm_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        try:
+            from vllm import LLM
+        except ImportError as exc:
+            raise BackendError(f"vllm is not importable ({exc})", field="--backend vllm",
+                               hint="install the 'eval' extra on a CUDA host") from None
+        if tensor_parallel_size is None:
+            tensor_parallel_size = _visible_gpu_count()
+        self.served_name = served_name
+        self.model_path = model_path
+        kwargs: dict[str, Any] = dict(
+            model=str(model_path),
+            served_model_name=served_name,
+            trust_remote_code=True,
+            tensor_parallel_size=tensor_parallel_size,
+            allowed_local_media_path=str(Path(allowed_local_media_path or "/").resolve()),
+            max_model_len=max_model_len,
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens,
+            gpu_memory_utilization=gpu_memory_utilization,
+            limit_mm_per_prompt=dict(limit_mm_per_prompt or {"image": 24, "video": 3}),
+            dtype=dtype,
+            enforce_eager=enforce_eager,
+        )
+        kwargs.update(llm_kwargs or {})
+        self.llm = LLM(**kwargs)
+        model_config = getattr(self.llm, "model_config", None) or self.llm.llm_engine.model_config
+        self._defaults = dict(model_config.get_diff_sampling_param())
+
+    def _sampling_params(self, request: ChatRequest) -> Any:
+        from vllm import SamplingParams
+
+        return SamplingParams.from_optional(**sampling_kwargs(request.sampling, self._defaults))
+
+    def generate(self, requests: Sequence[ChatRequest]) -> Iterator[GenerationResult]:
+        if not requests:
+            return
+        engine = self.llm.llm_engine
+        if engine.has_unfinished_requests():
+            raise BackendError("engine already has unfinished requests", field="vllm")
+        by_id: dict[str, ChatRequest] = {}
+        groups: dict[tuple, list[ChatRequest]] = {}
+        for request in requests:
+            groups.setdefault(tuple(sorted(request.mm_processor_kwargs.items())), []).append(request)
+        try:
+            for mm_key, group in groups.items():
+                ids = self.llm.enqueue_chat(
+                    [r.messages_json() for r in group],
+                    sampling_params=[self._sampling_params(r) for r in group],
+                    use_tqdm=False,
+                    mm_processor_kwargs=dict(mm_key) or None,
+                )
+                if len(ids) != len(group):
+                    raise BackendError("engine accepted fewer requests than sent", field="vllm",
+                                       expected=len(group), found=len(ids))
+                for engine_id, request in zip(ids, group):
+                    by_id[engine_id] = request
+                    by_id.setdefault(_external_id(engine_id), request)
+            remaining = len(requests)
+            while engine.has_unfinished_requests():
+                for output in engine.step():
+                    if not output.finished:
+                        continue
+                    request = by_id.get(output.request_id) or by_id.get(_external_id(output.request_id))
+                    if request is None:
+                        raise BackendError("engine returned an unknown request id", field="vllm",
+                                           found=output.request_id)
+                    remaining -= 1
+                    yield _result(request.request_id, output)
+        except BaseException:
+            unfinished = [rid for rid in by_id if "-" in rid]
+            if unfinished and engine.has_unfinished_requests():
+                engine.abort_request(unfinished, internal=True)
+            raise
+        if remaining:
+            raise BackendError("engine finished without answering every request", field="vllm",
+                               expected=len(requests), found=len(requests) - remaining)
+
+    def close(self) -> None:
+        llm = getattr(self, "llm", None)
+        self.llm = None
+        if llm is None:
+            return
+        shutdown = getattr(llm.llm_engine, "shutdown", None) or getattr(
+            getattr(llm.llm_engine, "engine_core", None), "shutdown", None
+        )
+        if shutdown is not None:
+            shutdown()
+        del llm
+        import gc
+
+        gc.collect()
+
+
+def _result(request_id: str, output: Any) -> GenerationResult:
+    completion = output.outputs[0]
+    return GenerationResult(
+        request_id=request_id,
+        text=completion.text or "",
+        finish_reason=str(completion.finish_reason),
+        prompt_tokens=len(output.prompt_token_ids) if output.prompt_token_ids is not None else None,
+        completion_tokens=len(completion.token_ids),
+    )
+
+
+def _visible_gpu_count() -> int:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() != "":
+        return len([d for d in visible.split(",") if d.strip()])
+    try:
+        import torch
+
+        return max(1, torch.cuda.device_count())
+    except ImportError:
+        return 1

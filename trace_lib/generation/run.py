@@ -1,0 +1,292 @@
+"""Generate one slice, resumably: rows -> requests -> backend -> durable store, only for rows still missing.
+
+``run_generation`` builds every row's request (the protocol's prompt, the suite's decoding settings, the
+slice's seed), keeps stored rows whose ``request_hash`` still matches, drops stale ones, sends the rest to the
+backend and appends each answer to the store in small durable batches, so a killed run loses at most the
+rows in flight and a re-run neither loses nor duplicates a row.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+from trace_lib.data.rowhash import row_key, source_row_hash
+from trace_lib.errors import BackendError, InputError
+from trace_lib.generation.request import ChatRequest, build_eval_request, prompt_text
+from trace_lib.generation.store import SliceIdentity, SliceStore, StoredResponse, response_path
+
+if TYPE_CHECKING:
+    from trace_lib.benchmarks.protocol import Protocol, Row
+    from trace_lib.data.manifest import DatasetEntry
+    from trace_lib.campaign.models import ModelDescriptor
+    from trace_lib.campaign.plan import Slice
+    from trace_lib.generation.backends.base import Backend
+
+#: Version of what :func:`generation_contract` covers; bump when request construction changes.
+CONTRACT_VERSION = "trace-repro-generation-v1"
+_CONTRACT_FIELDS = ("temperature", "top_p", "top_k", "presence_penalty", "repetition_penalty", "max_tokens",
+                    "media_transport", "min_image_pixels", "max_image_pixels")
+
+
+def generation_contract(
+    generation: Mapping[str, Any], *, seed: int, model: str, model_revision: str,
+    dataset_snapshot: str | None = None,
+) -> dict[str, Any]:
+    """Everything besides the row that changes a response (hashed into the store header).
+
+    The model's local path is deliberately not part of it: the revision binds the weights, so moving a
+    model directory does not invalidate responses (upstream hashes the path string; see the README).
+    """
+    contract = {name: generation[name] for name in _CONTRACT_FIELDS}
+    contract.update(contract_version=CONTRACT_VERSION, seed=seed, model=model, model_revision=model_revision,
+                    dataset_snapshot_sha256=dataset_snapshot)
+    return contract
+
+
+def slice_identity(
+    slice_: Slice, model: ModelDescriptor, generation: Mapping[str, Any], *, dataset_snapshot: str | None = None
+) -> SliceIdentity:
+    """The identity a slice's response file is bound to."""
+    return SliceIdentity(
+        slice=slice_.id, model=slice_.model, model_revision=model.revision, seed=slice_.seed,
+        benchmark=slice_.benchmark,
+        contract=generation_contract(generation, seed=slice_.seed, model=slice_.model,
+                                     model_revision=model.revision, dataset_snapshot=dataset_snapshot),
+    )
+
+
+def open_slice_store(
+    campaign_root: Path, slice_: Slice, model: ModelDescriptor, generation: Mapping[str, Any], *,
+    dataset_snapshot: str | None = None,
+) -> SliceStore:
+    """Open (create or resume) the response file of ``slice_`` under ``campaign_root``."""
+    path = response_path(campaign_root, model=slice_.model, seed=slice_.seed, benchmark=slice_.benchmark)
+    return SliceStore.open(path, slice_identity(slice_, model, generation, dataset_snapshot=dataset_snapshot))
+
+
+@dataclass(frozen=True)
+class PreparedRow:
+    """One dataset row ready to send: its identity, request and the prompt text that is persisted."""
+
+    ordinal: int
+    index: str
+    source_row_hash: str
+    request: ChatRequest
+    request_hash: str
+    prompt: str
+
+
+def prepare_rows(
+    rows: Sequence[Row], protocol: Protocol, image_dir: Path, *, served_name: str, generation: Mapping[str, Any],
+    seed: int,
+) -> list[PreparedRow]:
+    """Every row's request, built from the protocol's prompt (materialising its images under ``image_dir``).
+
+    Raises:
+        InputError: a row has no ``index``, two rows share a row key, or a prompt image does not exist.
+    """
+    prepared: list[PreparedRow] = []
+    seen: set[str] = set()
+    for ordinal, row in enumerate(rows):
+        if "index" not in row:
+            raise InputError("row has no index", field=f"{protocol.key}[{ordinal}]")
+        row_hash = source_row_hash(row)
+        key = row_key(ordinal, row["index"], row_hash)
+        if key in seen:
+            raise InputError("duplicate row key", field=f"{protocol.key}[{ordinal}]", found=key)
+        seen.add(key)
+        items = protocol.build_prompt(row, image_dir)
+        for item in items:
+            if item.kind == "image" and not Path(item.value).is_file():
+                raise InputError("prompt image does not exist", field=f"{protocol.key}[{ordinal}]",
+                                 found=item.value, hint="run 'trace-repro prepare-data' for this benchmark")
+        request = build_eval_request(items, request_id=key, generation=generation, seed=seed)
+        prepared.append(PreparedRow(ordinal, str(row["index"]), row_hash, request,
+                                    request.request_hash(served_name), prompt_text(items)))
+    return prepared
+
+
+def check_against_manifest(prepared: Sequence[PreparedRow], dataset: DatasetEntry, data_root: Path) -> None:
+    """Each row's identity and prompt images must be the ones the manifest recorded (images re-hashed).
+
+    Raises:
+        InputError: row count, index, row hash, image path or image content differs from the manifest.
+    """
+    from trace_lib.release.load import sha256_file
+
+    where = f"{dataset.key}"
+    if len(prepared) != len(dataset.row_media):
+        raise InputError("row count differs from the dataset manifest", field=where,
+                         expected=len(dataset.row_media), found=len(prepared))
+    root = Path(data_root).resolve()
+    hashed: dict[Path, str] = {}
+    for row in prepared:
+        recorded = dataset.row_media[row.ordinal]
+        if (recorded.index, recorded.source_row_hash) != (row.index, row.source_row_hash):
+            raise InputError("row differs from the dataset manifest", field=f"{where}[{row.ordinal}]",
+                             expected=f"{recorded.index}:{recorded.source_row_hash[:16]}",
+                             found=f"{row.index}:{row.source_row_hash[:16]}",
+                             hint="re-run 'trace-repro prepare-data' for this benchmark")
+        paths = [p.resolve() for p in row.request.image_paths()]
+        expected_paths = [root / rel for rel in recorded.media]
+        if paths != expected_paths:
+            raise InputError("prompt images differ from the dataset manifest", field=f"{where}[{row.ordinal}]",
+                             expected=[str(p) for p in expected_paths], found=[str(p) for p in paths])
+        for path, sha in zip(paths, recorded.media_sha256):
+            if path not in hashed:
+                hashed[path] = sha256_file(path)
+            if hashed[path] != sha:
+                raise InputError("image content differs from the dataset manifest", file=str(path),
+                                 field=f"{where}[{row.ordinal}]", hint="re-run 'trace-repro prepare-data'")
+
+
+@dataclass(frozen=True)
+class SliceRun:
+    """What one ``run_generation`` call did."""
+
+    slice_id: str
+    path: Path
+    rows: int  # rows in the dataset
+    reused: int  # rows already stored with the current request hash
+    dropped: int  # stored rows dropped as stale (request changed, or row no longer in the dataset)
+    generated: int  # rows generated by this call
+    repaired_bytes: int  # bytes of a torn last line truncated on open
+    seconds: float
+
+    @property
+    def complete(self) -> bool:
+        return self.reused + self.generated == self.rows
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.generated / self.seconds if self.seconds > 0 else 0.0
+
+    def summary(self) -> str:
+        return (f"{self.slice_id}: {self.reused + self.generated}/{self.rows} rows stored "
+                f"(generated {self.generated} at {self.rows_per_second:.2f} rows/s, reused {self.reused}, "
+                f"dropped stale {self.dropped}, repaired {self.repaired_bytes} torn bytes) -> {self.path}")
+
+
+Progress = Callable[[int, int, str], Any]  # factory(total, initial, description) -> object with update(n), close()
+
+
+def _plain_progress(total: int, initial: int, description: str) -> Any:
+    class _Line:
+        def __init__(self) -> None:
+            self.n = initial
+            self.last = 0.0
+
+        def update(self, n: int) -> None:
+            self.n += n
+            now = time.monotonic()
+            if now - self.last >= 10 or self.n == total:
+                self.last = now
+                print(f"[generate] {description}: {self.n}/{total}", file=sys.stderr, flush=True)
+
+        def close(self) -> None:
+            pass
+
+    return _Line()
+
+
+def default_progress(total: int, initial: int, description: str) -> Any:
+    """A tqdm bar when tqdm is installed, else a plain status line every 10 s on stderr."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return _plain_progress(total, initial, description)
+    return tqdm(total=total, initial=initial, desc=description, unit="row", dynamic_ncols=True)
+
+
+def _no_progress(total: int, initial: int, description: str) -> Any:
+    class _Quiet:
+        def update(self, n: int) -> None:
+            pass
+
+        def close(self) -> None:
+            pass
+
+    return _Quiet()
+
+
+def run_generation(
+    slice_: Slice,
+    rows: Sequence[Row],
+    protocol: Protocol,
+    backend: Backend,
+    store: SliceStore,
+    image_dir: Path,
+    *,
+    generation: Mapping[str, Any],
+    progress: bool | Progress = True,
+    batch_size: int = 64,
+    flush_interval_s: float = 2.0,
+    dataset: DatasetEntry | None = None,
+    data_root: Path | None = None,
+) -> SliceRun:
+    """Generate the rows of ``slice_`` that ``store`` does not hold yet; returns what was done.
+
+    Rows are appended in batches of ``batch_size`` (or every ``flush_interval_s``), each batch durable before
+    the next result is awaited; an exception (including ``KeyboardInterrupt``) first persists every result
+    already received. With ``dataset`` (the manifest entry) and ``data_root``, every row and prompt image is
+    checked against the manifest before anything is sent.
+
+    Raises:
+        InputError: bad rows or prompts (see :func:`prepare_rows`).
+        BackendError: the backend failed, answered an unknown or repeated request, or left requests unanswered.
+    """
+    started = time.monotonic()
+    prepared = prepare_rows(rows, protocol, image_dir, served_name=slice_.model, generation=generation,
+                            seed=slice_.seed)
+    if dataset is not None:
+        check_against_manifest(prepared, dataset, data_root if data_root is not None else image_dir)
+    by_key = {p.request.request_id: p for p in prepared}
+    dropped = store.retain(lambda r: r.row_key in by_key and by_key[r.row_key].request_hash == r.request_hash)
+    reused = len(store.done)
+    pending = [p.request for p in prepared if p.request.request_id not in store.done]
+    factory = default_progress if progress is True else (_no_progress if progress is False else progress)
+    bar = factory(len(prepared), reused, slice_.id)
+    buffer: list[StoredResponse] = []
+    answered: set[str] = set()
+    last_flush = time.monotonic()
+
+    def flush() -> None:
+        nonlocal last_flush
+        if buffer:
+            store.append(buffer)
+            bar.update(len(buffer))
+            buffer.clear()
+        last_flush = time.monotonic()
+
+    try:
+        if pending:
+            for result in backend.generate(pending):
+                row = by_key.get(result.request_id)
+                if row is None or result.request_id in store.done:
+                    raise BackendError("backend answered a request it was not sent", field=backend.name,
+                                       found=result.request_id)
+                if result.request_id in answered:
+                    raise BackendError("backend answered a request twice", field=backend.name,
+                                       found=result.request_id)
+                answered.add(result.request_id)
+                buffer.append(StoredResponse(
+                    row_key=row.request.request_id, index=row.index, ordinal=row.ordinal,
+                    source_row_hash=row.source_row_hash, request_hash=row.request_hash, response=result.text,
+                    finish_reason=result.finish_reason, prompt_tokens=result.prompt_tokens,
+                    completion_tokens=result.completion_tokens, model_revision=store.header["model_revision"],
+                    backend=backend.name, prompt=row.prompt,
+                ))
+                if len(buffer) >= batch_size or time.monotonic() - last_flush >= flush_interval_s:
+                    flush()
+    finally:
+        flush()
+        bar.close()
+    if len(answered) != len(pending):
+        raise BackendError("backend left requests unanswered", field=backend.name, expected=len(pending),
+                           found=len(answered), hint="re-run to generate the missing rows")
+    return SliceRun(slice_.id, store.path, len(prepared), reused, dropped, len(answered), store.repaired_bytes,
+                    time.monotonic() - started)

@@ -1,0 +1,358 @@
+"""The per-slice response store: one append-only JSONL file per (model, seed, benchmark).
+
+Layout: ``<campaign_root>/generation/seed_<seed>/<model>/<benchmark>.jsonl`` (:func:`response_path`).
+
+Format (UTF-8, one JSON object per line, each line ending in ``\\n``):
+
+- line 1, the identity header::
+
+    {"kind": "header", "schema_version": "trace-repro-responses-v1", "slice": "<model>-seed<S>-<benchmark>",
+     "model": slug, "model_revision": rev, "seed": S, "benchmark": key,
+     "contract_hash": sha256 of the canonical JSON of "contract", "contract": {...}, "created_at": ISO-8601}
+
+  ``contract`` holds everything that changes a response besides the row itself: the decoding settings, pixel
+  bounds and media transport of the suite, the seed, the model revision and (when prepared) the dataset
+  snapshot. A file whose header differs from the current identity is refused (one-line error naming the
+  field), never mixed.
+- every further line, one generated row::
+
+    {"kind": "row", "row_key": "<ordinal:08d>:<index>:<source_row_hash[:16]>", "index": str, "ordinal": int,
+     "source_row_hash": hex, "request_hash": hex, "response": str, "finish_reason": str,
+     "prompt_tokens": int|null, "completion_tokens": int|null, "model_revision": rev, "backend": name,
+     "prompt": str}
+
+Guarantees: rows are appended in batches with one ``write`` then ``flush`` + ``fsync``; a crash can only tear
+the *last* line, which :meth:`SliceStore.open` detects and truncates; resuming skips rows already stored with
+the same ``request_hash`` and regenerates the others (stale rows are dropped by an atomic rewrite), so the
+file never holds two lines for one ``row_key``; one writer per file (an ``flock`` on ``<file>.lock``).
+Readers use :func:`load_responses` (read-only; ignores a torn last line).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import errno
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from trace_lib.errors import InputError
+from trace_lib.release.load import canonical_json, sha256_bytes
+
+SCHEMA_VERSION = "trace-repro-responses-v1"
+#: Header fields that must match for a file to be resumed (``created_at`` is informational).
+IDENTITY_FIELDS: tuple[str, ...] = ("schema_version", "slice", "model", "model_revision", "seed", "benchmark",
+                                     "contract_hash")
+
+
+def response_path(campaign_root: Path, *, model: str, seed: int, benchmark: str) -> Path:
+    """Where the responses of one slice live under ``campaign_root``."""
+    return Path(campaign_root) / "generation" / f"seed_{seed}" / model / f"{benchmark}.jsonl"
+
+
+@dataclass(frozen=True)
+class SliceIdentity:
+    """What a response file is bound to; the header line is its JSON form."""
+
+    slice: str
+    model: str
+    model_revision: str
+    seed: int
+    benchmark: str
+    contract: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def contract_hash(self) -> str:
+        return sha256_bytes(canonical_json(dict(self.contract)).encode("utf-8"))
+
+    def header(self) -> dict[str, Any]:
+        return {
+            "kind": "header",
+            "schema_version": SCHEMA_VERSION,
+            "slice": self.slice,
+            "model": self.model,
+            "model_revision": self.model_revision,
+            "seed": self.seed,
+            "benchmark": self.benchmark,
+            "contract_hash": self.contract_hash,
+            "contract": dict(self.contract),
+            "created_at": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+        }
+
+
+@dataclass(frozen=True)
+class StoredResponse:
+    """One generated row as stored (see the module docstring for the line format)."""
+
+    row_key: str
+    index: str
+    ordinal: int
+    source_row_hash: str
+    request_hash: str
+    response: str
+    finish_reason: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    model_revision: str
+    backend: str
+    prompt: str = ""
+
+    def to_line(self) -> bytes:
+        record = {"kind": "row", **asdict(self)}
+        return (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], *, file: str, line: int) -> StoredResponse:
+        try:
+            return cls(**{name: record[name] for name in cls.__dataclass_fields__})
+        except KeyError as exc:
+            raise InputError("row line lacks a field", file=file, field=f"line {line}.{exc.args[0]}") from None
+
+
+# -- reading ---------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Parsed:
+    header: dict[str, Any]
+    rows: list[StoredResponse]
+    good_bytes: int  # length of the prefix made of complete, parseable lines
+    torn_bytes: int  # bytes after it (a torn or zero-filled last line)
+
+
+def _parse(path: Path, data: bytes) -> _Parsed:
+    file = str(path)
+    lines = data.split(b"\n")
+    complete, tail = lines[:-1], lines[-1]  # tail is b"" when the file ends with a newline
+    header: dict[str, Any] | None = None
+    rows: list[StoredResponse] = []
+    offset = 0
+    good = 0
+    for number, raw in enumerate(complete, start=1):
+        offset += len(raw) + 1
+        try:
+            record = json.loads(raw)
+            if not isinstance(record, dict):
+                raise ValueError("not an object")
+        except ValueError:
+            is_last = number == len(complete) and not tail
+            if is_last and number > 1:
+                break  # a last line that is not JSON: torn (e.g. zero-filled after a crash)
+            raise InputError(f"line {number} is not a JSON object", file=file,
+                             hint="the file is corrupt; move it away to regenerate the slice") from None
+        if number == 1:
+            if record.get("kind") != "header":
+                raise InputError("first line is not a header", file=file, field="line 1")
+            header = record
+        else:
+            if record.get("kind") != "row":
+                raise InputError("unexpected line kind", file=file, field=f"line {number}.kind",
+                                 expected="row", found=record.get("kind"))
+            rows.append(StoredResponse.from_record(record, file=file, line=number))
+        good = offset
+    if header is None:
+        raise InputError("no header line (the file was cut before its first line ended)", file=file,
+                         hint="remove the file to regenerate the slice")
+    return _Parsed(header, rows, good, len(data) - good)
+
+
+def load_header(path: Path) -> dict[str, Any]:
+    """The identity header of a response file.
+
+    Raises:
+        InputError: missing file, corrupt header.
+    """
+    return _read(path).header
+
+
+def _read(path: Path) -> _Parsed:
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise InputError("response file is missing", file=str(path)) from None
+    return _parse(Path(path), data)
+
+
+def load_responses(path: Path) -> list[StoredResponse]:
+    """The stored rows of a response file in ordinal order (read-only; a torn last line is ignored).
+
+    Raises:
+        InputError: missing file, corrupt header, a corrupt line that is not the last, two lines for one row.
+    """
+    parsed = _read(path)
+    seen: dict[str, StoredResponse] = {}
+    for row in parsed.rows:
+        if row.row_key in seen:
+            raise InputError("two lines for one row", file=str(path), field=row.row_key)
+        seen[row.row_key] = row
+    return sorted(seen.values(), key=lambda r: r.ordinal)
+
+
+# -- writing ---------------------------------------------------------------------------------------------------
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".incomplete", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _header_line(header: Mapping[str, Any]) -> bytes:
+    return (json.dumps(dict(header), ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+class SliceStore:
+    """An open response file: the rows already stored, and ``append`` for new ones (single writer)."""
+
+    def __init__(self, path: Path, header: dict[str, Any], rows: Iterable[StoredResponse], lock_fd: int,
+                 repaired_bytes: int) -> None:
+        self.path = path
+        self.header = header
+        self.done: dict[str, StoredResponse] = {r.row_key: r for r in rows}
+        self.repaired_bytes = repaired_bytes
+        self._lock_fd: int | None = lock_fd
+        self._handle = open(path, "ab")
+
+    @classmethod
+    def open(cls, path: Path, identity: SliceIdentity) -> SliceStore:
+        """Create the file (header only, atomically) or resume it: check its header, repair a torn last line.
+
+        Raises:
+            InputError: the header was written for another identity (names the differing field), the file
+                is corrupt before its last line, or another process holds the file.
+        """
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock_fd = _lock(path)
+        try:
+            if not path.exists():
+                _atomic_write(path, _header_line(identity.header()))
+            data = path.read_bytes()
+            parsed = _parse(path, data)
+            _check_header(path, parsed.header, identity.header())
+            if parsed.torn_bytes:
+                with open(path, "r+b") as handle:
+                    handle.truncate(parsed.good_bytes)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            rows = parsed.rows
+            keys = [r.row_key for r in rows]
+            if len(keys) != len(set(keys)):
+                raise InputError("two lines for one row", file=str(path), hint="move the file away to regenerate")
+            return cls(path, parsed.header, rows, lock_fd, parsed.torn_bytes)
+        except BaseException:
+            _unlock(lock_fd)
+            raise
+
+    def append(self, responses: Iterable[StoredResponse]) -> int:
+        """Append rows durably (one write, flush, fsync); returns how many were written.
+
+        Raises:
+            InputError: a row is already stored (the caller generated it twice).
+        """
+        batch = list(responses)
+        if not batch:
+            return 0
+        keys = [r.row_key for r in batch]
+        duplicate = next((k for k in keys if k in self.done), None) or (
+            None if len(set(keys)) == len(keys) else keys[0]
+        )
+        if duplicate:
+            raise InputError("row already stored", file=str(self.path), field=duplicate)
+        self._handle.write(b"".join(r.to_line() for r in batch))
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+        for row in batch:
+            self.done[row.row_key] = row
+        return len(batch)
+
+    def retain(self, keep: Callable[[StoredResponse], bool]) -> int:
+        """Drop stored rows for which ``keep`` is false (atomic rewrite); returns how many were dropped."""
+        kept = [r for r in self.done.values() if keep(r)]
+        dropped = len(self.done) - len(kept)
+        if not dropped:
+            return 0
+        self._handle.close()
+        kept.sort(key=lambda r: r.ordinal)
+        _atomic_write(self.path, _header_line(self.header) + b"".join(r.to_line() for r in kept))
+        self.done = {r.row_key: r for r in kept}
+        self._handle = open(self.path, "ab")
+        return dropped
+
+    def close(self) -> None:
+        if not self._handle.closed:
+            self._handle.close()
+        if self._lock_fd is not None:
+            _unlock(self._lock_fd)
+            self._lock_fd = None
+
+    def __enter__(self) -> SliceStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _check_header(path: Path, stored: Mapping[str, Any], current: Mapping[str, Any]) -> None:
+    for name in IDENTITY_FIELDS:
+        if stored.get(name) != current.get(name):
+            hint = "use another --campaign-root, or move the file away to regenerate this slice"
+            if name == "contract_hash":
+                changed = sorted(
+                    k for k in set(stored.get("contract", {})) | set(current.get("contract", {}))
+                    if stored.get("contract", {}).get(k) != current.get("contract", {}).get(k)
+                )
+                raise InputError("responses were generated under another generation contract", file=str(path),
+                                 field="header.contract", expected={k: current["contract"].get(k) for k in changed},
+                                 found={k: stored.get("contract", {}).get(k) for k in changed}, hint=hint)
+            raise InputError("responses were generated under another identity", file=str(path),
+                             field=f"header.{name}", expected=current.get(name), found=stored.get(name), hint=hint)
+
+
+def _lock(path: Path) -> int:
+    import fcntl
+
+    lock_path = path.with_name(path.name + ".lock")
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.EAGAIN, errno.EACCES):
+            raise InputError("another process is writing this slice", file=str(path),
+                             hint="wait for it to finish or stop it") from None
+        raise
+    return fd
+
+
+def _unlock(fd: int) -> None:
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

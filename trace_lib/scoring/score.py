@@ -1,0 +1,301 @@
+"""Score one slice: dataset rows + responses + protocol -> :class:`SliceScore`, persisted as per-row records.
+
+:func:`score_slice` is pure (rows and responses in, the protocol's ``SliceScore`` out, alignment checked);
+:func:`write_slice_scores` persists it atomically into an output directory:
+
+- ``records.jsonl``: one line per row in dataset order: ``index``, ``extracted``, ``score`` (the row's credit),
+  ``judge_calls``, ``fallback``, ``detail``;
+- ``scores.json``: the reported score, rows, sub-metrics, counts, judge/fallback totals, the protocol identity,
+  and the SHA-256 of the dataset, responses and records files it was computed from.
+
+``scores.json`` is written last, so its presence means the slice is scored (``reports.verify`` relies on it).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from trace_lib import __version__
+from trace_lib.benchmarks.protocol import Protocol, Row, RowScore, ScoringContext, SliceScore
+from trace_lib.errors import InputError, JudgeError
+from trace_lib.scoring.judge import Judge
+
+SCORES_SCHEMA = "trace-repro-slice-score-v1"
+SCORES_FILE = "scores.json"
+RECORDS_FILE = "records.jsonl"
+
+
+@dataclass(frozen=True)
+class FileRef:
+    """A file an output was computed from: its path (as given) and SHA-256."""
+
+    path: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class ScoredSlice:
+    """A scored slice on disk: the score and where its records and summary were written."""
+
+    score: SliceScore
+    scores_path: Path
+    records_path: Path
+    summary: Mapping[str, Any]  # the content of scores.json
+
+
+def responses_for_rows(rows: Sequence[Row], stored: Sequence[Any], *, source: str = "responses") -> list[str]:
+    """The stored responses in dataset row order, matched by row key (ordinal, index and row-content hash).
+
+    ``stored`` are :class:`~trace_lib.generation.store.StoredResponse` objects (``row_key``, ``response``). A row
+    whose content changed since generation has another row key, so its old response is never scored against it.
+
+    Raises:
+        InputError: a row has no response, or a response belongs to no row of this dataset.
+    """
+    from trace_lib.data.rowhash import row_key, source_row_hash
+
+    expected = [row_key(ordinal, row["index"], source_row_hash(row)) for ordinal, row in enumerate(rows)]
+    by_key = {r.row_key: r.response for r in stored}
+    missing = [k for k in expected if k not in by_key]
+    if missing:
+        raise InputError(
+            "responses do not cover the dataset",
+            file=source,
+            expected=f"{len(expected)} rows",
+            found=f"{len(expected) - len(missing)} (first missing row {missing[0]})",
+            hint="finish generation (it resumes), or pass the dataset the responses were generated from",
+        )
+    if len(by_key) != len(expected):
+        known = set(expected)
+        extra = next(k for k in by_key if k not in known)
+        raise InputError(
+            "response for a row this dataset does not have",
+            file=source,
+            field=f"row_key {extra}",
+            hint="the dataset changed since generation, or --dataset names another file",
+        )
+    return [by_key[k] for k in expected]
+
+
+def check_judge(protocol: Protocol, judge: Judge | None) -> None:
+    """Refuse to score a protocol that always calls the judge without one (never a silent fallback).
+
+    Protocols whose judge use is ``fallback`` (e.g. only when rule-based extraction fails) may start without a
+    judge; they raise :class:`JudgeError` themselves on the first row that needs it.
+    """
+    if protocol.judge == "always" and judge is None:
+        raise JudgeError(
+            f"judge URL not set (--judge-url / TRACE_JUDGE_URL) for judge route {protocol.key}",
+            hint="serve Qwen3-32B (see README) and pass its URL",
+        )
+
+
+def score_slice(
+    protocol: Protocol, rows: Sequence[Row], responses: Sequence[str | None], context: ScoringContext
+) -> SliceScore:
+    """Score ``responses`` (one per row, in row order) with ``protocol``; pure apart from judge calls.
+
+    Raises:
+        JudgeError: the protocol always needs the judge and ``context`` has none, or the judge failed.
+        RuntimeError: the protocol broke its contract (another benchmark, another row count).
+    """
+    check_judge(protocol, context.judge)
+    if len(responses) != len(rows):
+        raise ValueError(f"{protocol.key}: {len(responses)} responses for {len(rows)} rows")
+    result = protocol.score(rows, responses, context)
+    if result.benchmark != protocol.key:
+        raise RuntimeError(f"protocol {protocol.key} returned a score for {result.benchmark!r}")
+    if result.rows != len(rows) or len(result.records) != len(rows):
+        raise RuntimeError(
+            f"protocol {protocol.key} scored {result.rows} rows with {len(result.records)} records for {len(rows)} rows"
+        )
+    return result
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
+        return [_jsonable(v) for v in items]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+def record_to_dict(record: RowScore) -> dict[str, Any]:
+    """One per-row record as written to ``records.jsonl``."""
+    return {
+        "index": record.index,
+        "extracted": _jsonable(record.extracted),
+        "score": _jsonable(record.score),
+        "judge_calls": record.judge_calls,
+        "fallback": record.fallback,
+        "detail": _jsonable(dict(record.detail)),
+    }
+
+
+def _tmp_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.incomplete")
+
+
+def write_lines_atomic(path: Path, lines: Iterable[str]) -> str:
+    """Write ``lines`` (each without newline) to ``path`` through a temp file + rename; returns the SHA-256."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _tmp_path(path)
+    digest = hashlib.sha256()
+    try:
+        with open(tmp, "wb") as handle:
+            for line in lines:
+                data = (line + "\n").encode("utf-8")
+                digest.update(data)
+                handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return digest.hexdigest()
+
+
+def write_json_atomic(path: Path, value: Any) -> str:
+    """Write pretty, sorted JSON to ``path`` atomically; returns the SHA-256 of the bytes written."""
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    return write_lines_atomic(path, [text])
+
+
+def build_summary(
+    score: SliceScore,
+    protocol: Protocol,
+    *,
+    seed: int,
+    records_sha256: str,
+    dataset: FileRef | None = None,
+    responses: FileRef | None = None,
+    judge_url: str | None = None,
+    identity: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``scores.json`` document of a scored slice (``identity``: model, slice id, ... when known)."""
+    return {
+        "schema_version": SCORES_SCHEMA,
+        **_jsonable(dict(identity or {})),
+        "benchmark": score.benchmark,
+        "seed": seed,
+        "score": score.score,
+        "rows": score.rows,
+        "metrics": _jsonable(dict(score.metrics)),
+        "counts": _jsonable(dict(score.counts)),
+        "judge_calls": score.judge_calls,
+        "fallbacks": score.fallbacks,
+        "protocol": {"key": protocol.key, "version": protocol.version, "upstream": protocol.upstream,
+                     "judge": protocol.judge},
+        "judge_url": judge_url,
+        "inputs": {
+            "dataset": None if dataset is None else {"path": dataset.path, "sha256": dataset.sha256},
+            "responses": None if responses is None else {"path": responses.path, "sha256": responses.sha256},
+        },
+        "records": {"path": RECORDS_FILE, "sha256": records_sha256},
+        "trace_repro_version": __version__,
+        "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def write_slice_scores(
+    out_dir: Path,
+    score: SliceScore,
+    protocol: Protocol,
+    *,
+    seed: int,
+    dataset: FileRef | None = None,
+    responses: FileRef | None = None,
+    judge_url: str | None = None,
+    identity: Mapping[str, Any] | None = None,
+) -> ScoredSlice:
+    """Persist ``score`` into ``out_dir`` (records first, ``scores.json`` last; both atomic)."""
+    out_dir = Path(out_dir)
+    records_path = out_dir / RECORDS_FILE
+    records_sha = write_lines_atomic(
+        records_path,
+        (json.dumps(record_to_dict(r), ensure_ascii=False, sort_keys=True) for r in score.records),
+    )
+    summary = build_summary(
+        score,
+        protocol,
+        seed=seed,
+        records_sha256=records_sha,
+        dataset=dataset,
+        responses=responses,
+        judge_url=judge_url,
+        identity=identity,
+    )
+    scores_path = out_dir / SCORES_FILE
+    write_json_atomic(scores_path, summary)
+    return ScoredSlice(score=score, scores_path=scores_path, records_path=records_path, summary=summary)
+
+
+def scores_dir(campaign_root: Path, *, model: str, seed: int, benchmark: str) -> Path:
+    """Where one slice's ``scores.json`` and ``records.jsonl`` live under a campaign root (beside
+    ``generation/seed_<seed>/<model>/<benchmark>.jsonl``)."""
+    return Path(campaign_root) / "scoring" / f"seed_{seed}" / model / benchmark
+
+
+def run_scoring(
+    protocol: Protocol,
+    rows: Sequence[Row],
+    responses_path: Path,
+    out_dir: Path,
+    *,
+    judge: Judge | None = None,
+    judge_url: str | None = None,
+    dataset: FileRef | None = None,
+) -> ScoredSlice:
+    """Score a response file of the store format against ``rows`` and persist the result into ``out_dir``.
+
+    The seed, model and slice id come from the response file's header, which must name ``protocol.key``.
+
+    Raises:
+        InputError: unreadable/corrupt response file, another benchmark's responses, rows not covered.
+        JudgeError: see :func:`score_slice`.
+    """
+    from trace_lib.generation.store import load_header, load_responses
+    from trace_lib.release.load import sha256_file
+
+    responses_path = Path(responses_path)
+    header = load_header(responses_path)
+    if header.get("benchmark") != protocol.key:
+        raise InputError(
+            "responses belong to another benchmark",
+            file=str(responses_path),
+            field="header.benchmark",
+            expected=protocol.key,
+            found=header.get("benchmark"),
+        )
+    seed = header.get("seed")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise InputError("header has no integer seed", file=str(responses_path), field="header.seed", found=seed)
+    texts = responses_for_rows(rows, load_responses(responses_path), source=str(responses_path))
+    score = score_slice(protocol, rows, texts, ScoringContext(seed=seed, judge=judge))
+    identity = {
+        "slice": header.get("slice"),
+        "model": header.get("model"),
+        "model_revision": header.get("model_revision"),
+        "generation_contract_hash": header.get("contract_hash"),
+    }
+    return write_slice_scores(
+        out_dir,
+        score,
+        protocol,
+        seed=seed,
+        dataset=dataset,
+        responses=FileRef(str(responses_path), sha256_file(responses_path)),
+        judge_url=judge_url,
+        identity=identity,
+    )

@@ -1,0 +1,144 @@
+"""Canonical JSON, the two hash conventions, atomic writers and strict readers of validation artifacts.
+
+Canonical JSON is ``json.dumps(v, ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)``.
+Upstream hashes it two ways (spec §A, conventions): :func:`h1` with a trailing newline (generation receipts, run
+identities, API responses) and :func:`h0` without (judge request contracts). Every artifact is written through
+a temp file + ``fsync`` + rename, so an interrupted run never leaves a half-written file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+from trace_lib.errors import InputError
+
+
+def canonical_json(value: Any) -> str:
+    """Canonical JSON text (non-ASCII kept, sorted keys, compact, NaN refused)."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """Canonical JSON + ``\\n`` as UTF-8: the line/file form of every artifact."""
+    return (canonical_json(value) + "\n").encode("utf-8")
+
+
+def h1(value: Any) -> str:
+    """SHA-256 of the canonical JSON bytes *with* the trailing newline."""
+    return hashlib.sha256(canonical_bytes(value)).hexdigest()
+
+
+def h0(value: Any) -> str:
+    """SHA-256 of the canonical JSON text *without* a trailing newline."""
+    return sha256_text(canonical_json(value))
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(8 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_bytes(path: Path, payload: bytes) -> None:
+    """Atomically replace ``path`` with ``payload`` (temp file in the same directory, fsync, rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".incomplete")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, value: Any) -> None:
+    """Atomically write ``value`` as canonical JSON bytes."""
+    write_bytes(path, canonical_bytes(value))
+
+
+def write_jsonl(path: Path, rows: Iterable[Any]) -> None:
+    """Atomically write one canonical JSON line per row."""
+    write_bytes(path, b"".join(canonical_bytes(row) for row in rows))
+
+
+def write_text(path: Path, text: str) -> None:
+    write_bytes(path, text.encode("utf-8"))
+
+
+class _Duplicate(ValueError):
+    pass
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Duplicate(key)
+        out[key] = value
+    return out
+
+
+def _constant(name: str) -> Any:
+    raise ValueError(f"non-finite constant {name}")
+
+
+def parse_strict(text: str, *, file: str, field: str | None = None) -> Any:
+    """Strict JSON (duplicate keys, NaN/Infinity refused).
+
+    Raises:
+        InputError: naming ``file`` (and ``field``, e.g. ``line 7``) and what is wrong.
+    """
+    try:
+        return json.loads(text, object_pairs_hook=_pairs, parse_constant=_constant)
+    except _Duplicate as exc:
+        raise InputError(f"duplicate key {exc.args[0]!r}", file=file, field=field) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"malformed JSON ({exc.msg} at column {exc.colno})", file=file, field=field) from None
+    except ValueError as exc:
+        raise InputError(str(exc), file=file, field=field) from None
+
+
+def read_json(path: Path) -> Any:
+    """Strictly parse a JSON artifact. Raises InputError (missing, unreadable or malformed)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("file is missing", file=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read file ({exc})", file=str(path)) from None
+    return parse_strict(text, file=str(path))
+
+
+def read_jsonl(path: Path, *, allow_blank: bool = True) -> list[dict[str, Any]]:
+    """Strictly parse a JSON Lines artifact of objects. Raises InputError naming the line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("file is missing", file=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read file ({exc})", file=str(path)) from None
+    rows: list[dict[str, Any]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            if allow_blank:
+                continue
+            raise InputError("blank line", file=str(path), field=f"line {number}")
+        value = parse_strict(line, file=str(path), field=f"line {number}")
+        if not isinstance(value, dict):
+            raise InputError("line is not a JSON object", file=str(path), field=f"line {number}")
+        rows.append(value)
+    return rows

@@ -1,0 +1,235 @@
+"""Prepare the validation parquet: original image bytes to content-addressed files, rows to ``manifest.json``.
+
+``prepare_dataset(parquet, output_root, expected=...)`` checks the parquet's sha256 *before* reading it, reads the
+seven required columns in row order, writes every embedded image unchanged (no decode/re-encode, no resize) to
+``media/sha256/<2 hex>/<sha256>.<ext>``, writes the manifest as canonical JSON (atomically, last) and re-loads it
+with full media verification; with the pinned identity the manifest must hash to upstream's prepared manifest
+(spec §A3). ``download_parquet`` fetches the pinned file through ``huggingface_hub``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from trace_lib.errors import InputError
+from trace_lib.validation import pins
+from trace_lib.validation.canonical import canonical_bytes, sha256_file, write_bytes, write_json
+from trace_lib.validation.manifest import Manifest, inspect_image, load_manifest
+
+
+@dataclass(frozen=True)
+class PreparedDataset:
+    """What ``prepare`` reports: the manifest, its sha256, row count and the dataset identity it binds."""
+
+    manifest: Path
+    manifest_sha256: str
+    rows: int
+    dataset_revision: str
+    dataset_file_sha256: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dataset_file_sha256": self.dataset_file_sha256,
+            "dataset_revision": self.dataset_revision,
+            "manifest": str(self.manifest),
+            "manifest_sha256": self.manifest_sha256,
+            "rows": self.rows,
+        }
+
+
+def download_parquet(dest_root: Path, *, expected: pins.DatasetIdentity = pins.REPRODUCTION_DATASET) -> Path:
+    """Download the pinned validation parquet into ``dest_root`` (huggingface_hub) and check its sha256.
+
+    Raises:
+        InputError: the downloaded file's sha256 differs from the pin.
+    """
+    from huggingface_hub import hf_hub_download
+
+    path = Path(
+        hf_hub_download(
+            repo_id=expected.repo_id,
+            filename=expected.file,
+            repo_type="dataset",
+            revision=expected.revision,
+            local_dir=str(dest_root),
+        )
+    )
+    digest = sha256_file(path)
+    if digest != expected.file_sha256:
+        raise InputError("downloaded parquet differs from the pin", file=str(path), field="sha256",
+                         expected=expected.file_sha256, found=digest)
+    return path
+
+
+def _answer_gt(raw: Any, *, file: str, field: str) -> dict[str, Any]:
+    if not isinstance(raw, str):
+        raise InputError("answer_gt is not JSON-encoded text", file=file, field=field)
+    try:
+        answer = json.loads(raw)
+    except json.JSONDecodeError:
+        raise InputError("answer_gt is not valid JSON", file=file, field=field) from None
+    if not isinstance(answer, dict):
+        raise InputError("answer_gt must decode to an object", file=file, field=field)
+    if not isinstance(answer.get("type"), str) or not answer["type"]:
+        raise InputError("answer_gt has no type", file=file, field=f"{field}.type")
+    if "value" not in answer:
+        raise InputError("answer_gt has no value", file=file, field=f"{field}.value")
+    try:
+        canonical_bytes(answer)
+    except ValueError:
+        raise InputError("answer_gt holds a non-finite number", file=file, field=field) from None
+    return answer
+
+
+def _store_image(output_root: Path, payload: bytes, *, file: str, field: str) -> dict[str, Any]:
+    import hashlib
+
+    try:
+        seen = inspect_image(payload)
+    except ValueError as exc:
+        raise InputError(str(exc), file=file, field=field) from None
+    digest = hashlib.sha256(payload).hexdigest()
+    relative = PurePosixPath("media", "sha256", digest[:2], f"{digest}.{seen['extension']}")
+    target = output_root.joinpath(*relative.parts)
+    if target.exists():
+        if target.stat().st_size != len(payload) or sha256_file(target) != digest:
+            raise InputError("a corrupt content-addressed image is in the way", file=str(target),
+                             hint="delete it and prepare again")
+    else:
+        write_bytes(target, payload)
+    return {
+        "sha256": digest,
+        "size_bytes": len(payload),
+        "width": seen["width"],
+        "height": seen["height"],
+        "format": seen["format"],
+        "mime_type": seen["mime_type"],
+        "relative_path": relative.as_posix(),
+    }
+
+
+def _rows(parquet: Path, output_root: Path, expected_rows: int) -> list[dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    file = str(parquet)
+    source = pq.ParquetFile(parquet)
+    missing = sorted(set(pins.REQUIRED_COLUMNS) - set(source.schema_arrow.names))
+    if missing:
+        raise InputError("parquet lacks required columns", file=file, field="schema", found=missing)
+    if source.metadata.num_rows != expected_rows:
+        raise InputError("unexpected row count", file=file, field="num_rows", expected=expected_rows,
+                         found=source.metadata.num_rows)
+    rows: list[dict[str, Any]] = []
+    seen_ids: set[str] = set()
+    for batch in source.iter_batches(columns=list(pins.REQUIRED_COLUMNS), batch_size=128):
+        for record in batch.to_pylist():
+            index = len(rows)
+            where = f"row {index}"
+            instance_id = record.get("instance_id")
+            if not isinstance(instance_id, str) or not instance_id:
+                raise InputError("no instance_id", file=file, field=f"{where}.instance_id")
+            if instance_id in seen_ids:
+                raise InputError("duplicate instance_id", file=file, field=f"{where}.instance_id", found=instance_id)
+            seen_ids.add(instance_id)
+            for key in ("prompt_answer", "domain", "task"):
+                if not isinstance(record.get(key), str) or not record[key]:
+                    raise InputError("missing or empty", file=file, field=f"{where}.{key}")
+            answer_gt = _answer_gt(record.get("answer_gt"), file=file, field=f"{where}.answer_gt")
+            images, sizes = record.get("images"), record.get("image_sizes")
+            if not isinstance(images, list) or not images:
+                raise InputError("row has no embedded images", file=file, field=f"{where}.images")
+            if not isinstance(sizes, list) or len(sizes) != len(images):
+                raise InputError("image_sizes do not match images", file=file, field=f"{where}.image_sizes")
+            stored = []
+            for j, (embedded, declared) in enumerate(zip(images, sizes)):
+                at = f"{where}.images[{j}]"
+                payload = embedded.get("bytes") if isinstance(embedded, dict) else None
+                if not isinstance(payload, bytes) or not payload:
+                    raise InputError("image has no embedded bytes", file=file, field=f"{at}.bytes")
+                image = _store_image(output_root, payload, file=file, field=at)
+                if not isinstance(declared, dict):
+                    raise InputError("invalid declared size", file=file, field=f"{where}.image_sizes[{j}]")
+                declared_size = (int(declared.get("width", -1)), int(declared.get("height", -1)))
+                if declared_size != (image["width"], image["height"]):
+                    raise InputError("declared image size differs from the decoded size", file=file,
+                                     field=f"{where}.image_sizes[{j}]", expected=(image["width"], image["height"]),
+                                     found=declared_size)
+                image["image_index"] = j
+                stored.append(image)
+            rows.append(
+                {
+                    "row_index": index,
+                    "instance_id": instance_id,
+                    "task": record["task"],
+                    "domain": record["domain"],
+                    "answer_type": answer_gt["type"],
+                    "prompt_answer": record["prompt_answer"],
+                    "answer_gt": answer_gt,
+                    "images": stored,
+                }
+            )
+    if len(rows) != expected_rows:
+        raise InputError("parquet did not yield the expected rows", file=file, expected=expected_rows, found=len(rows))
+    return rows
+
+
+def prepare_dataset(
+    parquet: Path, output_root: Path, *, expected: pins.DatasetIdentity = pins.REPRODUCTION_DATASET
+) -> PreparedDataset:
+    """Prepare ``parquet`` into ``output_root`` (see module docstring) and return what was written.
+
+    Raises:
+        InputError: missing parquet, hash mismatch (nothing written), or any row/image/manifest violation.
+    """
+    parquet = Path(parquet).expanduser().resolve()
+    output_root = Path(output_root).expanduser().resolve()
+    if not parquet.is_file():
+        raise InputError("validation parquet is missing", file=str(parquet),
+                         hint="download it with 'trace-repro validation prepare --download'")
+    digest = sha256_file(parquet)
+    if digest != expected.file_sha256:
+        raise InputError("parquet differs from the pinned dataset", file=str(parquet), field="sha256",
+                         expected=expected.file_sha256, found=digest)
+    rows = _rows(parquet, output_root, expected.row_count)
+    manifest = {
+        "schema_version": pins.MANIFEST_SCHEMA,
+        "dataset": {
+            "repo_id": expected.repo_id,
+            "revision": expected.revision,
+            "config": "default",
+            "split": "validation",
+            "file": expected.file,
+            "file_sha256": digest,
+            "file_size_bytes": parquet.stat().st_size,
+            "row_count": expected.row_count,
+        },
+        "media": {
+            "storage": pins.MEDIA_STORAGE,
+            "paths_relative_to": pins.MANIFEST_NAME,
+            "reencoded": False,
+            "resized": False,
+        },
+        "rows": rows,
+    }
+    path = output_root / pins.MANIFEST_NAME
+    write_json(path, manifest)
+    loaded = load_manifest(path, expected=expected, verify_media=True)
+    return _report(loaded)
+
+
+def verify_prepared(output_root: Path, *, expected: pins.DatasetIdentity = pins.REPRODUCTION_DATASET) -> PreparedDataset:
+    """Re-verify an existing ``output_root/manifest.json`` (and every image) without reading the parquet."""
+    return _report(load_manifest(Path(output_root) / pins.MANIFEST_NAME, expected=expected, verify_media=True))
+
+
+def _report(manifest: Manifest) -> PreparedDataset:
+    return PreparedDataset(
+        manifest=manifest.path,
+        manifest_sha256=manifest.sha256,
+        rows=len(manifest.rows),
+        dataset_revision=manifest.dataset["revision"],
+        dataset_file_sha256=manifest.dataset["file_sha256"],
+    )
