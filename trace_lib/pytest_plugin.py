@@ -13,6 +13,7 @@ import pytest
 
 from trace_lib import options
 from trace_lib.errors import TraceReproError
+from trace_lib.receipts.junit import MARKERS_PROPERTY
 from trace_lib.receipts.properties import environment_properties, release_properties
 from trace_lib.release.locate import ReleaseRoot, locate_release
 
@@ -74,6 +75,15 @@ def receipt(request: pytest.FixtureRequest) -> Callable[[str, object], None]:
         request.node.user_properties.append((name, str(value)))
 
     return record
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    """Record the test's lane markers (those declared in the ini) before setup, so skipped tests carry them too."""
+    declared = {line.split(":", 1)[0].strip() for line in item.config.getini("markers")}
+    names = sorted({m.name for m in item.iter_markers()} & declared)
+    item.user_properties.append((MARKERS_PROPERTY, ",".join(names)))
+    return (yield)
 
 
 @pytest.hookimpl(wrapper=True)

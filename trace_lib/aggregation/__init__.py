@@ -1,4 +1,4 @@
-"""Pure aggregation of scores: benchmark, category and overall summaries and paired deltas (no I/O)."""
+"""Aggregation of scores: summaries (means, stddevs, categories, overall, paired deltas) and the tolerance rule."""
 
 from trace_lib.aggregation.summaries import (
     ABS_TOLERANCE,

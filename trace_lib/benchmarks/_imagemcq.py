@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from trace_lib.benchmarks.protocol import Row, RowScore, ScoringContext, SliceScore
-from trace_lib.errors import InputError
+from trace_lib.errors import InputError, JudgeError
 from trace_lib.extraction.choices import McqItem, McqOption, extract_options
 from trace_lib.extraction.workbook import official_workbook, roundtrip_column, roundtrip_table
 from trace_lib.scoring.percent import MetricTable, Reporter, flatten_summary_metrics, primary_score, report_acc
@@ -88,6 +88,9 @@ def mcq_vanilla_eval(
     use_judge: bool,
 ) -> McqSlice:
     """Options and hits for every row (``mcq_vanilla_eval``; rows are independent, so table order is kept)."""
+    if use_judge and ctx.judge is None:
+        raise JudgeError(f"{benchmark}: this route uses the Qwen3-32B judge and none is configured",
+                         field="--judge-url", hint="start the judge and pass --judge-url")
     gt = list(dataset_answers)
     if "MMMU" in dataset:
         if not all(name in table for name in ("A", "B", "answer")):

@@ -6,9 +6,10 @@ where upstream raises (the caller turns that into a failed slice, as TRACE does)
 it decides between returning ``False`` and raising.
 
 Deliberate deviations (also in ``deviations.py``): answers that only Python ``eval`` can read (not literals) and
-24-point formulas using anything beyond numbers and arithmetic/bitwise operators are treated as unreadable
-(``choice_function`` keeps the text; ``judge_24points_function`` returns False, as it does for any error);
-a 24-point power with an exponent above 1,000 is refused instead of being computed.
+24-point formulas using anything beyond numbers, arithmetic/bitwise operators, lists and the numeric builtins
+abs/round/min/max/pow/int/float/sum are treated as unreadable (``choice_function`` keeps the text;
+``judge_24points_function`` returns False, as it does for any error); a 24-point power with an exponent above
+1,000 is refused instead of being computed (upstream's ``eval`` could run for hours).
 """
 
 from __future__ import annotations
@@ -383,7 +384,18 @@ _BINARY = {
     ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
 }
 _UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg, ast.Invert: operator.invert}
+#: Numeric builtins a formula may call (upstream's ``eval`` sees every builtin; these are the arithmetic ones).
+_BUILTINS: dict[str, Callable[..., Any]] = {
+    "abs": abs, "round": round, "min": min, "max": max, "int": int, "float": float, "sum": sum,
+    "pow": lambda base, exp, *mod: _bounded_pow(base, exp, *mod),
+}
 MAX_EXPONENT = 1000
+
+
+def _bounded_pow(base: Any, exp: Any, *mod: Any) -> Any:
+    if isinstance(exp, (int, float)) and abs(exp) > MAX_EXPONENT:
+        raise ValueError("exponent too large")
+    return pow(base, exp, *mod)
 
 
 def _arithmetic(node: ast.AST) -> Any:
@@ -393,9 +405,15 @@ def _arithmetic(node: ast.AST) -> Any:
         return node.value
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
         return _UNARY[type(node.op)](_arithmetic(node.operand))
+    if isinstance(node, (ast.List, ast.Tuple)):
+        items = [_arithmetic(item) for item in node.elts]
+        return items if isinstance(node, ast.List) else tuple(items)
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _BUILTINS
+            and not node.keywords):
+        return _BUILTINS[node.func.id](*(_arithmetic(arg) for arg in node.args))
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
         left, right = _arithmetic(node.left), _arithmetic(node.right)
-        if isinstance(node.op, (ast.Pow, ast.LShift)) and abs(right) > MAX_EXPONENT:
+        if isinstance(node.op, (ast.Pow, ast.LShift)) and isinstance(right, (int, float)) and abs(right) > MAX_EXPONENT:
             raise ValueError("exponent too large")
         return _BINARY[type(node.op)](left, right)
     raise ValueError(f"not arithmetic: {type(node).__name__}")

@@ -156,9 +156,57 @@ class SliceRunner:
     judge_url: str | None = None
     manifest: Manifest | None = None
     allow_unprepared: bool = False  # score data files the manifest does not record (tiny-model lanes)
+    generation_overrides: Mapping[str, Any] = field(default_factory=dict)  # tiny lanes only (e.g. max_tokens)
     cuda_available: Callable[[], bool] = field(default=lambda: _cuda_available())
     _dataset_hashes: dict[Path, str] = field(default_factory=dict, repr=False)
     _judge_checked: bool = field(default=False, repr=False)
+
+    @classmethod
+    def from_plan(
+        cls,
+        release: Any,
+        plan: Plan,
+        *,
+        backend: str,
+        campaign_root: Path,
+        base_url: str | None = None,
+        device: str = "cpu",
+        judge_url: str | None = None,
+        rule: ToleranceRule | None = None,
+        backend_overrides: Mapping[str, Any] | None = None,
+        **extra: Any,
+    ) -> SliceRunner:
+        """A runner for ``plan``: sources and manifest from the data root, one ``backend`` engine per model,
+        the judge at ``judge_url`` (None: judge routes are blocked), the release's tolerance rule at the plan's z.
+        ``backend_overrides`` replace engine settings (tiny-model lanes: a small ``max_model_len``); ``extra`` sets
+        other fields (``allow_unprepared``, ``generation_overrides``).
+
+        Raises:
+            UsageError: unknown backend, or the openai backend without ``base_url``.
+        """
+        from trace_lib.aggregation.tolerance import load_tolerance_rule
+        from trace_lib.data.manifest import load_manifest, manifest_path
+        from trace_lib.data.prepare import load_artifact_sources
+        from trace_lib.generation.backends.base import BACKENDS, create_backend
+
+        if backend not in BACKENDS:
+            raise UsageError(f"unknown backend {backend!r}", field="--backend", hint=f"choose one of: {', '.join(BACKENDS)}")
+        options = {**backend_options(backend, plan, base_url=base_url, device=device), **(backend_overrides or {})}
+        engines = EnginePool(lambda model: create_backend(backend, model_path=model.local_path,
+                                                          served_name=model.slug, **options))
+        data_root = Path(plan.data_root or ".").resolve()
+        manifest_file = manifest_path(data_root)
+        judge = None
+        if judge_url:
+            from trace_lib.scoring.judge import OpenAIJudge
+
+            judge = OpenAIJudge(judge_url)
+        return cls(
+            plan=plan, rule=rule or load_tolerance_rule(release, z=plan.tolerance_z),
+            sources=load_artifact_sources(release), campaign_root=Path(campaign_root), engines=engines,
+            backend_kind=backend, judge=judge, judge_url=judge_url,
+            manifest=load_manifest(manifest_file) if manifest_file.exists() else None, **extra,
+        )
 
     @property
     def data_root(self) -> Path:
@@ -235,7 +283,7 @@ class SliceRunner:
         entry = self._dataset_entry(slice_)
         dataset_path = self.dataset_path(slice_)
         rows = protocol.load(dataset_path)
-        generation = self.plan.suite.generation
+        generation = {**self.plan.suite.generation, **self.generation_overrides}
         with open_slice_store(self.campaign_root, slice_, model, generation,
                               dataset_snapshot=entry.snapshot_sha256 if entry else None) as store:
             run = run_generation(slice_, rows, protocol, self.engines.lazy(model, self.backend_kind), store,
@@ -253,6 +301,64 @@ class SliceRunner:
             verdict = self.rule.check_slice(slice_.model, slice_.benchmark, scored.score.score, seed=slice_.seed,
                                             rows=scored.score.rows)
         return SliceOutcome(slice_.id, run, scored, verdict, protocol.version)
+
+
+@dataclass(frozen=True)
+class OverallOutcome:
+    """A (model, seed)'s overall verdict and its category verdicts, or why it cannot be judged yet."""
+
+    overall: Verdict | None
+    categories: tuple[Verdict, ...] = ()
+    reason: str | None = None  # set when ``overall`` is None
+
+    def properties(self) -> list[tuple[str, str]]:
+        props = [] if self.overall is None else self.overall.properties()
+        props += [(f"category[{v.subject.rsplit('[', 1)[-1].rstrip(']')}]", f"{v.reproduced!r} delta {v.delta:+.3f} "
+                   f"band {v.band:.3f} {'ok' if v.ok else 'failed'}") for v in self.categories]
+        return props
+
+
+def overall_outcome(runner: SliceRunner, model: str, seed: int) -> OverallOutcome:
+    """The overall and category verdicts of ``model`` at ``seed`` from the campaign's verified scores."""
+    from trace_lib.aggregation.summaries import category_scores, overall_scores
+    from trace_lib.reports.collect import CampaignReader, SliceKey, current_protocol_versions
+
+    suite = runner.plan.suite
+    if tuple(runner.plan.benchmarks) != tuple(suite.keys):
+        return OverallOutcome(None, reason=f"overall needs all {len(suite.keys)} suite benchmarks "
+                                           f"(the plan selects {len(runner.plan.benchmarks)})")
+    if model not in runner.rule.overall_summaries:
+        return OverallOutcome(None, reason=f"no canonical overall score for model {model}")
+    reader = CampaignReader(runner.campaign_root, dict(runner.rule.rows))
+    versions = current_protocol_versions(suite.keys)
+    scores: dict[tuple[str, int, str], float] = {}
+    for key in suite.keys:
+        state = reader.score(SliceKey(model, seed, key), protocol_versions=versions)
+        if state.complete and state.score is not None:
+            scores[(model, seed, key)] = state.score
+    if len(scores) != len(suite.keys):
+        return OverallOutcome(None, reason=f"incomplete: {len(scores)}/{len(suite.keys)} slices of {model} seed "
+                                           f"{seed} scored and verified")
+    overall = overall_scores(scores, suite)[(model, seed)]
+    categories = tuple(runner.rule.check_category(model, c, v, seed=seed)
+                       for (_, _, c), v in category_scores(scores, suite).items())
+    return OverallOutcome(runner.rule.check_overall(model, overall, seed=seed), categories)
+
+
+def worker_gpu_group(plan: Plan, worker_id: str | None) -> tuple[int, ...] | None:
+    """The GPU group of an xdist worker (``gwN`` -> the N-th group); None outside xdist.
+
+    Raises:
+        UsageError: more workers than GPU groups (two engines would share GPUs).
+    """
+    if not worker_id or not worker_id.startswith("gw") or not worker_id[2:].isdigit():
+        return None
+    index = int(worker_id[2:])
+    if index >= len(plan.gpu_groups):
+        raise UsageError(f"xdist worker {worker_id} has no GPU group", field="--gpu-groups",
+                         expected=f"at most {len(plan.gpu_groups)} workers (-n)", found=f"worker #{index + 1}",
+                         hint="give one GPU group per worker, e.g. --gpu-groups '0 1 2 3' with -n 4")
+    return plan.gpu_groups[index]
 
 
 def _cuda_available() -> bool:

@@ -17,23 +17,34 @@ REQUIRE_SOURCE_HELP = "fail (instead of 'not checked') when code/Markdown files 
 
 
 def add_parser(subparsers: Any) -> None:
-    from trace_lib.preflight import registry
-
-    width = max(len(g.name) for g in registry.groups())
-    groups = "\n".join(f"  {g.name:<{width}}  {g.summary}" for g in registry.groups())
     parser = subparsers.add_parser(
         "check",
         help="offline release preflight: is everything the paper's numbers rest on present and consistent?",
         description="The offline release preflight: no GPU, no network, no heavy imports. Exit 0: every group "
         "holds; 1: findings (all listed, one line each); 2: no release found or bad flags.",
-        epilog=f"check groups, in order:\n{groups}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    format_help = parser.format_help
+
+    def format_help_with_groups() -> str:
+        parser.epilog = _groups_epilog()  # built only when help is shown: the group modules load lazily
+        return format_help()
+
+    parser.format_help = format_help_with_groups  # type: ignore[method-assign]
     options.add_to_argparse(parser, options.TRACE_ROOT, options.UNPINNED)
     parser.add_argument("--require-source", action="store_true", help=REQUIRE_SOURCE_HELP)
     parser.add_argument("--json", action="store_true", help="print the full report as JSON (per group: status, counts)")
     parser.add_argument("--group", action="append", metavar="NAME", help="run only this group (repeatable)")
     parser.set_defaults(run=run)
+
+
+def _groups_epilog() -> str:
+    """The group list of ``--help``, straight from the preflight registry."""
+    from trace_lib.preflight import registry
+
+    groups = registry.groups()
+    width = max(len(g.name) for g in groups)
+    return "check groups, in order:\n" + "\n".join(f"  {g.name:<{width}}  {g.summary}" for g in groups)
 
 
 def run(args: argparse.Namespace) -> ExitCode:

@@ -25,17 +25,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("generate", help="generate responses for planned slices (resumable)",
                                    description=__doc__)
     add_plan_options(parser.add_argument)
-    options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT)
-    parser.add_argument("--backend", choices=("vllm", "openai", "hf"), default="vllm",
-                        help="generation engine (default vllm)")
-    parser.add_argument("--base-url", default=None, metavar="URL",
-                        help="openai backend: http://HOST:PORT/v1 (comma-separated for a pool)")
+    options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT, options.BACKEND, options.BASE_URL,
+                            options.DEVICE)
     parser.add_argument("--concurrency", type=int, default=None, help="openai backend: requests in flight")
     parser.add_argument("--max-model-len", type=int, default=32768, help="vllm backend (default 32768)")
     parser.add_argument("--max-num-seqs", type=int, default=256, help="vllm backend (default 256)")
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.90, help="vllm backend (default 0.90)")
     parser.add_argument("--enforce-eager", action="store_true", help="vllm backend: no CUDA graphs")
-    parser.add_argument("--device", default="cpu", help="hf backend: torch device (default cpu)")
     parser.add_argument("--model-verify", choices=("deep", "shallow", "none"), default="deep",
                         help="check model directories against their markers first (default deep: re-hash files)")
     parser.add_argument("--unprepared-data", action="store_true",
@@ -85,10 +81,11 @@ def _backend_options(args: argparse.Namespace, plan: Plan, data_root: Path) -> d
                     max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
                     gpu_memory_utilization=args.gpu_memory_utilization, enforce_eager=args.enforce_eager)
     if args.backend == "openai":
-        if not args.base_url:
+        base_url = options.resolve(args, options.BASE_URL)
+        if not base_url:
             raise UsageError("the openai backend needs --base-url", field="--base-url")
-        return dict(base_url=args.base_url, concurrency=args.concurrency)
-    return dict(device=args.device)
+        return dict(base_url=base_url, concurrency=args.concurrency)
+    return dict(device=options.resolve(args, options.DEVICE))
 
 
 def run(args: argparse.Namespace) -> ExitCode:
@@ -99,6 +96,12 @@ def run(args: argparse.Namespace) -> ExitCode:
     from trace_lib.generation.backends.base import create_backend
     from trace_lib.generation.run import open_slice_store, run_generation
 
+    args.backend = options.resolve(args, options.BACKEND)
+    from trace_lib.generation.backends.base import BACKENDS
+
+    if args.backend not in BACKENDS:
+        raise UsageError(f"unknown backend {args.backend!r}", field="--backend",
+                         hint=f"choose one of: {', '.join(BACKENDS)}")
     release = locate_release(options.resolve(args, options.TRACE_ROOT))
     plan = plan_from_options(release, args, with_judge=False)
     if plan.campaign_root is None:

@@ -15,9 +15,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("plan", help="print the resolved campaign plan (starts nothing)",
                                    description=__doc__)
     add_plan_options(parser.add_argument)
-    options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT, options.TOLERANCE_Z)
-    parser.add_argument("--print-config", action="store_true",
-                        help="print the resolved configuration and slices (the default output of 'plan')")
+    options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT, options.TOLERANCE_Z,
+                            options.PRINT_CONFIG)
     parser.add_argument("--slices-only", action="store_true", help="print only the slice ids, one per line")
     parser.set_defaults(run=run)
 

@@ -193,8 +193,10 @@ def build_dataset_entry(
         media_set = media_set_sha256(hashes)
         row_media.append(RowMedia(ordinal, index, row_hash, rel, hashes, media_set,
                                   source_record_sha256(row_hash, media_set)))
-    files = tuple(FileRecord(_relative(p, data_root), p.stat().st_size, sha256_file(p))
-                  for p in _files_under(data_path))
+    sources = _files_under(data_path)
+    if source.kind == "hf_snapshot":
+        sources += _files_under(source.snapshot_dir(data_root))
+    files = tuple(FileRecord(_relative(p, data_root), p.stat().st_size, sha256_file(p)) for p in sources)
     return DatasetEntry(
         key=source.key, alias=source.alias, expected_rows=expected, rows=len(rows),
         source={"kind": source.kind, "location": source.describe(), "md5": source.md5},

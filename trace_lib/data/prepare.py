@@ -5,13 +5,15 @@ Sources are read from the release, never restated. Three kinds exist there:
 - ``url``: a plain HTTP(S) file (the VLMEvalKit TSVs), downloaded with the standard library;
 - ``hf_file``: one file of a Hugging Face dataset repository at a commit (``repository`` + ``repository_revision``
   + ``path``, or a ``huggingface.co/datasets/<repo>/resolve/<commit>/<path>`` URL), via ``hf_hub_download``;
-- ``hf_snapshot``: a whole dataset repository at a commit (a ``.../tree/<commit>`` URL), via ``snapshot_download``.
+- ``hf_snapshot``: a whole dataset repository at a commit (a ``.../tree/<commit>`` URL), via ``snapshot_download``
+  into ``hf/<alias>/``; TRACE's table for it (EvoChart, CountQA) is then built by
+  :mod:`trace_lib.data.hf_tables` from the split the provenance names.
 
 Every download lands in a temporary ``.incomplete`` name and is moved into place only after its MD5 (when the
 provenance gives one) matched, so an interrupted or wrong download never looks finished. Layout under the data
-root (VLMEvalKit's ``LMUData`` convention): ``<alias><ext>`` for files, ``<alias>/`` for snapshots, images in
-``images/<alias>/``. ``huggingface_hub`` is imported only when a Hugging Face source is fetched; it reads
-``HF_TOKEN`` / ``HF_HOME`` as usual.
+root (VLMEvalKit's ``LMUData`` convention): ``<alias><ext>`` for the table the protocol loads, ``hf/<alias>/``
+for snapshots, images in ``images/<alias>/``. ``huggingface_hub`` is imported only when a Hugging Face source
+is fetched; it reads ``HF_TOKEN`` / ``HF_HOME`` as usual.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class ArtifactSource:
     revision: str | None = None  # kinds "hf_*": a 40-hex commit
     filename: str | None = None  # kind "hf_file": path inside the repository
     md5: str | None = None  # the release's checksum, when it has one
+    split: str | None = None  # kind "hf_snapshot": the dataset split the table is built from
 
     def describe(self) -> str:
         if self.kind == "url":
@@ -59,12 +62,16 @@ class ArtifactSource:
         return f"hf://datasets/{self.repo_id}@{self.revision}{suffix}"
 
     def local_path(self, data_root: Path) -> Path:
-        """The path handed to the protocol's ``load``: a file for file sources, a directory for snapshots."""
+        """The table handed to the protocol's ``load`` (for snapshots: the table built from them)."""
         if self.kind == "hf_snapshot":
-            return Path(data_root) / self.alias
+            return Path(data_root) / f"{self.alias}.tsv"
         name = PurePosixPath(unquote(urlsplit(self.url).path)).name if self.kind == "url" else self.filename
         suffix = PurePosixPath(name or "").suffix or ".tsv"
         return Path(data_root) / f"{self.alias}{suffix}"
+
+    def snapshot_dir(self, data_root: Path) -> Path:
+        """Where a ``hf_snapshot`` source's repository files go."""
+        return Path(data_root) / "hf" / self.alias
 
     def image_dir(self, data_root: Path) -> Path:
         """Where the protocol materialises this benchmark's prompt images."""
@@ -92,7 +99,12 @@ def _source_from_entry(entry: Mapping[str, Any], alias: str, *, where: str) -> A
                 raise ReleaseFileError("Hugging Face URL is not pinned to a commit", file=identity.PROVENANCE,
                                        field=f"{where}.url", found=url)
             if match["verb"] == "tree":
-                return ArtifactSource(key, alias, "hf_snapshot", repo_id=match["repo"], revision=rev, md5=md5)
+                split = re.match(r"[A-Za-z0-9_.-]+", str((entry.get("source") or {}).get("split", "")))
+                if not split:
+                    raise ReleaseFileError("dataset split is missing", file=identity.PROVENANCE,
+                                           field=f"{where}.source.split")
+                return ArtifactSource(key, alias, "hf_snapshot", repo_id=match["repo"], revision=rev, md5=md5,
+                                      split=split.group(0))
             return ArtifactSource(key, alias, "hf_file", repo_id=match["repo"], revision=rev,
                                   filename=match["path"], md5=md5)
         if urlsplit(url).scheme not in ("http", "https"):
@@ -217,21 +229,28 @@ def fetch_artifact(
     dest = source.local_path(data_root)
     label = source.describe()
     if source.kind == "hf_snapshot":
-        if dest.is_dir() and any(dest.iterdir()) and not force:
-            return Fetched(source, dest, False)
-        hub = hub or _hub()
-        staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".incomplete", dir=data_root))
-        try:
-            hub.snapshot_download(repo_id=source.repo_id, repo_type="dataset", revision=source.revision,
-                                  local_dir=str(staging))
-            shutil.rmtree(staging / ".cache", ignore_errors=True)
-            if dest.exists():
-                shutil.rmtree(dest)
-            os.replace(staging, dest)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        return Fetched(source, dest, True)
+        from trace_lib.data.hf_tables import build_table
+
+        snapshot = source.snapshot_dir(data_root)
+        downloaded = False
+        if force or not (snapshot.is_dir() and any(snapshot.iterdir())):
+            hub = hub or _hub()
+            snapshot.parent.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix=f".{snapshot.name}.", suffix=".incomplete", dir=snapshot.parent))
+            try:
+                hub.snapshot_download(repo_id=source.repo_id, repo_type="dataset", revision=source.revision,
+                                      local_dir=str(staging))
+                shutil.rmtree(staging / ".cache", ignore_errors=True)
+                if snapshot.exists():
+                    shutil.rmtree(snapshot)
+                os.replace(staging, snapshot)
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+            downloaded = True
+        if downloaded or force or not dest.is_file():
+            build_table(source.key, snapshot, str(source.split), dest, source.image_dir(data_root).resolve())
+        return Fetched(source, dest, downloaded)
     if dest.is_file() and not force and source.md5 is not None and file_digests(dest)[0] == source.md5:
         return Fetched(source, dest, False)
     if dest.is_file() and not force and source.md5 is None:

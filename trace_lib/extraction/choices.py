@@ -322,3 +322,17 @@ def extract_options(
         drawn = deterministic_choice(letters, benchmark=benchmark, index=item.index, seed=seed)
         results[pos] = McqOption(drawn, "fallback", calls[pos], fallback=True, judge_replies=tuple(replies[pos]))
     return [r for r in results if r is not None]
+
+
+def extract_answer_from_item(
+    item: McqItem,
+    judge: Judge | None,
+    *,
+    benchmark: str,
+    seed: int,
+    dataset: str | None = None,
+    use_judge: bool = True,
+) -> McqOption:
+    """One row through :func:`extract_options` (upstream's ``extract_answer_from_item``)."""
+    return extract_options([item], judge=judge, use_judge=use_judge, benchmark=benchmark, seed=seed,
+                           dataset=dataset)[0]

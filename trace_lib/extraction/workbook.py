@@ -21,6 +21,8 @@ import math
 import re
 from typing import Any, Mapping, Sequence
 
+from trace_lib.errors import InputError
+
 #: pandas' default NA strings for ``read_excel``/``read_csv`` (``pandas._libs.parsers.STR_NA_VALUES``).
 NA_TOKENS = frozenset(
     {
@@ -223,6 +225,11 @@ def official_workbook(
     ``overrides`` replaces dataset columns before writing (e.g. MMMU-Pro's ``question`` placeholder). A column
     absent from every row is left out, as it would be absent from the workbook.
     """
+    if len(rows) != len(responses):
+        raise InputError("responses do not align with dataset rows", field="responses", expected=len(rows),
+                         found=len(responses))
+    if not rows:
+        raise InputError("empty slice: no dataset rows to score", field="rows")
     table: dict[str, list[Any]] = {}
     for name in columns:
         if overrides and name in overrides:

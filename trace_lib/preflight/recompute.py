@@ -12,7 +12,7 @@ names that score: the summaries, category and overall scores agree on the value 
 from __future__ import annotations
 
 import statistics
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from trace_lib.aggregation import (
     ABS_TOLERANCE,
@@ -70,9 +70,10 @@ def check_recompute(ctx: CheckContext, out: GroupOutcome) -> None:
     f = Fields(out, FILE)
     track = _Tracker(f)
     models, seeds = views.model_ids(doc), views.seeds(doc)
-    table = {k: v for k, v in views.score_table(doc).items()
-             if k[0] in models and k[1] in seeds and k[2] in suite.keys}
-    complete = [m for m in models if all((m, s, b) in table for s in seeds for b in suite.keys)]
+    keys = suite.keys
+    rows_of = {b.key: b.rows for b in suite.benchmarks}
+    table = {k: v for k, v in views.score_table(doc).items() if k[0] in models and k[1] in seeds and k[2] in rows_of}
+    complete = [m for m in models if all((m, s, b) in table for s in seeds for b in keys)]
     full = {k: v for k, v in table.items() if k[0] in complete}
     skipped = sorted(set(models) - set(complete))
     if skipped:
@@ -89,20 +90,19 @@ def check_recompute(ctx: CheckContext, out: GroupOutcome) -> None:
                   {(m, s, c): {"score": categories[(m, s, c)]} for m, s in model_seeds for c in cats},
                   track, "category score")
     _compare_rows(f, doc, "overall_scores", ("model_id", "seed"),
-                  {(m, s): {"benchmark_count": len(suite.keys)} for m, s in every},
+                  {(m, s): {"benchmark_count": len(keys)} for m, s in every},
                   {(m, s): {"score": overall[(m, s)]} for m, s in model_seeds}, track, "overall score")
     _compare_rows(f, doc, "benchmark_summaries", ("model_id", "benchmark_id"),
-                  {(m, b): {"seed_count": len(seeds), "evaluated_rows": suite.benchmark(b).rows} for m in models
-                   for b in suite.keys},
+                  {(m, b): {"seed_count": len(seeds), "evaluated_rows": rows_of[b]} for m in models for b in keys},
                   {(m, b): _summary_fields(summarize(full[(m, s, b)] for s in seeds)) for m in complete
-                   for b in suite.keys}, track, "benchmark summary")
+                   for b in keys}, track, "benchmark summary")
     _compare_rows(f, doc, "category_summaries", ("model_id", "category_name"),
                   {(m, c): {"seed_count": len(seeds), "benchmark_count": len(suite.categories[c])} for m in models
                    for c in cats},
                   {(m, c): _summary_fields(summarize(categories[(m, s, c)] for s in seeds)) for m in complete
                    for c in cats}, track, "category summary")
     _compare_rows(f, doc, "overall_summaries", ("model_id",),
-                  {(m,): {"seed_count": len(seeds), "benchmark_count": len(suite.keys)} for m in models},
+                  {(m,): {"seed_count": len(seeds), "benchmark_count": len(keys)} for m in models},
                   {(m,): _summary_fields(summarize(overall[(m, s)] for s in seeds)) for m in complete},
                   track, "overall summary")
     _check_category_mean_overall(f, ctx, suite, categories, overall, model_seeds)
@@ -225,13 +225,14 @@ def _check_benchmark_deltas(
     seeds: list[int], track: _Tracker,
 ) -> None:
     entries = row.get("benchmark_deltas")
+    keys = suite.keys
     if not isinstance(entries, list):
         f.fail(f"{where}.benchmark_deltas", "must be an array", found=entries)
         return
     order: list[str] = []
     for i, entry in enumerate(entries):
         bench = entry.get("benchmark_id") if isinstance(entry, dict) else None
-        if not is_kind(bench, Kind.TEXT) or bench not in suite.keys:
+        if not is_kind(bench, Kind.TEXT) or bench not in keys:
             f.fail(f"{where}.benchmark_deltas[{i}]", "names no suite benchmark", found=bench)
             continue
         here = f"{where}.benchmark_deltas[{bench}]"
@@ -241,11 +242,11 @@ def _check_benchmark_deltas(
         order.append(bench)
         per_seed = {(m, s): full[(m, s, bench)] for m in (model, base) for s in seeds}
         _check_delta(f, entry, here, paired_delta(per_seed, model, base), seeds, track)
-    for bench in suite.keys:
+    for bench in keys:
         if bench not in order:
             f.fail(f"{where}.benchmark_deltas[{bench}]", "benchmark delta missing")
-    if sorted(order) == sorted(suite.keys) and tuple(order) != suite.keys:
-        f.fail(f"{where}.benchmark_deltas", "not in suite benchmark order", expected=list(suite.keys), found=order)
+    if sorted(order) == sorted(keys) and tuple(order) != keys:
+        f.fail(f"{where}.benchmark_deltas", "not in suite benchmark order", expected=list(keys), found=order)
 
 
 def _check_delta(f: Fields, stored: Any, where: str, delta: PairedDelta, seeds: list[int], track: _Tracker) -> None:
@@ -291,16 +292,22 @@ def _locate_bad_scores(
     category_stored = _stored(doc, "category_scores", ("model_id", "seed", "category_name"), "score")
     overall_stored = _stored(doc, "overall_scores", ("model_id", "seed"), "score")
     category_of = {b: c for c, members in suite.categories.items() for b in members}
-    implied: list[Callable[[str, int, str], float | None]] = [
-        lambda m, s, b: _implied(bench_means.get((m, b)), len(seeds),
-                                 [full[(m, x, b)] for x in seeds if x != s]),
-        lambda m, s, b: _implied(category_stored.get((m, s, category_of[b])), len(suite.categories[category_of[b]]),
-                                 [full[(m, s, x)] for x in suite.categories[category_of[b]] if x != b]),
-        lambda m, s, b: _implied(overall_stored.get((m, s)), len(suite.keys),
-                                 [full[(m, s, x)] for x in suite.keys if x != b]),
-    ]
+    sizes = {c: len(members) for c, members in suite.categories.items()}
+    seed_sums: dict[tuple[str, str], float] = {}
+    category_sums: dict[tuple[str, int, str], float] = {}
+    overall_sums: dict[tuple[str, int], float] = {}
     for (m, s, b), score in full.items():
-        values = [fn(m, s, b) for fn in implied]
+        seed_sums[(m, b)] = seed_sums.get((m, b), 0.0) + score
+        category_sums[(m, s, category_of[b])] = category_sums.get((m, s, category_of[b]), 0.0) + score
+        overall_sums[(m, s)] = overall_sums.get((m, s), 0.0) + score
+    n_benchmarks = len(suite.keys)
+    for (m, s, b), score in full.items():
+        c = category_of[b]
+        values = [
+            _implied(bench_means.get((m, b)), len(seeds), seed_sums[(m, b)] - score),
+            _implied(category_stored.get((m, s, c)), sizes[c], category_sums[(m, s, c)] - score),
+            _implied(overall_stored.get((m, s)), n_benchmarks, overall_sums[(m, s)] - score),
+        ]
         if any(v is None for v in values):
             continue
         first = values[0]
@@ -310,11 +317,11 @@ def _locate_bad_scores(
                    "another value", expected=first, found=score)
 
 
-def _implied(aggregate: float | None, n: int, others: list[float]) -> float | None:
-    """The value the n-th member must have for ``aggregate`` to be the mean of it and ``others``."""
+def _implied(aggregate: float | None, n: int, others_sum: float) -> float | None:
+    """The value the missing member must have for ``aggregate`` to be the mean of n values summing with it."""
     if aggregate is None:
         return None
-    return n * aggregate - sum(others)
+    return n * aggregate - others_sum
 
 
 GROUP = CheckGroup(

@@ -213,6 +213,7 @@ def _check_scores(
     if scores is None:
         return
     seen: set[tuple[Any, Any, Any]] = set()
+    rows_of = {b.key: b.rows for b in suite.benchmarks}
     for i, row in f.items(scores, "benchmark_scores", "scores"):
         key = (row.get("model_id"), row.get("seed"), row.get("benchmark_id"))
         if not (is_kind(key[0], Kind.TEXT) and is_kind(key[1], Kind.NONNEG) and is_kind(key[2], Kind.TEXT)):
@@ -227,15 +228,15 @@ def _check_scores(
         score = f.get(row, "score", where, Kind.NUMBER)
         if score is not None and not 0.0 <= score <= 100.0:
             f.fail(f"{where}.score", "percent score outside [0, 100]", found=score)
-        if key[2] in suite.keys:
-            f.expect(f"{where}.evaluated_rows", suite.benchmark(key[2]).rows, row.get("evaluated_rows"),
+        if key[2] in rows_of:
+            f.expect(f"{where}.evaluated_rows", rows_of[key[2]], row.get("evaluated_rows"),
                      "differs from the suite's rows")
         f.expect(f"{where}.scoring_scope", SCORING_SCOPE, row.get("scoring_scope"), "unexpected scoring scope")
         model = models.get(key[0])
         if model is not None:
             f.expect(f"{where}.source_run_id", model.get("source_run_id"), row.get("source_run_id"),
                      "differs from the model's source_run_id")
-    expected = {(m, s, b) for m in models for s in seeds for b in suite.keys}
+    expected = {(m, s, b) for m in models for s in seeds for b in rows_of}
     for key in sorted(expected - seen, key=str):
         f.fail(f"scores.benchmark_scores[{views.score_label(*key)}]", "benchmark score missing")
     for key in sorted(seen - expected, key=str):

@@ -66,11 +66,10 @@ def responses_for_rows(rows: Sequence[Row], stored: Sequence[Any], *, source: st
     missing = [k for k in expected if k not in by_key]
     if missing:
         raise InputError(
-            "responses do not cover the dataset",
+            f"responses do not cover the dataset (expected {len(expected)} rows, found {len(expected) - len(missing)})",
             file=source,
-            expected=f"{len(expected)} rows",
-            found=f"{len(expected) - len(missing)} (first missing row {missing[0]})",
-            hint="finish generation (it resumes), or pass the dataset the responses were generated from",
+            hint=f"first missing row {missing[0]}; finish generation (it resumes), or pass the dataset the responses "
+            "were generated from",
         )
     if len(by_key) != len(expected):
         known = set(expected)

@@ -116,3 +116,72 @@ def write_response_file(
     with SliceStore.open(Path(path), identity) as store:
         store.append(stored)
     return Path(path)
+
+
+def build_toy_campaign(
+    root: Path,
+    data_dir: Path,
+    *,
+    model: str,
+    accuracy: dict[tuple[int, str], float],
+    rows: dict[str, int],
+    scored: set[tuple[int, str]] | frozenset[tuple[int, str]] = frozenset(),
+) -> dict[str, Path]:
+    """A campaign directory with toy MCQ data, a complete response file per (seed, benchmark) of ``accuracy``
+    (hitting that fraction of rows), and ``scores.json`` receipts for the (seed, benchmark) pairs in ``scored``.
+
+    Returns benchmark -> dataset path. Scoring goes through :func:`trace_lib.scoring.score.run_scoring`.
+    """
+    from trace_lib.generation.store import response_path
+    from trace_lib.scoring.score import run_scoring, scores_dir
+
+    datasets = {key: write_toy_dataset(Path(data_dir) / f"{key}.jsonl", count, seed=len(key))
+                for key, count in rows.items()}
+    for (seed, key), fraction in accuracy.items():
+        data = _load(datasets[key])
+        path = response_path(root, model=model, seed=seed, benchmark=key)
+        write_response_file(path, model=model, seed=seed, benchmark=key, rows=data,
+                            texts=toy_responses(data, fraction, seed=seed))
+        if (seed, key) in scored:
+            run_scoring(toy_mcq_protocol(key), data, path, scores_dir(root, model=model, seed=seed, benchmark=key))
+    return datasets
+
+
+# -- tiny-model slice lanes (tests_offline/test_slices_cpu_model.py, tests_gpu/test_slices_vllm.py) ---------------
+
+TINY_SLUG = "tiny-qwen25vl"
+TINY_BENCHMARK = "mmstar"  # the MCQ exemplar; its tiny TSV has MMStar's columns
+
+
+def tiny_rule(mean: float, *, rows: int, stddev: float = 0.0, z: float = 3.0, model: str = TINY_SLUG,
+              benchmark: str = TINY_BENCHMARK) -> Any:
+    """A tolerance rule whose only canonical value is ``mean`` (over 3 seeds) for ``model`` on ``benchmark`` with
+    ``rows`` rows: the canonical value a tiny-model lane constructs."""
+    from trace_lib.aggregation.tolerance import CanonicalSummary, ToleranceRule
+
+    summary = CanonicalSummary(mean, stddev, 3)
+    return ToleranceRule(z=z, rows={benchmark: rows}, categories={}, benchmarks={(model, benchmark): summary},
+                         category_summaries={}, overall_summaries={})
+
+
+def tiny_slice_runner(
+    release: Any, work: Path, model_dir: Path, *, backend: str, judge_url: str, rule: Any, rows: int = 8,
+    seeds: Sequence[int] = (42, 43), max_tokens: int = 16, backend_overrides: dict[str, Any] | None = None,
+) -> Any:
+    """A :class:`~trace_lib.campaign.run_slice.SliceRunner` for the tiny model on a tiny MMStar TSV (written at
+    the path the release's provenance gives it under ``work/data``), the real mmstar protocol, the judge at
+    ``judge_url``, decoding as the suite's except ``max_tokens``."""
+    from trace_lib.campaign.models import ModelDescriptor
+    from trace_lib.campaign.plan import build_plan
+    from trace_lib.campaign.run_slice import SliceRunner
+    from trace_lib.data.prepare import load_artifact_sources
+    from trace_lib.testing.tiny_bench import build_tiny_tsv
+
+    data_root = Path(work) / "data"
+    build_tiny_tsv(load_artifact_sources(release)[TINY_BENCHMARK].local_path(data_root), style="mcq", rows=rows)
+    model = ModelDescriptor(TINY_SLUG, str(model_dir), "sha256set:" + "0" * 64, f"org/tiny@{'0' * 40}", "Tiny")
+    plan = build_plan(release, models=[model], seeds=list(seeds), benchmarks=[TINY_BENCHMARK], data_root=data_root,
+                      campaign_root=Path(work) / "campaign", with_judge=False)
+    return SliceRunner.from_plan(release, plan, backend=backend, campaign_root=plan.campaign_root,
+                                 judge_url=judge_url, rule=rule, backend_overrides=backend_overrides,
+                                 allow_unprepared=True, generation_overrides={"max_tokens": max_tokens})

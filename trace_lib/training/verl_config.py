@@ -81,6 +81,7 @@ class Launch:
     enforce_eager: bool | None = None
     use_torch_compile: bool | None = None
     attention: str = "flash_attention_2"  # 'sdpa' (padded, no padding-free) only for smoke without flash-attn
+    generations_dir: str | None = None  # smoke: dump every rollout/validation sample with its reward (JSONL)
 
 
 @dataclass
@@ -374,6 +375,9 @@ def _fixed(ctx: _Ctx) -> dict[str, Any]:
     }
     if launch.attention != "flash_attention_2":
         out[f"{ARR}.model.override_config.attn_implementation"] = launch.attention
+    if launch.generations_dir is not None:
+        out["trainer.rollout_data_dir"] = f"{launch.generations_dir}/rollout"
+        out["trainer.validation_data_dir"] = f"{launch.generations_dir}/validation"
     return out
 
 
@@ -488,3 +492,19 @@ def mapping_report(profile: TrainingProfile) -> list[dict[str, str]]:
         for dotted, _ in _leaves(profile.easyr1)
         if dotted in FIELD_MAP
     ]
+
+
+def build_worker_configs(composed: Any) -> dict[str, Any]:
+    """The dataclasses verl's workers build from the config (rollout, actor, checkpoint engine, model), built here
+    first so a type or consistency error shows before any GPU is touched. Loads the model's tokenizer/processor."""
+    from omegaconf import OmegaConf
+    from verl.utils.config import omega_conf_to_dataclass
+
+    resolved = OmegaConf.create(OmegaConf.to_container(composed, resolve=True))
+    arr = resolved.actor_rollout_ref
+    return {
+        "rollout": omega_conf_to_dataclass(arr.rollout),
+        "actor": omega_conf_to_dataclass(arr.actor),
+        "checkpoint_engine": omega_conf_to_dataclass(arr.rollout.checkpoint_engine),
+        "model": omega_conf_to_dataclass(arr.model),
+    }

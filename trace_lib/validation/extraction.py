@@ -15,8 +15,8 @@ its quirks (spec validation-and-preflight.md §A6, vectors §A10.1):
   markdown (``**B**``) and ``$5$`` are not stripped; numbers have no tolerance and no thousands separators;
 - candidates disagreeing on their canonical value make the row ``ambiguous`` (strings compare case-sensitively).
 
-The status is ``found`` (the brief's *resolved*; ``ExtractionStatus.RESOLVED`` is the same member and compares
-equal to ``"resolved"``), ``missing`` or ``ambiguous``; only ``missing`` and ``ambiguous`` rows go to the judge.
+The status is ``resolved`` (upstream's ``found``; the member compares equal to both spellings), ``missing`` or
+``ambiguous``; only ``missing`` and ``ambiguous`` rows go to the judge.
 ``Extraction.as_dict()`` is byte-compatible with upstream's ``AnswerExtractionResult.as_dict()``.
 """
 
@@ -55,22 +55,34 @@ ROUTE_RANK = {
 
 
 class ExtractionStatus(str, enum.Enum):
-    """Outcome of deterministic extraction; ``RESOLVED`` is an alias of ``FOUND``."""
+    """Outcome of deterministic extraction: ``resolved``, ``missing`` or ``ambiguous``.
 
-    FOUND = "found"
+    ``RESOLVED`` is upstream's ``found`` (``FOUND`` is the same member, it compares equal to both spellings, and
+    :meth:`Extraction.as_dict` writes ``found`` as upstream's records do).
+    """
+
+    RESOLVED = "resolved"
     MISSING = "missing"
     AMBIGUOUS = "ambiguous"
-    RESOLVED = "found"
+    FOUND = "resolved"
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, str) and not isinstance(other, ExtractionStatus) and other == "resolved":
-            return self.value == "found"
+        if isinstance(other, str) and not isinstance(other, ExtractionStatus) and other == "found":
+            return self.value == "resolved"
         return str.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
 
     __hash__ = str.__hash__
 
     def __str__(self) -> str:
         return self.value
+
+    @property
+    def upstream(self) -> str:
+        """Upstream's spelling (``found`` | ``missing`` | ``ambiguous``), as stored in scored rows."""
+        return "found" if self.value == "resolved" else self.value
 
 
 # -- patterns (the upstream grammar; each comment says what it accepts) ------------------------------------------
@@ -184,7 +196,7 @@ class Extraction:
         return {
             "version": self.version,
             "answer_type": self.answer_type,
-            "status": self.status.value,
+            "status": self.status.upstream,
             "route": self.route,
             "raw_candidate": json_safe(self.raw),
             "typed_candidate": json_safe(self.typed),

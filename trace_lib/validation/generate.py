@@ -101,11 +101,29 @@ def check_model_marker(model_path: Path, model: ValidationModel) -> str:
     return "verified"
 
 
+def default_backend_options(backend: str, generation: Mapping[str, Any]) -> dict[str, Any]:
+    """The paper run's server settings for an in-process engine (``vllm``): context, image limit, memory, TP 1 and
+    ``generation_config`` from the suite (``vllm``: the checkpoint's generation_config.json is not applied)."""
+    if backend != "vllm":
+        return {}
+    return {
+        "max_model_len": pins.SERVER_MAX_MODEL_LEN,
+        "limit_mm_per_prompt": dict(pins.SERVER_LIMIT_MM_PER_PROMPT),
+        "gpu_memory_utilization": pins.SERVER_GPU_MEMORY_UTILIZATION,
+        "tensor_parallel_size": pins.SERVER_TENSOR_PARALLEL_SIZE,
+        "llm_kwargs": {"generation_config": generation["server_generation_config"]},
+    }
+
+
 def run_contract(
     manifest: Manifest, *, system_prompt: str, prompt_file_sha256: str, target: GenerationTarget,
     decoding: Mapping[str, Any], mm_processor_kwargs: Mapping[str, int],
 ) -> dict[str, Any]:
-    """The fields a run identity hashes (upstream's contract plus the backend name)."""
+    """The fields a run identity hashes: upstream's contract with the backend name in place of the endpoint URL.
+
+    The endpoint (a server's host and port) is recorded in the metadata but not hashed, so a restarted server on
+    another port resumes the same run; what is generated is fixed by model, revision, path, prompt and decoding.
+    """
     return {
         "allowed_local_media_root": None,
         "backend": target.backend,
@@ -114,7 +132,6 @@ def run_contract(
         "dataset_repo_id": manifest.dataset["repo_id"],
         "dataset_revision": manifest.dataset["revision"],
         "decoding": dict(decoding),
-        "endpoint_url": target.endpoint_url,
         "media_transport": target.media_transport,
         "mm_processor_kwargs": dict(mm_processor_kwargs),
         "model_path": str(Path(target.model_path).expanduser().resolve()),
@@ -241,7 +258,7 @@ def run_generation(
         "model_revision": target.model.inference_revision,
         "model_revision_marker": marker,
         "backend": target.backend,
-        "backend_options": {k: target.backend_options[k] for k in sorted(target.backend_options)},
+        "backend_options": {**default_backend_options(target.backend, suite.generation), **target.backend_options},
         "endpoint_url": target.endpoint_url,
         "system_prompt_path": suite.prompt["system_prompt_file"],
         "system_prompt_file_sha256": prompt_sha,
@@ -291,7 +308,7 @@ def run_generation(
     if owned:
         from trace_lib.generation.backends.base import create_backend
 
-        options = dict(target.backend_options)
+        options = {**default_backend_options(target.backend, suite.generation), **target.backend_options}
         if target.endpoint_url is not None:
             options.setdefault("base_url", target.endpoint_url)
         backend = create_backend(target.backend, model_path=str(model_path), served_name=target.served_model, **options)

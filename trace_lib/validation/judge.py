@@ -84,7 +84,7 @@ def check_pending_row(row: Mapping[str, Any], *, where: str) -> None:
                          found=row["deterministic_extraction_version"])
     if row["deterministic_status"] not in ("missing", "ambiguous"):
         raise InputError("row is not eligible for the judge", field=where, found=row["deterministic_status"])
-    again = extract(row["raw_response"], row["answer_type"]).status.value
+    again = extract(row["raw_response"], row["answer_type"]).status.upstream
     if again != row["deterministic_status"]:
         raise InputError("deterministic status differs from a fresh extraction", field=where,
                          expected=again, found=row["deterministic_status"])

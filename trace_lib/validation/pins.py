@@ -122,6 +122,12 @@ IMAGE_MARKER = "<image>"
 #: Keys that would leak the ground truth into a generation request.
 GROUND_TRUTH_KEYS = frozenset({"answer_gt", "annotation_gt", "reward_contract"})
 
+# -- the generation server of the paper run (README flags, spec §A5.1) -------------------------------------------
+SERVER_MAX_MODEL_LEN = 8192
+SERVER_LIMIT_MM_PER_PROMPT = {"image": 1, "video": 0}
+SERVER_GPU_MEMORY_UTILIZATION = 0.90
+SERVER_TENSOR_PARALLEL_SIZE = 1
+
 # -- judge (§A7) --------------------------------------------------------------------------------------------------
 JUDGE_SYSTEM_PROMPT = """You are a strict answer-extraction parser.
 

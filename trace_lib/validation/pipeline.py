@@ -93,6 +93,7 @@ class SliceSettings:
     backend: str = "vllm"
     backend_options: Mapping[str, Any] = field(default_factory=dict)
     endpoint_url: str | None = None
+    media_transport: str = "data-url"  # the hf backend reads file:// images
     judge_urls: tuple[str, ...] = ()
     judge_template: ChatTemplate | None = None
     z: float = DEFAULT_Z
@@ -112,6 +113,7 @@ def run_validation_slice(
     slug = slice_.model.slug
     target = GenerationTarget(model=slice_.model, model_path=Path(model_path), backend=settings.backend,
                               served_model=slug, endpoint_url=settings.endpoint_url,
+                              media_transport=settings.media_transport,
                               backend_options=dict(settings.backend_options))
     generation = run_generation(release, layout.manifest, layout.generation_dir(slug), target,
                                 expected=settings.expected, backend=backend)

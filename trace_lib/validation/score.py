@@ -22,16 +22,29 @@ from trace_lib.errors import InputError
 from trace_lib.release import identity
 from trace_lib.release.locate import ReleaseRoot
 from trace_lib.validation import pins
-from trace_lib.validation.canonical import canonical_json, h1, read_json, read_jsonl, sha256_file, write_json, \
-    write_jsonl, write_text
+from trace_lib.validation.canonical import (
+    canonical_json,
+    h1,
+    read_json,
+    read_jsonl,
+    sha256_file,
+    write_json,
+    write_jsonl,
+    write_text,
+)
 from trace_lib.validation.equivalence import check_equivalence_bridge
 from trace_lib.validation.extraction import ANSWER_TYPES, EXTRACTION_VERSION, extract
 from trace_lib.validation.historical import historical_fields
 from trace_lib.validation.judge import check_receipt, request_contract
-from trace_lib.validation.judge_output import JudgeOutputError, validate_judge_output
+from trace_lib.validation.judge_output import JudgeOutputError
 from trace_lib.validation.manifest import Manifest, load_manifest
 from trace_lib.validation.match import semantic_correct
-from trace_lib.validation.suite import ValidationModel, ValidationSuite, load_system_prompt, load_validation_suite
+from trace_lib.validation.suite import (
+    ValidationModel,
+    ValidationSuite,
+    load_system_prompt,
+    load_validation_suite,
+)
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _MODULES = ("score", "extraction", "judge", "judge_output", "historical", "match", "prepare", "request")
@@ -397,7 +410,7 @@ def score_rows(generation: Generation, manifest: Manifest, judge_results: Mappin
         key = (slug, data["row_index"])
         judged = results.get(key)
         if not found:
-            row = pending_row(slug, data, raw, extraction.status.value)
+            row = pending_row(slug, data, raw, extraction.status.upstream)
             pending.append(row)
             if judged is not None:
                 check_judge_result(judged, pending_row=row, suite=suite, file=judge_file)
@@ -409,7 +422,7 @@ def score_rows(generation: Generation, manifest: Manifest, judge_results: Mappin
         elif judged is not None:
             combined, route = 0, f"judge:{judged.get('judge_status', 'failed')}"
         else:
-            combined, route = 0, f"pending:{extraction.status.value}"
+            combined, route = 0, f"pending:{extraction.status.upstream}"
         scored.append(
             {
                 "schema_version": pins.SCORED_ROW_SCHEMA,

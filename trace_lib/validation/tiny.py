@@ -1,5 +1,7 @@
 """A tiny validation parquet in the real schema, for tests and smoke runs (never a substitute for the real split).
 
+``release_variant(release, dest, generation=...)`` copies the release's validation files with edited decoding
+(e.g. a short ``max_tokens`` for a random tiny model), an unpinned release for tiny lanes only.
 ``build_tiny_parquet(release, dest)`` writes ``rows`` rows (``tasks`` x ``samples_per_task``) with the column names
 and Arrow types the release records for the real file (``rlvr/dataset_equivalence.v1.json`` ``current_schema``),
 one distinct PNG per row, all four answer types, and returns the file with a
@@ -56,6 +58,30 @@ def arrow_type(text: str) -> Any:
                 start = i + 1
         return pa.struct(fields)
     raise ValueError(f"unsupported Arrow type {text!r}")
+
+
+#: The release files the validation workflow reads (plus the evaluation suite that marks a release root).
+_VARIANT_FILES = (
+    identity.SUITE, identity.VALIDATION_SUITE, identity.VALIDATION_RESULTS, identity.VALIDATION_RECEIPT,
+    identity.DATASET_EQUIVALENCE, identity.SYSTEM_PROMPT,
+)
+
+
+def release_variant(release: ReleaseRoot, dest: Path, *, generation: dict[str, Any]) -> ReleaseRoot:
+    """A copy of the validation release files under ``dest`` whose suite ``generation`` block is updated."""
+    import shutil
+
+    from trace_lib.release.locate import locate_release
+
+    for rel in _VARIANT_FILES:
+        target = Path(dest) / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(release.file(rel), target)
+    suite_path = Path(dest) / identity.VALIDATION_SUITE
+    doc = json.loads(suite_path.read_text(encoding="utf-8"))
+    doc["generation"].update(generation)
+    suite_path.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    return locate_release(dest)
 
 
 def _png(index: int, size: tuple[int, int]) -> bytes:

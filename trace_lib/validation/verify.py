@@ -35,7 +35,7 @@ from trace_lib.validation.extraction import ANSWER_TYPES
 from trace_lib.validation.generate import GenerationTarget, check_model_marker, run_contract
 from trace_lib.validation.layout import ValidationLayout
 from trace_lib.validation.manifest import Manifest, load_manifest
-from trace_lib.validation.request import DATA_URL, build_request
+from trace_lib.validation.request import DATA_URL, MEDIA_TRANSPORTS, build_request
 from trace_lib.validation.score import (
     aggregate, check_scoring_policy, code_sha256, load_generation, load_judge_results, load_scoring_manifest,
     score_rows, summary_markdown,
@@ -275,8 +275,9 @@ def _has_gt_key(value: Any) -> bool:
 
 
 def verify_generation_model(release: ReleaseRoot, suite: ValidationSuite, data: VerifiedDataset,
-                            model: ValidationModel, generation_dir: Path) -> list[dict[str, Any]]:
-    """One model's generation run; returns its records in row order."""
+                            model: ValidationModel, generation_dir: Path, *, pinned: bool = True) -> list[dict[str, Any]]:
+    """One model's generation run; returns its records in row order (pinned: images must have gone as data URLs,
+    as upstream's verifier requires; unpinned tiny lanes may use file URLs)."""
     slug, manifest = model.slug, data.manifest
     generation_dir = Path(generation_dir).expanduser().resolve()
     meta_path, responses, receipts = (generation_dir / "run_metadata.json", generation_dir / "responses.jsonl",
@@ -289,12 +290,13 @@ def verify_generation_model(release: ReleaseRoot, suite: ValidationSuite, data: 
         "dataset_repo_id": manifest.dataset["repo_id"], "dataset_revision": manifest.dataset["revision"],
         "dataset_file": manifest.dataset["file"], "dataset_file_sha256": manifest.dataset["file_sha256"],
         "decoding": suite.decoding(), "mm_processor_kwargs": suite.mm_processor_kwargs(),
-        "system_prompt_file_sha256": data.prompt_sha, "media_transport": DATA_URL,
-        "allowed_local_media_root": None, "shard_index": 0, "shard_count": 1, "selected_rows": rows,
+        "system_prompt_file_sha256": data.prompt_sha, "allowed_local_media_root": None, "shard_index": 0, "shard_count": 1, "selected_rows": rows,
         "completed_rows": rows, "error_rows": 0,
     }
     for key, value in checks.items():
         _require(meta.get(key) == value, "run metadata differs", file=mf, field=key, expected=value, found=meta.get(key))
+    _require(meta.get("media_transport") == DATA_URL or (not pinned and meta.get("media_transport") in MEDIA_TRANSPORTS),
+             "media transport is not data-url", file=mf, field="media_transport", found=meta.get("media_transport"))
     _require(_RUNTIME.fullmatch(str(meta["model_revision"])) is not None, "mutable model revision", file=mf)
     _require(Path(str(meta.get("manifest_path"))).resolve() == manifest.path, "manifest path differs", file=mf,
              field="manifest_path")
@@ -311,7 +313,7 @@ def verify_generation_model(release: ReleaseRoot, suite: ValidationSuite, data: 
     except InputError as exc:
         raise VerificationError(exc.message, file=exc.file, field=exc.field) from None
     target = GenerationTarget(model=model, model_path=model_path, backend=str(meta.get("backend")), served_model=slug,
-                              endpoint_url=meta.get("endpoint_url"))
+                              endpoint_url=meta.get("endpoint_url"), media_transport=str(meta.get("media_transport")))
     contract = run_contract(manifest, system_prompt=data.system_prompt, prompt_file_sha256=data.prompt_sha,
                             target=target, decoding=suite.decoding(), mm_processor_kwargs=suite.mm_processor_kwargs())
     _require(meta.get("run_contract") == contract, "run contract differs from the recomputed one", file=mf,
@@ -389,7 +391,8 @@ def verify_generation(release: ReleaseRoot, layout: ValidationLayout, *, parquet
                  expected=sorted(suite.slugs), found=sorted(present))
     total = 0
     for model in chosen:
-        total += len(verify_generation_model(release, suite, data, model, layout.generation_dir(model.slug)))
+        total += len(verify_generation_model(release, suite, data, model, layout.generation_dir(model.slug),
+                                             pinned=expected.pinned))
     report = {
         "dataset_equivalence_receipt_sha256": data.equivalence["receipt_sha256"] if data.equivalence else "not checked",
         "dataset_manifest_sha256": data.manifest.sha256,

@@ -65,7 +65,9 @@ class VLLMBackend:
     root; required for ``file://`` images, default ``/``), ``max_model_len`` (32768), ``max_num_seqs`` (256),
     ``max_num_batched_tokens`` (32768), ``gpu_memory_utilization`` (0.90), ``limit_mm_per_prompt``
     (``{"image": 24, "video": 3}``), ``dtype`` ("auto"), ``enforce_eager`` (False), ``llm_kwargs`` (any further
-    ``vllm.LLM`` arguments). Defaults mirror upstream's generation server flags (eval-campaign spec §3.1).
+    ``vllm.LLM`` arguments), ``llm`` (an existing ``vllm.LLM`` to drive instead of creating one; the other
+    engine options are then ignored). Defaults mirror upstream's generation server flags (eval-campaign spec
+    §3.1).
     """
 
     name = "vllm"
@@ -85,7 +87,15 @@ class VLLMBackend:
         dtype: str = "auto",
         enforce_eager: bool = False,
         llm_kwargs: Mapping[str, Any] | None = None,
+        llm: Any = None,
     ) -> None:
+        self.served_name = served_name
+        self.model_path = model_path
+        self._owns_engine = llm is None
+        if llm is not None:
+            self.llm = llm
+            self._defaults = dict(llm.model_config.get_diff_sampling_param())
+            return
         try:
             from vllm import LLM
         except ImportError as exc:
@@ -93,8 +103,6 @@ class VLLMBackend:
                                hint="install the 'eval' extra on a CUDA host") from None
         if tensor_parallel_size is None:
             tensor_parallel_size = _visible_gpu_count()
-        self.served_name = served_name
-        self.model_path = model_path
         kwargs: dict[str, Any] = dict(
             model=str(model_path),
             served_model_name=served_name,
@@ -166,7 +174,7 @@ class VLLMBackend:
     def close(self) -> None:
         llm = getattr(self, "llm", None)
         self.llm = None
-        if llm is None:
+        if llm is None or not self._owns_engine:
             return
         shutdown = getattr(llm.llm_engine, "shutdown", None) or getattr(
             getattr(llm.llm_engine, "engine_core", None), "shutdown", None

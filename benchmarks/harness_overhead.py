@@ -1,0 +1,108 @@
+"""Harness overhead of the vllm backend: rows/s through ``run_generation`` vs a raw ``vllm.LLM.chat``.
+
+Both drive the *same* engine in one process on the same N tiny-model requests (a tiny random Qwen2.5-VL and a
+tiny MMStar-style table with one image per row, built here): the baseline is one ``LLM.chat`` call over
+prebuilt conversations and ``SamplingParams`` (the least a raw script does); the harness is the full
+``run_generation`` (prompt building, request hashing, the vllm backend, durable appends with fsync) into a
+fresh campaign directory. Runs alternate (raw, harness, raw, harness, ...) after one warm-up of each, and the
+best of ``--repeats`` is reported. Decoding is the suite's except ``max_tokens`` (``--max-tokens``, default
+256, so a run takes seconds). Target: ratio >= 0.95.
+
+    python benchmarks/harness_overhead.py [--rows 2000] [--max-tokens 256] [--repeats 3] [--model DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=2000)
+    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--model", default=None, help="model directory (default: build the tiny Qwen2.5-VL)")
+    parser.add_argument("--gpu-memory-utilization", type=float, default=0.5)
+    parser.add_argument("--work-dir", default=None, help="where to build model, data and campaigns (default: temp)")
+    args = parser.parse_args()
+    os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+
+    from vllm import LLM, SamplingParams
+
+    from trace_lib.campaign.models import ModelDescriptor
+    from trace_lib.campaign.plan import Slice
+    from trace_lib.generation.backends.vllm import VLLMBackend, sampling_kwargs
+    from trace_lib.generation.run import open_slice_store, prepare_rows, run_generation
+    from trace_lib.release.locate import locate_release
+    from trace_lib.release.suite import load_suite
+    from trace_lib.testing.tiny_bench import build_tiny_tsv, tiny_tsv_protocol
+    from trace_lib.testing.tiny_qwen import build_tiny_qwen25vl
+
+    work = Path(args.work_dir or tempfile.mkdtemp(prefix="harness-overhead-"))
+    model_dir = Path(args.model) if args.model else work / "tiny-qwen25vl"
+    if not args.model and not model_dir.exists():
+        build_tiny_qwen25vl(model_dir)
+    data = work / "data"
+    table = data / "tiny.tsv"
+    if not table.exists():
+        build_tiny_tsv(table, style="mcq", rows=args.rows)
+    generation = {**load_suite(locate_release()).generation, "max_tokens": args.max_tokens}
+    protocol = tiny_tsv_protocol("tiny")
+    rows = protocol.load(table)
+    model = ModelDescriptor("tiny", str(model_dir), "sha256set:" + "0" * 64, f"org/tiny@{'0' * 40}", "Tiny")
+    slice_ = Slice("tiny", 42, "tiny")
+
+    llm = LLM(model=str(model_dir), trust_remote_code=True, allowed_local_media_path=str(data.resolve()),
+              max_model_len=32768, max_num_seqs=256, max_num_batched_tokens=32768,
+              gpu_memory_utilization=args.gpu_memory_utilization,
+              limit_mm_per_prompt={"image": 24, "video": 3})
+    backend = VLLMBackend(model_path=str(model_dir), served_name="tiny", llm=llm)
+    defaults = llm.model_config.get_diff_sampling_param()
+
+    prepared = prepare_rows(rows, protocol, data / "images", served_name="tiny", generation=generation, seed=42)
+    conversations = [p.request.messages_json() for p in prepared]
+    params = [SamplingParams.from_optional(**sampling_kwargs(p.request.sampling, defaults)) for p in prepared]
+    mm_kwargs = dict(prepared[0].request.mm_processor_kwargs)
+
+    def raw() -> float:
+        start = time.perf_counter()
+        outputs = llm.chat(conversations, sampling_params=params, use_tqdm=False, mm_processor_kwargs=mm_kwargs)
+        elapsed = time.perf_counter() - start
+        assert len(outputs) == len(conversations)
+        return elapsed
+
+    counter = iter(range(1_000_000))
+
+    def harness() -> float:
+        campaign = work / f"campaign-{next(counter)}"
+        start = time.perf_counter()
+        with open_slice_store(campaign, slice_, model, generation) as store:
+            result = run_generation(slice_, rows, protocol, backend, store, data / "images", generation=generation,
+                                    progress=False)
+        elapsed = time.perf_counter() - start
+        assert result.complete and result.generated == len(rows)
+        return elapsed
+
+    raw(), harness()  # warm-up (CUDA graphs, caches, image files)
+    raw_times, harness_times = [], []
+    for _ in range(args.repeats):
+        raw_times.append(raw())
+        harness_times.append(harness())
+    raw_rate = len(rows) / min(raw_times)
+    harness_rate = len(rows) / min(harness_times)
+    print(f"rows={len(rows)} max_tokens={args.max_tokens} repeats={args.repeats}")
+    print(f"raw vllm.LLM.chat : {raw_rate:9.1f} rows/s  (runs: {', '.join(f'{t:.2f}s' for t in raw_times)})")
+    print(f"trace-repro vllm  : {harness_rate:9.1f} rows/s  (runs: {', '.join(f'{t:.2f}s' for t in harness_times)})")
+    print(f"ratio harness/raw : {harness_rate / raw_rate:.3f}  (target >= 0.95)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

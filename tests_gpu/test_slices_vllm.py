@@ -1,0 +1,73 @@
+"""Whole slices through offline vLLM: tiny random Qwen2.5-VL -> real mmstar protocol -> loopback judge ->
+verdict against a canonical value this test constructs (marker gpu).
+
+Run on a CUDA host with vllm installed:
+``TRACE_ROOT=<release> python -m pytest tests_gpu/test_slices_vllm.py -m gpu -v``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+
+import pytest
+
+from trace_lib.testing.openai_server import OpenAIStubServer
+from trace_lib.testing.synthetic_campaign import TINY_SLUG, tiny_rule, tiny_slice_runner
+
+pytestmark = pytest.mark.gpu
+
+ROWS = 32
+
+
+def _skip_reason() -> str | None:
+    if importlib.util.find_spec("vllm") is None:
+        return "vllm is not installed"
+    if shutil.which("nvidia-smi") is None:
+        return "no CUDA GPU (nvidia-smi not found)"
+    import torch
+
+    if not torch.cuda.is_available():
+        return "no CUDA GPU"
+    return None
+
+
+@pytest.fixture(scope="module")
+def judge():
+    with OpenAIStubServer(lambda route, body: "A", model="qwen3-32b-judge") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def runner(release, tmp_path_factory, judge):
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+    from trace_lib.testing.tiny_qwen import build_tiny_qwen25vl
+
+    work = tmp_path_factory.mktemp("slices")
+    model_dir = build_tiny_qwen25vl(work / "models" / TINY_SLUG, seed=0)
+    runner = tiny_slice_runner(release, work, model_dir, backend="vllm", judge_url=judge.url,
+                               rule=tiny_rule(50.0, rows=ROWS), rows=ROWS, max_tokens=64,
+                               backend_overrides={"max_model_len": 8192, "gpu_memory_utilization": 0.25})
+    yield runner
+    runner.engines.close()
+
+
+def test_a_whole_slice_through_vllm_is_generated_scored_and_judged(runner):
+    seed42 = runner.plan.slices[0]
+    assert runner.blocker(seed42, runner.protocol(seed42)) is None
+    outcome = runner.run(seed42)
+    assert outcome.generation.generated == ROWS and outcome.scored.score.rows == ROWS
+    assert outcome.verdict is not None and outcome.verdict.rows == ROWS
+    assert outcome.score == pytest.approx(100.0 * sum(r.score for r in outcome.scored.score.records) / ROWS)
+
+
+def test_one_engine_serves_both_seeds_and_reruns_reuse_rows(runner):
+    first = runner.run(runner.plan.slices[0])
+    second = runner.run(runner.plan.slices[1])
+    assert (first.generation.generated, first.generation.reused) == (0, ROWS)
+    assert second.generation.generated == ROWS
+    assert runner.engines.loads == [TINY_SLUG]

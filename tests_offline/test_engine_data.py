@@ -1,0 +1,248 @@
+"""Pinned data: sources from the release, atomic checksum-verified downloads, the content-bound manifest."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import MappingProxyType, SimpleNamespace
+
+import pytest
+
+from trace_lib.data.manifest import (
+    build_dataset_entry, check_manifest, load_manifest, manifest_path, new_manifest, with_entry, write_manifest,
+)
+from trace_lib.data.prepare import ArtifactSource, fetch_artifact, load_artifact_sources
+from trace_lib.errors import InputError
+from trace_lib.release.suite import Benchmark, Suite, load_suite
+from trace_lib.testing.tiny_bench import build_tiny_tsv, tiny_tsv_protocol
+
+
+@pytest.fixture
+def served(tmp_path):
+    """A loopback HTTP server for files under tmp_path/www; yields (base_url, www_dir)."""
+    www = tmp_path / "www"
+    www.mkdir()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):  # noqa: N802
+            target = www / self.path.lstrip("/")
+            if not target.is_file():
+                self.send_response(404)
+                self.end_headers()
+                return
+            data = target.read_bytes()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", www
+    server.shutdown()
+    server.server_close()
+
+
+def test_every_suite_benchmark_has_a_pinned_source(release):
+    sources = load_artifact_sources(release)
+    suite = load_suite(release)
+    assert list(sources) == list(suite.keys)
+    for key, source in sources.items():
+        assert source.alias == suite.benchmark(key).official_alias
+        if source.kind == "url":
+            assert source.url.startswith(("http://", "https://")) and "huggingface.co" not in source.url
+        else:
+            assert len(source.revision) == 40 and source.repo_id.count("/") == 1
+        assert source.kind != "hf_snapshot" or source.md5 is None
+
+
+def test_hugging_face_resolve_urls_become_pinned_hub_files(release):
+    doc = release.read_json("rlvr/evaluation/trace_eval/benchmark_provenance.v1.json")
+    sources = load_artifact_sources(release)
+    for entry in doc["benchmarks"]:
+        url = entry["evaluation_artifact"].get("url", "")
+        source = sources[entry["benchmark_id"]]
+        if "/resolve/" in url:
+            assert source.kind == "hf_file" and url.endswith(f"/resolve/{source.revision}/{source.filename}")
+        if "/tree/" in url:
+            assert source.kind == "hf_snapshot" and url.endswith(f"/tree/{source.revision}")
+
+
+def test_url_download_verifies_md5_and_installs_atomically(served, tmp_path):
+    base, www = served
+    payload = b"index\tquestion\n0\thello\n"
+    (www / "MMStar.tsv").write_bytes(payload)
+    source = ArtifactSource("mmstar", "MMStar", "url", url=f"{base}/MMStar.tsv",
+                            md5=hashlib.md5(payload).hexdigest())
+    fetched = fetch_artifact(source, tmp_path / "data", progress=False)
+    assert fetched.downloaded and fetched.path == tmp_path / "data" / "MMStar.tsv"
+    assert fetched.path.read_bytes() == payload
+    again = fetch_artifact(source, tmp_path / "data", progress=False)
+    assert not again.downloaded  # verified copy kept
+
+
+def test_checksum_mismatch_keeps_nothing(served, tmp_path):
+    base, www = served
+    (www / "x.tsv").write_bytes(b"tampered")
+    source = ArtifactSource("mmstar", "MMStar", "url", url=f"{base}/x.tsv", md5="0" * 32)
+    with pytest.raises(InputError, match=r"mmstar\.md5: checksum mismatch"):
+        fetch_artifact(source, tmp_path / "data", progress=False)
+    assert list((tmp_path / "data").iterdir()) == []
+
+
+def test_http_error_keeps_nothing(served, tmp_path):
+    base, _ = served
+    source = ArtifactSource("mmstar", "MMStar", "url", url=f"{base}/missing.tsv", md5="0" * 32)
+    with pytest.raises(OSError):
+        fetch_artifact(source, tmp_path / "data", progress=False)
+    assert list((tmp_path / "data").iterdir()) == []
+
+
+def test_hub_sources_call_huggingface_hub_with_the_pinned_revision(tmp_path):
+    cached = tmp_path / "cache" / "ERQA.tsv"
+    cached.parent.mkdir()
+    cached.write_bytes(b"data")
+    calls = []
+
+    def hf_hub_download(**kwargs):
+        calls.append(kwargs)
+        return str(cached)
+
+    source = ArtifactSource("erqa", "ERQA", "hf_file", repo_id="org/data", revision="a" * 40, filename="ERQA.tsv",
+                            md5=hashlib.md5(b"data").hexdigest())
+    fetched = fetch_artifact(source, tmp_path / "data", hub=SimpleNamespace(hf_hub_download=hf_hub_download))
+    assert calls == [{"repo_id": "org/data", "filename": "ERQA.tsv", "repo_type": "dataset", "revision": "a" * 40}]
+    assert fetched.path.read_bytes() == b"data"
+
+
+def _tiny_suite(rows: int) -> Suite:
+    bench = Benchmark("tiny", "Tiny", "Tiny", "Cat", "official_vlmevalkit", rows, "a", "s")
+    return Suite("trace_eval_v1", (bench,), MappingProxyType({"Cat": ("tiny",)}),
+                 MappingProxyType({"official_vlmevalkit": ("tiny",)}), MappingProxyType({}), "f" * 40, "e" * 64)
+
+
+@pytest.fixture
+def prepared(tmp_path):
+    data_root = tmp_path / "data"
+    build_tiny_tsv(data_root / "Tiny.tsv", style="multi_image_mcq", rows=6)
+    source = ArtifactSource("tiny", "Tiny", "url", url="http://unused/Tiny.tsv")
+    suite = _tiny_suite(6)
+    entry = build_dataset_entry(source, data_root, tiny_tsv_protocol("tiny"), suite, workers=2)
+    manifest = with_entry(new_manifest(suite, data_root), entry)
+    write_manifest(manifest_path(data_root), manifest)
+    return data_root, suite, manifest
+
+
+def test_manifest_records_rows_files_and_images(prepared):
+    data_root, suite, manifest = prepared
+    entry = manifest.datasets["tiny"]
+    assert entry.rows == 6 and len(entry.row_media) == 6
+    assert all(len(r.media) == 2 for r in entry.row_media)
+    assert {f.path for f in entry.files} == {"Tiny.tsv"}
+    assert len(entry.media_files) == 12 and all(m.format == "PNG" for m in entry.media_files)
+    assert manifest.dataset_revision.startswith("trace-final25-datasets-v2:")
+    assert check_manifest(load_manifest(manifest_path(data_root)), suite) == []
+
+
+def test_manifest_round_trip_re_derives_hashes(prepared):
+    data_root, _, manifest = prepared
+    assert load_manifest(manifest_path(data_root)) == manifest
+    path = manifest_path(data_root)
+    path.write_text(path.read_text().replace(manifest.datasets["tiny"].row_media[0].source_row_hash, "0" * 64))
+    with pytest.raises(InputError, match="do not re-derive"):
+        load_manifest(path)
+
+
+def test_changed_image_is_found(prepared):
+    data_root, suite, manifest = prepared
+    image = data_root / manifest.datasets["tiny"].media_files[0].path
+    image.write_bytes(image.read_bytes()[:-1] + b"\x00")
+    problems = check_manifest(manifest, suite)
+    assert problems == [f"datasets.tiny: {manifest.datasets['tiny'].media_files[0].path}: content changed (sha256 differs)"]
+
+
+def test_row_count_must_equal_the_suite(tmp_path):
+    data_root = tmp_path / "data"
+    build_tiny_tsv(data_root / "Tiny.tsv", rows=5)
+    source = ArtifactSource("tiny", "Tiny", "url", url="http://unused/Tiny.tsv")
+    with pytest.raises(InputError, match=r"tiny: row count differs from the suite \(expected 6, found 5\)"):
+        build_dataset_entry(source, data_root, tiny_tsv_protocol("tiny"), _tiny_suite(6))
+
+
+def test_generation_refuses_rows_that_differ_from_the_manifest(prepared, release):
+    from trace_lib.generation.run import check_against_manifest, prepare_rows
+
+    data_root, _, manifest = prepared
+    protocol = tiny_tsv_protocol("tiny")
+    rows = protocol.load(data_root / "Tiny.tsv")
+    generation = load_suite(release).generation
+    prepared_rows = prepare_rows(rows, protocol, data_root / "images" / "Tiny", served_name="m",
+                                 generation=generation, seed=42)
+    check_against_manifest(prepared_rows, manifest.datasets["tiny"], data_root)  # unchanged: fine
+    rows[2] = {**rows[2], "question": "changed"}
+    changed = prepare_rows(rows, protocol, data_root / "images" / "Tiny", served_name="m", generation=generation,
+                           seed=42)
+    with pytest.raises(InputError, match=r"tiny\[2\]: row differs from the dataset manifest"):
+        check_against_manifest(changed, replace(manifest.datasets["tiny"]), data_root)
+
+
+def _pil(seed: int):
+    import io
+
+    from PIL import Image
+
+    from trace_lib.testing.tiny_bench import tiny_png
+
+    return Image.open(io.BytesIO(tiny_png(seed, mode="RGBA")))
+
+
+def test_countqa_table_expands_questions_and_saves_jpegs(tmp_path):
+    from trace_lib.benchmarks.registry import get_protocol
+    from trace_lib.data.hf_tables import build_table
+
+    examples = [
+        {"image": _pil(0), "questions": ["How many cups?", " How many chairs? "], "answers": [3, " 4 "],
+         "objects": ["cup", "chair"], "categories": "indoor", "is_focused": True, "full_config": {"a": 1}},
+        {"image": _pil(1), "questions": ["How many birds?"], "answers": [12]},
+    ]
+    table = tmp_path / "CountQA.tsv"
+    assert build_table("countqa", tmp_path, "test", table, tmp_path / "images" / "CountQA", examples=examples) == 3
+    rows = get_protocol("countqa").load(table)
+    assert [r["index"] for r in rows] == ["0_0", "0_1", "1_0"]
+    assert [r["answer"] for r in rows] == ["3", "4", "12"]
+    assert sorted(p.name for p in (tmp_path / "images" / "CountQA").iterdir()) == ["0.jpg", "1.jpg"]
+    assert table.read_text().startswith('"index"\t"question"\t"answer"\t"image_path"')
+
+
+def test_evochart_snapshot_is_downloaded_then_tabled(tmp_path):
+    datasets = pytest.importorskip("datasets", reason="building EvoChart from a snapshot needs the datasets library")
+    from trace_lib.benchmarks.registry import get_protocol
+
+    def snapshot_download(repo_id, repo_type, revision, local_dir):
+        frame = datasets.Dataset.from_dict({
+            "image": [_pil(i) for i in range(3)], "question": [" Q0 ", "Q1", "Q2"], "answer": ["1", " 2.5", "x"],
+            "attribute": ["a", "b", "c"], "is_clear": [True, False, True], "chart_type": ["bar", "line", "pie"],
+        }).cast_column("image", datasets.Image())
+        (Path(local_dir) / "data").mkdir()
+        frame.to_parquet(str(Path(local_dir) / "data" / "train-00000-of-00001.parquet"))
+
+    source = ArtifactSource("evochart", "EvoChart", "hf_snapshot", repo_id="org/evo", revision="a" * 40,
+                            split="train")
+    data_root = tmp_path / "data"
+    fetched = fetch_artifact(source, data_root, hub=SimpleNamespace(snapshot_download=snapshot_download))
+    assert fetched.path == data_root / "EvoChart.tsv"
+    rows = get_protocol("evochart").load(fetched.path)
+    assert [(r["index"], r["question"]) for r in rows] == [(0, "Q0"), (1, "Q1"), (2, "Q2")]
+    assert (data_root / "images" / "EvoChart" / "2.png").is_file()
+    suite = _tiny_suite(3)
+    suite = Suite(suite.suite_id, (replace(suite.benchmarks[0], key="evochart"),), suite.categories, suite.routes,
+                  suite.generation, suite.vlmevalkit_commit, suite.sha256)
+    entry = build_dataset_entry(source, data_root, get_protocol("evochart"), suite)
+    assert any(f.path.startswith("hf/EvoChart/") for f in entry.files) and len(entry.media_files) == 3

@@ -1,0 +1,60 @@
+"""``trace-repro generate`` end to end on loopback: the real MMStar protocol over a tiny MMStar-format table,
+an OpenAI-compatible stub server, the response store, and a resumed second run that generates nothing."""
+
+from __future__ import annotations
+
+from trace_lib.cli.main import main
+from trace_lib.generation.store import load_header, load_responses, response_path
+from trace_lib.testing.openai_server import OpenAIStubServer
+from trace_lib.testing.tiny_bench import build_tiny_tsv
+
+COMMIT = "0" * 40
+
+
+def _argv(release, tmp_path, url):
+    return ["generate", "--trace-root", str(release.path), "--model", "tiny", str(tmp_path / "model"),
+            f"sha256set:{'1' * 64}", f"org/tiny@{COMMIT}", "Tiny", "--seeds", "43", "--benchmark", "mmstar",
+            "--campaign-root", str(tmp_path / "campaign"), "--data-root", str(tmp_path / "data"),
+            "--backend", "openai", "--base-url", url, "--unprepared-data", "--no-progress"]
+
+
+def test_generate_then_resume(release, tmp_path, capsys):
+    build_tiny_tsv(tmp_path / "data" / "MMStar.tsv", style="mcq", rows=6)
+    with OpenAIStubServer(lambda route, body: "The answer is B.", model="tiny") as server:
+        assert main(_argv(release, tmp_path, server.url)) == 0
+        first = capsys.readouterr().out
+        assert main(_argv(release, tmp_path, server.url)) == 0
+        second = capsys.readouterr().out
+    assert "generated 6" in first and "1/1 slice(s) complete" in first
+    assert "generated 0" in second and "reused 6" in second
+    assert len(server.requests) == 6
+    assert {body["seed"] for _, body in server.requests} == {43}
+    assert {body["model"] for _, body in server.requests} == {"tiny"}
+    path = response_path(tmp_path / "campaign", model="tiny", seed=43, benchmark="mmstar")
+    assert [r.response for r in load_responses(path)] == ["The answer is B."] * 6
+    assert load_header(path)["slice"] == "tiny-seed43-mmstar"
+
+
+def test_unprepared_benchmark_is_refused_without_the_flag(release, tmp_path, capsys):
+    build_tiny_tsv(tmp_path / "data" / "MMStar.tsv", style="mcq", rows=2)
+    argv = [a for a in _argv(release, tmp_path, "http://127.0.0.1:9/v1") if a != "--unprepared-data"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "mmstar: benchmark data is not prepared; run 'trace-repro prepare-data --benchmark mmstar'" in err
+
+
+def test_failing_endpoint_fails_the_slice_and_keeps_answers(release, tmp_path, capsys):
+    from trace_lib.testing.openai_server import StubHTTPError
+
+    build_tiny_tsv(tmp_path / "data" / "MMStar.tsv", style="mcq", rows=5)
+
+    def one_bad(route, body):
+        if "How many circles" in body["messages"][0]["content"][-1]["text"]:
+            raise StubHTTPError(400)
+        return "A"
+
+    with OpenAIStubServer(one_bad, model="tiny") as server:
+        assert main(_argv(release, tmp_path, server.url)) == 1
+    assert "failed: tiny-seed43-mmstar" in capsys.readouterr().out
+    path = response_path(tmp_path / "campaign", model="tiny", seed=43, benchmark="mmstar")
+    assert len(load_responses(path)) == 4

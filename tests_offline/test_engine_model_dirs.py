@@ -1,0 +1,92 @@
+"""Model directories: local registration (sha256set), marker checks, deep verification, pinned download."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from trace_lib.campaign.models import ModelDescriptor
+from trace_lib.data.model_dirs import MARKER_NAME, download_model, register_local, verify_model_dir
+from trace_lib.errors import InputError
+
+COMMIT = "b" * 40
+
+
+def _fake_checkpoint(path):
+    path.mkdir(parents=True)
+    (path / "config.json").write_text('{"model_type": "qwen2_5_vl"}')
+    (path / "model.safetensors").write_bytes(b"\x01" * 64)
+    (path / "tokenizer.json").write_text("{}")
+    return path
+
+
+def test_register_local_then_verify(tmp_path):
+    directory = _fake_checkpoint(tmp_path / "merged")
+    revision = register_local(directory, slug="merged", source=f"org/repo@{COMMIT}")
+    assert revision.startswith("sha256set:") and len(revision) == len("sha256set:") + 64
+    marker = json.loads((directory / MARKER_NAME).read_text())
+    assert marker["immutable_revision"] == revision and marker["file_count"] == 3
+    desc = ModelDescriptor("merged", str(directory), revision, f"org/repo@{COMMIT}", "Merged")
+    report = verify_model_dir(desc)
+    assert report.ok and report.content_revision == revision
+    assert register_local(directory, slug="merged", source=f"org/repo@{COMMIT}") == revision  # marker excluded
+
+
+def test_changed_or_extra_file_fails_deep_verification(tmp_path):
+    directory = _fake_checkpoint(tmp_path / "merged")
+    revision = register_local(directory, slug="merged", source=f"org/repo@{COMMIT}")
+    desc = ModelDescriptor("merged", str(directory), revision, f"org/repo@{COMMIT}", "Merged")
+    (directory / "model.safetensors").write_bytes(b"\x02" * 64)
+    (directory / "README.md").write_text("x")
+    problems = verify_model_dir(desc).problems
+    assert any("file set changed" in p and "README.md" in p for p in problems)
+    assert any("content changed: model.safetensors" in p for p in problems)
+    assert verify_model_dir(desc, deep=False).ok  # the shallow check only reads the marker
+
+
+def test_wrong_slug_or_revision_is_reported(tmp_path):
+    directory = _fake_checkpoint(tmp_path / "m")
+    revision = register_local(directory, slug="m", source=f"org/repo@{COMMIT}")
+    other = ModelDescriptor("other", str(directory), "sha256set:" + "0" * 64, f"org/repo@{COMMIT}", "M")
+    problems = verify_model_dir(other, deep=False).problems
+    assert any("slug (expected 'other', found 'm')" in p for p in problems)
+    assert any(f"immutable_revision (expected 'sha256set:{'0' * 64}', found '{revision}')" in p for p in problems)
+
+
+def test_missing_directory_says_how_to_fix(tmp_path):
+    desc = ModelDescriptor("m", str(tmp_path / "absent"), COMMIT, f"org/repo@{COMMIT}", "M")
+    assert "prepare-models" in verify_model_dir(desc).problems[0]
+
+
+def test_download_requires_the_commit_to_resolve_to_itself_and_the_full_file_set(tmp_path):
+    def snapshot_download(repo_id, revision, local_dir, token):
+        _fake_checkpoint_files(local_dir)
+
+    hub = SimpleNamespace(
+        model_info=lambda repo, revision, token, files_metadata: SimpleNamespace(
+            sha=revision, siblings=[SimpleNamespace(rfilename=n) for n in
+                                    ("config.json", "model.safetensors", "tokenizer.json")]),
+        snapshot_download=snapshot_download,
+    )
+    desc = ModelDescriptor("m", str(tmp_path / "models" / "m"), COMMIT, f"org/repo@{COMMIT}", "M")
+    report = download_model(desc, hub=hub)
+    assert report.ok and verify_model_dir(desc).ok
+    assert json.loads((tmp_path / "models" / "m" / MARKER_NAME).read_text())["resolved_commit"] == COMMIT
+
+    moved = SimpleNamespace(**{**hub.__dict__, "model_info": lambda repo, revision, token, files_metadata:
+                               SimpleNamespace(sha="c" * 40, siblings=[])})
+    other = ModelDescriptor("n", str(tmp_path / "models" / "n"), COMMIT, f"org/repo@{COMMIT}", "N")
+    with pytest.raises(InputError, match="revision does not resolve to itself"):
+        download_model(other, hub=moved)
+    assert not (tmp_path / "models" / "n").exists()
+
+
+def _fake_checkpoint_files(local_dir):
+    from pathlib import Path
+
+    path = Path(local_dir)
+    (path / "config.json").write_text('{"model_type": "qwen2_5_vl"}')
+    (path / "model.safetensors").write_bytes(b"\x01" * 64)
+    (path / "tokenizer.json").write_text("{}")

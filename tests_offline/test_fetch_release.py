@@ -1,0 +1,128 @@
+"""``trace-repro fetch-release`` against a loopback HTTP server serving the release under test's files: the
+happy path yields a release that passes the pinned check; any bad file leaves nothing written and lists every
+failure."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from trace_lib.preflight.report import check_release
+from trace_lib.release import identity
+from trace_lib.release.fetch import INCOMPLETE_SUFFIX, FetchError, fetch_release
+from trace_lib.release.locate import ReleaseRoot
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    request_queue_size = 64  # the fetcher's parallel connections must not overflow the listen backlog
+
+
+class ReleaseServer:
+    """Serves ``/<repository>/<commit>/<path>`` from a release root; ``tamper``/``missing`` change answers."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.tamper: set[str] = set()
+        self.missing: set[str] = set()
+        self.requests: list[str] = []
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's spelling
+                prefix = f"/{identity.REPOSITORY}/{identity.COMMIT}/"
+                rel = self.path[len(prefix):] if self.path.startswith(prefix) else ""
+                server.requests.append(rel)
+                path = server.root / rel
+                if not rel or rel in server.missing or not path.is_file():
+                    self.send_error(404)
+                    return
+                body = path.read_bytes() + (b"tampered" if rel in server.tamper else b"")
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = _Server(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_port}"
+
+
+@pytest.fixture
+def server(release) -> Iterator[ReleaseServer]:
+    served = ReleaseServer(release.path)
+    thread = threading.Thread(target=served.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    yield served
+    served.httpd.shutdown()
+    served.httpd.server_close()
+
+
+def test_fetch_writes_a_release_that_passes_the_pinned_check(server, tmp_path):
+    report = fetch_release(tmp_path / "release", base_url=server.url)
+    assert report.downloaded == len(identity.CANONICAL_SHA256)
+    assert sorted(server.requests) == sorted(identity.CANONICAL_SHA256)
+    assert check_release(ReleaseRoot(tmp_path / "release")).ok
+    assert not list((tmp_path / "release").rglob(f"*{INCOMPLETE_SUFFIX}"))
+
+
+def test_fetch_keeps_verified_files_and_only_downloads_the_rest(server, tmp_path):
+    fetch_release(tmp_path, base_url=server.url)
+    (tmp_path / identity.SUITE).unlink()
+    server.requests.clear()
+    report = fetch_release(tmp_path, base_url=server.url)
+    assert server.requests == [identity.SUITE] and report.downloaded == 1
+
+
+def test_every_bad_file_is_listed_and_nothing_is_written(server, tmp_path):
+    server.tamper = {identity.RESULTS, identity.SUITE}
+    server.missing = {identity.SOURCE_MAP}
+    dest = tmp_path / "release"
+    with pytest.raises(FetchError) as info:
+        fetch_release(dest, base_url=server.url)
+    problems = info.value.problems
+    assert len(problems) == 3
+    assert any(p.startswith(f"{identity.RESULTS}: sha256: differs from the paper release") for p in problems)
+    assert any(p.startswith(f"{identity.SUITE}: sha256: differs from the paper release") for p in problems)
+    assert any(p.startswith(f"{identity.SOURCE_MAP}: download failed: HTTP 404") for p in problems)
+    assert not dest.exists()
+
+
+def test_failure_leaves_an_existing_destination_untouched(server, tmp_path):
+    (tmp_path / "keep.txt").write_text("mine")
+    server.tamper = {identity.PROFILE_3B}
+    with pytest.raises(FetchError):
+        fetch_release(tmp_path, base_url=server.url)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["keep.txt"]
+
+
+def test_unreachable_host_lists_every_file(tmp_path):
+    with pytest.raises(FetchError) as info:
+        fetch_release(tmp_path / "r", base_url="http://127.0.0.1:9", timeout=5)
+    assert len(info.value.problems) == len(identity.CANONICAL_SHA256)
+    assert all("download failed" in p for p in info.value.problems)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "TRACE_ROOT"}
+    return subprocess.run([sys.executable, "-m", "trace_lib", "fetch-release", *args], capture_output=True,
+                          text=True, env=env, timeout=120)
+
+
+def test_cli_success_and_failure(server, tmp_path):
+    done = _cli("--dest", str(tmp_path / "ok"), "--base-url", server.url)
+    assert done.returncode == 0, done.stderr
+    assert f"next: trace-repro check --trace-root {tmp_path / 'ok'}" in done.stdout
+    server.tamper = {identity.SYSTEM_PROMPT}
+    failed = _cli("--dest", str(tmp_path / "bad"), "--base-url", server.url)
+    assert failed.returncode == 1
+    assert failed.stderr.splitlines()[0].startswith(f"error: {identity.SYSTEM_PROMPT}: sha256: differs")
+    assert failed.stderr.splitlines()[-1].endswith("1 of 19 canonical files failed; nothing was written")

@@ -1,0 +1,178 @@
+"""verify / status / summarize on a synthetic campaign directory (toy MCQ protocols, real store and score files)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+
+import pytest
+
+from trace_lib.aggregation.tolerance import load_tolerance_rule
+from trace_lib.benchmarks import registry
+from trace_lib.cli.main import main
+from trace_lib.release import identity
+from trace_lib.release.suite import load_suite
+from trace_lib.reports.collect import CampaignReader, SliceKey
+from trace_lib.reports.status import build_status
+from trace_lib.reports.summarize import SeedScore, aggregate_scores, build_campaign_summary, write_reports
+from trace_lib.reports.verify import verify_campaign
+from trace_lib.testing.synthetic_campaign import build_toy_campaign, toy_mcq_protocol
+
+MODEL = "trace-qwen2.5-vl-3b"
+KEYS = ("erqa", "countbenchqa")  # small suite benchmarks; their rows come from the suite
+
+
+@pytest.fixture
+def toy_registry(monkeypatch):
+    """Register the toy MCQ protocol under the two suite keys (in place of the real protocols)."""
+    for key in KEYS:
+        module = types.ModuleType(f"toy_protocol_{key}")
+        module.PROTOCOL = toy_mcq_protocol(key)
+        monkeypatch.setitem(sys.modules, module.__name__, module)
+        monkeypatch.setitem(registry.PROTOCOLS, key, f"{module.__name__}:PROTOCOL")
+
+
+@pytest.fixture
+def campaign(tmp_path, release, toy_registry):
+    """Seeds 42 and 43 generated for both keys; scored: 42/erqa, 42/countbenchqa, 43/erqa (the last one far off)."""
+    rows = {key: load_suite(release).benchmark(key).rows for key in KEYS}
+    root = tmp_path / "campaign"
+    build_toy_campaign(
+        root, tmp_path / "data", model=MODEL, rows=rows,
+        accuracy={(42, "erqa"): 0.36, (42, "countbenchqa"): 0.69, (43, "erqa"): 0.60, (43, "countbenchqa"): 0.68},
+        scored={(42, "erqa"), (42, "countbenchqa"), (43, "erqa")},
+    )
+    return root
+
+
+def _cli(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _select(root):
+    return ["--campaign-root", str(root), "--benchmark", KEYS[0], "--benchmark", KEYS[1]]
+
+
+def test_verify_generation_is_complete(capsys, campaign):
+    code, out, _ = _cli(capsys, "verify", "--phase", "generation", *_select(campaign))
+    assert code == 0
+    assert out.splitlines() == [
+        f"[trace-repro verify] phase=generation complete=4/4 incomplete=0 models={MODEL} seeds=42,43 benchmarks=2"
+    ]
+
+
+def test_verify_score_lists_the_unscored_slice(capsys, campaign):
+    code, out, _ = _cli(capsys, "verify", "--phase", "score", *_select(campaign))
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[0].startswith("[trace-repro verify] phase=score complete=3/4 incomplete=1 ")
+    assert lines[1].startswith(f"[trace-repro verify:missing] {MODEL}-seed43-countbenchqa: scores missing (")
+
+
+def test_verify_json_names_every_slice(capsys, campaign):
+    code, out, _ = _cli(capsys, "verify", "--phase", "score", "--json", *_select(campaign))
+    report = json.loads(out)
+    assert (code, report["completed_slices"], report["expected_slices"]) == (1, 3, 4)
+    assert report["incomplete"] == [f"{MODEL}-seed43-countbenchqa"]
+    assert {r["slice"] for r in report["records"]} == {f"{MODEL}-seed{s}-{k}" for s in (42, 43) for k in KEYS}
+
+
+def test_score_receipt_breaks_when_records_change(campaign, release):
+    records = campaign / "scoring" / "seed_42" / MODEL / "erqa" / "records.jsonl"
+    records.write_text(records.read_text().replace('"score": 0.0', '"score": 1.0', 1))
+    state = _reader(campaign, release).score(SliceKey(MODEL, 42, "erqa"))
+    assert not state.complete and state.detail == "records.jsonl differs from the sha256 in scores.json"
+
+
+def test_score_receipt_breaks_when_responses_change_after_scoring(campaign, release):
+    responses = campaign / "generation" / "seed_42" / MODEL / "erqa.jsonl"
+    responses.write_bytes(responses.read_bytes().replace(b"the answer is", b"the answer was", 1))
+    state = _reader(campaign, release).score(SliceKey(MODEL, 42, "erqa"))
+    assert state.detail == "responses changed since scoring (re-run 'trace-repro score')"
+
+
+def test_score_receipt_breaks_when_the_protocol_version_changes(campaign, release):
+    state = _reader(campaign, release).score(SliceKey(MODEL, 42, "erqa"), protocol_versions={"erqa": "toy-mcq-2"})
+    assert state.detail == "scored with protocol 'toy-mcq-1', current is 'toy-mcq-2'"
+
+
+def _reader(root, release):
+    return CampaignReader(root, {b.key: b.rows for b in load_suite(release).benchmarks})
+
+
+def test_verify_campaign_counts_a_partial_generation(campaign, release):
+    responses = campaign / "generation" / "seed_43" / MODEL / "countbenchqa.jsonl"
+    lines = responses.read_bytes().splitlines(keepends=True)
+    responses.write_bytes(b"".join(lines[:-10]) + lines[-10][:5])  # 10 rows short, last line torn
+    report = verify_campaign(campaign, load_suite(release), phase="generation", models=[MODEL], seeds=[42, 43],
+                             benchmarks=KEYS)
+    assert [r.detail for r in report.incomplete] == ["477/487 rows generated"]
+
+
+def test_status_counts_rows_scores_and_rate(campaign, release):
+    suite = load_suite(release)
+    first = build_status(campaign, suite, models=[MODEL], seeds=[42, 43], benchmarks=KEYS, now=100.0)
+    total = 2 * (suite.benchmark("erqa").rows + suite.benchmark("countbenchqa").rows)
+    assert (first.durable_rows, first.expected_rows, first.score_slices, first.expected_score_slices) == (total, total, 3, 4)
+    assert first.rows_per_second is None and first.generation_eta_seconds == 0.0 and not first.complete
+    second = build_status(campaign, suite, models=[MODEL], seeds=[42, 43], benchmarks=KEYS, previous=first, now=110.0)
+    assert second.rows_per_second == 0.0
+    assert set(first.to_json()) >= {"durable_rows", "expected_rows", "recent_rows_per_second", "generation_eta_seconds",
+                                    "score_slices", "observed_score_files", "expected_score_slices", "records", "complete"}
+
+
+def test_status_cli_fails_if_incomplete_only_when_asked(capsys, campaign):
+    code, out, _ = _cli(capsys, "status", "--no-gpu", *_select(campaign))
+    assert code == 0 and out.startswith("[trace-repro status] generation 1774/1774 rows (100.0%)")
+    assert f"[trace-repro status:slice] {MODEL} seed 43: rows 887/887, benchmarks generated 2/2, scores verified 1/2" in out
+    code, out, _ = _cli(capsys, "status", "--no-gpu", "--json", "--fail-if-incomplete", *_select(campaign))
+    assert code == 1 and json.loads(out)["complete"] is False
+
+
+def test_summarize_judges_seed_scores_and_writes_three_reports(tmp_path, campaign, release):
+    pytest.importorskip("openpyxl", reason="the 'report' extra (openpyxl) writes the spreadsheet")
+    pytest.importorskip("matplotlib", reason="the 'report' extra (matplotlib) draws the plot")
+    rule = load_tolerance_rule(release, z=3.0)
+    summary = build_campaign_summary(campaign, load_suite(release), rule, models=[MODEL], seeds=[42, 43],
+                                     benchmarks=KEYS)
+    assert [m.key.id for m in summary.missing] == [f"{MODEL}-seed43-countbenchqa"]
+    assert [v.subject for v in summary.failures] == [f"{MODEL}-seed43-erqa", f"{MODEL}-erqa (mean of 2 seed(s))"]
+    paths = write_reports(summary, tmp_path / "out")
+    assert [p.name for p in paths] == ["summary.md", "summary.xlsx", "summary.png"]
+    markdown = paths[0].read_text()
+    assert "- coverage: 3/4 slices scored and receipt-verified" in markdown
+    assert f"- {summary.failures[0].explain()}" in markdown
+    import pandas as pd
+
+    sheets = pd.read_excel(paths[1], sheet_name=None)
+    assert list(sheets) == ["seed_values", "benchmark_means", "aggregates", "metadata"]
+    assert sorted(sheets["seed_values"]["score"]) == [36.0, 60.0, pytest.approx(100 * 336 / 487)]
+    assert paths[2].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_summarize_cli_exit_code_and_paths(capsys, tmp_path, campaign):
+    pytest.importorskip("openpyxl", reason="the 'report' extra (openpyxl) writes the spreadsheet")
+    code, out, _ = _cli(capsys, "summarize", "--no-plot", "--out", str(tmp_path / "r"), *_select(campaign))
+    assert code == 1
+    assert out.splitlines()[0] == ("[trace-repro summarize] 3/4 slices scored; 3/5 verdicts within tolerance (z=3)")
+    assert (tmp_path / "r" / "summary.xlsx").is_file() and not (tmp_path / "r" / "summary.png").exists()
+
+
+def test_aggregating_canonical_seed_scores_reproduces_the_release_overall(release):
+    """Feeding one model-seed's canonical benchmark scores through the summary gives results.json's overall."""
+    suite = load_suite(release)
+    rule = load_tolerance_rule(release)
+    doc = release.read_json(identity.RESULTS)["scores"]
+    model, seed = "trace-qwen2.5-vl-7b", 44
+    seed_scores = [
+        SeedScore(suite.benchmark(e["benchmark_id"]).category, e["benchmark_id"], "", model, seed, e["evaluated_rows"],
+                  e["score"], None, "")
+        for e in doc["benchmark_scores"] if (e["model_id"], e["seed"]) == (model, seed)
+    ]
+    aggregates = {a.level: a for a in aggregate_scores(seed_scores, suite, rule)}
+    expected = next(e["score"] for e in doc["overall_scores"] if (e["model_id"], e["seed"]) == (model, seed))
+    assert aggregates["overall"].score == pytest.approx(expected, abs=1e-10)
+    assert aggregates["overall"].verdict.ok and len(aggregates) == 1 + len(suite.categories)

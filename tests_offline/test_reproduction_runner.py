@@ -1,0 +1,181 @@
+"""The slice runner behind tests_reproduction: generate -> score -> verdict, engine reuse, exact skip reasons.
+
+The engine here is a scripted stand-in (this lane claims no real engine); the store, the scorer, the tolerance
+rule and the campaign layout are the real ones. The real engines run in tests_offline/test_slices_cpu_model.py
+(hf, marker cpu_model) and tests_gpu/test_slices_vllm.py (vllm, marker gpu).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import types
+
+import pytest
+
+from trace_lib.benchmarks import registry
+from trace_lib.campaign.models import ModelDescriptor
+from trace_lib.campaign.plan import build_plan
+from trace_lib.campaign.run_slice import EnginePool, SliceRunner, overall_outcome, worker_gpu_group
+from trace_lib.data.prepare import load_artifact_sources
+from trace_lib.errors import ProtocolNotImplementedError, UsageError
+from trace_lib.aggregation.tolerance import load_tolerance_rule
+from trace_lib.generation.request import GenerationResult
+from trace_lib.release.suite import load_suite
+from trace_lib.testing.synthetic_campaign import toy_mcq_protocol, toy_rows, write_toy_dataset
+
+MODEL = "trace-qwen2.5-vl-3b"
+KEYS = ("erqa", "countbenchqa")
+_ITEM = re.compile(r"item (\d+)\?")
+
+
+class ScriptedBackend:
+    """Answers toy question ``i`` right when ``i % 100 < percent`` (else with the next letter)."""
+
+    name = "scripted"
+
+    def __init__(self, answers: dict[int, str], percent: int) -> None:
+        self.answers = answers
+        self.percent = percent
+        self.requests = 0
+        self.closed = False
+
+    def generate(self, requests):
+        for request in requests:
+            self.requests += 1
+            text = request.messages_json()[0]["content"][-1]["text"]
+            index = int(_ITEM.search(text).group(1))
+            right = self.answers[index]
+            letter = right if index % 100 < self.percent else "ABCD"[("ABCD".index(right) + 1) % 4]
+            yield GenerationResult(request.request_id, f"So the answer is {letter}.", "stop", 10, 5)
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    def register(key: str, judge: str = "none") -> None:
+        module = types.ModuleType(f"toy_runner_{key}")
+        module.PROTOCOL = toy_mcq_protocol(key, judge=judge)
+        monkeypatch.setitem(sys.modules, module.__name__, module)
+        monkeypatch.setitem(registry.PROTOCOLS, key, f"{module.__name__}:PROTOCOL")
+
+    for key in KEYS:
+        register(key)
+    return register
+
+
+@pytest.fixture
+def setup(tmp_path, release, toy):
+    """A plan over the two toy keys with the model directory and suite-sized toy data in place."""
+    sources = load_artifact_sources(release)
+    data_root = tmp_path / "data"
+    rows = {}
+    for key in KEYS:
+        count = load_suite(release).benchmark(key).rows
+        write_toy_dataset(sources[key].local_path(data_root), count, seed=7)
+        rows[key] = {r["index"]: r["answer"] for r in toy_rows(count, seed=7)}
+    model_dir = tmp_path / "models" / MODEL
+    model_dir.mkdir(parents=True)
+    model = ModelDescriptor(MODEL, str(model_dir), "0" * 40, f"org/{MODEL}@{'0' * 40}", "TRACE 3B")
+    plan = build_plan(release, models=[model], seeds=[42, 43], benchmarks=list(KEYS), data_root=data_root,
+                      campaign_root=tmp_path / "campaign", with_judge=False)
+    return plan, sources, rows
+
+
+def _runner(plan, release, sources, backend, **extra) -> SliceRunner:
+    return SliceRunner(plan=plan, rule=load_tolerance_rule(release), sources=sources,
+                       campaign_root=plan.campaign_root, engines=EnginePool(lambda model: backend),
+                       backend_kind="hf", allow_unprepared=True, **extra)
+
+
+def _backend(rows, key, percent):
+    return ScriptedBackend(rows[key], percent)
+
+
+def test_a_slice_generates_scores_and_is_judged(setup, release):
+    plan, sources, rows = setup
+    backend = _backend(rows, "erqa", 37)
+    runner = _runner(plan, release, sources, backend)
+    erqa42 = plan.slices[0]
+    assert erqa42.id == f"{MODEL}-seed42-erqa"
+    outcome = runner.run(erqa42)
+    assert (outcome.generation.generated, outcome.score, outcome.scored.score.rows) == (400, 37.0, 400)
+    assert outcome.verdict.ok, outcome.verdict.explain()
+    props = dict(outcome.properties())
+    assert {"score", "canonical_mean", "delta", "band", "z", "rows", "responses_sha256", "records_sha256",
+            "dataset_sha256", "generation_contract_hash", "protocol_version"} <= set(props)
+    assert props["rows"] == "400" and props["z"] == "3.0"
+    assert (plan.campaign_root / "scoring" / "seed_42" / MODEL / "erqa" / "scores.json").is_file()
+
+
+def test_the_engine_is_loaded_once_per_model_and_not_at_all_when_rows_are_stored(setup, release):
+    plan, sources, rows = setup
+    backend = _backend(rows, "erqa", 37)
+    runner = _runner(plan, release, sources, backend)
+    runner.run(plan.slices[0])
+    runner.run(plan.slices[2])  # erqa seed 43, same model
+    assert runner.engines.loads == [MODEL] and backend.requests == 800
+    again = _runner(plan, release, sources, backend)
+    outcome = again.run(plan.slices[0])
+    assert (outcome.generation.generated, outcome.generation.reused, again.engines.loads) == (0, 400, [])
+    runner.engines.close()
+    assert backend.closed
+
+
+def test_an_out_of_tolerance_slice_explains_itself(setup, release):
+    plan, sources, rows = setup
+    outcome = _runner(plan, release, sources, _backend(rows, "erqa", 60)).run(plan.slices[0])
+    assert not outcome.verdict.ok
+    assert outcome.verdict.explain().startswith(f"{MODEL}-seed42-erqa: reproduced 60.000 vs canonical ")
+
+
+def test_blockers_are_exact_sentences(setup, release, toy, tmp_path):
+    plan, sources, rows = setup
+    runner = _runner(plan, release, sources, _backend(rows, "erqa", 37))
+    erqa = plan.slices[0]
+    protocol = runner.protocol(erqa)
+    assert runner.blocker(erqa, protocol) is None
+    gpu = _runner(plan, release, sources, None, cuda_available=lambda: False)
+    gpu.backend_kind = "vllm"
+    assert gpu.blocker(erqa, protocol) == "no CUDA GPU"
+    toy("erqa", judge="always")
+    assert runner.blocker(erqa, runner.protocol(erqa)) == (
+        "judge URL not set (--judge-url / TRACE_JUDGE_URL) for judge route erqa")
+    dataset = sources["erqa"].local_path(plan.data_root)
+    dataset.unlink()
+    assert runner.blocker(erqa, protocol) == f"dataset missing: erqa ({dataset})"
+    model_dir = plan.model(MODEL).local_path
+    (tmp_path / "models" / MODEL).rmdir()
+    assert runner.blocker(erqa, protocol) == f"model dir missing: {MODEL} ({model_dir})"
+
+
+def test_an_unimplemented_protocol_is_an_error_not_a_skip(setup, release, monkeypatch):
+    plan, sources, rows = setup
+    monkeypatch.setitem(registry.PROTOCOLS, "erqa", "trace_lib.benchmarks._not_written_yet:PROTOCOL")
+    with pytest.raises(ProtocolNotImplementedError, match="erqa: evaluation protocol not implemented"):
+        _runner(plan, release, sources, None).run(plan.slices[0])
+
+
+def test_unprepared_data_is_refused_unless_allowed(setup, release):
+    plan, sources, rows = setup
+    runner = _runner(plan, release, sources, _backend(rows, "erqa", 37))
+    runner.allow_unprepared = False
+    with pytest.raises(UsageError, match="erqa: benchmark data is not prepared; run 'trace-repro prepare-data"):
+        runner.run(plan.slices[0])
+
+
+def test_overall_needs_the_whole_suite(setup, release):
+    plan, sources, rows = setup
+    outcome = overall_outcome(_runner(plan, release, sources, None), MODEL, 42)
+    assert outcome.overall is None
+    assert outcome.reason == f"overall needs all {len(plan.suite.keys)} suite benchmarks (the plan selects 2)"
+
+
+def test_each_xdist_worker_gets_its_own_gpu_group(release):
+    plan = build_plan(release, model_ids=[MODEL], gpu_groups="0,1;2,3", with_judge=False)
+    assert worker_gpu_group(plan, None) is None
+    assert worker_gpu_group(plan, "gw1") == (2, 3)
+    with pytest.raises(UsageError, match="xdist worker gw2 has no GPU group"):
+        worker_gpu_group(plan, "gw2")

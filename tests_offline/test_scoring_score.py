@@ -1,0 +1,105 @@
+"""The slice scorer: alignment by row key, protocol contract checks, per-row records, atomic writes."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+
+import pytest
+
+from trace_lib.benchmarks.protocol import RowScore, ScoringContext, SliceScore
+from trace_lib.errors import InputError, JudgeError
+from trace_lib.generation.store import load_responses
+from trace_lib.scoring.judge import CallableJudge
+from trace_lib.scoring.score import (
+    check_judge,
+    record_to_dict,
+    responses_for_rows,
+    score_slice,
+    write_lines_atomic,
+    write_slice_scores,
+)
+from trace_lib.testing.synthetic_campaign import toy_mcq_protocol, toy_responses, toy_rows, write_response_file
+
+PROTOCOL = toy_mcq_protocol("mmstar")
+
+
+@pytest.fixture
+def stored(tmp_path):
+    rows = toy_rows(20, seed=1)
+    path = write_response_file(tmp_path / "r.jsonl", model="m", seed=42, benchmark="mmstar", rows=rows,
+                               texts=toy_responses(rows, 0.5))
+    return rows, load_responses(path)
+
+
+def test_responses_are_aligned_by_row_key_not_file_order(stored):
+    rows, responses = stored
+    texts = responses_for_rows(rows, list(reversed(responses)))
+    assert texts == [r.response for r in responses]
+
+
+def test_a_changed_row_does_not_get_its_old_response(stored):
+    rows, responses = stored
+    changed = [dict(r) for r in rows]
+    changed[5]["answer"] = "D" if rows[5]["answer"] != "D" else "A"
+    with pytest.raises(InputError, match=r"responses do not cover the dataset \(expected 20 rows, found 19\); "
+                                         r"first missing row 00000005:5:"):
+        responses_for_rows(changed, responses)
+
+
+def test_a_response_for_an_unknown_row_is_refused(stored):
+    rows, responses = stored
+    with pytest.raises(InputError, match="response for a row this dataset does not have"):
+        responses_for_rows(rows[:-1], responses[:-1] + [replace(responses[-1], row_key="x")])
+
+
+def test_score_slice_scores_in_row_order(stored):
+    rows, responses = stored
+    result = score_slice(PROTOCOL, rows, responses_for_rows(rows, responses), ScoringContext(seed=42))
+    assert (result.score, result.rows, result.counts) == (50.0, 20, {"correct": 10})
+
+
+def test_a_protocol_that_drops_rows_breaks_its_contract(stored):
+    rows, responses = stored
+    short = replace(PROTOCOL, score=lambda r, s, c: SliceScore("mmstar", 0.0, 19, tuple(
+        RowScore(str(i), None, 0.0) for i in range(19))))
+    with pytest.raises(RuntimeError, match="scored 19 rows with 19 records for 20 rows"):
+        score_slice(short, rows, [None] * 20, ScoringContext(seed=42))
+
+
+def test_judge_routes_need_a_judge_only_when_they_always_call_it():
+    with pytest.raises(JudgeError, match=r"^judge URL not set \(--judge-url / TRACE_JUDGE_URL\) for judge route mmstar"):
+        check_judge(replace(PROTOCOL, judge="always"), None)
+    check_judge(replace(PROTOCOL, judge="fallback"), None)
+    check_judge(replace(PROTOCOL, judge="always"), CallableJudge(lambda *a: "A"))
+
+
+def test_records_are_json_safe():
+    record = RowScore("7", {"b", "a"}, math.nan, judge_calls=2, fallback=True, detail={"raw": (1, math.inf)})
+    assert json.loads(json.dumps(record_to_dict(record))) == {
+        "index": "7", "extracted": ["a", "b"], "score": "nan", "judge_calls": 2, "fallback": True,
+        "detail": {"raw": [1, "inf"]},
+    }
+
+
+def test_write_slice_scores_writes_records_then_summary(tmp_path, stored):
+    rows, responses = stored
+    result = score_slice(PROTOCOL, rows, responses_for_rows(rows, responses), ScoringContext(seed=42))
+    scored = write_slice_scores(tmp_path / "out", result, PROTOCOL, seed=42, identity={"model": "m"})
+    summary = json.loads(scored.scores_path.read_text())
+    assert summary["records"]["path"] == "records.jsonl" and summary["model"] == "m"
+    assert summary["protocol"] == {"key": "mmstar", "version": "toy-mcq-1",
+                                   "upstream": "trace_lib.testing.synthetic_campaign", "judge": "none"}
+    assert len(scored.records_path.read_text().splitlines()) == 20
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["records.jsonl", "scores.json"]
+
+
+def test_an_interrupted_write_leaves_nothing(tmp_path):
+    def lines():
+        yield "one"
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_lines_atomic(tmp_path / "records.jsonl", lines())
+    assert list(tmp_path.iterdir()) == []

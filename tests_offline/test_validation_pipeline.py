@@ -1,0 +1,183 @@
+"""The validation pipeline end to end on a tiny dataset in the real schema, over loopback HTTP stubs.
+
+Generation goes through the engine's real ``openai`` backend to an OpenAI-compatible stub; the judge through the
+completions transport to a second stub. Nothing here claims to run a model: the CPU and GPU lanes do that.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trace_lib.errors import InputError
+from trace_lib.testing.openai_server import OpenAIStubServer
+from trace_lib.validation.canonical import h1, read_jsonl
+from trace_lib.validation.chat_template import ChatTemplate
+from trace_lib.validation.generate import GenerationTarget, run_generation
+from trace_lib.validation.layout import ValidationLayout
+from trace_lib.validation.pipeline import SliceSettings, plan_validation, run_validation_slice
+from trace_lib.validation.prepare import prepare_dataset
+from trace_lib.validation.score import run_score
+from trace_lib.validation.tiny import build_tiny_parquet
+from trace_lib.validation.verify import VerificationError, verify_full
+
+SLUG = "trace-qwen2.5-vl-3b"
+#: row -> response: found+correct, ambiguous, missing (judge resolves), found (string), found+wrong, missing.
+RESPONSES = {0: '{"answer": 4}', 1: "Answer: B\nD", 2: "The value is 2.5 units", 3: '{"answer": "Blue "}',
+             4: "Final answer: 13", 5: "I pick option D."}
+QWEN3_LIKE = (
+    "{%- for message in messages %}{{ '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}"
+    "{%- endfor %}{%- if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+    "{%- if enable_thinking is defined and enable_thinking is false %}{{ '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
+    "{%- endif %}"
+)
+
+
+def _row_of(body: dict[str, Any]) -> int:
+    text = body["messages"][1]["content"][-1]["text"]
+    return int(re.search(r"Question (\d+)", text).group(1))
+
+
+def generator(route: str, body: dict[str, Any]) -> str:
+    return RESPONSES[_row_of(body)]
+
+
+def judge_abstains(route: str, body: dict[str, Any]) -> str:
+    return '{"status":"ambiguous","answer":null,"evidence":""}'
+
+
+@pytest.fixture
+def work(release, tmp_path: Path) -> tuple[ValidationLayout, Any, Path, ChatTemplate]:
+    layout = ValidationLayout(tmp_path / "work")
+    parquet, ident = build_tiny_parquet(release, tmp_path / "tiny.parquet")
+    prepare_dataset(parquet, layout.dataset_dir, expected=ident)
+    model_dir = tmp_path / "models" / SLUG
+    model_dir.mkdir(parents=True)
+    (tmp_path / "judge").mkdir()
+    (tmp_path / "judge" / "tokenizer_config.json").write_text(json.dumps({"chat_template": QWEN3_LIKE}))
+    return layout, ident, model_dir, ChatTemplate.from_tokenizer_dir(tmp_path / "judge")
+
+
+def test_slice_end_to_end_and_resume(release, work) -> None:
+    layout, ident, model_dir, template = work
+    (slice_,) = plan_validation(release, [SLUG])
+    assert slice_.id == f"{SLUG}-validation"
+    with OpenAIStubServer(generator, model=SLUG) as gen, \
+            OpenAIStubServer(judge_abstains, model=release.read_json(
+                "rlvr/evaluation/trace_validation/suite.v1.json")["judge"]["served_model_name"]) as judge:
+        settings = SliceSettings(backend="openai", endpoint_url=gen.url, judge_urls=(judge.url,),
+                                 judge_template=template, expected=ident)
+        outcome = run_validation_slice(release, slice_, layout, model_dir, settings)
+        assert (outcome.score.rows, outcome.score.correct, outcome.score.deterministic_found) == (6, 2, 3)
+        assert (outcome.score.judge_requested, outcome.score.unresolved) == (3, 3)
+        assert outcome.first_score.judge_finalized is False and outcome.score.judge_finalized is True
+        sent = [body for route, body in gen.requests if route == "chat/completions"]
+        assert len(sent) == 6 and all("answer_gt" not in json.dumps(b) for b in sent)
+        assert all(b["messages"][0]["role"] == "system" and b["seed"] == 42 and b["top_p"] == 0.95 for b in sent)
+        receipts = read_jsonl(layout.responses(SLUG))
+        for body, receipt in zip(sorted(sent, key=_row_of), receipts):
+            assert receipt["request_hash"] == h1({**body, "n": 1})
+        again = run_validation_slice(release, slice_, layout, model_dir, settings)
+        assert (again.generation.generated_rows, again.generation.reused_rows) == (0, 6)
+        assert len(gen.requests) == 6
+    assert not outcome.verdict.ok and "row count differs" in outcome.verdict.explain()
+    report = verify_full(release, layout, parquet=None, expected=ident, models=[SLUG])
+    assert report["status"] == "failed" and report["generation_rows"] == 6 and report["unresolved_rows"] == 3
+
+    scored = layout.scoring_dir(SLUG) / "scored_rows.jsonl"
+    lines = scored.read_text().splitlines()
+    lines[0] = lines[0].replace('"combined_semantic_correct":1', '"combined_semantic_correct":0')
+    scored.write_text("\n".join(lines) + "\n")
+    with pytest.raises(VerificationError, match="scored row differs from its recomputation"):
+        verify_full(release, layout, parquet=None, expected=ident, models=[SLUG])
+
+
+def test_incomplete_generation_blocks_scoring_until_regenerated(release, work) -> None:
+    layout, ident, model_dir, _ = work
+    model = plan_validation(release, [SLUG])[0].model
+
+    def flaky(route: str, body: dict[str, Any]) -> str:
+        return "" if _row_of(body) == 2 else generator(route, body)
+
+    with OpenAIStubServer(flaky, model=SLUG) as server:
+        target = GenerationTarget(model=model, model_path=model_dir, backend="openai", served_model=SLUG,
+                                  endpoint_url=server.url)
+        report = run_generation(release, layout.manifest, layout.generation_dir(SLUG), target, expected=ident)
+    assert (report.status, report.error_rows) == ("incomplete", 1)
+    with pytest.raises(InputError, match="generation run is not complete"):
+        run_score(release, layout.manifest, layout.generation_dir(SLUG), layout.scoring_dir(SLUG), model_slug=SLUG,
+                  expected=ident)
+    with OpenAIStubServer(generator, model=SLUG) as server:
+        target = GenerationTarget(model=model, model_path=model_dir, backend="openai", served_model=SLUG,
+                                  endpoint_url=server.url)
+        report = run_generation(release, layout.manifest, layout.generation_dir(SLUG), target, expected=ident)
+        assert (report.status, report.generated_rows, report.reused_rows) == ("complete", 1, 5)
+    receipt = read_jsonl(layout.responses(SLUG))[2]
+    assert receipt["attempt_count"] == 2 and "empty response" in receipt["attempt_history"][0]["error"]
+
+
+def test_an_output_directory_of_another_run_is_refused(release, work, tmp_path: Path) -> None:
+    layout, ident, model_dir, _ = work
+    model = plan_validation(release, [SLUG])[0].model
+    with OpenAIStubServer(generator, model=SLUG) as server:
+        target = GenerationTarget(model=model, model_path=model_dir, backend="openai", served_model=SLUG,
+                                  endpoint_url=server.url)
+        run_generation(release, layout.manifest, layout.generation_dir(SLUG), target, expected=ident)
+        other = tmp_path / "other-model"
+        other.mkdir()
+        moved = GenerationTarget(model=model, model_path=other, backend="openai", served_model=SLUG,
+                                 endpoint_url=server.url)
+        with pytest.raises(InputError, match="output directory belongs to a different run"):
+            run_generation(release, layout.manifest, layout.generation_dir(SLUG), moved, expected=ident)
+
+
+def test_scoring_rejects_an_edited_response(release, work) -> None:
+    layout, ident, model_dir, _ = work
+    model = plan_validation(release, [SLUG])[0].model
+    with OpenAIStubServer(generator, model=SLUG) as server:
+        target = GenerationTarget(model=model, model_path=model_dir, backend="openai", served_model=SLUG,
+                                  endpoint_url=server.url)
+        run_generation(release, layout.manifest, layout.generation_dir(SLUG), target, expected=ident)
+    path = layout.responses(SLUG)
+    path.write_text(path.read_text().replace('Final answer: 13', 'Final answer: 12'))
+    with pytest.raises(InputError, match="responses.jsonl changed after the run"):
+        run_score(release, layout.manifest, layout.generation_dir(SLUG), layout.scoring_dir(SLUG), model_slug=SLUG,
+                  expected=ident)
+
+
+def test_prepare_checks_the_parquet_hash_before_writing(release, tmp_path: Path) -> None:
+    parquet, ident = build_tiny_parquet(release, tmp_path / "tiny.parquet")
+    wrong = type(ident)(**{**ident.__dict__, "file_sha256": "0" * 64})
+    with pytest.raises(InputError, match="parquet differs from the pinned dataset"):
+        prepare_dataset(parquet, tmp_path / "out", expected=wrong)
+    assert not (tmp_path / "out").exists()
+    first = prepare_dataset(parquet, tmp_path / "a", expected=ident)
+    second = prepare_dataset(parquet, tmp_path / "b", expected=ident)
+    assert first.manifest_sha256 == second.manifest_sha256 and first.rows == 6
+
+
+def test_cli_surface(release, tmp_path: Path) -> None:
+    parquet, _ = build_tiny_parquet(release, tmp_path / "tiny.parquet")
+    root = str(release.path)
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "trace_lib", "validation", *args, "--trace-root", root,
+                               "--work-dir", str(tmp_path / "work")], capture_output=True, text=True, timeout=120)
+
+    done = cli("prepare", "--unpinned", "--parquet", str(parquet))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["rows"] == 6
+    done = cli("verify", "release")
+    assert done.returncode == 0 and json.loads(done.stdout)["status"] == "ok"
+    done = cli("prepare", "--verify-only")  # pinned: the tiny manifest is not the pinned one
+    assert done.returncode == 2 and done.stderr.startswith("error: ") and "dataset identity differs" in done.stderr
+    done = cli("score", "--unpinned")
+    assert done.returncode == 2 and "no generated model to score" in done.stderr
+    shutil.rmtree(tmp_path / "work")

@@ -1,0 +1,55 @@
+"""``trace-repro status --campaign-root DIR [--watch S] [--json] [--fail-if-incomplete]``: campaign progress.
+
+Per model and seed: durable response rows, fully generated benchmarks, scored slices (files present, and
+receipt-verified as by ``trace-repro verify --phase score``); overall rows/s and ETA while watching; GPU
+utilisation from ``nvidia-smi`` when present. ``--watch S`` repeats every max(1, S) seconds until complete.
+Exit 0; 1 with ``--fail-if-incomplete`` when the campaign is incomplete; 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from trace_lib import options
+from trace_lib.exitcodes import ExitCode
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    from trace_lib.cli.verify import add_selection_options
+
+    parser = subparsers.add_parser("status", help="show a campaign's progress (rows, scores, rate, ETA, GPUs)",
+                                   description=__doc__)
+    add_selection_options(parser)
+    parser.add_argument("--watch", type=float, default=None, metavar="SECONDS",
+                        help="repeat every SECONDS (at least 1) until the campaign is complete")
+    parser.add_argument("--json", action="store_true", help="print each snapshot as one JSON object")
+    parser.add_argument("--fail-if-incomplete", action="store_true", help="exit 1 when the campaign is incomplete")
+    parser.add_argument("--no-gpu", action="store_true", help="do not query nvidia-smi")
+    options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> ExitCode:
+    from trace_lib.cli.verify import campaign_inputs
+    from trace_lib.reports.collect import CampaignReader
+    from trace_lib.reports.status import build_status, query_gpus
+
+    _, suite, root, models, seeds, keys = campaign_inputs(args)
+    reader = CampaignReader(root, {b.key: b.rows for b in suite.benchmarks})
+    previous = None
+    while True:
+        report = build_status(root, suite, models=models, seeds=seeds, benchmarks=keys, reader=reader,
+                              previous=previous, gpus=() if args.no_gpu else query_gpus())
+        if args.json:
+            print(json.dumps(report.to_json(), sort_keys=True), flush=True)
+        else:
+            print("\n".join(report.lines()), flush=True)
+        if args.watch is None or report.complete:
+            break
+        previous = report
+        time.sleep(max(1.0, args.watch))
+    if args.fail_if_incomplete and not report.complete:
+        return ExitCode.FINDINGS
+    return ExitCode.OK

@@ -1,0 +1,377 @@
+"""Campaign summary against the release (``trace-repro summarize``): Markdown, a spreadsheet and a plot.
+
+:func:`build_campaign_summary` reads every receipt-verified ``scores.json`` of the selected slices and judges:
+
+- each seed score against the canonical 3-seed mean (the slice rule of :mod:`trace_lib.aggregation.tolerance`);
+- each (model, benchmark) mean of the reproduced seeds against the canonical mean (``sqrt(1/k + 1/3)``);
+- each complete (model, seed)'s category and overall scores (means computed by
+  :mod:`trace_lib.aggregation.summaries`, exactly as the release computes its own).
+
+Writers: :func:`write_markdown`, :func:`write_workbook` (pandas + openpyxl) and :func:`write_plot` (matplotlib:
+reproduced minus canonical per benchmark, with the tolerance band); the last two need the ``report`` extra and
+import it only when called.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from trace_lib.aggregation.summaries import category_scores, overall_scores
+from trace_lib.aggregation.tolerance import ToleranceRule, Verdict
+from trace_lib.errors import UsageError
+from trace_lib.release.suite import Suite
+from trace_lib.reports.collect import CampaignReader, SliceState, current_protocol_versions, expected_slices
+
+
+@dataclass(frozen=True)
+class SeedScore:
+    """One reproduced slice score and its verdict (None when the model has no canonical scores)."""
+
+    category: str
+    benchmark: str
+    display: str
+    model: str
+    seed: int
+    rows: int
+    score: float
+    verdict: Verdict | None
+    scores_path: str
+
+
+@dataclass(frozen=True)
+class BenchmarkMean:
+    """The mean of a model's reproduced seeds on one benchmark, against the canonical mean."""
+
+    category: str
+    benchmark: str
+    display: str
+    model: str
+    seeds: int
+    mean: float
+    stddev: float  # sample stddev over the reproduced seeds (0.0 for one seed)
+    canonical_stddev: float | None
+    verdict: Verdict | None
+
+
+@dataclass(frozen=True)
+class AggregateScore:
+    """A category or overall score of one complete (model, seed)."""
+
+    model: str
+    seed: int
+    level: str  # "overall" or the category name
+    score: float
+    verdict: Verdict | None
+
+
+@dataclass(frozen=True)
+class CampaignSummary:
+    """Everything the three writers render."""
+
+    campaign_root: str
+    suite_id: str
+    suite_sha256: str
+    z: float
+    models: tuple[str, ...]
+    labels: Mapping[str, str]
+    seeds: tuple[int, ...]
+    benchmarks: tuple[str, ...]
+    seed_scores: tuple[SeedScore, ...]
+    benchmark_means: tuple[BenchmarkMean, ...]
+    aggregates: tuple[AggregateScore, ...]
+    missing: tuple[SliceState, ...]
+
+    @property
+    def verdicts(self) -> list[Verdict]:
+        items: list[Any] = [*self.seed_scores, *self.benchmark_means, *self.aggregates]
+        return [i.verdict for i in items if i.verdict is not None]
+
+    @property
+    def failures(self) -> list[Verdict]:
+        return [v for v in self.verdicts if not v.ok]
+
+    @property
+    def expected_slices(self) -> int:
+        return len(self.seed_scores) + len(self.missing)
+
+
+def build_campaign_summary(
+    root: Path,
+    suite: Suite,
+    rule: ToleranceRule,
+    *,
+    models: Sequence[str],
+    seeds: Sequence[int],
+    benchmarks: Sequence[str] | None = None,
+    labels: Mapping[str, str] | None = None,
+    reader: CampaignReader | None = None,
+) -> CampaignSummary:
+    """Collect, aggregate and judge the selected slices of ``root`` (unverified slices are listed as missing)."""
+    keys = tuple(benchmarks) if benchmarks else suite.keys
+    reader = reader or CampaignReader(Path(root), {b.key: b.rows for b in suite.benchmarks})
+    versions = current_protocol_versions(keys)
+    seed_scores: list[SeedScore] = []
+    missing: list[SliceState] = []
+    for key in expected_slices(models, seeds, keys):
+        state = reader.score(key, protocol_versions=versions)
+        if not state.complete or state.score is None:
+            missing.append(state)
+            continue
+        bench = suite.benchmark(key.benchmark)
+        verdict = None
+        if (key.model, key.benchmark) in rule.benchmarks:
+            verdict = rule.check_slice(key.model, key.benchmark, state.score, seed=key.seed, rows=state.rows)
+        seed_scores.append(SeedScore(bench.category, bench.key, bench.display, key.model, key.seed, state.rows,
+                                     state.score, verdict, state.path))
+    return CampaignSummary(
+        campaign_root=str(root), suite_id=suite.suite_id, suite_sha256=suite.sha256, z=rule.z, models=tuple(models),
+        labels=dict(labels or {}), seeds=tuple(seeds), benchmarks=keys, seed_scores=tuple(seed_scores),
+        benchmark_means=tuple(_benchmark_means(seed_scores, suite, rule, models, keys)),
+        aggregates=tuple(aggregate_scores(seed_scores, suite, rule)), missing=tuple(missing),
+    )
+
+
+def _benchmark_means(
+    seed_scores: Sequence[SeedScore], suite: Suite, rule: ToleranceRule, models: Sequence[str], keys: Sequence[str]
+) -> list[BenchmarkMean]:
+    out = []
+    for model in models:
+        for key in keys:
+            values = [s.score for s in seed_scores if s.model == model and s.benchmark == key]
+            if not values:
+                continue
+            bench = suite.benchmark(key)
+            mean = statistics.fmean(values)
+            canonical = rule.benchmarks.get((model, key))
+            verdict = None
+            if canonical is not None:
+                verdict = rule.check_slice(model, key, mean, reproduced_seeds=len(values),
+                                           subject=f"{model}-{key} (mean of {len(values)} seed(s))")
+            out.append(BenchmarkMean(bench.category, key, bench.display, model, len(values), mean,
+                                     statistics.stdev(values) if len(values) > 1 else 0.0,
+                                     canonical.stddev if canonical else None, verdict))
+    return out
+
+
+def aggregate_scores(seed_scores: Sequence[SeedScore], suite: Suite, rule: ToleranceRule) -> list[AggregateScore]:
+    """Category and overall scores (and verdicts) of every (model, seed) that has all suite benchmarks."""
+    by_model_seed: dict[tuple[str, int], dict[tuple[str, int, str], float]] = {}
+    for s in seed_scores:
+        by_model_seed.setdefault((s.model, s.seed), {})[(s.model, s.seed, s.benchmark)] = s.score
+    out = []
+    for (model, seed), scores in by_model_seed.items():
+        if len(scores) != len(suite.keys):
+            continue  # categories and overall need every suite benchmark of this (model, seed)
+        canonical = model in rule.overall_summaries
+        for (_, _, category), value in category_scores(scores, suite).items():
+            verdict = rule.check_category(model, category, value, seed=seed) if canonical else None
+            out.append(AggregateScore(model, seed, category, value, verdict))
+        value = overall_scores(scores, suite)[(model, seed)]
+        out.append(AggregateScore(model, seed, "overall", value,
+                                  rule.check_overall(model, value, seed=seed) if canonical else None))
+    return out
+
+
+# -- writers -----------------------------------------------------------------------------------------------------
+
+def _fmt(value: float | None, digits: int = 2, sign: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
+
+
+def _mark(verdict: Verdict | None) -> str:
+    if verdict is None:
+        return "n/a"
+    return "ok" if verdict.ok else "**OUT**"
+
+
+def render_markdown(summary: CampaignSummary) -> str:
+    """The Markdown report: coverage, overall, benchmark means against canonical, and every failure."""
+    label = lambda m: summary.labels.get(m, m)  # noqa: E731
+    seeds = " ".join(map(str, summary.seeds))
+    lines = [
+        "# TRACE eval reproduction summary",
+        "",
+        f"- campaign: `{summary.campaign_root}`",
+        f"- suite: `{summary.suite_id}` (sha256 `{summary.suite_sha256}`); seeds: {seeds}",
+        f"- coverage: {len(summary.seed_scores)}/{summary.expected_slices} slices scored and receipt-verified",
+        f"- tolerance: |reproduced - canonical mean| <= z x sqrt(1/k + 1/3) x max(binomial SE, pooled seed stddev), "
+        f"z = {summary.z:g}; {len(summary.verdicts) - len(summary.failures)}/{len(summary.verdicts)} verdicts within",
+        "",
+    ]
+    overall = [a for a in summary.aggregates if a.level == "overall"]
+    if overall:
+        lines += ["## Overall (complete model-seeds)", "", "| Model | Seed | Overall | Canonical mean | Delta | Band | Verdict |",
+                  "|---|---:|---:|---:|---:|---:|---|"]
+        for a in overall:
+            v = a.verdict
+            lines.append(f"| {label(a.model)} | {a.seed} | {_fmt(a.score)} | {_fmt(v.canonical if v else None)} | "
+                         f"{_fmt(v.delta if v else None, sign=True)} | {_fmt(v.band if v else None)} | {_mark(v)} |")
+        lines.append("")
+    lines += ["## Benchmark means", "",
+              "Cells: reproduced mean +/- std over k seeds (delta vs canonical mean; allowed band), verdict.", ""]
+    header = "| Category | Benchmark | " + " | ".join(label(m) for m in summary.models) + " |"
+    lines += [header, "|---|---|" + "---|" * len(summary.models)]
+    means = {(b.model, b.benchmark): b for b in summary.benchmark_means}
+    for key in summary.benchmarks:
+        row = [m for m in summary.benchmark_means if m.benchmark == key]
+        if not row:
+            continue
+        cells = []
+        for model in summary.models:
+            b = means.get((model, key))
+            if b is None:
+                cells.append("-")
+                continue
+            v = b.verdict
+            extra = f" ({_fmt(v.delta, sign=True)}; +/-{_fmt(v.band)}) {_mark(v)}" if v else " (no canonical)"
+            cells.append(f"{_fmt(b.mean)} +/- {_fmt(b.stddev)} k={b.seeds}{extra}")
+        lines.append(f"| {row[0].category} | {row[0].display} | " + " | ".join(cells) + " |")
+    lines.append("")
+    if summary.failures:
+        lines += ["## Outside tolerance", ""] + [f"- {v.explain()}" for v in summary.failures] + [""]
+    if summary.missing:
+        lines += ["## Not scored or not verified", ""]
+        lines += [f"- `{m.key.id}`: {m.detail}" for m in summary.missing[:50]]
+        if len(summary.missing) > 50:
+            lines.append(f"- ... and {len(summary.missing) - 50} more (see `trace-repro verify --phase score`)")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _atomic(path: Path, write: Any) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.incomplete{path.suffix}")
+    try:
+        write(tmp)
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_markdown(summary: CampaignSummary, path: Path) -> Path:
+    return _atomic(path, lambda tmp: tmp.write_text(render_markdown(summary) + "\n", encoding="utf-8"))
+
+
+def _verdict_columns(v: Verdict | None) -> dict[str, Any]:
+    if v is None:
+        return {"canonical_mean": None, "delta": None, "band": None, "z": None, "sigma": None, "within_tolerance": None}
+    return {"canonical_mean": v.canonical, "delta": v.delta, "band": v.band, "z": v.z, "sigma": v.sigma.value,
+            "within_tolerance": v.ok}
+
+
+def summary_frames(summary: CampaignSummary) -> dict[str, Any]:
+    """The spreadsheet's sheets as pandas DataFrames (``seed_values``, ``benchmark_means``, ``aggregates``,
+    ``metadata``)."""
+    import pandas as pd
+
+    seed_values = pd.DataFrame([
+        {"category": s.category, "benchmark_key": s.benchmark, "benchmark": s.display, "model_slug": s.model,
+         "model": summary.labels.get(s.model, s.model), "seed": s.seed, "rows": s.rows, "score": s.score,
+         **_verdict_columns(s.verdict), "score_path": s.scores_path}
+        for s in summary.seed_scores
+    ])
+    benchmark_means = pd.DataFrame([
+        {"category": b.category, "benchmark_key": b.benchmark, "benchmark": b.display, "model_slug": b.model,
+         "seeds": b.seeds, "mean": b.mean, "std": b.stddev, "canonical_std": b.canonical_stddev,
+         **_verdict_columns(b.verdict)}
+        for b in summary.benchmark_means
+    ])
+    aggregates = pd.DataFrame([
+        {"model_slug": a.model, "seed": a.seed, "level": a.level, "score": a.score, **_verdict_columns(a.verdict)}
+        for a in summary.aggregates
+    ])
+    metadata = pd.DataFrame(
+        [("suite", summary.suite_id), ("suite_sha256", summary.suite_sha256), ("campaign_root", summary.campaign_root),
+         ("seeds", " ".join(map(str, summary.seeds))), ("tolerance_z", summary.z),
+         ("slices_scored", len(summary.seed_scores)), ("slices_expected", summary.expected_slices),
+         *((f"model/{m}", summary.labels.get(m, m)) for m in summary.models)],
+        columns=["key", "value"],
+    )
+    return {"seed_values": seed_values, "benchmark_means": benchmark_means, "aggregates": aggregates,
+            "metadata": metadata}
+
+
+def _require(module: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise UsageError(f"{module} is not installed", field="summarize",
+                         hint="pip install 'trace-repro[report]' (openpyxl, matplotlib)") from None
+
+
+def write_workbook(summary: CampaignSummary, path: Path) -> Path:
+    """The ``.xlsx`` spreadsheet (one sheet per frame of :func:`summary_frames`)."""
+    _require("openpyxl")
+    import pandas as pd
+
+    frames = summary_frames(summary)
+
+    def write(tmp: Path) -> None:
+        with pd.ExcelWriter(tmp, engine="openpyxl") as writer:
+            for name, frame in frames.items():
+                frame.to_excel(writer, sheet_name=name, index=False)
+
+    return _atomic(path, write)
+
+
+def write_plot(summary: CampaignSummary, path: Path) -> Path:
+    """A PNG with one panel per model: reproduced minus canonical mean per benchmark (seed dots, mean diamond)
+    over the grey single-seed tolerance band."""
+    matplotlib = _require("matplotlib")
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    models = [m for m in summary.models if any(s.model == m and s.verdict for s in summary.seed_scores)] or ["-"]
+    keys = list(summary.benchmarks)
+    fig, axes = plt.subplots(len(models), 1, figsize=(max(8.0, 0.45 * len(keys) + 2), 2.8 * len(models)),
+                             squeeze=False)
+    for ax, model in zip(axes[:, 0], models):
+        scores = [s for s in summary.seed_scores if s.model == model and s.verdict is not None]
+        for x, key in enumerate(keys):
+            here = [s for s in scores if s.benchmark == key]
+            if not here:
+                continue
+            band = here[0].verdict.band  # type: ignore[union-attr]
+            ax.bar(x, 2 * band, bottom=-band, width=0.7, color="0.88", edgecolor="0.7", linewidth=0.5)
+            for s in here:
+                ax.plot(x, s.verdict.delta, "o", ms=4, color="tab:green" if s.verdict.ok else "tab:red")  # type: ignore[union-attr]
+            mean = next((b for b in summary.benchmark_means if b.model == model and b.benchmark == key), None)
+            if mean is not None and mean.verdict is not None and mean.seeds > 1:
+                ax.plot(x, mean.verdict.delta, "D", ms=4, color="black")
+        ax.axhline(0.0, color="0.3", linewidth=0.6)
+        ax.set_xticks(range(len(keys)))
+        ax.set_xticklabels(keys, rotation=60, ha="right", fontsize=7)
+        ax.set_ylabel("reproduced - canonical (pp)", fontsize=7)
+        ax.set_title(f"{summary.labels.get(model, model)}: seed scores vs canonical 3-seed mean, band z={summary.z:g}",
+                     fontsize=8)
+    fig.tight_layout()
+
+    def write(tmp: Path) -> None:
+        fig.savefig(tmp, format="png", dpi=110)
+
+    try:
+        return _atomic(path, write)
+    finally:
+        plt.close(fig)
+
+
+def write_reports(summary: CampaignSummary, out_dir: Path, *, stem: str = "summary", xlsx: bool = True,
+                  plot: bool = True) -> list[Path]:
+    """Write ``<stem>.md`` (always), ``<stem>.xlsx`` and ``<stem>.png`` into ``out_dir``."""
+    out = [write_markdown(summary, Path(out_dir) / f"{stem}.md")]
+    if xlsx:
+        out.append(write_workbook(summary, Path(out_dir) / f"{stem}.xlsx"))
+    if plot:
+        out.append(write_plot(summary, Path(out_dir) / f"{stem}.png"))
+    return out
