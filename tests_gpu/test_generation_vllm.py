@@ -94,8 +94,9 @@ def offline(tiny_model, data, generation, tmp_path_factory):
     """Both tables through the vllm backend; the engine is released afterwards."""
     from trace_lib.generation.backends.base import create_backend
 
-    backend = create_backend("vllm", model_path=str(tiny_model), served_name="tiny", allowed_local_media_path=str(data),
-                             max_model_len=8192, gpu_memory_utilization=GPU_MEMORY)
+    backend = create_backend("vllm", model_path=str(tiny_model), served_name="tiny",
+                             allowed_local_media_path=str(data.resolve()),
+                             gpu_memory_utilization=GPU_MEMORY)  # other engine flags: upstream's server values
     campaign = tmp_path_factory.mktemp("offline")
     try:
         yield {table: _slice(backend, data, campaign, generation, table=table) for table in ("tiny.tsv", "pairs.tsv")}
@@ -116,8 +117,9 @@ def server(tiny_model, data, tmp_path_factory):
     log = tmp_path_factory.mktemp("serve") / "vllm.log"
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_model),
            "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port), "--trust-remote-code",
-           "--max-model-len", "8192", "--gpu-memory-utilization", str(GPU_MEMORY),
-           "--limit-mm-per-prompt", json.dumps({"image": 24, "video": 3}), "--allowed-local-media-path", str(data)]
+           "--max-model-len", "32768", "--max-num-seqs", "256", "--max-num-batched-tokens", "32768",
+           "--gpu-memory-utilization", str(GPU_MEMORY), "--limit-mm-per-prompt", json.dumps({"image": 24, "video": 3}),
+           "--allowed-local-media-path", str(data.resolve())]  # upstream's generation-server flags (spec §3.1)
     env = dict(os.environ, VLLM_WORKER_MULTIPROC_METHOD="spawn", TOKENIZERS_PARALLELISM="false")
     with open(log, "wb") as handle:
         proc = subprocess.Popen(cmd, stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True)

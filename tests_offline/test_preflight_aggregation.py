@@ -81,7 +81,7 @@ def campaigns(draw):
     return suite, seeds, scores
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(campaigns())
 def test_overall_is_the_mean_of_category_means_for_equal_categories(campaign):
     suite, seeds, scores = campaign
@@ -90,7 +90,7 @@ def test_overall_is_the_mean_of_category_means_for_equal_categories(campaign):
         assert close(value, statistics.fmean(categories[(m, s, c)] for c in suite.categories), abs_tol=1e-9)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(campaigns())
 def test_overall_delta_is_the_mean_of_benchmark_deltas_per_seed(campaign):
     suite, seeds, scores = campaign
@@ -101,7 +101,7 @@ def test_overall_delta_is_the_mean_of_benchmark_deltas_per_seed(campaign):
         assert close(overall.seed_values[seed], mean, abs_tol=1e-9)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(campaigns(), st.floats(-50.0, 50.0))
 def test_shifting_a_model_shifts_means_and_keeps_spreads(campaign, shift):
     suite, seeds, scores = campaign
@@ -112,7 +112,7 @@ def test_shifting_a_model_shifts_means_and_keeps_spreads(campaign, shift):
     assert after["base"] == before["base"]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(campaigns(), st.randoms(use_true_random=False))
 def test_results_do_not_depend_on_input_order(campaign, rnd):
     suite, seeds, scores = campaign

@@ -59,7 +59,7 @@ def results_missing_score(root: Path) -> str:
 
 
 def results_suite_block(root: Path) -> str:
-    edit_json(root, identity.RESULTS, lambda d: d["suite"].update(rows_per_model_seed=d["suite"]["rows_per_model_seed"] + 1))
+    edit_json(root, identity.RESULTS, lambda d: d["suite"].update(rows_per_model_seed=-1))
     return f"{identity.RESULTS}: suite.rows_per_model_seed: differs from {identity.SUITE}"
 
 
@@ -136,13 +136,15 @@ def equivalence_unsafe_path(root: Path) -> str:
 
 
 def equivalence_split_rows(root: Path) -> str:
-    edit_json(root, identity.DATASET_EQUIVALENCE, lambda d: d["splits"]["train"].update(rows=d["splits"]["train"]["rows"] + 1))
+    edit_json(root, identity.DATASET_EQUIVALENCE, lambda d: d["splits"]["train"].update(rows=1))
     return "splits.train.rows: differs from the sum of its Parquet files' rows"
 
 
 def validation_score_multiple(root: Path) -> str:
     """Upstream release-metadata test: an edited score breaks the receipt's results hash."""
-    edit_json(root, identity.VALIDATION_RESULTS, lambda d: d["results"][0].update(score=d["results"][0]["score"] + 0.05))
+    def change(doc):
+        doc["results"][0]["score"] += 0.05
+    edit_json(root, identity.VALIDATION_RESULTS, change)
     return f"public_release.results_sha256: differs from the SHA-256 of {identity.VALIDATION_RESULTS}"
 
 
@@ -296,7 +298,7 @@ def fuzz_copy(release, tmp_path_factory):
     return root, original, _score_leaves(original)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(pick=st.integers(min_value=0), delta=st.one_of(st.floats(1e-6, 5.0), st.floats(-5.0, -1e-6)))
 def test_any_single_score_field_corruption_names_its_identity(fuzz_copy, pick, delta):
     root, doc, leaves = fuzz_copy

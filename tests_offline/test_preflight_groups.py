@@ -4,7 +4,6 @@ part of the release holds. Each failure message is the group's own finding lines
 from __future__ import annotations
 
 import pytest
-
 from preflight_support import copy_data_files
 
 from trace_lib import options

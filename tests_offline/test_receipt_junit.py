@@ -33,7 +33,7 @@ def test_slow_but_fine():
 '''
 
 INI = """[pytest]
-addopts = -p trace_lib.pytest_plugin -p no:cacheprovider
+addopts = -p trace_lib.pytest_plugin -p no:cacheprovider -p no:xdist -p no:hypothesispytest -p no:anyio
 junit_family = xunit2
 markers =
     offline: offline lane

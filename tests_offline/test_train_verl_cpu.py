@@ -159,3 +159,30 @@ def test_merge_with_verls_merger_then_generate(env, tmp_path) -> None:  # noqa: 
     out = merged.generate(ids, max_new_tokens=4, do_sample=False)
     assert out.shape[1] == ids.shape[1] + 4
     assert not list(tmp_path.glob(".merged.*"))  # staging directory renamed away
+
+
+def test_verl_padded_actor_forward_with_sdpa(env) -> None:  # noqa: ANN001
+    """The smoke's no-flash-attn path: verl's Qwen2.5-VL patch, padded batch, 4-row M-RoPE ids, SDPA, backward."""
+    import torch
+    from PIL import Image
+    from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
+    from verl.models.transformers.monkey_patch import apply_monkey_patch
+    from verl.models.transformers.qwen2_vl import get_rope_index
+
+    model_dir = env[2]
+    config = AutoConfig.from_pretrained(model_dir, attn_implementation="sdpa")
+    model = AutoModelForImageTextToText.from_pretrained(model_dir, config=config, dtype=torch.float32)
+    apply_monkey_patch(model=model, use_remove_padding=False, ulysses_sp_size=1, use_fused_kernels=False)
+    processor = AutoProcessor.from_pretrained(model_dir)
+    text = processor.apply_chat_template([{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "How many?"}]}],
+                                         add_generation_prompt=True, tokenize=False)
+    inputs = processor(text=[text], images=[Image.new("RGB", (512, 512))], return_tensors="pt")
+    ids = inputs["input_ids"][0]
+    vision = get_rope_index(processor, input_ids=ids, image_grid_thw=inputs["image_grid_thw"],
+                            attention_mask=inputs["attention_mask"][0])
+    position_ids = torch.cat([torch.arange(len(ids)).unsqueeze(0), vision], 0).unsqueeze(1)  # (4, 1, L)
+    out = model(input_ids=ids.unsqueeze(0), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                position_ids=position_ids, pixel_values=inputs["pixel_values"], image_grid_thw=inputs["image_grid_thw"])
+    assert torch.isfinite(out.logits).all()
+    out.logits.log_softmax(-1).mean().backward()
+    assert model.lm_head.weight.grad is not None and torch.isfinite(model.lm_head.weight.grad).all()

@@ -12,7 +12,7 @@ import pytest
 
 from trace_lib.errors import InputError, ReleaseFileError, UsageError
 from trace_lib.training import verl_config
-from trace_lib.training.data import RowFormat, convert_file, convert_splits, load_system_prompt
+from trace_lib.training.data import RowFormat, convert_file, load_system_prompt
 from trace_lib.training.merge import checkpoint_problems, validate_run
 from trace_lib.training.prepare import (
     DatasetExpectations,

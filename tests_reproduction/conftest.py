@@ -42,8 +42,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if options.resolve(config.option, options.BACKEND) not in GPU_BACKENDS:
         return
+    plan = reproduction_plan(config)
+    workers = getattr(config.option, "numprocesses", None)
     try:
-        group = worker_gpu_group(reproduction_plan(config), os.environ.get("PYTEST_XDIST_WORKER"))
+        if isinstance(workers, int) and workers > 0 and "PYTEST_XDIST_WORKER" not in os.environ:
+            worker_gpu_group(plan, f"gw{workers - 1}")  # the controller refuses -n larger than --gpu-groups
+        group = worker_gpu_group(plan, os.environ.get("PYTEST_XDIST_WORKER"))
     except TraceReproError as exc:
         raise pytest.UsageError(exc.render()) from None
     if group is not None:

@@ -180,8 +180,11 @@ def _close(a: Any, b: Any) -> bool:
 
 @contextmanager
 def _time_limit(seconds: int) -> Iterator[None]:
-    """Raise TimeoutError after ``seconds`` (main thread on POSIX only; elsewhere no limit)."""
+    """Raise TimeoutError after ``seconds`` (main thread on POSIX, and only while no other interval timer is
+    armed, e.g. pytest-timeout's; elsewhere no limit)."""
     usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    if usable and signal.getitimer(signal.ITIMER_REAL)[0] > 0:
+        usable = False  # someone else's alarm is running: do not cancel it
     if not usable:
         yield
         return

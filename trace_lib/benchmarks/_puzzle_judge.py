@@ -4,8 +4,9 @@ Mirrors ``maveryn/trace@rlvr:rlvr/evaluation/scripts/run_external_benchmark_scor
 (``PersistentJudge.run_cached`` with ``return_unresolved=True``, ``_judge_retry_token_limits``,
 ``_judge_cache_entry_needs_retry``) and the five-temperature retry loops of ``run_logicvista_local_judge`` /
 ``run_mme_reasoning_eval.py``: within one temperature an empty (or, when enabled, ``length``-truncated) reply is
-re-asked with a doubling token budget; a row still unusable after the ladder keeps its last reply, and the caller's
-acceptance check decides whether the next temperature is tried. Requests go through :meth:`Judge.complete`.
+re-asked with a doubling token budget (:func:`trace_lib.scoring.judge.complete_with_ladder`); a row still unusable
+after the ladder keeps its last reply, and the caller's acceptance check decides whether the next temperature is
+tried.
 """
 
 from __future__ import annotations
@@ -14,59 +15,21 @@ from dataclasses import dataclass, field
 from typing import Callable, Hashable, Mapping, Sequence
 
 from trace_lib.errors import JudgeError
-from trace_lib.scoring.judge import Judge, JudgeReply
+from trace_lib.scoring.judge import LENGTH_FINISH_REASONS, Judge, JudgeReply, complete_with_ladder, retry_token_limits
 
 #: VLMEvalKit's official retry temperatures (``temperature = i * 0.5`` for five tries).
 RETRY_TEMPERATURES = (0.0, 0.5, 1.0, 1.5, 2.0)
-#: The persistent client never asks for fewer tokens than this (``max(128, requested)``).
-MIN_TOKENS = 128
-_LENGTH_REASONS = frozenset({"length", "max_tokens"})
-
-
-def token_ladder(requested: int) -> list[int]:
-    """``_judge_retry_token_limits``: ``max(128, requested)`` doubled up to ``max(1024, that)``."""
-    limit = max(MIN_TOKENS, int(requested))
-    ceiling = max(1024, limit)
-    limits = [limit]
-    while limits[-1] < ceiling:
-        limits.append(min(ceiling, limits[-1] * 2))
-    return limits
 
 
 def is_truncated(reply: JudgeReply) -> bool:
     """Whether the reply stopped on its token budget."""
-    return str(reply.finish_reason or "").strip().lower() in _LENGTH_REASONS
+    return str(reply.finish_reason or "").strip().lower() in LENGTH_FINISH_REASONS
 
 
-@dataclass(frozen=True)
-class LadderReply:
-    """The reply a row kept after one temperature's token ladder, and how many requests it took."""
-
-    reply: JudgeReply
-    requests: int
-
-
-def ask_with_ladder(
-    judge: Judge, prompts: Sequence[str], *, max_tokens: int, temperature: float, retry_on_length: bool = True
-) -> list[LadderReply]:
-    """One temperature attempt for every prompt; an empty (or truncated) reply is re-asked with more tokens."""
-    last: list[JudgeReply | None] = [None] * len(prompts)
-    requests = [0] * len(prompts)
-    active = list(range(len(prompts)))
-    for limit in token_ladder(max_tokens):
-        if not active:
-            break
-        replies = judge.complete([prompts[i] for i in active], max_tokens=limit, temperature=temperature, top_p=1.0)
-        if len(replies) != len(active):
-            raise JudgeError("judge answered a different number of prompts", expected=len(active), found=len(replies))
-        still = []
-        for position, reply in zip(active, replies):
-            last[position] = reply
-            requests[position] += 1
-            if not reply.text.strip() or (retry_on_length and is_truncated(reply)):
-                still.append(position)
-        active = still
-    return [LadderReply(reply, count) for reply, count in zip(last, requests)]  # type: ignore[arg-type]
+def _requests(reply: JudgeReply, requested: int) -> int:
+    """How many ladder steps a row took: the position of the budget its kept reply came from, plus one."""
+    ladder = retry_token_limits(requested)
+    return ladder.index(reply.max_tokens) + 1 if reply.max_tokens in ladder else 1
 
 
 @dataclass
@@ -93,16 +56,20 @@ def run_temperature_schedule(
     for attempt, temperature in enumerate(temperatures):
         if not pending:
             break
-        answers = ask_with_ladder(judge, [prompts[k] for k in pending], max_tokens=max_tokens(attempt),
-                                  temperature=temperature, retry_on_length=retry_on_length)
+        budget = max_tokens(attempt)
+        replies = complete_with_ladder(judge, [prompts[k] for k in pending], max_tokens=budget,
+                                       temperature=temperature, top_p=1.0, retry_on_length=retry_on_length,
+                                       allow_unresolved=True)
+        if len(replies) != len(pending):
+            raise JudgeError("judge answered a different number of prompts", expected=len(pending), found=len(replies))
         still = []
-        for key, answer in zip(pending, answers):
-            result.requests[key] += answer.requests
-            if accept(key, answer.reply):
-                result.accepted[key] = (answer.reply, attempt)
+        for key, reply in zip(pending, replies):
+            result.requests[key] += _requests(reply, budget)
+            if accept(key, reply):
+                result.accepted[key] = (reply, attempt)
                 result.unresolved.pop(key, None)
             else:
-                result.unresolved[key] = answer.reply
+                result.unresolved[key] = reply
                 still.append(key)
         pending = still
     return result

@@ -23,7 +23,7 @@ from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, S
 from trace_lib.data.vlmeval_tsv import is_missing, load_vlmeval_tsv, materialize_images
 from trace_lib.errors import InputError
 from trace_lib.extraction.choices import McqItem, build_choices, build_imagemcq_prompt, extract_options
-from trace_lib.extraction.workbook import roundtrip_rows
+from trace_lib.extraction.workbook import official_workbook
 from trace_lib.scoring.percent import MetricTable, mean, primary_score
 
 KEY = "blink"
@@ -63,17 +63,21 @@ def _report_acc(hits: Sequence[int], table: Sequence[dict[str, Any]]) -> MetricT
     return MetricTable(tuple(columns), tuple(out))
 
 
+def aggregate(hits: Sequence[int]) -> float:
+    """The reported number: ``split=none|Overall`` (mean hit) x100 by ``report_primary_metric``, then ``auto``."""
+    return primary_score("image_mcq", MetricTable(("split", "Overall"), (("none", mean(list(hits))),))).score
+
+
 def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringContext) -> SliceScore:
     """BLINK accuracy over all rows, in percent.
 
     Raises:
         JudgeError: a row needs the judge and none is configured (or the judge fails its first round entirely).
-        InputError: empty slice, or a row's gold answer is missing.
+        InputError: empty or misaligned slice, or a row's gold answer is missing.
     """
-    if not rows:
-        raise InputError("no rows to score", field=KEY)
     option_columns = tuple(string.ascii_uppercase)
-    table = roundtrip_rows(rows, responses, ("question", "hint", "split", "category", *option_columns))
+    book = official_workbook(rows, responses, ("prediction", "question", "hint", "split", "category", *option_columns))
+    table = [{name: values[i] for name, values in book.items()} for i in range(len(rows))]
     items = [
         McqItem(index=row["index"], question=cell.get("question"), prediction=str(cell["prediction"]),
                 choices=build_choices(cell))
@@ -92,10 +96,9 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
                                 fallback=option.fallback,
                                 detail={"method": option.method, "judge_replies": list(option.judge_replies)}))
     result = _report_acc(hits, table)
-    primary = primary_score("image_mcq", result)  # split=none|Overall x100, then auto scaling
     return SliceScore(
         benchmark=KEY,
-        score=primary.score,
+        score=primary_score("image_mcq", result).score,  # split=none|Overall x100, then auto scaling
         rows=len(rows),
         records=tuple(records),
         metrics={f"acc/{name}": value for name, value in zip(result.columns[1:], result.rows[0][1:])},

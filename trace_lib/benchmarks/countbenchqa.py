@@ -16,7 +16,7 @@ from typing import Sequence
 
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
-from trace_lib.extraction.workbook import roundtrip_rows
+from trace_lib.extraction.workbook import official_workbook
 from trace_lib.scoring.percent import primary_score
 
 KEY = "countbenchqa"
@@ -35,26 +35,29 @@ def build_prompt(row: Row, image_dir: Path) -> list[PromptItem]:
     return [*images, PromptItem("text", f"{row['question']}{NUMBER_INSTRUCTION}")]
 
 
+def aggregate(hits: Sequence[int]) -> float:
+    """The reported number for per-row hits: ``{"accuracy": correct / total * 100}`` through the key ranking."""
+    accuracy = sum(hits) / len(hits)
+    return primary_score("image_vqa", {"accuracy": accuracy * 100}).score  # quirk: `accuracy` key, auto scaling
+
+
 def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringContext) -> SliceScore:
     """Substring accuracy over all rows, in percent, as ``CountBenchQA.evaluate`` reports it."""
-    table = roundtrip_rows(rows, responses, ("answer",))
+    book = official_workbook(rows, responses, ("prediction", "answer"))
     records = []
     correct = 0
-    for row, cell in zip(rows, table):
-        prediction, answer = str(cell["prediction"]), str(cell["answer"])
+    for position, row in enumerate(rows):
+        prediction, answer = str(book["prediction"][position]), str(book["answer"][position])
         hit = answer in prediction  # quirk: substring containment, no numeric parse
         correct += hit
         records.append(RowScore(str(row["index"]), prediction, float(hit), detail={"gold": answer}))
     total = len(rows)
-    accuracy = correct / total if total > 0 else 0
-    result = {"accuracy": accuracy * 100}
-    primary = primary_score("image_vqa", result)  # quirk: generic key ranking picks `accuracy`, then auto scaling
     return SliceScore(
         benchmark=KEY,
-        score=primary.score,
+        score=aggregate([int(r.score) for r in records]),
         rows=total,
         records=tuple(records),
-        metrics={"accuracy": result["accuracy"]},
+        metrics={"accuracy": correct / total * 100},
         counts={"correct": correct, "total": total},
     )
 
@@ -69,7 +72,8 @@ PROTOCOL = Protocol(
     judge="none",
     quirks=(
         "correct iff str(answer) is a substring of str(prediction) (no numeric parse, '13' matches 3)",
-        "prediction and answer pass the xlsx round trip (NA response -> 'nan'; all-numeric column -> floats)",
+        "prediction and answer pass the official xlsx round trip (NA response -> 'nan'; all-numeric column with "
+        "a NaN -> floats; '=' formula re-saved by openpyxl -> 'nan')",
         "reported value is 'accuracy' (generic key ranking) with auto x100 scaling when <= 1",
     ),
 )

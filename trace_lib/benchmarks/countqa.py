@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.data.vlmeval_tsv import is_missing, load_vlmeval_tsv, materialize_images
-from trace_lib.extraction.workbook import roundtrip_rows
+from trace_lib.extraction.workbook import official_workbook
 from trace_lib.scoring.percent import MetricTable, primary_score
 
 KEY = "countqa"
@@ -112,24 +112,30 @@ def extract_last_int(value: Any) -> int | None:
     return found
 
 
+def aggregate(hits: Sequence[float]) -> float:
+    """The reported number: ``split=Overall|acc`` of ``[{split: Overall, tot, hit, acc}]`` (ties break to acc)."""
+    total = float(sum(hits))
+    table = MetricTable(("split", "tot", "hit", "acc"), (("Overall", len(hits), total, total / len(hits) * 100),))
+    return primary_score("image_base", table).score
+
+
 def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringContext) -> SliceScore:
     """Exact integer match of prediction and gold over all rows, in percent (``split=Overall|acc``)."""
-    table = roundtrip_rows(rows, responses, ("answer",))
+    book = official_workbook(rows, responses, ("prediction", "answer"))
+    golds = book.get("answer", [""] * len(rows))
     records = []
     correct: list[float] = []
-    for row, cell in zip(rows, table):
-        predicted = extract_last_int(cell["prediction"])
-        gold = extract_last_int(cell.get("answer", ""))
+    for row, prediction, answer in zip(rows, book["prediction"], golds):
+        predicted = extract_last_int(prediction)
+        gold = extract_last_int(answer)
         hit = float(predicted is not None and gold is not None and predicted == gold)
         correct.append(hit)
         records.append(RowScore(str(row["index"]), predicted, hit, detail={"gold": gold}))
     hits = sum(correct)
-    acc = hits / len(correct) * 100 if correct else 0.0
-    result = MetricTable(("split", "tot", "hit", "acc"), (("Overall", len(rows), hits, acc),))
-    primary = primary_score("image_base", result)  # ties among split=Overall|* keys break to `acc`
+    acc = hits / len(correct) * 100
     return SliceScore(
         benchmark=KEY,
-        score=primary.score,
+        score=aggregate(correct),
         rows=len(rows),
         records=tuple(records),
         metrics={"acc": acc},
@@ -147,7 +153,7 @@ PROTOCOL = Protocol(
     judge="none",
     quirks=(
         "the same last-integer extraction runs on prediction and gold answer",
-        "str(value or ''): a 0 cell (numeric column or '=' formula) reads as '' and yields no integer",
+        "str(value or ''): a 0 cell (all-numeric column) reads as '' and yields no integer",
         "final text: last literal \\boxed{ (stops at an unbalanced box), then first <answer>, JSON answer, "
         "first answer/option/choice marker (swallows the rest), else the whole text",
         "the last integer counts ('1,234' -> 234, '3-4' -> -4, '3.5' -> 5)",

@@ -6,6 +6,9 @@ everything not listed is meant to match upstream exactly. Shared by the benchmar
 
 from __future__ import annotations
 
+#: Shared by the chart/math protocols (helper C).
+BIG_TSV = "a TSV larger than 1 GiB is refused (VLMEvalKit would re-encode its images to JPEG files); none is expected"
+
 DEVIATIONS: dict[str, list[str]] = {
     # -- Science & General, Spatial Reasoning (benchmarks-science-spatial.md) --------------------------------------
     "phyx_mini_mc": [
@@ -51,5 +54,52 @@ DEVIATIONS: dict[str, list[str]] = {
         "judge health probe failing -> upstream silently falls back to the rule matcher; here a first judge round "
         "in which every request fails raises JudgeError",
         "an empty judge reply makes upstream raise IndexError; here it counts as an unusable round",
+    ],
+    # -- Charts & Tables, Visual Math (benchmarks-charts-math.md) ---------------------------------------------------
+    "chartqapro": [
+        BIG_TSV,
+        "the empty paragraph text part is left out of build_prompt (upstream's generation client drops it)",
+        "the adapter's IndexError (response ending with 'the answer is') is raised as AdapterCrash naming the row",
+    ],
+    "charxivreason": [
+        BIG_TSV,
+        "upstream's released scorer calls the missing runner._parse_charxiv_judge (AttributeError); "
+        "_parse_json_object stands in for that audit-only value (spec section 9.4)",
+    ],
+    "tablevqabench": [
+        BIG_TSV,
+        "upstream's AssertionError (a vwtq piece parsing as inf/nan) and AttributeError (non-text gold) are raised "
+        "as ScorerCrash naming the row",
+    ],
+    "evochart": [
+        BIG_TSV,
+        "load() reads the cached <LMUData>/EvoChart.tsv that upstream's load_data writes, not the HF dataset itself",
+    ],
+    "mathvision": [
+        BIG_TSV,
+        "is_equal's eval() of model text runs on the AST (literals, arithmetic, comparisons, containers, subscripts, "
+        "pure built-ins, is_equal's locals a/b/asw/gt_asw, opaque module globals); other constructs count as unequal",
+        "upstream's 30 s is_equal timeout (a subprocess per call) is an in-process SIGALRM timer (main thread, no "
+        "other timer armed); huge powers/repetitions are refused up front as upstream would time out",
+        "eval(choices) is ast.literal_eval (the TSV holds list literals)",
+        "a row upstream's MATH_V_acc raises on (unparsable choices) is an InputError naming the row",
+    ],
+    "mathvista": [
+        BIG_TSV,
+        "eval(choices)/eval(skills) are ast.literal_eval (the TSV holds list literals)",
+        "a row upstream's MathVista_acc raises on (unparsable choices/skills) is an InputError naming the row",
+    ],
+    "mathverse": [
+        BIG_TSV,
+        "more than one problem_version is refused (upstream reports the first row of a set-ordered table)",
+        "metadata upstream's MathVerse_acc cannot parse is an InputError naming the row",
+    ],
+    "wemath": [
+        BIG_TSV,
+        "unseeded random.choice after three unusable judge replies -> deterministic_choice seeded by "
+        "(benchmark, row index, decoding seed); the row is marked fallback",
+        "judge health probe failing -> upstream silently switches to exact matching; here a first judge round in "
+        "which every request fails raises JudgeError",
+        "a slice without a correct multi-step answer (upstream ZeroDivisionError) is an InputError",
     ],
 }

@@ -114,6 +114,11 @@ def normalize_judgement(judge_output: Any, answer: Any) -> tuple[str, bool, bool
     return normalized, normalized == "".join(sorted(want)), mapped
 
 
+def aggregate(hits: Sequence[int]) -> float:
+    """The reported number: ``Overall`` = hits / rows * 100, rounded to 10 decimals by ``DataFrame.to_json``."""
+    return float(round(sum(hits) / len(hits) * 100, JSON_DECIMALS))
+
+
 def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringContext) -> SliceScore:
     """Judge-extracted option labels compared with gold, ``Overall`` accuracy in percent.
 
@@ -125,7 +130,10 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
         raise JudgeError("LogicVista extracts every answer with the Qwen3-32B judge; none is configured",
                          field="--judge-url", hint="start the judge and pass --judge-url")
     if not rows:
-        raise InputError("no rows to score", field=KEY)
+        raise InputError("empty slice: no dataset rows to score", field=KEY)
+    if len(rows) != len(responses):
+        raise InputError("responses do not align with dataset rows", field="responses", expected=len(rows),
+                         found=len(responses))
     table = roundtrip_rows(rows, responses, ("question", "answer", "skill"))
     prompts = {pos: build_judge_prompt(cell.get("question"), cell["prediction"]) for pos, cell in enumerate(table)}
     schedule = run_temperature_schedule(
@@ -161,10 +169,9 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
                                 detail={"judge_output": reply.text, "temperature_attempt": attempt,
                                         "label_kind_mapped": mapped}))
     accuracy = {name: hits[name] / totals[name] * 100 for name in ("Overall", *SKILLS) if totals[name]}
-    overall = float(round(accuracy["Overall"], JSON_DECIMALS))  # quirk: to_json rounds to 10 decimals
     return SliceScore(
         benchmark=KEY,
-        score=overall,
+        score=aggregate([int(r.score) for r in records]),  # quirk: to_json rounds Overall to 10 decimals
         rows=len(rows),
         records=tuple(records),
         metrics={f"acc/{name}": value for name, value in accuracy.items()},

@@ -179,6 +179,11 @@ def _mean_percent(scores: Sequence[bool]) -> float:
     return sum(scores) / len(scores) * 100 if scores else math.nan
 
 
+def aggregate(hits: Sequence[int]) -> float:
+    """The reported ``accuracy``: ``Overall = mean(score) * 100`` over all rows (bool scores)."""
+    return float(_mean_percent([bool(h) for h in hits]))
+
+
 def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringContext) -> SliceScore:
     """MME-Reasoning ``accuracy`` (``Overall``), in percent.
 
@@ -190,7 +195,10 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
         raise JudgeError("MME-Reasoning extracts every answer with the Qwen3-32B judge; none is configured",
                          field="--judge-url", hint="start the judge and pass --judge-url")
     if not rows:
-        raise InputError("prediction table is empty", field=KEY)
+        raise InputError("empty slice: no dataset rows to score", field=KEY)
+    if len(rows) != len(responses):
+        raise InputError("responses do not align with dataset rows", field="responses", expected=len(rows),
+                         found=len(responses))
     table = [{k: _clean(v) for k, v in cell.items()} for cell in roundtrip_rows(rows, responses, _COLUMNS)]
     indices = [str(row["index"]) for row in rows]
     duplicates = sorted({i for i in indices if indices.count(i) > 1}) if len(set(indices)) != len(indices) else []
@@ -259,7 +267,7 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
         metrics[name] = _mean_percent(subset)
     return SliceScore(
         benchmark=KEY,
-        score=float(metrics["Overall"]),
+        score=aggregate(verdicts),
         rows=len(rows),
         records=tuple(records),
         metrics={k: v for k, v in metrics.items() if not math.isnan(v)},

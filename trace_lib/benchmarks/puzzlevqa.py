@@ -23,7 +23,7 @@ from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, S
 from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
 from trace_lib.errors import InputError
 from trace_lib.extraction.abcd import extract_unambiguous_abcd
-from trace_lib.extraction.workbook import roundtrip_rows
+from trace_lib.extraction.workbook import official_workbook
 from trace_lib.scoring.percent import MetricTable, primary_score
 
 KEY = "puzzlevqa"
@@ -83,11 +83,17 @@ def gold_letter(options: Sequence[Any], answer: Any, index: Any) -> str:
     raise InputError("answer not found among the options", field=f"rows[{index}].answer", found=wanted[:80])
 
 
+def aggregate(hits: Sequence[int]) -> float:
+    """The reported number: ``category=overall|acc`` of the ``PuzzleVQA_acc`` table, then ``auto`` scaling."""
+    hit, tot = sum(hits), len(hits)
+    return primary_score("image_mcq", MetricTable(("category", "tot", "hit", "acc"),
+                                                  (("overall", tot, hit, hit / tot * 100),))).score
+
+
 def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringContext) -> SliceScore:
     """``PuzzleVQA_acc`` overall accuracy, in percent."""
-    if not rows:
-        raise InputError("no rows to score", field=KEY)
-    table = roundtrip_rows(rows, responses, ("options", "answer", "category"))
+    book = official_workbook(rows, responses, ("prediction", "options", "answer", "category"))
+    table = [{name: values[i] for name, values in book.items()} for i in range(len(rows))]
     hit: Counter[Any] = Counter()
     tot: Counter[Any] = Counter()
     records = []
@@ -105,10 +111,11 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
     listed = [c for c in CATEGORIES if tot[c] > 0]
     result = MetricTable(("category", "tot", "hit", "acc"),
                          tuple((c, tot[c], hit[c], hit[c] / tot[c] * 100) for c in listed))
-    primary = primary_score("image_mcq", result)  # category=overall|acc wins the alphabetical tie-break
+    if primary_score("image_mcq", result).key != "category=overall|acc":
+        raise RuntimeError("PuzzleVQA: the key ranking no longer selects category=overall|acc")
     return SliceScore(
         benchmark=KEY,
-        score=primary.score,
+        score=aggregate([int(r.score) for r in records]),
         rows=len(rows),
         records=tuple(records),
         metrics={f"acc/{c}": hit[c] / tot[c] * 100 for c in listed},

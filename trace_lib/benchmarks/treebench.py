@@ -27,7 +27,7 @@ from typing import Any, Sequence
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.data.vlmeval_tsv import is_missing, load_vlmeval_tsv, materialize_images
 from trace_lib.errors import InputError
-from trace_lib.extraction.workbook import roundtrip_column, roundtrip_rows
+from trace_lib.extraction.workbook import official_workbook, roundtrip_table
 from trace_lib.scoring.percent import primary_score
 
 KEY = "treebench"
@@ -229,28 +229,33 @@ def _targets(cell: Any, index: str) -> list[Any] | None:
                          found=str(cell)[:80]) from None
 
 
+def aggregate(hits: Sequence[int]) -> float:
+    """The reported number: ``Overall`` (a fraction) picked by the key ranking, then ``auto`` x100."""
+    return primary_score("image_mcq", {"Overall": sum(hits) / len(hits)}).score
+
+
 def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringContext) -> SliceScore:
     """TreeBench accuracy (``Overall``) over all rows, in percent.
 
     Raises:
         InputError: a row's category is not one of the ten TreeBench subtasks (upstream raises ``KeyError``).
     """
-    if not rows:
-        raise InputError("no rows to score", field=KEY)
-    first = roundtrip_rows(rows, responses, ("answer", "category", "target_instances"))
-    boxed = [final_boxed_option(cell["prediction"]) for cell in first]
-    adapted = [cell["prediction"] if letter is None else letter for cell, letter in zip(first, boxed)]
-    # quirk: the adapter writes the workbook again, so the adapted column is read back a second time
-    second = roundtrip_column(adapted)
-    answers = roundtrip_column([c.get("answer", math.nan) for c in first])
-    categories = roundtrip_column([c.get("category", math.nan) for c in first])
-    targets_col = roundtrip_column([c.get("target_instances", math.nan) for c in first])
+    first = official_workbook(rows, responses, ("prediction", "answer", "category", "target_instances"))
+    boxed = [final_boxed_option(cell) for cell in first["prediction"]]
+    first["prediction"] = [cell if letter is None else letter for cell, letter in zip(first["prediction"], boxed)]
+    # quirk: the adapter writes the workbook again, so every column is read back a second time
+    second = roundtrip_table(first)
+    nan_column = [math.nan] * len(rows)
+    answers = second.get("answer", nan_column)
+    categories = second.get("category", nan_column)
+    targets_col = second.get("target_instances", nan_column)
 
     tallies = {"Perception": {s: [0, 0] for s in PERCEPTION_SUBTASKS},
                "Reasoning": {s: [0, 0] for s in REASONING_SUBTASKS}}
     records, ious = [], []
     crashed = 0
-    for row, pred, gold, category, targets_cell, adapter in zip(rows, second, answers, categories, targets_col, boxed):
+    for row, pred, gold, category, targets_cell, adapter in zip(rows, second["prediction"], answers, categories,
+                                                                targets_col, boxed):
         index = str(row["index"])
         task, _, subtask = str(category).partition("/")
         if task not in tallies or subtask.split("/")[0] not in tallies[task]:
@@ -281,10 +286,10 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
         result[task] = {s: (h / n if n > 0 else 0) for s, (h, n) in subtasks.items()}
     if ious:
         result["mIoU"] = math.fsum(float(v) for v in ious) / len(ious)
-    primary = primary_score("image_mcq", result)  # `Overall` (rank 100) is a fraction -> auto x100
+    # `Overall` (rank 100) outranks every Perception|/Reasoning|/mIoU key, so the reported number is aggregate()
     return SliceScore(
         benchmark=KEY,
-        score=primary.score,
+        score=aggregate([int(r.score) for r in records]),
         rows=len(rows),
         records=tuple(records),
         metrics={"Overall": result["Overall"], **({"mIoU": result["mIoU"]} if ious else {})},

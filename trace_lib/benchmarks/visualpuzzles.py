@@ -23,7 +23,7 @@ from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, S
 from trace_lib.data.vlmeval_tsv import is_missing, load_vlmeval_tsv, materialize_images
 from trace_lib.errors import InputError
 from trace_lib.extraction.abcd import extract_unambiguous_abcd
-from trace_lib.extraction.workbook import roundtrip_rows
+from trace_lib.extraction.workbook import official_workbook
 from trace_lib.scoring.percent import MetricTable, primary_score
 
 KEY = "visualpuzzles"
@@ -67,11 +67,18 @@ def _table(groups: Sequence[str], hit: Counter[Any], tot: Counter[Any]) -> list[
     return [(g, tot[g], hit[g], hit[g] / tot[g] * 100) for g in groups if tot[g] > 0]
 
 
+def aggregate(hits: Sequence[int]) -> float:
+    """The reported number: ``group=overall|type=category|acc`` of the concatenated tables, then ``auto`` scaling."""
+    hit, tot = sum(hits), len(hits)
+    table = MetricTable(("group", "tot", "hit", "acc", "type"), (("overall", tot, hit, hit / tot * 100, "category"),
+                                                                 ("overall", tot, hit, hit / tot * 100, "level")))
+    return primary_score("image_mcq", table).score
+
+
 def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringContext) -> SliceScore:
     """``VisulPuzzles_acc`` overall accuracy (category table), in percent."""
-    if not rows:
-        raise InputError("no rows to score", field=KEY)
-    table = roundtrip_rows(rows, responses, ("answer", "category", "difficulty"))
+    book = official_workbook(rows, responses, ("prediction", "answer", "category", "difficulty"))
+    table = [{name: values[i] for name, values in book.items()} for i in range(len(rows))]
     hit_cat: Counter[Any] = Counter()
     tot_cat: Counter[Any] = Counter()
     hit_level: Counter[Any] = Counter()
@@ -94,10 +101,11 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
     rows_out = [(g, t, h, a, "category") for g, t, h, a in _table(CATEGORIES, hit_cat, tot_cat)]
     rows_out += [(g, t, h, a, "level") for g, t, h, a in _table(LEVELS, hit_level, tot_level)]
     result = MetricTable(("group", "tot", "hit", "acc", "type"), tuple(rows_out))
-    primary = primary_score("image_mcq", result)  # group=overall|type=category|acc wins the tie-break
+    if primary_score("image_mcq", result).key != "group=overall|type=category|acc":
+        raise RuntimeError("VisualPuzzles: the key ranking no longer selects group=overall|type=category|acc")
     return SliceScore(
         benchmark=KEY,
-        score=primary.score,
+        score=aggregate([int(r.score) for r in records]),
         rows=len(rows),
         records=tuple(records),
         metrics={f"acc/{kind}/{g}": a for g, _, _, a, kind in rows_out},

@@ -355,8 +355,8 @@ def worker_gpu_group(plan: Plan, worker_id: str | None) -> tuple[int, ...] | Non
         return None
     index = int(worker_id[2:])
     if index >= len(plan.gpu_groups):
-        raise UsageError(f"xdist worker {worker_id} has no GPU group", field="--gpu-groups",
-                         expected=f"at most {len(plan.gpu_groups)} workers (-n)", found=f"worker #{index + 1}",
+        raise UsageError(f"xdist worker {worker_id} has no GPU group (-n may be at most {len(plan.gpu_groups)}, "
+                         f"the number of GPU groups)", field="--gpu-groups",
                          hint="give one GPU group per worker, e.g. --gpu-groups '0 1 2 3' with -n 4")
     return plan.gpu_groups[index]
 

@@ -126,7 +126,7 @@ def download_model(descriptor: ModelDescriptor, *, hub: Any = None, token: str |
             missing = sorted(set(expected_files) - set(hashes))
             extra = sorted(set(hashes) - set(expected_files))
             raise InputError("downloaded file set differs from the repository", field=f"{descriptor.slug}",
-                             expected=f"missing none, extra none", found=f"missing {missing}, extra {extra}")
+                             expected="missing none, extra none", found=f"missing {missing}, extra {extra}")
         _write_marker(staging, _marker(descriptor.slug, descriptor.source, revision, "public_download", hashes,
                                        revision))
         if dest.exists():

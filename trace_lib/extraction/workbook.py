@@ -98,7 +98,7 @@ def roundtrip_text(value: str | None) -> str:
 # when every non-NA cell is numeric-like the column becomes int64 (no NA, all integers) or float64; a column of
 # only True/False spellings becomes bool; anything else keeps its strings. Pinned against pandas 2.3.3.
 _SPACE = "[ \t\n\v\f\r]*"
-_NUMERIC = re.compile(rf"{_SPACE}[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?{_SPACE}")
+_NUMERIC = re.compile(rf"{_SPACE}[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?{_SPACE}")  # ASCII digits only
 _INFINITY = re.compile(r"[+-]?inf(?:inity)?", re.I)  # matched without surrounding whitespace
 _INT64_MIN, _INT64_MAX, _UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
 _TRUE_SPELLINGS = frozenset({"True", "TRUE", "true"})

@@ -230,8 +230,8 @@ def _check_inventory(f: Fields, doc: dict[str, Any], files: dict[str, dict[str, 
     inventory = f.get(doc, "compared_current_inventory", kind=Kind.OBJECT)
     if inventory is None:
         return
-    f.expect("compared_current_inventory.revision", MISSING if compared is None else compared, inventory.get("revision"),
-             "inventory is not of the compared revision")
+    f.expect("compared_current_inventory.revision", MISSING if compared is None else compared,
+             inventory.get("revision"), "inventory is not of the compared revision")
     entries: dict[str, dict[str, Any]] = {}
     for i, entry in f.items(inventory, "files", "compared_current_inventory"):
         path = entry.get("path")

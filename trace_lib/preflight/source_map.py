@@ -50,7 +50,8 @@ def check_source_map(ctx: CheckContext, out: GroupOutcome) -> None:
     f = Fields(out, FILE)
     f.expect("schema_version", SCHEMA, doc.get("schema_version"), "unexpected source-map schema")
     f.expect("status", STATUS, doc.get("status"), "source map is not a reviewed public curation")
-    f.expect("review_policy.default", "deny", views.dig(doc, "review_policy.default"), "review policy must default to deny")
+    f.expect("review_policy.default", "deny", views.dig(doc, "review_policy.default"),
+             "review policy must default to deny")
     receipts = views.document(ctx, identity.RELEASE_RECEIPTS) or {}
     review = f.get(doc, "source_review_receipt", kind=Kind.OBJECT)
     if review is not None:

@@ -61,12 +61,13 @@ def _check_suite(ctx: CheckContext, f: Fields, suite: dict[str, Any]) -> list[di
     f.get(suite, "suite_id", kind=Kind.TEXT)
     dataset = f.get(suite, "dataset", kind=Kind.OBJECT)
     if dataset is not None:
-        f.expect("dataset.split", "validation", dataset.get("split"), "the validation suite must use the validation split")
+        f.expect("dataset.split", "validation", dataset.get("split"), "must be the validation split")
         for name in ("prompt_key", "image_key", "distribution", "file"):
             f.get(dataset, name, "dataset", Kind.TEXT)
         f.get(dataset, "revision", "dataset", Kind.COMMIT)
         f.get(dataset, "sha256", "dataset", Kind.SHA256)
-        rows, tasks, per_task = (f.get(dataset, n, "dataset", Kind.COUNT) for n in ("rows", "tasks", "samples_per_task"))
+        rows, tasks, per_task = (f.get(dataset, n, "dataset", Kind.COUNT)
+                                 for n in ("rows", "tasks", "samples_per_task"))
         if None not in (rows, tasks, per_task) and rows != tasks * per_task:
             f.fail("dataset.rows", "differs from tasks x samples_per_task", expected=tasks * per_task, found=rows)
     prompt = f.get(suite, "prompt", kind=Kind.OBJECT)
@@ -112,7 +113,8 @@ def _check_judge_pin(ctx: CheckContext, f: Fields, judge: dict[str, Any]) -> Non
     receipts = views.document(ctx, identity.RELEASE_RECEIPTS)
     pinned = views.dig(receipts, "evaluation_environment.judge")
     if isinstance(pinned, dict):
-        f.expect("judge", [pinned.get("model_id"), pinned.get("revision")], [judge.get("repo_id"), judge.get("revision")],
+        f.expect("judge", [pinned.get("model_id"), pinned.get("revision")],
+                 [judge.get("repo_id"), judge.get("revision")],
                  f"differs from the judge of {identity.RELEASE_RECEIPTS}")
 
 
@@ -156,7 +158,8 @@ def _check_results(
     f.expect("schema_version", RESULTS_SCHEMA, results.get("schema_version"), "unexpected validation results schema")
     evaluation = f.get(results, "evaluation", kind=Kind.OBJECT)
     if evaluation is not None:
-        f.expect("evaluation.rows_per_model", rows, evaluation.get("rows_per_model"), f"differs from {SUITE} dataset.rows")
+        f.expect("evaluation.rows_per_model", rows, evaluation.get("rows_per_model"),
+                 f"differs from {SUITE} dataset.rows")
         f.expect("evaluation.task_programs", views.dig(suite, "dataset.tasks"), evaluation.get("task_programs"),
                  f"differs from {SUITE} dataset.tasks")
         f.expect("evaluation.seed", views.dig(suite, "generation.seed"), evaluation.get("seed"),
@@ -236,7 +239,8 @@ def _check_receipt(
                      scores.get("sha256"), f"differs from {RESULTS} source.results_sha256")
             if run_root is not None:
                 f.expect("immutable_source.files.benchmark_scores.path", views.dig(results, "source.results_path"),
-                         f"{run_root}/{scores.get('path')}", f"run_root/path differs from {RESULTS} source.results_path")
+                         f"{run_root}/{scores.get('path')}",
+                         f"run_root/path differs from {RESULTS} source.results_path")
     execution = f.get(receipt, "source_execution", kind=Kind.OBJECT)
     if execution is not None:
         for name in ("evaluation_harness_revision", "producer_code_revision"):

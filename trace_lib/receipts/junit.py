@@ -138,7 +138,8 @@ def load_junit(path: str | Path) -> JUnitSummary:
     except OSError as exc:
         raise InputError(f"cannot read file: {exc.strerror}", file=label) from None
     if root.tag not in ("testsuites", "testsuite"):
-        raise InputError("not a JUnit report", file=label, expected="<testsuites> or <testsuite>", found=f"<{root.tag}>")
+        raise InputError("not a JUnit report", file=label, expected="<testsuites> or <testsuite>",
+                         found=f"<{root.tag}>")
     return JUnitSummary(label, tuple(_case(c) for c in root.iter("testcase")))
 
 
