@@ -238,6 +238,109 @@ def _wemath(n: int) -> SpeedCase:
     return SpeedCase(rows, [_cot(rng, rng.choice("ABCDE"), ends) for _ in rows],
                      CallableJudge(lambda p, t, s: "B"))
 
+
+
+# -- Perception & Counting, Puzzles & Logic (helper E) -----------------------------------------------------------
+def _blink(n: int) -> SpeedCase:
+    rng = random.Random(21)
+    rows = _base_rows(n, rng, A="Point A", B="Point B", category="Relative_Depth")
+    for row in rows:
+        row["answer"] = rng.choice("AB")
+        if rng.random() < 0.3:
+            row.update(C="Point C", D="Point D")
+    return SpeedCase(rows, _responses(rng, rows, "AB"), _mcq_judge())
+
+
+def _counts(rng: random.Random, gold: int) -> str:
+    guess = gold + rng.choice([0, 0, 1, -1, 10])
+    return rng.choice([str(guess), f"There are {guess} objects.", f"I count {guess}.\n\\boxed{{{guess}}}",
+                       f"Answer: {guess}", "three", f"<answer>{guess}</answer>", f"{gold}, {guess} or more"])
+
+
+def _countbenchqa(n: int) -> SpeedCase:
+    rng = random.Random(22)
+    rows = _base_rows(n, rng)
+    for row in rows:
+        row["answer"] = rng.randint(1, 10)
+    return SpeedCase(rows, [_counts(rng, r["answer"]) for r in rows])
+
+
+def _countqa(n: int) -> SpeedCase:
+    rng = random.Random(23)
+    rows = [{"index": f"{i // 2}_{i % 2}", "question": "How many cups are there?", "answer": str(rng.randint(0, 40)),
+             "image_path": f"/nonexistent/{i // 2}.jpg"} for i in range(n)]
+    return SpeedCase(rows, [_counts(rng, int(r["answer"])) for r in rows])
+
+
+def _treebench(n: int) -> SpeedCase:
+    rng = random.Random(24)
+    categories = [f"Perception/{s}" for s in ("Attributes", "Material", "Physical State", "Object Retrieval", "OCR")]
+    categories += [f"Reasoning/{s}" for s in ("Perspective Transform", "Ordering", "Contact and Occlusion",
+                                             "Spatial Containment", "Comparison")]
+    rows = _base_rows(n, rng, A="red", B="blue", C="green", D="white", target_instances="[[10,10,50,50]]")
+    for row in rows:
+        row["category"] = rng.choice(categories)
+    responses = [rng.choice(["<think><box>[12,10,48,52]</box></think><answer>\\boxed{{{L}}}</answer>",
+                             "<answer>{L}</answer>", "The answer is {L}.", "{L}"]).format(L=rng.choice("ABCD"))
+                 for _ in rows]
+    return SpeedCase(rows, responses)
+
+
+def _puzzle_responses(rng: random.Random, rows: list[dict[str, Any]]) -> list[str]:
+    ends = ["Answer: {L}", "<answer>\\boxed{{{L}}}</answer>", "Answer: ({L})", "The answer is {L}.", "\\boxed{{{L}}}"]
+    return ["".join(rng.choice(_REASONING) for _ in range(rng.randint(1, 6))) + rng.choice(ends).format(
+        L=rng.choice("ABCD")) for _ in rows]
+
+
+def _puzzlevqa(n: int) -> SpeedCase:
+    rng = random.Random(25)
+    rows = _base_rows(n, rng, options="['3', '4', '5', '6']")
+    for row in rows:
+        row.update(answer=rng.choice("3456"), category=rng.choice(["venn", "triangle", "size_cycle"]))
+    return SpeedCase(rows, _puzzle_responses(rng, rows))
+
+
+def _visualpuzzles(n: int) -> SpeedCase:
+    rng = random.Random(26)
+    rows = _base_rows(n, rng, category="spatial", difficulty="easy")
+    for row in rows:
+        row["options"] = rng.choice([float("nan"), "['a cube', 'a cone', 'a ball', 'a ring']"])
+    return SpeedCase(rows, _puzzle_responses(rng, rows))
+
+
+def _logicvista(n: int) -> SpeedCase:
+    rng = random.Random(27)
+    rows = _base_rows(n, rng, skill="inductive, spatial")
+    for row in rows:
+        row["answer"] = rng.choice(["A", "B", "A, C", "2"])
+    return SpeedCase(rows, _responses(rng, rows), CallableJudge(lambda p, t, s: "ABCD"[len(p) % 4]))
+
+
+def _mme_judge(prompt: str, transport: str, settings: dict[str, Any]) -> str:
+    if "[Judgement]:" in prompt:
+        return "01"[len(prompt) % 2]
+    if "json" in prompt:
+        return '{"A": 1, "B": 4, "C": 6, "D": 5, "E": 2, "F": 3}'
+    return "[A, C]" if len(prompt) % 3 == 0 else "B"
+
+
+def _mme_reasoning(n: int) -> SpeedCase:
+    rng = random.Random(28)
+    rows = _base_rows(n, rng, capability="calculation", reasoning_type="deductive")
+    for row in rows:
+        kind = rng.random()
+        if kind < 0.6:
+            row.update(question_type="choice", answer=rng.choice(["B", "['A', 'C']"]), function_id=float("nan"),
+                       prompt_id=float("nan"), special_info=float("nan"))
+        elif kind < 0.9:
+            row.update(question_type="open", answer="3.5", function_id=float("nan"), prompt_id=float("nan"),
+                       special_info=float("nan"))
+        else:
+            row.update(question_type="open", answer=float("nan"), function_id="calculate_answer_function_10",
+                       prompt_id="id_answer_pair_prompt", special_info=float("nan"))
+    return SpeedCase(rows, _responses(rng, rows), CallableJudge(_mme_judge))
+
+
 SPEED_CASES: dict[str, Callable[[int], SpeedCase]] = {
     # Science & General, Spatial Reasoning
     "phyx_mini_mc": _phyx,
@@ -257,6 +360,15 @@ SPEED_CASES: dict[str, Callable[[int], SpeedCase]] = {
     "mathvista": _mathvista,
     "mathverse": _mathverse,
     "wemath": _wemath,
+    # Perception & Counting, Puzzles & Logic
+    "blink": _blink,
+    "countbenchqa": _countbenchqa,
+    "countqa": _countqa,
+    "treebench": _treebench,
+    "puzzlevqa": _puzzlevqa,
+    "visualpuzzles": _visualpuzzles,
+    "logicvista": _logicvista,
+    "mme_reasoning": _mme_reasoning,
 }
 
 

@@ -17,6 +17,7 @@ from trace_lib.testing.openai_server import OpenAIStubServer
 
 pytest.importorskip("PIL", reason="pillow decodes the TSV images (test extra)")
 SPEC = load_vectors("blink")
+_DEFAULT = object()
 
 
 def _row(index: int = 3, **extra: object) -> dict:
@@ -24,7 +25,8 @@ def _row(index: int = 3, **extra: object) -> dict:
             **SPEC["choices"], "answer": SPEC["gold"], "category": "Relative_Depth", **extra}
 
 
-def _score(responses: list, judge=None, seed: int = 42):  # noqa: ANN001, ANN202
+def _score(responses: list, judge=_DEFAULT, seed: int = 42):  # noqa: ANN001, ANN202
+    judge = CallableJudge(lambda *_: "Z") if judge is _DEFAULT else judge  # the route always has a judge
     return bench.score([_row(i) for i in range(len(responses))], responses, ScoringContext(seed=seed, judge=judge))
 
 
@@ -79,10 +81,9 @@ def test_score_counts_hits_against_the_dataset_answer() -> None:
     assert (result.counts["correct"], result.score, result.judge_calls) == (2, 50.0, 0)
 
 
-def test_judge_is_needed_only_for_rows_the_prefetch_cannot_read() -> None:
-    assert _score(["(B)"], judge=None).score == 100.0
-    with pytest.raises(JudgeError, match="need the Qwen3-32B judge"):
-        _score(["Point B is closer to the camera."], judge=None)
+def test_missing_judge_fails_the_slice_even_when_every_row_prefetches() -> None:
+    with pytest.raises(JudgeError, match="none is configured"):
+        _score(["(B)"], judge=None)
 
 
 def test_judge_route_through_the_openai_stub_server() -> None:

@@ -372,3 +372,54 @@ def test_data_only_copy_of_a_checkout_is_detected(checkout, tmp_path):
     report = check_release(ReleaseRoot(checkout), pinned=False)
     assert report.source_present  # other source files remain: a partial checkout is a broken checkout
     assert not report.ok
+
+
+# -- random structural corruption anywhere: never a crash, never silent ----------------------------------------
+
+_REPLACEMENTS = [None, True, 0, -1, 1.5, "", "x", [], {}, [1], {"a": 1}, [[]]]
+
+
+def _node_paths(doc: Any, path: tuple = ()) -> list[tuple]:
+    out = [path]
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            out += _node_paths(value, (*path, key))
+    elif isinstance(doc, list):
+        for i, value in enumerate(doc):
+            out += _node_paths(value, (*path, i))
+    return out
+
+
+@pytest.fixture(scope="module")
+def structure_copy(release, tmp_path_factory):
+    root = copy_data_files(release, tmp_path_factory.mktemp("structure"))
+    texts = {rel: (root / rel).read_text() for rel in sorted(identity.CANONICAL_SHA256) if rel.endswith(".json")}
+    return root, texts, {rel: _node_paths(json.loads(text))[1:] for rel, text in texts.items()}
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(file_pick=st.integers(min_value=0), node_pick=st.integers(min_value=0),
+       replacement=st.sampled_from(_REPLACEMENTS + ["<delete>"]))
+def test_any_structural_corruption_is_reported_without_stopping_a_group(structure_copy, file_pick, node_pick,
+                                                                        replacement):
+    root, texts, paths = structure_copy
+    rel = sorted(texts)[file_pick % len(texts)]
+    path = paths[rel][node_pick % len(paths[rel])]
+    doc = json.loads(texts[rel])
+    parent = doc
+    for key in path[:-1]:
+        parent = parent[key]
+    if replacement == "<delete>" and isinstance(parent, dict):
+        del parent[path[-1]]
+    elif json.dumps(parent[path[-1]]) != json.dumps(replacement):
+        parent[path[-1]] = None if replacement == "<delete>" else replacement
+    else:
+        return
+    try:
+        (root / rel).write_text(json.dumps(doc))
+        report = check_release(ReleaseRoot(root), pinned=False)
+    finally:
+        (root / rel).write_text(texts[rel])
+    lines = [f.line() for f in report.failures]
+    assert lines, f"{rel} {path} corrupted but nothing reported"
+    assert not [line for line in lines if "stopped on unexpected release structure" in line], "\n".join(lines)

@@ -176,3 +176,16 @@ def test_aggregating_canonical_seed_scores_reproduces_the_release_overall(releas
     expected = next(e["score"] for e in doc["overall_scores"] if (e["model_id"], e["seed"]) == (model, seed))
     assert aggregates["overall"].score == pytest.approx(expected, abs=1e-10)
     assert aggregates["overall"].verdict.ok and len(aggregates) == 1 + len(suite.categories)
+
+
+def test_status_watch_stops_once_the_campaign_is_complete(capsys, campaign, tmp_path):
+    from trace_lib.generation.store import response_path
+    from trace_lib.scoring.score import run_scoring, scores_dir
+
+    protocol = toy_mcq_protocol("countbenchqa")
+    run_scoring(protocol, protocol.load(tmp_path / "data" / "countbenchqa.jsonl"),
+                response_path(campaign, model=MODEL, seed=43, benchmark="countbenchqa"),
+                scores_dir(campaign, model=MODEL, seed=43, benchmark="countbenchqa"))
+    code, out, _ = _cli(capsys, "status", "--no-gpu", "--watch", "5", "--fail-if-incomplete", *_select(campaign))
+    assert code == 0
+    assert out.count("[trace-repro status] ") == 1 and "complete=true" in out

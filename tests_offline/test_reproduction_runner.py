@@ -18,7 +18,7 @@ from trace_lib.campaign.models import ModelDescriptor
 from trace_lib.campaign.plan import build_plan
 from trace_lib.campaign.run_slice import EnginePool, SliceRunner, overall_outcome, worker_gpu_group
 from trace_lib.data.prepare import load_artifact_sources
-from trace_lib.errors import ProtocolNotImplementedError, UsageError
+from trace_lib.errors import InputError, ProtocolNotImplementedError, UsageError
 from trace_lib.aggregation.tolerance import load_tolerance_rule
 from trace_lib.generation.request import GenerationResult
 from trace_lib.release.suite import load_suite
@@ -179,3 +179,13 @@ def test_each_xdist_worker_gets_its_own_gpu_group(release):
     assert worker_gpu_group(plan, "gw1") == (2, 3)
     with pytest.raises(UsageError, match="xdist worker gw2 has no GPU group"):
         worker_gpu_group(plan, "gw2")
+
+
+def test_a_model_directory_that_fails_verification_is_refused_before_loading(setup, release):
+    plan, sources, rows = setup
+    runner = SliceRunner.from_plan(release, plan, backend="hf", campaign_root=plan.campaign_root,
+                                   model_verify="shallow", allow_unprepared=True)
+    with pytest.raises(InputError, match=rf"^{MODEL}: model directory does not match its descriptor \(found "
+                                         r"'.*config.json is missing'\); 3 problem\(s\)"):
+        runner.run(plan.slices[0])
+    assert runner.engines.loads == []

@@ -86,6 +86,7 @@ def slice_runner(pytestconfig: pytest.Config, release, tmp_path_factory):  # noq
             base_url=options.resolve(option, options.BASE_URL),
             device=options.resolve(option, options.DEVICE),
             judge_url=options.resolve(option, options.JUDGE_URL),
+            model_verify=options.resolve(option, options.MODEL_VERIFY),
         )
     except TraceReproError as exc:
         pytest.fail(exc.render(), pytrace=False)

@@ -88,8 +88,13 @@ PRINT_CONFIG = Option(
     is_switch=True, default=False,
 )
 
+MODEL_VERIFY = Option(
+    "--model-verify", "check model directories against their revision markers before loading: deep (re-hash "
+    "files), shallow (marker only) or none", env="TRACE_MODEL_VERIFY", default="deep",
+)
+
 #: Options of the slice-running surfaces, beside COMMON and the plan flags.
-REPRODUCTION: tuple[Option, ...] = (BACKEND, BASE_URL, DEVICE, PRINT_CONFIG)
+REPRODUCTION: tuple[Option, ...] = (BACKEND, BASE_URL, DEVICE, MODEL_VERIFY, PRINT_CONFIG)
 
 
 def add_to_argparse(parser: argparse.ArgumentParser, *options: Option) -> None:

@@ -76,7 +76,8 @@ def _power(base: Any, exponent: Any) -> Any:
 
 def _multiply(left: Any, right: Any) -> Any:
     for seq, count in ((left, right), (right, left)):
-        if isinstance(seq, (str, bytes, list, tuple)) and isinstance(count, int) and len(seq) * max(count, 0) > _MAX_LENGTH:
+        sized = isinstance(seq, (str, bytes, list, tuple)) and isinstance(count, int)
+        if sized and len(seq) * max(count, 0) > _MAX_LENGTH:
             raise Unsupported("repetition too large")
     return left * right
 

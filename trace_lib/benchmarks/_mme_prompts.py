@@ -1,3 +1,4 @@
+# ruff: noqa: E501 - verbatim judge prompt lines
 """Exact judge prompt templates of MME-Reasoning scoring (strings the Qwen3-32B judge sees).
 
 Carried over verbatim from ``VLMEvalKit@a8b12bf1:vlmeval/dataset/utils/mme_reasoning.py``

@@ -3,7 +3,7 @@
 Mirrors ``VLMEvalKit@a8b12bf1:vlmeval/dataset/image_mcq.py`` (``ImageMCQDataset.build_prompt``,
 ``evaluate_heuristic`` non-circular path, ``report_primary_metric``) and ``vlmeval/dataset/utils/multiple_choice.py``
 (``mcq_vanilla_eval``, ``extract_answer_from_item`` with ``dataset_name='BLINK'``, ``report_acc``) through the shared
-:mod:`trace_lib.extraction.choices`; spec benchmarks-perception-puzzles §1.
+:mod:`trace_lib.benchmarks._imagemcq` and :mod:`trace_lib.extraction.choices`; spec benchmarks-perception-puzzles §1.
 
 Quirks reproduced on purpose:
 - deterministic prefetch (``can_infer``) first; only rows it cannot read go to the judge (up to three rounds);
@@ -15,20 +15,18 @@ Quirks reproduced on purpose:
 
 from __future__ import annotations
 
-import string
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
-from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
-from trace_lib.data.vlmeval_tsv import is_missing, load_vlmeval_tsv, materialize_images
-from trace_lib.errors import InputError
-from trace_lib.extraction.choices import McqItem, build_choices, build_imagemcq_prompt, extract_options
-from trace_lib.extraction.workbook import official_workbook
-from trace_lib.scoring.percent import MetricTable, mean, primary_score
+from trace_lib.benchmarks import _imagemcq
+from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, ScoringContext, SliceScore
+from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
+from trace_lib.extraction.choices import build_imagemcq_prompt
+from trace_lib.scoring.percent import primary_score, report_acc
 
 KEY = "blink"
-#: The VLMEvalKit dataset name that selects the BLINK judge prompt.
-DATASET_NAME = "BLINK"
+#: The VLMEvalKit dataset name; it selects the BLINK judge prompt (``build_prompt_blink``).
+ALIAS = "BLINK"
 
 
 def load(path: Path) -> list[Row]:
@@ -42,70 +40,22 @@ def build_prompt(row: Row, image_dir: Path) -> list[PromptItem]:
     return [*images, PromptItem("text", build_imagemcq_prompt(row))]
 
 
-def _report_acc(hits: Sequence[int], table: Sequence[dict[str, Any]]) -> MetricTable:
-    """``report_acc``: per split (``none`` when the table has no split column), Overall then sorted categories."""
-    splits = [c.get("split") for c in table] if any("split" in c for c in table) else ["none"] * len(table)
-    order = list(dict.fromkeys(splits))
-    columns: list[str] = ["split", "Overall"]
-    categories: list[Any] = []
-    if any("category" in c for c in table):
-        values = [c.get("category") for c in table]
-        if all(isinstance(v, str) for v in values):
-            categories = sorted(set(values))
-    columns += [str(c) for c in categories]
-    out = []
-    for split in order:
-        in_split = [h for h, s in zip(hits, splits) if s == split]
-        row: list[Any] = [split, mean(in_split)]
-        for category in categories:
-            row.append(mean([h for h, s, c in zip(hits, splits, table) if s == split and c.get("category") == category]))
-        out.append(tuple(row))
-    return MetricTable(tuple(columns), tuple(out))
+def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringContext) -> SliceScore:
+    """Prefetch ``can_infer``, BLINK judge rounds, ``report_acc``; the reported number is ``Overall Acc``.
+
+    Raises:
+        JudgeError: no judge configured (the official route always passes one).
+        InputError: empty or misaligned slice.
+    """
+    table = _imagemcq.evaluation_table(rows, responses)
+    result = _imagemcq.mcq_vanilla_eval(table, [row["answer"] for row in rows], ctx, benchmark=KEY, dataset=ALIAS,
+                                        use_judge=True)
+    return _imagemcq.slice_score(KEY, "image_mcq", table, result)
 
 
 def aggregate(hits: Sequence[int]) -> float:
-    """The reported number: ``split=none|Overall`` (mean hit) x100 by ``report_primary_metric``, then ``auto``."""
-    return primary_score("image_mcq", MetricTable(("split", "Overall"), (("none", mean(list(hits))),))).score
-
-
-def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringContext) -> SliceScore:
-    """BLINK accuracy over all rows, in percent.
-
-    Raises:
-        JudgeError: a row needs the judge and none is configured (or the judge fails its first round entirely).
-        InputError: empty or misaligned slice, or a row's gold answer is missing.
-    """
-    option_columns = tuple(string.ascii_uppercase)
-    book = official_workbook(rows, responses, ("prediction", "question", "hint", "split", "category", *option_columns))
-    table = [{name: values[i] for name, values in book.items()} for i in range(len(rows))]
-    items = [
-        McqItem(index=row["index"], question=cell.get("question"), prediction=str(cell["prediction"]),
-                choices=build_choices(cell))
-        for row, cell in zip(rows, table)
-    ]
-    options = extract_options(items, judge=ctx.judge, use_judge=True, benchmark=KEY, seed=ctx.seed,
-                              dataset=DATASET_NAME)
-    records, hits = [], []
-    for row, option in zip(rows, options):
-        gold = row.get("answer")
-        if is_missing(gold):
-            raise InputError("gold answer missing", field=f"rows[{row['index']}].answer")
-        hit = int(option.option == gold)
-        hits.append(hit)
-        records.append(RowScore(str(row["index"]), option.option, float(hit), judge_calls=option.judge_calls,
-                                fallback=option.fallback,
-                                detail={"method": option.method, "judge_replies": list(option.judge_replies)}))
-    result = _report_acc(hits, table)
-    return SliceScore(
-        benchmark=KEY,
-        score=primary_score("image_mcq", result).score,  # split=none|Overall x100, then auto scaling
-        rows=len(rows),
-        records=tuple(records),
-        metrics={f"acc/{name}": value for name, value in zip(result.columns[1:], result.rows[0][1:])},
-        counts={"correct": sum(hits), "total": len(hits),
-                "judged": sum(1 for o in options if o.method in ("judge", "fallback")),
-                "fallbacks": sum(1 for o in options if o.fallback)},
-    )
+    """The reported number for per-row hits: ``split=none|Overall`` x100, then ``auto`` scaling."""
+    return primary_score("image_mcq", report_acc(hits)).score
 
 
 PROTOCOL = Protocol(

@@ -24,7 +24,6 @@ Quirks reproduced on purpose:
 from __future__ import annotations
 
 import ast
-import math
 import re
 from pathlib import Path
 from typing import Any, Sequence
@@ -49,7 +48,10 @@ def load(path: Path) -> list[Row]:
 
 
 _INDENT = "\n" + " " * 12
-_MULTI = "If there are multiple final answers, put them in brackets using this format [\u2019Answer1\u2019, \u2019Answer2\u2019]."
+_MULTI = (
+    "If there are multiple final answers, put them in brackets using this format "
+    "[\u2019Answer1\u2019, \u2019Answer2\u2019]."
+)
 _CLOSING = (
     'Remember to think step-by-step and format the final answer in a separate sentence like "The answer is',
     'X"',
@@ -315,8 +317,9 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
                              field=f"rows[{row['index']}]") from None
         scores.append(credit)
         per_type.setdefault(str(row["question_type"]), []).append(credit)
+        adapter = "unresolved" if value is None else "extracted"
         out.append(RowScore(index=str(row["index"]), extracted=value, score=credit,
-                            detail={"scored_prediction": row["prediction"], "adapter": "unresolved" if value is None else "extracted"}))
+                            detail={"scored_prediction": row["prediction"], "adapter": adapter}))
     overall = sum(scores) / len(scores)
     metrics = {name: sum(v) / len(v) for name, v in per_type.items()}
     metrics["Overall"] = overall
@@ -327,7 +330,8 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
         records=tuple(out),
         metrics=metrics,
         counts={"total": len(data), "unresolved": sum(1 for v in extracted if v is None),
-                "full_credit": sum(1 for s in scores if s == 1.0), "partial_credit": sum(1 for s in scores if 0 < s < 1)},
+                "full_credit": sum(1 for s in scores if s == 1.0),
+                "partial_credit": sum(1 for s in scores if 0 < s < 1)},
     )
 
 

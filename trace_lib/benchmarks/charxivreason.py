@@ -167,8 +167,12 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
         rows=len(data),
         records=tuple(out),
         metrics=metrics,
-        counts={"rows_scored_1": sum(1 for s in scores if s == 1.0), "rows_fractional": sum(1 for s in scores if 0 < s < 1),
-                "total": len(data), "empty_predictions": sum(1 for r in out if r.detail["extract_answer_method"] == "empty_prediction")},
+        counts={
+            "rows_scored_1": sum(1 for s in scores if s == 1.0),
+            "rows_fractional": sum(1 for s in scores if 0 < s < 1),
+            "total": len(data),
+            "empty_predictions": sum(1 for r in out if r.detail["extract_answer_method"] == "empty_prediction"),
+        },
     )
 
 

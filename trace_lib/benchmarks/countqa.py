@@ -139,7 +139,8 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
         rows=len(rows),
         records=tuple(records),
         metrics={"acc": acc},
-        counts={"correct": int(hits), "total": len(rows), "unparsed_predictions": sum(r.extracted is None for r in records)},
+        counts={"correct": int(hits), "total": len(rows),
+                "unparsed_predictions": sum(r.extracted is None for r in records)},
     )
 
 

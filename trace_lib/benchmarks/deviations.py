@@ -102,4 +102,59 @@ DEVIATIONS: dict[str, list[str]] = {
         "which every request fails raises JudgeError",
         "a slice without a correct multi-step answer (upstream ZeroDivisionError) is an InputError",
     ],
+    # -- Perception & Counting, Puzzles & Logic (benchmarks-perception-puzzles.md; helper E) ------------------------
+    "blink": [
+        "a TSV larger than 1 GiB is refused (VLMEvalKit would re-encode its images to JPEG files); none is expected",
+        "unseeded random.choice after three unusable judge replies -> deterministic_choice seeded by "
+        "(benchmark, row index, decoding seed); the row is marked fallback",
+        "judge health probe failing -> upstream silently switches to exact matching (every unread row -> Z); here a "
+        "first judge round in which every request fails raises JudgeError, and no judge at all raises JudgeError",
+        "an empty slice is an InputError (upstream's mean of no rows is NaN and its wrapper raises)",
+    ],
+    "countbenchqa": [
+        "a TSV larger than 1 GiB is refused (VLMEvalKit would re-encode its images to JPEG files); none is expected",
+        "an empty slice is an InputError (upstream reports 0)",
+    ],
+    "countqa": [
+        "load() reads the TRACE-built CountQA.tsv (cached-TSV path incl. the answer re-normalisation); building it "
+        "from the HF dataset is not reimplemented here",
+        "an empty slice is an InputError (upstream reports 0)",
+    ],
+    "treebench": [
+        "a TSV larger than 1 GiB is refused (VLMEvalKit would re-encode its images to JPEG files); none is expected",
+        "a non-text prediction cell (empty/NA/'=' response) makes upstream raise TypeError; scored 0 here and "
+        "counted as counts['upstream_crash_rows']",
+        "an unknown category (upstream KeyError/IndexError) or unreadable target_instances is an InputError",
+        "an empty slice is an InputError (upstream ZeroDivisionError)",
+    ],
+    "puzzlevqa": [
+        "a TSV larger than 1 GiB is refused (VLMEvalKit would re-encode its images to JPEG files); none is expected",
+        "eval(options) is ast.literal_eval; a non-literal options cell is an InputError",
+        "a listed category with no rows (upstream ZeroDivisionError) is left out of the metrics, not an error",
+        "an answer missing from its options (upstream ValueError) is an InputError naming the row",
+        "the judge is never called (upstream only builds and pings it; it cannot change a score)",
+    ],
+    "visualpuzzles": [
+        "a TSV larger than 1 GiB is refused (VLMEvalKit would re-encode its images to JPEG files); none is expected",
+        "a listed category/difficulty with no rows (upstream ZeroDivisionError) is left out of the metrics",
+        "a non-text options cell or non-text gold answer (upstream TypeError/AttributeError) is an InputError",
+        "the judge is never called (upstream only builds and pings it; it cannot change a score)",
+    ],
+    "logicvista": [
+        "a TSV larger than 1 GiB is refused (VLMEvalKit would re-encode its images to JPEG files); none is expected",
+        "a gold answer that is not an option label (upstream RuntimeError) is an InputError; an extraction still "
+        "malformed after T=2.0 is a JudgeError (upstream RuntimeError)",
+        "rows with a NaN skill are left out of the skill breakdowns (upstream's str.contains mask raises)",
+        "judge sampling fields the request leaves out (top_k ...) come from the serving vLLM, as upstream's do",
+    ],
+    "mme_reasoning": [
+        "a TSV larger than 1 GiB is refused (VLMEvalKit would re-encode its images to JPEG files); none is expected",
+        "Python eval of gold answers/special_info is limited to literals and + - * / arithmetic (choice_function: "
+        "literals only); anything else fails the row as upstream's NameError would",
+        "24-point formulas are evaluated with numbers, arithmetic/bitwise operators, lists and abs/round/min/max/"
+        "pow/int/float/sum only; other builtins make the check False (upstream eval sees every builtin)",
+        "a 24-point power with an exponent above 1,000 is refused (False) instead of being computed",
+        "a checker exception, non-bool verdict or unresolved judge output raises InputError/JudgeError (upstream "
+        "MMEEvaluationFailure); no failure JSON file is written",
+    ],
 }

@@ -16,7 +16,6 @@ Quirks reproduced on purpose:
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from pathlib import Path
@@ -182,7 +181,8 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
 
 PROTOCOL = Protocol(
     key=KEY,
-    upstream="maveryn/trace@rlvr:rlvr/evaluation/scripts/run_external_benchmark_score_queue.py (logicvista_local_judge)",
+    upstream="maveryn/trace@rlvr:rlvr/evaluation/scripts/run_external_benchmark_score_queue.py"
+             " (logicvista_local_judge)",
     version="logicvista-v1",
     load=load,
     build_prompt=build_prompt,

@@ -104,7 +104,8 @@ _SCORE_EXAMPLES = (
     (_CIRCLE_QUESTION, "C", "null"),
 )
 _SCORE_DEMO = _SCORE_TASK + "".join(
-    f"\n[Question]: {q}\n[Standard Answer]: {a}\n[Model_answer] : {m}\nJudgement: 0\n\n\n" for q, a, m in _SCORE_EXAMPLES
+    f"\n[Question]: {q}\n[Standard Answer]: {a}\n[Model_answer] : {m}\nJudgement: 0\n\n\n"
+    for q, a, m in _SCORE_EXAMPLES
 )
 
 

@@ -24,7 +24,6 @@ Quirks reproduced on purpose:
 from __future__ import annotations
 
 import ast
-import math
 from pathlib import Path
 from typing import Any, Sequence
 

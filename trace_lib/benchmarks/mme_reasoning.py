@@ -91,7 +91,7 @@ def build_extraction_prompt(cell: dict[str, Any], prompt_id: str) -> str:
 def is_open_row(cell: dict[str, Any]) -> bool:
     """Rows whose correctness the judge decides: open questions without a checker, or ``open_function``."""
     function_id = _clean(cell.get("function_id"))
-    return (str(cell["question_type"]).lower() == "open" and function_id is None) or function_id == "open_function"
+    return (str(cell.get("question_type")).lower() == "open" and function_id is None) or function_id == "open_function"
 
 
 def _literal(value: Any, field: str) -> Any:
@@ -141,8 +141,8 @@ def check_row(cell: dict[str, Any], res: str, index: str) -> bool:
     if API_FAILURE in str(res):
         raise InputError("extracted response contains the API failure sentinel", field=where)
     if function_id is None:
-        if str(cell["question_type"]).lower() != "choice":
-            raise InputError("unexpected non-choice deterministic row", field=where, found=cell["question_type"])
+        if str(cell.get("question_type")).lower() != "choice":
+            raise InputError("unexpected non-choice deterministic row", field=where, found=cell.get("question_type"))
         function_id = "choice_function"
     function = FUNCTIONS.get(str(function_id))
     if function is None:

@@ -20,13 +20,13 @@ from __future__ import annotations
 import ast
 import math
 import re
-import string
 from pathlib import Path
 from typing import Any, Sequence
 
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.data.vlmeval_tsv import is_missing, load_vlmeval_tsv, materialize_images
 from trace_lib.errors import InputError
+from trace_lib.extraction.choices import build_imagemcq_prompt
 from trace_lib.extraction.workbook import official_workbook, roundtrip_table
 from trace_lib.scoring.percent import primary_score
 
@@ -132,14 +132,8 @@ def load(path: Path) -> list[Row]:
 
 # -- prompt ----------------------------------------------------------------------------------------------------
 def build_prompt_text(row: Row) -> str:
-    """``TreeBench.build_prompt``'s text: Hint / Question / options / instruction (no options: question only)."""
-    options = {c: row[c] for c in string.ascii_uppercase if c in row and not is_missing(row[c])}
-    hint = row["hint"] if ("hint" in row and not is_missing(row["hint"])) else None
-    text = f"Hint: {hint}\n" if hint is not None else ""
-    text += f"Question: {row['question']}\n"
-    if options:
-        text += "Options:\n" + "".join(f"{key}. {item}\n" for key, item in options.items()) + INSTRUCTION
-    return text
+    """``TreeBench.build_prompt``'s text: the ImageMCQ layout with TreeBench's instruction (none without options)."""
+    return build_imagemcq_prompt(row, instruction=INSTRUCTION)
 
 
 def build_prompt(row: Row, image_dir: Path) -> list[PromptItem]:
@@ -301,7 +295,8 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
 
 PROTOCOL = Protocol(
     key=KEY,
-    upstream="VLMEvalKit@a8b12bf1:vlmeval/dataset/image_mcq.py:TreeBench + TRACE treebench-explicit-final-boxed-option-v1",
+    upstream="VLMEvalKit@a8b12bf1:vlmeval/dataset/image_mcq.py:TreeBench"
+             " + TRACE treebench-explicit-final-boxed-option-v1",
     version="treebench-v1",
     load=load,
     build_prompt=build_prompt,

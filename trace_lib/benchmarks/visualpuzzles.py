@@ -116,7 +116,8 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
 
 PROTOCOL = Protocol(
     key=KEY,
-    upstream="VLMEvalKit@a8b12bf1:vlmeval/dataset/utils/visualpuzzles.py:VisulPuzzles_acc + TRACE extract_unambiguous_abcd",
+    upstream="VLMEvalKit@a8b12bf1:vlmeval/dataset/utils/visualpuzzles.py:VisulPuzzles_acc"
+             " + TRACE extract_unambiguous_abcd",
     version="visualpuzzles-v1",
     load=load,
     build_prompt=build_prompt,

@@ -22,7 +22,6 @@ Quirks reproduced on purpose:
 
 from __future__ import annotations
 
-import math
 import string
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +57,9 @@ def build_prompt_text(row: Row) -> str:
     prompt += f"Question: {row['question']}\n"
     if options:
         prompt += "Options:\n" + "".join(f"{key}. {item}\n" for key, item in options.items())
+    if "requirement" not in row:
+        raise InputError("WeMath_COT prompts append the requirement column, which the row lacks (upstream KeyError)",
+                         field=f"rows[{row.get('index')}].requirement")
     requirement = row["requirement"]
     if requirement is not None:  # quirk: a NaN requirement renders as 'nan'
         prompt += f"\n{requirement}"

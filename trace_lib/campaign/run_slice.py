@@ -174,12 +174,15 @@ class SliceRunner:
         judge_url: str | None = None,
         rule: ToleranceRule | None = None,
         backend_overrides: Mapping[str, Any] | None = None,
+        model_verify: str = "deep",
         **extra: Any,
     ) -> SliceRunner:
         """A runner for ``plan``: sources and manifest from the data root, one ``backend`` engine per model,
         the judge at ``judge_url`` (None: judge routes are blocked), the release's tolerance rule at the plan's z.
         ``backend_overrides`` replace engine settings (tiny-model lanes: a small ``max_model_len``); ``extra`` sets
-        other fields (``allow_unprepared``, ``generation_overrides``).
+        other fields (``allow_unprepared``, ``generation_overrides``). Before a model's engine is created its
+        directory is checked against its revision marker (``model_verify``: ``deep`` re-hashes every file,
+        ``shallow`` reads the marker, ``none`` skips; an openai backend is never checked).
 
         Raises:
             UsageError: unknown backend, or the openai backend without ``base_url``.
@@ -192,8 +195,16 @@ class SliceRunner:
         if backend not in BACKENDS:
             raise UsageError(f"unknown backend {backend!r}", field="--backend", hint=f"choose one of: {', '.join(BACKENDS)}")
         options = {**backend_options(backend, plan, base_url=base_url, device=device), **(backend_overrides or {})}
-        engines = EnginePool(lambda model: create_backend(backend, model_path=model.local_path,
-                                                          served_name=model.slug, **options))
+        if model_verify not in ("deep", "shallow", "none"):
+            raise UsageError("invalid model verification", field="--model-verify", found=model_verify,
+                             expected="deep, shallow or none")
+
+        def engine(model: ModelDescriptor) -> Backend:
+            if model_verify != "none" and backend != "openai":
+                _check_model_dir(model, deep=model_verify == "deep")
+            return create_backend(backend, model_path=model.local_path, served_name=model.slug, **options)
+
+        engines = EnginePool(engine)
         data_root = Path(plan.data_root or ".").resolve()
         manifest_file = manifest_path(data_root)
         judge = None
@@ -301,6 +312,15 @@ class SliceRunner:
             verdict = self.rule.check_slice(slice_.model, slice_.benchmark, scored.score.score, seed=slice_.seed,
                                             rows=scored.score.rows)
         return SliceOutcome(slice_.id, run, scored, verdict, protocol.version)
+
+
+def _check_model_dir(model: ModelDescriptor, *, deep: bool) -> None:
+    from trace_lib.data.model_dirs import verify_model_dir
+
+    report = verify_model_dir(model, deep=deep)
+    if not report.ok:
+        raise InputError("model directory does not match its descriptor", field=model.slug, found=report.problems[0],
+                         hint=f"{len(report.problems)} problem(s); run 'trace-repro prepare-models --verify-only'")
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 the release's canonical scores.
 
 One file:   ``trace-repro score --benchmark KEY --dataset FILE --responses FILE.jsonl --out DIR [--judge-url URL]``
-Campaign:   ``trace-repro score --campaign-root DIR [plan flags: --model-id, --seeds, --benchmark, --data-root]``
+Campaign:   ``trace-repro score --campaign-root DIR [--data-root DIR] [--model-id SLUG] [--seeds S ...] [--benchmark KEY]``
+            (models and seeds default to those with responses in the campaign directory)
 
 Writes ``records.jsonl`` (one line per row: extracted answer, credit, judge calls) and ``scores.json`` into the
 output directory (campaign: ``<root>/scoring/seed_<S>/<model>/<benchmark>/``) and prints one line per slice: the
@@ -24,11 +25,15 @@ from trace_lib.exitcodes import ExitCode
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    from trace_lib.campaign.plan import add_plan_options
+    from trace_lib.campaign.plan import DATA_ROOT_ENV
+    from trace_lib.cli.verify import add_selection_options
 
     parser = subparsers.add_parser("score", help="score responses (a file or a campaign) and compare to canonical",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_plan_options(parser.add_argument)  # --benchmark, --data-root, --model-id, --seeds ... (campaign mode)
+    add_selection_options(parser)  # --model-id, --seeds, --benchmark (one-file mode: exactly one --benchmark)
+    parser.add_argument("--data-root", default=None, metavar="DIR",
+                        help=f"campaign mode: prepared benchmark data (env {DATA_ROOT_ENV}; default "
+                             "trace-repro-work/data)")
     parser.add_argument("--dataset", default=None, metavar="FILE", help="one-file mode: the benchmark's data file")
     parser.add_argument("--responses", default=None, metavar="FILE.jsonl",
                         help="one-file mode: a response file of the trace-repro store format")
@@ -103,7 +108,10 @@ def _run_file(args: argparse.Namespace, rule, judge_url: str | None) -> ExitCode
         if not path.is_file():
             raise UsageError("no such file", field=f"{flag} {path}")
     rows = protocol.load(dataset)
-    scored = run_scoring(protocol, rows, responses, Path(args.out), judge=_judge(judge_url), judge_url=judge_url,
+    judge = _judge(judge_url)
+    if judge is not None and protocol.judge != "none":
+        judge.check()  # the endpoint serves the judge, before any row is scored
+    scored = run_scoring(protocol, rows, responses, Path(args.out), judge=judge, judge_url=judge_url,
                          dataset=FileRef(str(dataset), sha256_file(dataset)))
     verdict = _verdict(rule, dict(scored.summary))
     _emit(dict(scored.summary), verdict, args.json)
@@ -112,43 +120,48 @@ def _run_file(args: argparse.Namespace, rule, judge_url: str | None) -> ExitCode
 
 def _run_campaign(args: argparse.Namespace, release, rule, judge_url: str | None) -> ExitCode:  # noqa: ANN001
     from trace_lib.benchmarks.registry import get_protocol
-    from trace_lib.campaign.plan import plan_from_options
+    from trace_lib.campaign.plan import DATA_ROOT_ENV, work_root
+    from trace_lib.cli.verify import campaign_inputs
     from trace_lib.data.prepare import load_artifact_sources
-    from trace_lib.generation.store import response_path
+    from trace_lib.reports.collect import SliceKey, expected_slices, response_file
     from trace_lib.release.load import sha256_file
     from trace_lib.scoring.score import FileRef, run_scoring, scores_dir
 
-    plan = plan_from_options(release, args, with_judge=False)
-    root = Path(plan.campaign_root)  # type: ignore[arg-type]
-    data_root = Path(plan.data_root or ".")
+    _, _, root, models, seeds, keys = campaign_inputs(args)
+    data_root = work_root(args.data_root, DATA_ROOT_ENV, "data")
     sources = load_artifact_sources(release)
     judge = _judge(judge_url)
+    slices: list[SliceKey] = expected_slices(models, seeds, keys)
     failed: list[str] = []
     verdict_failures = 0
-    loaded: dict[str, tuple[object, list]] = {}
-    for slice_ in plan.slices:
-        responses = response_path(root, model=slice_.model, seed=slice_.seed, benchmark=slice_.benchmark)
+    loaded: dict[str, tuple] = {}
+    if judge is not None:
+        judge.check()  # an unreachable judge stops the run here (exit 2), before any slice
+    for key in slices:
+        responses = response_file(root, key)
         try:
             if not responses.is_file():
-                raise UsageError("no responses", field=slice_.id, found=str(responses),
+                raise UsageError("no responses", field=key.id, found=str(responses),
                                  hint="run 'trace-repro generate' for this slice")
-            if slice_.benchmark not in loaded:
-                protocol = get_protocol(slice_.benchmark)
-                dataset = sources[slice_.benchmark].local_path(data_root)
-                loaded[slice_.benchmark] = (protocol, protocol.load(dataset), FileRef(str(dataset), sha256_file(dataset)))
-            protocol, rows, dataset_ref = loaded[slice_.benchmark]
-            scored = run_scoring(protocol, rows, responses,  # type: ignore[arg-type]
-                                 scores_dir(root, model=slice_.model, seed=slice_.seed, benchmark=slice_.benchmark),
-                                 judge=judge, judge_url=judge_url, dataset=dataset_ref)  # type: ignore[arg-type]
+            if key.benchmark not in loaded:
+                protocol = get_protocol(key.benchmark)
+                dataset = sources[key.benchmark].local_path(data_root)
+                if not dataset.exists():
+                    raise UsageError(f"dataset missing: {key.benchmark} ({dataset})", field="--data-root",
+                                     hint=f"run 'trace-repro prepare-data --benchmark {key.benchmark}'")
+                loaded[key.benchmark] = (protocol, protocol.load(dataset), FileRef(str(dataset), sha256_file(dataset)))
+            protocol, rows, dataset_ref = loaded[key.benchmark]
+            scored = run_scoring(protocol, rows, responses,
+                                 scores_dir(root, model=key.model, seed=key.seed, benchmark=key.benchmark),
+                                 judge=judge, judge_url=judge_url, dataset=dataset_ref)
         except TraceReproError as exc:
-            failed.append(slice_.id)
-            print(f"{slice_.id}: error: {exc.render()}", file=sys.stderr)
+            failed.append(key.id)
+            print(f"{key.id}: error: {exc.render()}", file=sys.stderr)
             continue
         verdict = _verdict(rule, dict(scored.summary))
         verdict_failures += verdict is not None and not verdict.ok
         _emit(dict(scored.summary), verdict, args.json)
-    scored_count = len(plan.slices) - len(failed)
-    print(f"[score] {scored_count}/{len(plan.slices)} slice(s) scored, {verdict_failures} outside tolerance"
+    print(f"[score] {len(slices) - len(failed)}/{len(slices)} slice(s) scored, {verdict_failures} outside tolerance"
           + (f"; not scored: {' '.join(failed[:10])}" + (" ..." if len(failed) > 10 else "") if failed else ""),
           file=sys.stderr if args.json else sys.stdout)
     return ExitCode.FINDINGS if failed or verdict_failures else ExitCode.OK

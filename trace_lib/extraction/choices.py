@@ -65,8 +65,15 @@ def build_choices(item: Mapping[str, Any]) -> dict[str, Any]:
     return {ch: item[ch] for ch in string.ascii_uppercase if ch in item and not _isna(item[ch])}
 
 
-def build_imagemcq_prompt(row: Mapping[str, Any]) -> str:
-    """The text item of ``ImageMCQDataset.build_prompt``: Hint / Question / Options / the instruction line."""
+#: The instruction line ``ImageMCQDataset.build_prompt`` appends after the options.
+IMAGEMCQ_INSTRUCTION = "Please select the correct answer from the options above. \n"
+
+
+def build_imagemcq_prompt(row: Mapping[str, Any], *, instruction: str = IMAGEMCQ_INSTRUCTION) -> str:
+    """The text item of ``ImageMCQDataset.build_prompt``: Hint / Question / Options / the instruction line.
+
+    ``instruction`` replaces the line for subclasses that only change it (``TreeBench.build_prompt``).
+    """
     options = build_choices(row)
     hint = row["hint"] if ("hint" in row and not _isna(row["hint"])) else None
     prompt = ""
@@ -75,7 +82,7 @@ def build_imagemcq_prompt(row: Mapping[str, Any]) -> str:
     prompt += f"Question: {row['question']}\n"
     if options:
         prompt += "Options:\n" + "".join(f"{key}. {item}\n" for key, item in options.items())
-        prompt += "Please select the correct answer from the options above. \n"
+        prompt += instruction
     return prompt
 
 

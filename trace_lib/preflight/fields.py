@@ -87,6 +87,16 @@ def is_kind(value: Any, kind: Kind) -> bool:
     raise AssertionError(kind)
 
 
+def hashable(value: Any) -> Any:
+    """``value`` itself when it can be a set member or dict key, else its ``repr`` (a malformed document can put
+    an array or object where an identity belongs; that must become a finding, never a TypeError)."""
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)
+    return value
+
+
 def join(where: str, key: str | int) -> str:
     """``where.key`` (or ``where[key]`` for an index), without a leading dot."""
     if isinstance(key, int):
@@ -162,7 +172,7 @@ class Fields:
 
     def expect_keys(self, field: str, expected: Iterable[Any], found: Iterable[Any], noun: str) -> bool:
         """Record missing and unexpected members of a set (each named), unless the sets are equal."""
-        want, have = set(expected), set(found)
+        want, have = {hashable(x) for x in expected}, {hashable(x) for x in found}
         ok = True
         for item in sorted(want - have, key=str):
             self.fail(field, f"{noun} missing", expected=item)

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 from trace_lib.preflight import views
 from trace_lib.preflight.context import CheckContext, GroupOutcome
-from trace_lib.preflight.fields import MISSING, Fields, Kind, is_kind, json_equal
+from trace_lib.preflight.fields import MISSING, Fields, Kind, hashable, is_kind, json_equal
 from trace_lib.preflight.registry import CheckGroup
 from trace_lib.release import identity
 
@@ -227,7 +227,7 @@ def _check_models(ctx: CheckContext, f: Fields, models: dict[str, dict[str, Any]
             elif revisions and revisions != [revision]:
                 f.fail(f"release.{role}.revision", f"differs from the revision {source} evaluated",
                        expected=revisions[0] if len(revisions) == 1 else revisions, found=revision)
-        scales |= {s for r, _, s in evaluated if r == repo}
+        scales |= {hashable(s) for r, _, s in evaluated if r == repo}
     if len(scales) > 1:
         f.fail("release.released_model", "released and base models have different parameter scales",
                found=sorted(map(str, scales)))

@@ -13,7 +13,7 @@ from collections import Counter
 
 from trace_lib.preflight import views
 from trace_lib.preflight.context import CheckContext, GroupOutcome
-from trace_lib.preflight.fields import Fields, Kind, is_kind
+from trace_lib.preflight.fields import Fields, Kind, hashable, is_kind
 from trace_lib.preflight.registry import CheckGroup
 from trace_lib.release import identity
 
@@ -43,7 +43,7 @@ def check_provenance(ctx: CheckContext, out: GroupOutcome) -> None:
                      "VLMEvalKit revision differs from the suite's")
 
     entries = f.items(doc, "benchmarks")
-    ids = [e.get("benchmark_id") for _, e in entries]
+    ids = [hashable(e.get("benchmark_id")) for _, e in entries]
     for bench_id, n in Counter(ids).items():
         if n > 1:
             f.fail(f"benchmarks[{bench_id}]", f"duplicate benchmark provenance ({n} entries)")
@@ -95,7 +95,7 @@ def _check_entry(f: Fields, entry: dict, where: str) -> None:
         if artifact.get("checksum") is not None:  # optional: absent or null when upstream ships no checksum
             checksum = f.get(artifact, "checksum", here, Kind.OBJECT)
             if checksum is not None:
-                if checksum.get("algorithm") not in CHECKSUM_ALGORITHMS:
+                if hashable(checksum.get("algorithm")) not in CHECKSUM_ALGORITHMS:
                     f.fail(f"{here}.checksum.algorithm", "unsupported artifact checksum",
                            expected=sorted(CHECKSUM_ALGORITHMS), found=checksum.get("algorithm"))
                 f.get(checksum, "value", f"{here}.checksum", Kind.TEXT)
@@ -120,7 +120,7 @@ def _check_entry(f: Fields, entry: dict, where: str) -> None:
     f.get(entry, "official_scorer", where, Kind.TEXT)
     adapter = f.get(entry, "adapter", where, Kind.OBJECT)
     if adapter is not None:
-        if adapter.get("status") not in ADAPTER_STATUSES:
+        if hashable(adapter.get("status")) not in ADAPTER_STATUSES:
             f.fail(f"{where}.adapter.status", "adapter has an unreviewed status", expected=sorted(ADAPTER_STATUSES),
                    found=adapter.get("status"))
         f.get(adapter, "description", f"{where}.adapter", Kind.TEXT)

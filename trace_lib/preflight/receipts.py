@@ -17,7 +17,7 @@ from typing import Any
 
 from trace_lib.preflight import views
 from trace_lib.preflight.context import DATA_PATHS, CheckContext, GroupOutcome
-from trace_lib.preflight.fields import Fields, Kind, is_kind
+from trace_lib.preflight.fields import Fields, Kind, hashable, is_kind
 from trace_lib.preflight.registry import CheckGroup
 from trace_lib.release import identity
 
@@ -89,7 +89,7 @@ def _check_canonical_files(ctx: CheckContext, f: Fields, doc: dict[str, Any], re
         recorded = f.get(entry, "sha256", where, Kind.SHA256)
         f.get(entry, "source_path", where, Kind.TEXT)
         source_sha = f.get(entry, "source_sha256", where, Kind.SHA256)
-        if allowed_sources and entry.get("source_revision") not in allowed_sources:
+        if allowed_sources and hashable(entry.get("source_revision")) not in allowed_sources:
             f.fail(f"{where}.source_revision", "must be the producer or consolidation revision",
                    expected=sorted(allowed_sources), found=entry.get("source_revision"))
         if entry.get("copy_policy") == EXACT_COPY and recorded is not None and source_sha is not None:
@@ -112,7 +112,7 @@ def _check_canonical_files(ctx: CheckContext, f: Fields, doc: dict[str, Any], re
 
 
 def _check_archives(f: Fields, doc: dict[str, Any], results: dict[str, Any]) -> int:
-    artifacts = {a.get("run_id"): a for a in results.get("source_artifacts", []) if isinstance(a, dict)} \
+    artifacts = {hashable(a.get("run_id")): a for a in results.get("source_artifacts", []) if isinstance(a, dict)} \
         if isinstance(results.get("source_artifacts"), list) else {}
     seen: list[str] = []
     for i, archive in f.items(doc, "hugging_face_source_archives"):

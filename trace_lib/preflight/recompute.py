@@ -26,7 +26,7 @@ from trace_lib.aggregation import (
 )
 from trace_lib.preflight import views
 from trace_lib.preflight.context import CheckContext, GroupOutcome
-from trace_lib.preflight.fields import Fields, Kind, is_kind
+from trace_lib.preflight.fields import Fields, Kind, hashable, is_kind
 from trace_lib.preflight.registry import CheckGroup
 from trace_lib.release import identity
 from trace_lib.release.suite import Suite
@@ -185,7 +185,7 @@ def _check_comparisons(
     comparisons = f.get(doc, "comparisons", kind=Kind.LIST)
     if comparisons is None:
         return 0
-    models = {m.get("model_id"): m for m in doc.get("models", []) if isinstance(m, dict)} \
+    models = {hashable(m.get("model_id")): m for m in doc.get("models", []) if isinstance(m, dict)} \
         if isinstance(doc.get("models"), list) else {}
     compared: dict[str, str] = {}
     for i, row in enumerate(comparisons):
@@ -260,7 +260,7 @@ def _check_delta(f: Fields, stored: Any, where: str, delta: PairedDelta, seeds: 
         return
     seen: list[int] = []
     for entry in values:
-        seed = entry.get("seed") if isinstance(entry, dict) else None
+        seed = hashable(entry.get("seed")) if isinstance(entry, dict) else None
         if seed not in delta.seed_values:
             f.fail(f"{where}.seed_values", "entry for an unknown seed", found=entry)
             continue

@@ -17,7 +17,7 @@ from typing import Any
 
 from trace_lib.preflight import views
 from trace_lib.preflight.context import CheckContext, GroupOutcome
-from trace_lib.preflight.fields import Fields, Kind, is_kind, json_equal
+from trace_lib.preflight.fields import Fields, Kind, hashable, is_kind, json_equal
 from trace_lib.preflight.registry import CheckGroup
 from trace_lib.release import identity
 from trace_lib.release.suite import Suite
@@ -189,7 +189,7 @@ def _check_run_decoding(
         if not isinstance(entry, dict):
             f.fail(f"{where}.generation_settings", "entry must be an object", found=entry)
             continue
-        key = (entry.get("model_id"), entry.get("seed"))
+        key = (hashable(entry.get("model_id")), hashable(entry.get("seed")))
         seen[key] += 1
         label = f"{where}.generation_settings[{views.score_label(str(key[0]), key[1])}]"
         if generation is None:

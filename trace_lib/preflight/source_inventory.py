@@ -17,7 +17,7 @@ from typing import Any
 
 from trace_lib.preflight import views
 from trace_lib.preflight.context import DATA_PATHS, CheckContext, GroupOutcome
-from trace_lib.preflight.fields import Fields, Kind, is_kind
+from trace_lib.preflight.fields import Fields, Kind, hashable, is_kind
 from trace_lib.preflight.registry import CheckGroup
 from trace_lib.release import identity
 
@@ -57,8 +57,8 @@ def _check_release_files(ctx: CheckContext, f: Fields, doc: dict[str, Any]) -> N
         f.fail(f"files[{FILE.removeprefix('rlvr/')}]", "the manifest cannot list itself")
     source_map = views.document(ctx, identity.SOURCE_MAP)
     if source_map is not None:
-        mapped = {e.get("destination_path") for e in source_map.get("files", []) if isinstance(e, dict)} | \
-                 {e.get("path") for e in source_map.get("public_authored_files", []) if isinstance(e, dict)}
+        mapped = {hashable(e.get("destination_path")) for e in _list(source_map, "files") if isinstance(e, dict)} | \
+                 {hashable(e.get("path")) for e in _list(source_map, "public_authored_files") if isinstance(e, dict)}
         mapped.discard(FILE)
         for path in sorted(p for p in mapped - release_paths if isinstance(p, str)):
             f.fail("files", f"file of {identity.SOURCE_MAP} is not listed", expected=path.removeprefix("rlvr/"))
@@ -82,6 +82,11 @@ def _check_release_files(ctx: CheckContext, f: Fields, doc: dict[str, Any]) -> N
         f.fail("files", "file under rlvr/ is not in the release-file manifest", found=path)
     f.out.count("files_hashed", hashed)
     f.out.count("ignored_work_files", len(ignored))
+
+
+def _list(doc: dict[str, Any], key: str) -> list[Any]:
+    value = doc.get(key)
+    return value if isinstance(value, list) else []
 
 
 def _check_hash(ctx: CheckContext, f: Fields, path: str, entry: dict[str, Any]) -> int:
@@ -161,7 +166,7 @@ def _check_vendor(ctx: CheckContext, out: GroupOutcome) -> None:
                  f"differs from {identity.SOURCE_MAP} release_inputs.vendored_runtime.{theirs}")
     f.get(doc, "upstream_revision", kind=Kind.COMMIT)
     revisions = {str(views.dig(p, "release.source_revision")) for p in views.profiles(ctx).values()}
-    if revisions and doc.get("internal_source_revision") not in revisions:
+    if revisions and hashable(doc.get("internal_source_revision")) not in revisions:
         f.fail("internal_source_revision", "is not a training profile's source revision",
                expected=sorted(revisions), found=doc.get("internal_source_revision"))
     license_path = doc.get("license_path")
@@ -181,7 +186,7 @@ def _check_vendor(ctx: CheckContext, out: GroupOutcome) -> None:
         paths.append(path)
         disposition = entry.get("disposition")
         dispositions[str(disposition)] += 1
-        if disposition not in DISPOSITIONS:
+        if hashable(disposition) not in DISPOSITIONS:
             f.fail(f"{where}.disposition", "unknown disposition", expected=sorted(DISPOSITIONS), found=disposition)
         public = f.get(entry, "public_sha256", where, Kind.SHA256)
         if disposition == UPSTREAM_EXACT:

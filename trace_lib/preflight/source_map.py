@@ -20,7 +20,7 @@ from typing import Any
 
 from trace_lib.preflight import views
 from trace_lib.preflight.context import DATA_PATHS, CheckContext, GroupOutcome
-from trace_lib.preflight.fields import Fields, Kind, is_kind
+from trace_lib.preflight.fields import Fields, Kind, hashable, is_kind
 from trace_lib.preflight.registry import CheckGroup
 from trace_lib.release import identity
 
@@ -62,7 +62,7 @@ def check_source_map(ctx: CheckContext, out: GroupOutcome) -> None:
             f.expect("source_review_receipt.internal_manifest_revision", freeze, revision,
                      f"differs from {identity.RELEASE_RECEIPTS} code_revisions.release_freeze")
     rows = _check_rows(ctx, f, doc, receipts)
-    statuses = Counter(r.get("review_status") for r in rows.values())
+    statuses = Counter(hashable(r.get("review_status")) for r in rows.values())
     counts = {"exact_copy": statuses[EXACT], "files": len(rows), "public_adaptation": statuses[ADAPTED]}
     f.expect("counts", counts, doc.get("counts"), "differs from the counts of the mapping rows")
     _check_validation_review(ctx, f, doc, rows)

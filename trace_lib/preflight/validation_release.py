@@ -17,7 +17,7 @@ from typing import Any
 
 from trace_lib.preflight import views
 from trace_lib.preflight.context import CheckContext, GroupOutcome
-from trace_lib.preflight.fields import MISSING, Fields, Kind, is_kind
+from trace_lib.preflight.fields import MISSING, Fields, Kind, hashable, is_kind
 from trace_lib.preflight.registry import CheckGroup
 from trace_lib.release import identity
 
@@ -139,7 +139,7 @@ def _check_roster(ctx: CheckContext, f: Fields, suite: dict[str, Any]) -> list[d
     results = views.results_doc(ctx)
     if results is None or not isinstance(results.get("models"), list):
         return roster
-    evaluated = {m.get("model_id"): m for m in results["models"] if isinstance(m, dict)}
+    evaluated = {hashable(m.get("model_id")): m for m in results["models"] if isinstance(m, dict)}
     f.expect_keys("models[*].slug", [k for k in evaluated if isinstance(k, str)], [m["slug"] for m in roster],
                   f"model of {identity.RESULTS}")
     for model in roster:

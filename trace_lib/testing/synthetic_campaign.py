@@ -184,4 +184,5 @@ def tiny_slice_runner(
                       campaign_root=Path(work) / "campaign", with_judge=False)
     return SliceRunner.from_plan(release, plan, backend=backend, campaign_root=plan.campaign_root,
                                  judge_url=judge_url, rule=rule, backend_overrides=backend_overrides,
-                                 allow_unprepared=True, generation_overrides={"max_tokens": max_tokens})
+                                 model_verify="none", allow_unprepared=True,
+                                 generation_overrides={"max_tokens": max_tokens})
