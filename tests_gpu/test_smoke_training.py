@@ -16,7 +16,9 @@ import pytest
 
 from trace_lib.training.reward import REWARD_VALUES
 
-pytestmark = pytest.mark.gpu
+# Ray + vLLM engine start dominates (about 140 s on one H200 with TP=1, more with TP=2): well past the
+# default 300 s per-test timeout of pytest.ini.
+pytestmark = [pytest.mark.gpu, pytest.mark.timeout(1500)]
 
 CONFIG = "trace-qwen2.5-vl-3b"
 

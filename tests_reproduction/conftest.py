@@ -36,20 +36,20 @@ def reproduction_plan(config: pytest.Config):  # noqa: ANN201 - trace_lib.campai
     return config.stash[_PLAN]
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """Pin an xdist worker to its GPU group before anything touches CUDA."""
+def _pin_worker_gpu_group(config: pytest.Config, plan) -> None:  # noqa: ANN001
+    """Bind this xdist worker to its GPU group (``gwN`` -> N-th group) before any engine touches CUDA.
+
+    Done when the first slice needs an engine, not at configure time, so that lanes which collect this folder
+    without running it (``pytest -m offline -n 2``) are unaffected by --gpu-groups.
+    """
     from trace_lib.campaign.run_slice import GPU_BACKENDS, worker_gpu_group
 
     if options.resolve(config.option, options.BACKEND) not in GPU_BACKENDS:
         return
-    plan = reproduction_plan(config)
-    workers = getattr(config.option, "numprocesses", None)
     try:
-        if isinstance(workers, int) and workers > 0 and "PYTEST_XDIST_WORKER" not in os.environ:
-            worker_gpu_group(plan, f"gw{workers - 1}")  # the controller refuses -n larger than --gpu-groups
         group = worker_gpu_group(plan, os.environ.get("PYTEST_XDIST_WORKER"))
     except TraceReproError as exc:
-        raise pytest.UsageError(exc.render()) from None
+        pytest.fail(exc.render(), pytrace=False)
     if group is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in group)
 
@@ -77,6 +77,7 @@ def slice_runner(pytestconfig: pytest.Config, release, tmp_path_factory):  # noq
     from trace_lib.campaign.run_slice import SliceRunner
 
     plan = reproduction_plan(pytestconfig)
+    _pin_worker_gpu_group(pytestconfig, plan)
     option = pytestconfig.option
     try:
         runner = SliceRunner.from_plan(

@@ -73,10 +73,11 @@ def render_line(
 
 
 def _show(value: Any) -> str:
-    if isinstance(value, str):
-        return repr(value) if len(value) <= 120 else repr(value[:117] + "...")
+    """Short values verbatim; long ones keep their head and tail (paths and reasons sit at the ends)."""
     text = repr(value)
-    return text if len(text) <= 160 else text[:157] + "..."
+    if len(text) <= 240:
+        return text
+    return text[:150] + " ... " + text[-80:]
 
 
 class ReleaseNotFoundError(TraceReproError):
