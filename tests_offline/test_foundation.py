@@ -93,3 +93,29 @@ def test_workbook_emulation_agrees_with_real_excel_roundtrip(tmp_path):
         if not same:
             mismatches.append((value, real, emulated))
     assert not mismatches, mismatches[:5]
+
+
+def test_cli_table_help_matches_each_module(monkeypatch):
+    """The lazy command table lists the same help its module registers (one text, checked here)."""
+    import argparse
+    import importlib
+
+    from trace_lib.cli.main import COMMANDS
+
+    for name, (module_name, help_text) in COMMANDS.items():
+        parser = argparse.ArgumentParser()
+        sub = parser.add_subparsers()
+        importlib.import_module(module_name).add_parser(sub)
+        assert name in sub.choices, f"{module_name} does not register {name!r}"
+        listed = {action.dest: action.help for action in sub._choices_actions}
+        assert listed[name] == help_text, name
+
+
+def test_cli_imports_only_the_chosen_command():
+    code = (
+        "import sys; from trace_lib.cli.main import main; main(['benchmarks', '--json']);"
+        "print(sorted(m for m in sys.modules if m.startswith('trace_lib.cli.')), file=sys.stderr)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "trace_lib.cli.benchmarks" in proc.stderr and "trace_lib.cli.train" not in proc.stderr

@@ -1,7 +1,7 @@
 """``trace-repro``: the argparse root. Each subcommand lives in its own module under ``trace_lib.cli``.
 
 A subcommand module defines ``add_parser(subparsers)`` (registering its parser with ``set_defaults(run=...)``)
-and a ``run(args) -> ExitCode`` function; modules import nothing heavy at import time. Errors that are the
+and a ``run(args) -> ExitCode`` function; only the chosen command's module is imported. Errors that are the
 user's (``TraceReproError``) print one ``error:`` line and exit 2; ``TRACE_REPRO_DEBUG=1`` shows the traceback.
 """
 
@@ -17,50 +17,58 @@ from trace_lib import __version__
 from trace_lib.errors import TraceReproError
 from trace_lib.exitcodes import ExitCode
 
-#: Subcommand modules, in the order ``--help`` lists them (the pipeline order).
-SUBCOMMAND_MODULES: tuple[str, ...] = (
-    "trace_lib.cli.fetch_release",
-    "trace_lib.cli.check",
-    "trace_lib.cli.benchmarks",
-    "trace_lib.cli.plan",
-    "trace_lib.cli.prepare",
-    "trace_lib.cli.generate",
-    "trace_lib.cli.score",
-    "trace_lib.cli.status",
-    "trace_lib.cli.verify",
-    "trace_lib.cli.summarize",
-    "trace_lib.cli.receipt",
-    "trace_lib.cli.train",
-    "trace_lib.cli.validation",
-)
+#: Command name -> (module, one-line help). The listing of ``trace-repro --help`` comes from this table; only the
+#: chosen command's module is imported (a broken or heavy module never slows or breaks the others).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "fetch-release": ("trace_lib.cli.fetch_release",
+                      "download the paper release's canonical data files at the pinned commit and verify every hash"),
+    "check": ("trace_lib.cli.check",
+              "offline release preflight: is everything the paper's numbers rest on present and consistent?"),
+    "benchmarks": ("trace_lib.cli.benchmarks",
+                   "list the suite's benchmarks (key, route, rows) and which protocols are implemented"),
+    "plan": ("trace_lib.cli.plan", "print the resolved campaign plan (starts nothing)"),
+    "prepare-data": ("trace_lib.cli.prepare", "download pinned benchmark data and write its manifest"),
+    "prepare-models": ("trace_lib.cli.prepare", "download pinned model snapshots and write markers"),
+    "generate": ("trace_lib.cli.generate", "generate responses for planned slices (resumable)"),
+    "score": ("trace_lib.cli.score", "score responses (a file or a campaign) and compare to canonical"),
+    "status": ("trace_lib.cli.status", "show a campaign's progress (rows, scores, rate, ETA, GPUs)"),
+    "verify": ("trace_lib.cli.verify", "check a campaign's coverage and receipts (generation or score)"),
+    "summarize": ("trace_lib.cli.summarize", "write Markdown, spreadsheet and plot of a campaign vs canonical"),
+    "receipt": ("trace_lib.cli.receipt",
+                "summarize a JUnit XML receipt: counts per marker, failures, the release identity tests recorded"),
+    "train": ("trace_lib.cli.train", "RLVR training on verl: check, prepare, smoke, run, merge"),
+    "validation": ("trace_lib.cli.validation", "reproduce the TRACE validation table (8 models x 2,000 rows)"),
+}
 
 
-def available_subcommand_modules() -> list[object]:
-    """The subcommand modules that exist (a module not yet written is left out of the CLI)."""
-    modules = []
-    for name in SUBCOMMAND_MODULES:
-        try:
-            modules.append(importlib.import_module(name))
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-    return modules
+def _chosen_command(argv: Sequence[str]) -> str | None:
+    """The first argument naming a command (options of the root parser take no values)."""
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The root parser: the chosen command fully built by its module, every other command as a listing stub."""
     parser = argparse.ArgumentParser(
         prog="trace-repro",
         description="Reproduce and verify the TRACE paper release: preflight, evaluation, training, validation.",
     )
     parser.add_argument("--version", action="version", version=f"trace-repro {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in available_subcommand_modules():
-        module.add_parser(subparsers)  # type: ignore[attr-defined]
+    chosen = _chosen_command(argv)
+    if chosen is not None:
+        importlib.import_module(COMMANDS[chosen][0]).add_parser(subparsers)
+    for name, (_, help_text) in COMMANDS.items():
+        if name not in subparsers.choices:
+            subparsers.add_parser(name, help=help_text)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):
         parser.print_help(sys.stderr)
