@@ -86,3 +86,16 @@ def test_print_config_starts_nothing_and_writes_nothing(release, tmp_path):
     assert sum(line.startswith("slice=") for line in lines) == len(build_plan(release, model_root=tmp_path).slices)
     assert lines[-1] == "HEAVY="
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_print_config_shows_each_slice_band_from_the_release(release):
+    """--print-config states the tolerance of every slice (canonical mean and band), computed from results.json."""
+    from trace_lib.aggregation.tolerance import load_tolerance_rule
+    from trace_lib.campaign.plan import build_plan
+
+    plan = build_plan(release, model_ids=["qwen2.5-vl-3b-base"], seeds=[43], benchmarks=["cvbench_3d"])
+    rule = load_tolerance_rule(release, z=plan.tolerance_z)
+    line = plan.render(rule).splitlines()[-1]
+    expected = rule.check_slice("qwen2.5-vl-3b-base", "cvbench_3d", 0.0, seed=43)
+    assert line == (f"slice=qwen2.5-vl-3b-base-seed43-cvbench_3d rows={plan.rows(plan.slices[0])} "
+                    f"canonical={expected.canonical:.2f} band=+-{expected.band:.2f}")

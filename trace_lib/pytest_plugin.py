@@ -39,12 +39,16 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         return None
     from trace_lib.campaign.plan import plan_from_options
 
+    from trace_lib.aggregation.tolerance import load_tolerance_rule
+
     try:
-        plan = plan_from_options(locate_release(options.resolve(config.option, options.TRACE_ROOT)), config.option)
+        release = locate_release(options.resolve(config.option, options.TRACE_ROOT))
+        plan = plan_from_options(release, config.option)
+        text = plan.render(load_tolerance_rule(release, z=plan.tolerance_z))
     except TraceReproError as exc:
         print(f"ERROR: {exc.render()}")
         return int(pytest.ExitCode.USAGE_ERROR)
-    print(plan.render())
+    print(text)
     return int(pytest.ExitCode.OK)
 
 

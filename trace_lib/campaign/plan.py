@@ -19,7 +19,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from trace_lib import options
 from trace_lib.campaign.models import (
@@ -28,6 +28,9 @@ from trace_lib.campaign.models import (
 from trace_lib.errors import UsageError
 from trace_lib.release.locate import ReleaseRoot
 from trace_lib.release.suite import Suite, load_seeds, load_suite
+
+if TYPE_CHECKING:
+    from trace_lib.aggregation.tolerance import ToleranceRule
 
 #: Where models, data and campaigns go when no flag or environment variable says otherwise.
 DEFAULT_WORK_DIR = Path("trace-repro-work")
@@ -103,8 +106,12 @@ class Plan:
     def tp_size(self) -> int:
         return self.tensor_parallel_size or len(self.gpu_groups[0])
 
-    def render(self) -> str:
-        """The ``--print-config`` text: suite, run tag, seeds, models, deltas, decoding, GPU plan, slices."""
+    def render(self, rule: ToleranceRule | None = None) -> str:
+        """The ``--print-config`` text: suite, run tag, seeds, models, deltas, decoding, GPU plan, slices.
+
+        With ``rule`` (the release's tolerance rule at this plan's z), each slice line also shows its canonical
+        3-seed mean and the allowed band for one reproduced seed; models without canonical scores say so.
+        """
         gen = self.suite.generation
         lines = [
             f"suite={self.suite.suite_id}",
@@ -129,8 +136,17 @@ class Plan:
             f"campaign_root={self.campaign_root or '(not set)'}",
             f"data_root={self.data_root or '(not set)'}",
         ]
-        lines += [f"slice={s.id} rows={self.rows(s)}" for s in self.slices]
+        lines += [f"slice={s.id} rows={self.rows(s)}{_band_text(rule, s)}" for s in self.slices]
         return "\n".join(lines)
+
+
+def _band_text(rule: ToleranceRule | None, slice_: Slice) -> str:
+    if rule is None:
+        return ""
+    if slice_.model not in rule.model_ids:
+        return " canonical=none (not a release model)"
+    verdict = rule.check_slice(slice_.model, slice_.benchmark, 0.0, seed=slice_.seed)
+    return f" canonical={verdict.canonical:.2f} band=+-{verdict.band:.2f}"
 
 
 # -- parsing ---------------------------------------------------------------------------------------------------

@@ -22,10 +22,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> ExitCode:
+    from trace_lib.aggregation.tolerance import load_tolerance_rule
+
     release = locate_release(options.resolve(args, options.TRACE_ROOT))
     plan = plan_from_options(release, args)
     if args.slices_only:
         print("\n".join(s.id for s in plan.slices))
     else:
-        print(plan.render())
+        print(plan.render(load_tolerance_rule(release, z=plan.tolerance_z)))
     return ExitCode.OK
