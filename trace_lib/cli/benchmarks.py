@@ -61,11 +61,12 @@ def run(args: argparse.Namespace) -> ExitCode:
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
-        header = f"{'key':<20} {'category':<22} {'route':<20} {'rows':>5}  {'protocol':<14} judge"
-        print(header)
-        for r in rows:
-            state = r["protocol_version"] if r["implemented"] else "NOT IMPLEMENTED"
-            print(f"{r['key']:<20} {r['category']:<22} {r['route']:<20} {r['rows']:>5}  {state:<14} {r['judge'] or '-'}")
+        states = [r["protocol_version"] if r["implemented"] else "NOT IMPLEMENTED" for r in rows]
+        width = max(len("protocol"), *(len(s) for s in states))
+        print(f"{'key':<20} {'category':<22} {'route':<20} {'rows':>5}  {'protocol':<{width}}  judge")
+        for r, state in zip(rows, states):
+            print(f"{r['key']:<20} {r['category']:<22} {r['route']:<20} {r['rows']:>5}  {state:<{width}}  "
+                  f"{r['judge'] or '-'}")
         done = sum(r["implemented"] for r in rows)
         print(f"{done}/{len(rows)} protocols implemented; {sum(r['rows'] for r in rows)} rows per model and seed")
     if args.require_all and not all(r["implemented"] for r in rows):
