@@ -12,28 +12,20 @@ no index column), atomically. ``datasets`` and PIL are imported lazily.
 from __future__ import annotations
 
 import csv
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from trace_lib.atomic import atomic_output
+from trace_lib.data.vlmeval_tsv import save_image_atomic
 from trace_lib.errors import InputError
 
 
 def _save_image(image: Any, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists():
         return
     if hasattr(image, "convert"):
         image = image.convert("RGB")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=path.suffix, dir=path.parent)
-    os.close(fd)
-    try:
-        image.save(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    save_image_atomic(image, path)
 
 
 def evochart_rows(examples: Iterable[Any], image_root: Path) -> list[dict[str, Any]]:
@@ -87,14 +79,8 @@ def write_tsv(rows: list[dict[str, Any]], path: Path) -> None:
     """Write rows as VLMEvalKit's ``dump`` does for ``.tsv`` (all fields quoted), atomically."""
     import pandas as pd
 
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".incomplete", dir=path.parent)
-    os.close(fd)
-    try:
-        pd.DataFrame(rows).to_csv(tmp, sep="\t", index=False, encoding="utf-8", quoting=csv.QUOTE_ALL)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_output(path) as handle:
+        pd.DataFrame(rows).to_csv(handle, sep="\t", index=False, encoding="utf-8", quoting=csv.QUOTE_ALL)
 
 
 def build_table(key: str, snapshot_dir: Path, split: str, table_path: Path, image_root: Path,

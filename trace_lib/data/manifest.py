@@ -15,13 +15,12 @@ The manifest file is canonical JSON written atomically; :func:`load_manifest` re
 from __future__ import annotations
 
 import datetime as _dt
-import os
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
+from trace_lib.atomic import write_text_atomic
 from trace_lib.data.rowhash import canonical_sha256, media_set_sha256, source_record_sha256, source_row_hash
 from trace_lib.errors import InputError
 from trace_lib.release.load import canonical_json, load_json, sha256_file
@@ -258,19 +257,7 @@ def manifest_json(manifest: Manifest) -> dict[str, Any]:
 
 def write_manifest(path: Path, manifest: Manifest) -> None:
     """Write canonical JSON plus a newline, atomically (temp file + rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = (canonical_json(manifest_json(manifest)) + "\n").encode("ascii")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".incomplete", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, canonical_json(manifest_json(manifest)) + "\n", encoding="ascii")
 
 
 def _need(doc: Mapping[str, Any], key: str, *, file: str, where: str) -> Any:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trace_lib.atomic import write_text_atomic
 from trace_lib.data.rowhash import canonical_sha256
 from trace_lib.errors import InputError
 from trace_lib.release.load import canonical_json, sha256_file
@@ -63,12 +64,8 @@ class ModelDirReport:
 
 
 def _write_marker(directory: Path, marker: dict[str, Any]) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".trace_model_revision.", suffix=".incomplete", dir=directory)
-    with os.fdopen(fd, "w", encoding="ascii") as handle:
-        handle.write(canonical_json(marker))
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, directory / MARKER_NAME)
+    # the temp name (.trace_model_revision.json.<random>.incomplete) is excluded from hashing like the marker
+    write_text_atomic(directory / MARKER_NAME, canonical_json(marker), encoding="ascii")
 
 
 def _marker(slug: str, source: str, immutable: str, origin: str, hashes: dict[str, str],

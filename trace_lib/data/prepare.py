@@ -26,9 +26,10 @@ import tempfile
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal, Mapping
+from typing import Any, BinaryIO, Literal, Mapping
 from urllib.parse import unquote, urlsplit
 
+from trace_lib.atomic import atomic_output
 from trace_lib.errors import InputError, ReleaseFileError
 from trace_lib.release import identity
 from trace_lib.release.locate import ReleaseRoot
@@ -164,43 +165,35 @@ def file_digests(path: Path) -> tuple[str, str]:
     return md5.hexdigest(), sha.hexdigest()
 
 
-def _verify_md5(source: ArtifactSource, path: Path, *, label: str) -> None:
-    if source.md5 is None:
-        return
-    md5, _ = file_digests(path)
-    if md5 != source.md5:
+def _verify_md5(source: ArtifactSource, md5: str, *, label: str) -> None:
+    if source.md5 is not None and md5 != source.md5:
         raise InputError("checksum mismatch", file=label, field=f"{source.key}.md5", expected=source.md5, found=md5,
                          hint="the upstream artifact changed or the download is corrupt; nothing was kept")
 
 
-def _install(tmp: Path, dest: Path) -> None:
-    os.replace(tmp, dest)
-
-
-def _download_url(url: str, dest: Path, *, timeout_s: float, progress: bool) -> Path:
-    """Stream ``url`` into ``<dest>.<random>.incomplete``; return that temporary path."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".incomplete", dir=dest.parent)
+def _download_url(url: str, out: BinaryIO, md5: Any, *, name: str, timeout_s: float, progress: bool) -> None:
+    """Stream ``url`` into ``out``, feeding every block to ``md5``."""
     headers = {"User-Agent": "trace-repro"}
     if urlsplit(url).hostname == "huggingface.co" and os.environ.get("HF_TOKEN"):
         headers["Authorization"] = f"Bearer {os.environ['HF_TOKEN']}"
-    try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(
-            urllib.request.Request(url, headers=headers), timeout=timeout_s
-        ) as response:
-            total = int(response.headers.get("Content-Length") or 0) or None
-            bar = _bar(total, dest.name) if progress else None
-            while block := response.read(1 << 20):
-                out.write(block)
-                if bar is not None:
-                    bar.update(len(block))
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout_s) as response:
+        total = int(response.headers.get("Content-Length") or 0) or None
+        bar = _bar(total, name) if progress else None
+        while block := response.read(1 << 20):
+            out.write(block)
+            md5.update(block)
             if bar is not None:
-                bar.close()
-            out.flush()
-            os.fsync(out.fileno())
-        return Path(tmp)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+                bar.update(len(block))
+        if bar is not None:
+            bar.close()
+
+
+def _copy_file(source: Path, out: BinaryIO, md5: Any) -> None:
+    """Copy ``source`` into ``out``, feeding every block to ``md5``."""
+    with open(source, "rb") as handle:
+        while block := handle.read(1 << 20):
+            out.write(block)
+            md5.update(block)
 
 
 def _bar(total: int | None, name: str) -> Any:
@@ -255,21 +248,18 @@ def fetch_artifact(
         return Fetched(source, dest, False)
     if dest.is_file() and not force and source.md5 is None:
         return Fetched(source, dest, False)
-    if source.kind == "url":
-        tmp = _download_url(str(source.url), dest, timeout_s=timeout_s, progress=progress)
-    else:
+    cached = None
+    if source.kind != "url":
         hub = hub or _hub()
         cached = Path(hub.hf_hub_download(repo_id=source.repo_id, filename=source.filename, repo_type="dataset",
                                           revision=source.revision))
-        fd, name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".incomplete", dir=data_root)
-        os.close(fd)
-        tmp = Path(name)
-        shutil.copyfile(cached, tmp)
-    try:
-        _verify_md5(source, tmp, label=label)
-        _install(tmp, dest)
-    finally:
-        tmp.unlink(missing_ok=True)
+    md5 = hashlib.md5(usedforsecurity=False)
+    with atomic_output(dest) as out:  # a failed download or checksum leaves nothing behind
+        if cached is None:
+            _download_url(str(source.url), out, md5, name=dest.name, timeout_s=timeout_s, progress=progress)
+        else:
+            _copy_file(cached, out, md5)
+        _verify_md5(source, md5.hexdigest(), label=label)
     return Fetched(source, dest, True)
 
 

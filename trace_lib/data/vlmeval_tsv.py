@@ -6,7 +6,7 @@ row's index, list-valued ``image``/``image_path`` cells, ``index`` made ``int`` 
 literal). ``materialize_images(row, image_dir)`` mirrors ``ImageBaseDataset.dump_image`` and
 ``vlmeval/smp/vlm.py:decode_base64_to_image_file`` (``RGBA``/``P``/``LA`` -> ``RGB``, ``<index>.png``,
 ``<index>_<i>.png`` or the row's ``image_path`` names; readable existing files are reused) and returns absolute
-paths. Files are written atomically (temp file + rename).
+paths. Files are written atomically (:mod:`trace_lib.atomic`, not fsynced: a re-derivable cache).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from trace_lib.atomic import atomic_output
 from trace_lib.errors import InputError
 
 #: VLMEvalKit localises a TSV above this size to JPEG files (``prepare_tsv``: ``file_size(path, 'GB') > 1``).
@@ -169,15 +170,25 @@ def decode_base64_to_image_file(encoded: str, path: str | os.PathLike[str], *, f
                          field=field) from None
     if image.mode in CONVERT_TO_RGB_MODES:
         image = image.convert("RGB")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temp = target.with_name(f".{target.stem}.tmp-{os.getpid()}-{id(image)}{target.suffix}")
-    try:
-        image.save(temp)
-        os.replace(temp, target)
-    finally:
-        if temp.exists():
-            temp.unlink()
+    save_image_atomic(image, target)
     return target
+
+
+def save_image_atomic(image: Any, path: Path) -> None:
+    """``image.save(path)`` (format from the extension, as PIL infers it) through :func:`atomic_output`, without
+    ``fsync``: image files are a re-derivable cache, and an unreadable one is decoded again.
+
+    Raises:
+        ValueError: PIL knows no format for the file extension (nothing is written).
+    """
+    from PIL import Image  # noqa: PLC0415
+
+    extension = os.path.splitext(path)[1].lower()
+    image_format = Image.registered_extensions().get(extension)
+    if image_format is None:
+        raise ValueError(f"unknown file extension: {extension}")
+    with atomic_output(path, "w+b", durable=False) as handle:
+        image.save(handle, format=image_format)
 
 
 def _image_names(row: Row) -> list[tuple[str, str]]:

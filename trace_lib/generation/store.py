@@ -34,11 +34,11 @@ import datetime as _dt
 import errno
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from trace_lib.atomic import write_bytes_atomic
 from trace_lib.errors import InputError
 from trace_lib.release.load import canonical_json, sha256_bytes
 
@@ -192,35 +192,6 @@ def load_responses(path: Path) -> list[StoredResponse]:
 
 # -- writing ---------------------------------------------------------------------------------------------------
 
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".incomplete", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-
-
 def _header_line(header: Mapping[str, Any]) -> bytes:
     return (json.dumps(dict(header), ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
@@ -250,7 +221,7 @@ class SliceStore:
         lock_fd = _lock(path)
         try:
             if not path.exists():
-                _atomic_write(path, _header_line(identity.header()))
+                write_bytes_atomic(path, _header_line(identity.header()))
             data = path.read_bytes()
             parsed = _parse(path, data)
             _check_header(path, parsed.header, identity.header())
@@ -298,7 +269,7 @@ class SliceStore:
             return 0
         self._handle.close()
         kept.sort(key=lambda r: r.ordinal)
-        _atomic_write(self.path, _header_line(self.header) + b"".join(r.to_line() for r in kept))
+        write_bytes_atomic(self.path, _header_line(self.header) + b"".join(r.to_line() for r in kept))
         self.done = {r.row_key: r for r in kept}
         self._handle = open(self.path, "ab")
         return dropped

@@ -22,6 +22,7 @@ from typing import Any, Mapping, Sequence
 
 from trace_lib.aggregation.summaries import category_scores, overall_scores
 from trace_lib.aggregation.tolerance import ToleranceRule, Verdict
+from trace_lib.atomic import atomic_output, write_text_atomic
 from trace_lib.errors import UsageError
 from trace_lib.release.suite import Suite
 from trace_lib.reports.collect import CampaignReader, SliceState, current_protocol_versions, expected_slices
@@ -244,21 +245,9 @@ def render_markdown(summary: CampaignSummary) -> str:
     return "\n".join(lines)
 
 
-def _atomic(path: Path, write: Any) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.incomplete{path.suffix}")
-    try:
-        write(tmp)
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
-
-
 def write_markdown(summary: CampaignSummary, path: Path) -> Path:
-    return _atomic(path, lambda tmp: tmp.write_text(render_markdown(summary) + "\n", encoding="utf-8"))
+    write_text_atomic(path, render_markdown(summary) + "\n")
+    return Path(path)
 
 
 def _verdict_columns(v: Verdict | None) -> dict[str, Any]:
@@ -317,12 +306,10 @@ def write_workbook(summary: CampaignSummary, path: Path) -> Path:
 
     frames = summary_frames(summary)
 
-    def write(tmp: Path) -> None:
-        with pd.ExcelWriter(tmp, engine="openpyxl") as writer:
-            for name, frame in frames.items():
-                frame.to_excel(writer, sheet_name=name, index=False)
-
-    return _atomic(path, write)
+    with atomic_output(path) as handle, pd.ExcelWriter(handle, engine="openpyxl") as writer:
+        for name, frame in frames.items():
+            frame.to_excel(writer, sheet_name=name, index=False)
+    return Path(path)
 
 
 def write_plot(summary: CampaignSummary, path: Path) -> Path:
@@ -357,13 +344,12 @@ def write_plot(summary: CampaignSummary, path: Path) -> Path:
                      fontsize=8)
     fig.tight_layout()
 
-    def write(tmp: Path) -> None:
-        fig.savefig(tmp, format="png", dpi=110)
-
     try:
-        return _atomic(path, write)
+        with atomic_output(path) as handle:
+            fig.savefig(handle, format="png", dpi=110)
     finally:
         plt.close(fig)
+    return Path(path)
 
 
 def write_reports(summary: CampaignSummary, out_dir: Path, *, stem: str = "summary", xlsx: bool = True,

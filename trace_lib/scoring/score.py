@@ -14,15 +14,14 @@
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from trace_lib import __version__
+from trace_lib.atomic import write_json_atomic, write_lines_atomic
 from trace_lib.benchmarks.protocol import Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.errors import InputError, JudgeError
 from trace_lib.scoring.judge import Judge
@@ -143,34 +142,6 @@ def record_to_dict(record: RowScore) -> dict[str, Any]:
     }
 
 
-def _tmp_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{os.getpid()}.incomplete")
-
-
-def write_lines_atomic(path: Path, lines: Iterable[str]) -> str:
-    """Write ``lines`` (each without newline) to ``path`` through a temp file + rename; returns the SHA-256."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp_path(path)
-    digest = hashlib.sha256()
-    try:
-        with open(tmp, "wb") as handle:
-            for line in lines:
-                data = (line + "\n").encode("utf-8")
-                digest.update(data)
-                handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return digest.hexdigest()
-
-
-def write_json_atomic(path: Path, value: Any) -> str:
-    """Write pretty, sorted JSON to ``path`` atomically; returns the SHA-256 of the bytes written."""
-    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
-    return write_lines_atomic(path, [text])
-
-
 def build_summary(
     score: SliceScore,
     protocol: Protocol,
@@ -236,7 +207,7 @@ def write_slice_scores(
         identity=identity,
     )
     scores_path = out_dir / SCORES_FILE
-    write_json_atomic(scores_path, summary)
+    write_json_atomic(scores_path, summary, indent=2, sort_keys=True, ensure_ascii=False)
     return ScoredSlice(score=score, scores_path=scores_path, records_path=records_path, summary=summary)
 
 

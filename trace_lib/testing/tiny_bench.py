@@ -25,6 +25,8 @@ import random
 from pathlib import Path
 from typing import Any, Literal, Sequence
 
+from trace_lib.atomic import atomic_output
+
 Style = Literal["mcq", "vqa", "multi_image_mcq"]
 
 _SUBJECTS = ("apples", "circles", "triangles", "cars", "birds", "stars", "chairs", "cups")
@@ -126,9 +128,8 @@ def _build_prompt(row: dict[str, Any], image_dir: Path) -> list[Any]:
         name = f"{row['index']}.png" if len(blobs) == 1 else f"{row['index']}_{j}.png"
         target = image_dir / name
         if not target.exists():
-            tmp = target.with_suffix(".png.incomplete")
-            tmp.write_bytes(blob)
-            tmp.replace(target)
+            with atomic_output(target, durable=False) as handle:  # an image cache: re-decoded if lost
+                handle.write(blob)
         items.append(PromptItem("image", str(target.resolve())))
     text = f"Question: {row['question']}\n"
     options = [(k, row[k]) for k in "ABCD" if row.get(k) is not None]

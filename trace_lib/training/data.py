@@ -13,12 +13,11 @@ Every row is checked before any GPU time is spent: one ``<image>`` marker per im
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from trace_lib.atomic import atomic_output
 from trace_lib.errors import InputError
 from trace_lib.release.load import sha256_bytes, sha256_file
 from trace_lib.release.locate import ReleaseRoot
@@ -166,26 +165,21 @@ def convert_file(source: Path, dest: Path, fmt: RowFormat, *, split: str, first_
     """
     import pyarrow.parquet as pq
 
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".incomplete", dir=dest.parent)
-    os.close(fd)
     rows = 0
-    try:
+    with atomic_output(dest) as out:
         writer = None
-        for batch in _converted_batches(source, fmt, split, first_index):
-            if writer is None:
-                writer = pq.ParquetWriter(tmp, batch.schema)
-            writer.write_batch(batch)
-            rows += batch.num_rows
+        try:
+            for batch in _converted_batches(source, fmt, split, first_index):
+                if writer is None:
+                    writer = pq.ParquetWriter(out, batch.schema)
+                writer.write_batch(batch)
+                rows += batch.num_rows
+        finally:  # closed before ``out`` is, also on error (the temp file is then removed)
+            if writer is not None:
+                writer.close()
         if writer is None:  # empty source: still write a valid (empty) file with the output schema
             image_type = pq.ParquetFile(source).schema_arrow.field(fmt.image_key).type
-            pq.write_table(_output_schema(image_type).empty_table(), tmp)
-        else:
-            writer.close()
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+            pq.write_table(_output_schema(image_type).empty_table(), out)
     return ConvertedFile(source=str(source), path=str(dest), rows=rows, sha256=sha256_file(dest))
 
 

@@ -7,11 +7,10 @@ atomically (temporary file + rename). ``read_receipt`` refuses a missing, malfor
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from trace_lib.atomic import write_text_atomic
 from trace_lib.errors import InputError, ReleaseFileError
 from trace_lib.release.load import load_json
 
@@ -28,16 +27,8 @@ def receipt_text(payload: dict[str, Any]) -> str:
 
 
 def write_receipt(path: Path, payload: dict[str, Any]) -> None:
-    """Write ``payload`` to ``path`` atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".incomplete", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(receipt_text(payload))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write ``receipt_text(payload)`` to ``path`` atomically."""
+    write_text_atomic(path, receipt_text(payload))
 
 
 def read_receipt(path: Path, schema: str) -> dict[str, Any]:

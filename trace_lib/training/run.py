@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from trace_lib.atomic import write_text_atomic
 from trace_lib.errors import InputError, UsageError
 from trace_lib.release.load import sha256_file
 from trace_lib.release.locate import ReleaseRoot
@@ -231,10 +232,7 @@ def write_resolved_config(config: VerlConfig, model_check: bool, path: Path) -> 
     validate(composed)
     if model_check:
         build_worker_configs(composed)
-    tmp = path.with_name(path.name + ".incomplete")
-    tmp.write_text(OmegaConf.to_yaml(composed), encoding="utf-8")
-    os.replace(tmp, path)
-    return sha256_file(path)
+    return write_text_atomic(path, OmegaConf.to_yaml(composed))
 
 
 def trainer_env(output: Path, request: TrainingRequest, devices: str | None) -> dict[str, str]:

@@ -3,18 +3,17 @@
 Canonical JSON is ``json.dumps(v, ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)``.
 Upstream hashes it two ways (spec §A, conventions): :func:`h1` with a trailing newline (generation receipts, run
 identities, API responses) and :func:`h0` without (judge request contracts). Every artifact is written through
-a temp file + ``fsync`` + rename, so an interrupted run never leaves a half-written file.
+:mod:`trace_lib.atomic` (temp file + ``fsync`` + rename), so an interrupted run never leaves a half-written file.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
+from trace_lib.atomic import write_bytes_atomic, write_lines_atomic, write_text_atomic
 from trace_lib.errors import InputError
 
 
@@ -50,33 +49,25 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def write_bytes(path: Path, payload: bytes) -> None:
-    """Atomically replace ``path`` with ``payload`` (temp file in the same directory, fsync, rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".incomplete")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def write_bytes(path: Path, payload: bytes) -> str:
+    """Atomically replace ``path`` with ``payload`` (:func:`trace_lib.atomic.write_bytes_atomic`); returns its
+    SHA-256."""
+    return write_bytes_atomic(path, payload)
 
 
-def write_json(path: Path, value: Any) -> None:
-    """Atomically write ``value`` as canonical JSON bytes."""
-    write_bytes(path, canonical_bytes(value))
+def write_json(path: Path, value: Any) -> str:
+    """Atomically write ``value`` as canonical JSON bytes; returns their SHA-256."""
+    return write_bytes_atomic(path, canonical_bytes(value))
 
 
-def write_jsonl(path: Path, rows: Iterable[Any]) -> None:
-    """Atomically write one canonical JSON line per row."""
-    write_bytes(path, b"".join(canonical_bytes(row) for row in rows))
+def write_jsonl(path: Path, rows: Iterable[Any]) -> str:
+    """Atomically write one canonical JSON line per row (streamed); returns the SHA-256 of the file."""
+    return write_lines_atomic(path, (canonical_json(row) for row in rows))
 
 
-def write_text(path: Path, text: str) -> None:
-    write_bytes(path, text.encode("utf-8"))
+def write_text(path: Path, text: str) -> str:
+    """Atomically write ``text`` as UTF-8; returns its SHA-256."""
+    return write_text_atomic(path, text)
 
 
 class _Duplicate(ValueError):

@@ -1,0 +1,129 @@
+"""trace_lib.atomic: exact bytes on success; on any failure no target change and no temp file left behind."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import stat
+
+import pytest
+
+from trace_lib.atomic import (
+    TEMP_SUFFIX,
+    atomic_output,
+    temp_name,
+    write_bytes_atomic,
+    write_json_atomic,
+    write_lines_atomic,
+    write_text_atomic,
+)
+
+
+class _Boom(Exception):
+    pass
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_success_writes_exact_bytes_and_returns_their_sha256(tmp_path):
+    data = b"\x00binary\r\n\xff"
+    assert write_bytes_atomic(tmp_path / "a.bin", data) == _sha(data)
+    assert (tmp_path / "a.bin").read_bytes() == data
+
+    assert write_text_atomic(tmp_path / "t.txt", "é\nx\r\n") == _sha("é\nx\r\n".encode())
+    assert (tmp_path / "t.txt").read_bytes() == "é\nx\r\n".encode()  # no newline translation
+
+    assert write_lines_atomic(tmp_path / "l.jsonl", iter(["a", "ü"])) == _sha("a\nü\n".encode())
+    assert (tmp_path / "l.jsonl").read_bytes() == "a\nü\n".encode()
+
+    with atomic_output(tmp_path / "h.txt", "w") as handle:
+        handle.write("π\n")
+    assert (tmp_path / "h.txt").read_bytes() == "π\n".encode()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.bin", "h.txt", "l.jsonl", "t.txt"]
+
+
+@pytest.mark.parametrize("kwargs", [
+    {},
+    {"indent": 2, "sort_keys": True, "ensure_ascii": False},
+    {"sort_keys": True, "ensure_ascii": False, "separators": (",", ":"), "trailing_newline": False},
+])
+def test_json_bytes_are_json_dumps_plus_newline(tmp_path, kwargs):
+    value = {"b": [1, 2.5, None], "a": "ü"}
+    newline = kwargs.pop("trailing_newline", True)
+    expected = (json.dumps(value, **kwargs) + ("\n" if newline else "")).encode("utf-8")
+    assert write_json_atomic(tmp_path / "v.json", value, trailing_newline=newline, **kwargs) == _sha(expected)
+    assert (tmp_path / "v.json").read_bytes() == expected
+
+
+def test_an_exception_inside_the_context_leaves_no_file_and_no_temp(tmp_path):
+    target = tmp_path / "sub" / "out.bin"
+    with pytest.raises(_Boom):
+        with atomic_output(target) as handle:
+            handle.write(b"half")
+            assert os.path.dirname(handle.name) == str(target.parent)  # temp lives beside the target
+            raise _Boom
+    assert list((tmp_path / "sub").iterdir()) == []
+
+
+@pytest.mark.parametrize("interrupt", [_Boom, KeyboardInterrupt])
+def test_an_existing_file_is_untouched_on_failure(tmp_path, interrupt):
+    target = tmp_path / "keep.jsonl"
+    target.write_bytes(b"old\n")
+
+    def lines():
+        yield "new"
+        raise interrupt
+
+    with pytest.raises(interrupt):
+        write_lines_atomic(target, lines())
+    with pytest.raises(interrupt):
+        with atomic_output(target) as handle:
+            handle.write(b"new")
+            raise interrupt
+    assert target.read_bytes() == b"old\n"
+    assert list(tmp_path.iterdir()) == [target]
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_json_nan_is_refused_with_a_clear_error_and_nothing_written(tmp_path, bad):
+    target = tmp_path / "scores.json"
+    target.write_text("{}\n")
+    with pytest.raises(ValueError, match=r"scores\.json: refusing to write NaN or Infinity"):
+        write_json_atomic(target, {"score": [1.0, bad]})
+    assert target.read_text() == "{}\n"
+    assert list(tmp_path.iterdir()) == [target]
+
+
+def test_text_that_does_not_fit_the_encoding_writes_nothing(tmp_path):
+    with pytest.raises(UnicodeEncodeError):
+        write_text_atomic(tmp_path / "m.json", "ü", encoding="ascii")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_bad_mode_or_encoding_leaves_nothing(tmp_path):
+    with pytest.raises(ValueError, match="mode must be one of"):
+        with atomic_output(tmp_path / "x", "ab"):
+            pass
+    with pytest.raises(LookupError):
+        with atomic_output(tmp_path / "x", "w", encoding="no-such-codec"):
+            pass
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_temp_names_are_hidden_unique_and_marked_incomplete(tmp_path):
+    names = {temp_name(tmp_path / ".marker.json") for _ in range(50)}
+    assert len(names) == 50
+    assert all(n.startswith(".marker.json.") and n.endswith(TEMP_SUFFIX) for n in names)
+
+
+def test_new_files_get_umask_permissions_not_private_temp_ones(tmp_path):
+    old = os.umask(0o022)
+    try:
+        write_bytes_atomic(tmp_path / "f", b"x")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "f").stat().st_mode) == 0o644

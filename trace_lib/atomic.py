@@ -1,0 +1,140 @@
+"""Atomic file writes: the one place where trace-repro writes a file as temp file + ``fsync`` + rename.
+
+A writer fills ``.<name>.<random>.incomplete`` next to the target; on success the data is flushed, fsynced and
+``os.replace``d onto the target (then the directory entry is fsynced); on any exception, ``KeyboardInterrupt``
+included, the temp file is removed and an existing target is left untouched. So a reader sees the old file or
+the new one, never half of one. New files get the usual ``0o666 & ~umask`` permissions. Standard library only.
+The ``write_*_atomic`` helpers return the SHA-256 hex of the bytes written (callers record it in receipts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any, Iterable, Iterator
+
+#: Suffix of every temp file (a leftover one marks an interrupted write and is never a finished file).
+TEMP_SUFFIX = ".incomplete"
+_MODES = ("wb", "w+b", "w", "w+")
+
+
+def temp_name(path: Path) -> str:
+    """A fresh temp file name for ``path``: ``.<name>.<random>.incomplete`` (the name's leading dots dropped)."""
+    return f".{path.name.lstrip('.')}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
+
+
+def _exclusive(name: str, flags: int) -> int:
+    return os.open(name, flags | os.O_EXCL, 0o666)
+
+
+def _open_temp(path: Path, mode: str, encoding: str | None, newline: str | None) -> tuple[Path, IO[Any]]:
+    while True:
+        tmp = path.with_name(temp_name(path))
+        try:
+            return tmp, open(tmp, mode, encoding=encoding, newline=newline, opener=_exclusive)
+        except FileExistsError:  # pragma: no cover - 32 random bits collided
+            continue
+        except BaseException:  # e.g. an unknown encoding, raised after the file was created
+            tmp.unlink(missing_ok=True)
+            raise
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (best effort: some filesystems cannot open or fsync a directory)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def atomic_output(path: Path | str, mode: str = "wb", *, encoding: str | None = None,
+                  newline: str | None = None, durable: bool = True) -> Iterator[IO[Any]]:
+    """Yield an open handle on a temp file next to ``path`` (``handle.name`` is its path); replace ``path`` with
+    it when the block succeeds.
+
+    ``mode`` is ``"wb"``/``"w+b"`` (bytes) or ``"w"``/``"w+"`` (text, ``encoding`` defaults to UTF-8). The
+    parent directory is created. ``durable=False`` skips the two ``fsync`` calls (for large batches of
+    re-derivable cache files); the rename stays atomic. Any exception removes the temp file and propagates.
+
+    Raises:
+        ValueError: ``mode`` is not a write mode listed above.
+    """
+    if mode not in _MODES:
+        raise ValueError(f"atomic_output: mode must be one of {', '.join(_MODES)} (found {mode!r})")
+    if "b" not in mode and encoding is None:
+        encoding = "utf-8"
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp, handle = _open_temp(path, mode, encoding, newline)
+    try:
+        with handle:
+            yield handle
+            handle.flush()
+            if durable:
+                os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if durable:
+        _fsync_directory(path.parent)
+
+
+def write_bytes_atomic(path: Path | str, data: bytes) -> str:
+    """Atomically replace ``path`` with ``data``; returns the SHA-256 hex of ``data``."""
+    with atomic_output(path) as handle:
+        handle.write(data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_text_atomic(path: Path | str, text: str, *, encoding: str = "utf-8") -> str:
+    """Atomically replace ``path`` with ``text`` encoded as given (no newline translation); returns its SHA-256.
+
+    Raises:
+        UnicodeEncodeError: ``text`` does not fit ``encoding`` (nothing is written).
+    """
+    return write_bytes_atomic(path, text.encode(encoding))
+
+
+def write_lines_atomic(path: Path | str, lines: Iterable[str]) -> str:
+    """Atomically write each of ``lines`` (given without newline) plus ``\\n`` as UTF-8, streaming; returns the
+    SHA-256 of the bytes written. An exception raised while iterating ``lines`` leaves nothing behind."""
+    digest = hashlib.sha256()
+    with atomic_output(path) as handle:
+        for line in lines:
+            data = (line + "\n").encode("utf-8")
+            digest.update(data)
+            handle.write(data)
+    return digest.hexdigest()
+
+
+def write_json_atomic(path: Path | str, value: Any, *, indent: int | None = None, sort_keys: bool = False,
+                      ensure_ascii: bool = True, separators: tuple[str, str] | None = None,
+                      trailing_newline: bool = True) -> str:
+    """Atomically write ``json.dumps(value, ..., allow_nan=False)`` as UTF-8, plus ``\\n`` unless
+    ``trailing_newline=False``; returns the SHA-256 of the bytes written.
+
+    Raises:
+        ValueError: ``value`` holds NaN or an infinity (not valid JSON; the message names ``path``); nothing is
+            written.
+        TypeError: ``value`` holds something JSON cannot represent; nothing is written.
+    """
+    try:
+        text = json.dumps(value, indent=indent, sort_keys=sort_keys, ensure_ascii=ensure_ascii,
+                          separators=separators, allow_nan=False)
+    except ValueError as exc:
+        if "Out of range float" not in str(exc):
+            raise
+        raise ValueError(f"{path}: refusing to write NaN or Infinity, which JSON cannot hold ({exc})") from None
+    return write_text_atomic(path, text + "\n" if trailing_newline else text)
