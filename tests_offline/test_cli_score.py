@@ -179,3 +179,51 @@ def test_campaign_mode_scores_every_generated_slice(capsys, release, tmp_path, m
     assert out.splitlines()[-1] == f"[score] 2/3 slice(s) scored, 0 outside tolerance; not scored: {MODEL}-seed44-erqa"
     assert response_path(root, model=MODEL, seed=42, benchmark="erqa").is_file()
     assert (root / "scoring" / "seed_43" / MODEL / "erqa" / "scores.json").is_file()
+
+
+def _plain(path, rows, texts, *, field="response"):
+    with open(path, "w", encoding="utf-8") as handle:
+        for row, text in reversed(list(zip(rows, texts))):  # any order
+            handle.write(json.dumps({"index": row["index"], field: text}) + "\n")
+    return path
+
+
+def test_a_plain_index_response_file_scores_like_the_store_file(capsys, release, files, tmp_path):
+    """Responses from elsewhere ({index, response} per line, any order) score exactly as trace-repro's own file."""
+    dataset, responses, out = files
+    rows = toy_rows(ERQA_ROWS, seed=3)
+    plain = _plain(tmp_path / "plain.jsonl", rows, toy_responses(rows, 0.36), field="prediction")
+    assert _score(capsys, release, *_file_args(dataset, responses, out))[0] == 0
+    stored = json.loads((out / "scores.json").read_text())
+    code, _, err = _score(capsys, release, *_file_args(dataset, plain, tmp_path / "plain_out"), "--seed", "42")
+    assert (code, err) == (0, "")
+    scored = json.loads((tmp_path / "plain_out" / "scores.json").read_text())
+    assert scored["score"] == stored["score"]
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (['{"index": 0}'], "line 1: each line needs one of response, prediction"),
+        (['{"response": "A"}'], "line 1: each line needs an 'index'"),
+        (['{"index": "nope", "response": "A"}'], "line 1.index: index not in the dataset"),
+        (['[1, 2]'], "line 1: each line needs an 'index'"),
+        (['{"index": 0, "response": 5}'], "line 1.response: response must be a string or null"),
+    ],
+)
+def test_plain_file_errors_name_file_and_line(capsys, release, files, tmp_path, lines, message):
+    dataset, _, out = files
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(lines) + "\n")
+    code, _, err = _score(capsys, release, *_file_args(dataset, bad, out), "--seed", "42")
+    assert code == 2
+    assert f"{bad}: {message}" in err
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_plain_file_needs_the_seed(capsys, release, files, tmp_path):
+    dataset, _, out = files
+    rows = toy_rows(ERQA_ROWS, seed=3)
+    plain = _plain(tmp_path / "plain.jsonl", rows, toy_responses(rows, 0.36))
+    code, _, err = _score(capsys, release, *_file_args(dataset, plain, out))
+    assert code == 2 and "needs the decoding seed" in err and "--seed" in err

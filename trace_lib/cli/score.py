@@ -38,6 +38,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--responses", default=None, metavar="FILE.jsonl",
                         help="one-file mode: a response file of the trace-repro store format")
     parser.add_argument("--out", default=None, metavar="DIR", help="one-file mode: where scores go")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="one-file mode: the decoding seed of a plain {index, response} JSONL file "
+                             "(trace-repro response files carry it in their header)")
     parser.add_argument("--json", action="store_true", help="print the scores.json documents (with verdicts)")
     options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT, options.JUDGE_URL,
                             options.TOLERANCE_Z)
@@ -112,7 +115,7 @@ def _run_file(args: argparse.Namespace, rule, judge_url: str | None) -> ExitCode
     if judge is not None and protocol.judge != "none":
         judge.check()  # the endpoint serves the judge, before any row is scored
     scored = run_scoring(protocol, rows, responses, Path(args.out), judge=judge, judge_url=judge_url,
-                         dataset=FileRef(str(dataset), sha256_file(dataset)))
+                         dataset=FileRef(str(dataset), sha256_file(dataset)), seed=args.seed)
     verdict = _verdict(rule, dict(scored.summary))
     _emit(dict(scored.summary), verdict, args.json)
     return ExitCode.FINDINGS if verdict is not None and not verdict.ok else ExitCode.OK

@@ -226,10 +226,13 @@ def run_scoring(
     judge: Judge | None = None,
     judge_url: str | None = None,
     dataset: FileRef | None = None,
+    seed: int | None = None,
 ) -> ScoredSlice:
-    """Score a response file of the store format against ``rows`` and persist the result into ``out_dir``.
+    """Score a response file against ``rows`` and persist the result into ``out_dir``.
 
-    The seed, model and slice id come from the response file's header, which must name ``protocol.key``.
+    A trace-repro store file gives the seed, model and slice id in its header, which must name ``protocol.key``
+    (``seed``, if given, must agree). A plain file (:mod:`trace_lib.scoring.plain_responses`) has no header:
+    ``seed`` is then required (it seeds deterministic fallbacks).
 
     Raises:
         InputError: unreadable/corrupt response file, another benchmark's responses, rows not covered.
@@ -238,7 +241,20 @@ def run_scoring(
     from trace_lib.generation.store import load_header, load_responses
     from trace_lib.release.load import sha256_file
 
+    from trace_lib.scoring.plain_responses import is_store_file, load_plain_responses
+
     responses_path = Path(responses_path)
+    if not is_store_file(responses_path):
+        if seed is None:
+            raise InputError("a plain response file needs the decoding seed", file=str(responses_path),
+                             hint="pass --seed 42|43|44 (it seeds the deterministic stand-ins for random choices)")
+        texts = load_plain_responses(responses_path, rows)
+        score = score_slice(protocol, rows, texts, ScoringContext(seed=seed, judge=judge))
+        return write_slice_scores(out_dir, score, protocol, seed=seed, dataset=dataset,
+                                  responses=FileRef(str(responses_path), sha256_file(responses_path)),
+                                  judge_url=judge_url, identity={"slice": None, "model": None,
+                                                                 "model_revision": None,
+                                                                 "generation_contract_hash": None})
     header = load_header(responses_path)
     if header.get("benchmark") != protocol.key:
         raise InputError(
@@ -248,9 +264,14 @@ def run_scoring(
             expected=protocol.key,
             found=header.get("benchmark"),
         )
-    seed = header.get("seed")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise InputError("header has no integer seed", file=str(responses_path), field="header.seed", found=seed)
+    header_seed = header.get("seed")
+    if isinstance(header_seed, bool) or not isinstance(header_seed, int):
+        raise InputError("header has no integer seed", file=str(responses_path), field="header.seed",
+                         found=header_seed)
+    if seed is not None and seed != header_seed:
+        raise InputError("--seed disagrees with the response file", file=str(responses_path), field="header.seed",
+                         expected=seed, found=header_seed)
+    seed = header_seed
     texts = responses_for_rows(rows, load_responses(responses_path), source=str(responses_path))
     score = score_slice(protocol, rows, texts, ScoringContext(seed=seed, judge=judge))
     identity = {

@@ -1,0 +1,72 @@
+"""Plain response files: one ``{"index": ..., "response": "..."}`` JSON object per line, in any order.
+
+This is how responses produced elsewhere (another harness, a published archive converted to JSONL) are scored
+with ``trace-repro score``. Files that trace-repro generated carry an identity header and are read by
+:mod:`trace_lib.generation.store` instead; :func:`is_store_file` tells the two apart.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+from trace_lib.benchmarks.protocol import Row
+from trace_lib.errors import InputError
+
+#: Accepted names of the response text field, in order of preference.
+TEXT_FIELDS = ("response", "prediction")
+
+
+def is_store_file(path: Path) -> bool:
+    """True when the first line is a trace-repro store header (``{"kind": "header", ...}``)."""
+    with open(path, "rb") as handle:
+        first = handle.readline()
+    try:
+        record = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(record, dict) and record.get("kind") == "header"
+
+
+def load_plain_responses(path: Path, rows: Sequence[Row]) -> list[str | None]:
+    """The responses of ``path`` in dataset row order, matched on ``str(index)``; null means no text.
+
+    Raises:
+        InputError: a line that is not an object with ``index`` and a text field, a repeated or unknown index, or
+            a dataset row without a response (each names the file and line).
+    """
+    file = str(path)
+    order = {str(row["index"]): i for i, row in enumerate(rows)}
+    found: dict[int, str | None] = {}
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                raise InputError("not a JSON object", file=file, field=f"line {number}") from None
+            if not isinstance(record, dict) or "index" not in record:
+                raise InputError("each line needs an 'index'", file=file, field=f"line {number}")
+            field = next((f for f in TEXT_FIELDS if f in record), None)
+            if field is None:
+                raise InputError(f"each line needs one of {', '.join(TEXT_FIELDS)}", file=file, field=f"line {number}")
+            text = record[field]
+            if text is not None and not isinstance(text, str):
+                raise InputError("response must be a string or null", file=file, field=f"line {number}.{field}",
+                                 found=type(text).__name__)
+            index = str(record["index"])
+            if index not in order:
+                raise InputError("index not in the dataset", file=file, field=f"line {number}.index", found=index,
+                                 hint="--dataset names another benchmark file?")
+            position = order[index]
+            if position in found:
+                raise InputError("second response for one index", file=file, field=f"line {number}.index",
+                                 found=index)
+            found[position] = text
+    if len(found) != len(rows):
+        first_missing = next(str(rows[i]["index"]) for i in range(len(rows)) if i not in found)
+        raise InputError(f"responses do not cover the dataset (expected {len(rows)} rows, found {len(found)})",
+                         file=file, hint=f"first missing index {first_missing}")
+    return [found[i] for i in range(len(rows))]
