@@ -28,7 +28,7 @@ from trace_lib.release.locate import locate_release
 from trace_lib.validation.layout import ValidationLayout
 from trace_lib.validation.pipeline import plan_validation
 
-pytestmark = [pytest.mark.reproduction, pytest.mark.gpu, pytest.mark.slow]
+pytestmark = pytest.mark.reproduction  # like the evaluation slices: selected by -m reproduction, skipped with the reason
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
