@@ -15,8 +15,8 @@ import math
 from numbers import Real
 from typing import Any, Callable, Mapping
 
-from trace_lib.training.answer_match import is_sequence, scalar_number
-from trace_lib.training.response_json import parse_json_like
+from trace_lib.answers.canonical import is_sequence, scalar_number
+from trace_lib.answers.json_blocks import parse_json_like
 
 #: Annotation type -> the one reward-contract id the resolver accepts for it (reward_contracts.py).
 CONTRACT_ID_BY_TYPE: Mapping[str, str] = {

@@ -19,10 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from trace_lib.answers.canonical import answer_matches
+from trace_lib.answers.prediction import locate_prediction
 from trace_lib.errors import InputError
 from trace_lib.training.annotation_match import annotation_score
-from trace_lib.training.answer_match import answer_matches
-from trace_lib.training.response_json import locate_prediction
 
 #: Weights the upstream adapter passes to its scorer (answer-only mode; the annotation weight is 0).
 FORMAT_WEIGHT = 0.05

@@ -91,7 +91,10 @@ class ScoreReport:
 def code_sha256() -> dict[str, str]:
     """sha256 of the trace_lib modules that produce a score (recorded in provenance)."""
     here = Path(__file__).resolve().parent
-    return {name: sha256_file(here / f"{name}.py") for name in _MODULES}
+    hashes = {name: sha256_file(here / f"{name}.py") for name in _MODULES}
+    answers = here.parent / "answers"  # the answer-JSON parsing and matching shared with the training reward
+    hashes.update({f"answers.{p.stem}": sha256_file(p) for p in sorted(answers.glob("*.py")) if p.stem != "__init__"})
+    return hashes
 
 
 # -- inputs -----------------------------------------------------------------------------------------------------
