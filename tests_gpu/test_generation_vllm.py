@@ -8,10 +8,8 @@ Decoding is the suite's except ``max_tokens`` (64, to keep the random tiny model
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -27,26 +25,9 @@ ROWS = 64
 GPU_MEMORY = 0.25  # both engines fit side by side on one GPU
 
 
-def _skip_reason() -> str | None:
-    if importlib.util.find_spec("vllm") is None:
-        return "vllm is not installed"
-    if shutil.which("nvidia-smi") is None:
-        return "no NVIDIA GPU (nvidia-smi not found)"
-    try:
-        import torch
-    except ImportError:
-        return "torch is not installed"
-    if not torch.cuda.is_available():
-        return "no CUDA device visible"
-    return None
-
-
 @pytest.fixture(scope="module", autouse=True)
-def _requirements():
-    reason = _skip_reason()
-    if reason:
-        pytest.skip(reason)
-    os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+def _requirements(vllm_gpu):
+    """Every test here needs vLLM on a CUDA GPU (tests_gpu/conftest.py)."""
 
 
 @pytest.fixture(scope="module")

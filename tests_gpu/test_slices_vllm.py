@@ -7,9 +7,6 @@ Run on a CUDA host with vllm installed:
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import shutil
 
 import pytest
 
@@ -21,18 +18,6 @@ pytestmark = pytest.mark.gpu
 ROWS = 32
 
 
-def _skip_reason() -> str | None:
-    if importlib.util.find_spec("vllm") is None:
-        return "vllm is not installed"
-    if shutil.which("nvidia-smi") is None:
-        return "no CUDA GPU (nvidia-smi not found)"
-    import torch
-
-    if not torch.cuda.is_available():
-        return "no CUDA GPU"
-    return None
-
-
 @pytest.fixture(scope="module")
 def judge():
     with OpenAIStubServer(lambda route, body: "A", model="qwen3-32b-judge") as server:
@@ -40,11 +25,7 @@ def judge():
 
 
 @pytest.fixture(scope="module")
-def runner(release, tmp_path_factory, judge):
-    reason = _skip_reason()
-    if reason:
-        pytest.skip(reason)
-    os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+def runner(vllm_gpu, release, tmp_path_factory, judge):
     from trace_lib.testing.tiny_qwen import build_tiny_qwen25vl
 
     work = tmp_path_factory.mktemp("slices")

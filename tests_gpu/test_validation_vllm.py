@@ -12,10 +12,8 @@ Run on a CUDA host with vllm installed:
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -26,26 +24,9 @@ SLUG = "trace-qwen2.5-vl-3b"
 GPU_MEMORY = 0.25
 
 
-def _skip_reason() -> str | None:
-    if importlib.util.find_spec("vllm") is None:
-        return "vllm is not installed"
-    if shutil.which("nvidia-smi") is None:
-        return "no NVIDIA GPU (nvidia-smi not found)"
-    try:
-        import torch
-    except ImportError:
-        return "torch is not installed"
-    if not torch.cuda.is_available():
-        return "no CUDA device visible"
-    return None
-
-
 @pytest.fixture(scope="module", autouse=True)
-def _requirements():
-    reason = _skip_reason()
-    if reason:
-        pytest.skip(reason)
-    os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+def _requirements(vllm_gpu):
+    """Every test here needs vLLM on a CUDA GPU (tests_gpu/conftest.py)."""
 
 
 @pytest.fixture(scope="module")
