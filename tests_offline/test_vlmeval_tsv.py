@@ -96,3 +96,33 @@ def test_missing_file_and_missing_index_column(tmp_path: Path) -> None:
         load_vlmeval_tsv(tmp_path / "absent.tsv")
     with pytest.raises(InputError, match="index: missing column"):
         load_vlmeval_tsv(_write(tmp_path / "y.tsv", ["id", "question"], [["1", "q"]]))
+
+
+def test_a_tsv_over_the_localisation_threshold_serves_upstreams_jpeg_files(tmp_path: Path, monkeypatch) -> None:
+    """Over 1 GiB, VLMEvalKit's localize_df decodes every image once to <index>.jpg (references share the file,
+    several images become <index>_<i>.jpg) and serves those JPEG bytes; trace-repro names and writes the same."""
+    from PIL import Image
+
+    import trace_lib.data.vlmeval_tsv as vlmeval_tsv
+
+    monkeypatch.setattr(vlmeval_tsv, "LOCALIZE_THRESHOLD_BYTES", 10)
+    one, two = _b64("RGBA", (5, 4)), _b64("RGB", (3, 3))
+    path = _write(tmp_path / "big.tsv", ["index", "image", "question"],
+                  [["1", one, "q1"], ["2", "1", "q2"], ["3", str([one, two]), "q3"]])
+    rows = load_vlmeval_tsv(path)
+    assert [r["image_path"] for r in rows] == ["1.jpg", "1.jpg", ["3_0.jpg", "3_1.jpg"]]
+    images = tmp_path / "images"
+    assert materialize_images(rows[1], images) == [str(images / "1.jpg")]
+    assert materialize_images(rows[2], images) == [str(images / "3_0.jpg"), str(images / "3_1.jpg")]
+
+    def upstream_bytes(encoded: str) -> bytes:  # decode_base64_to_image_file(b64, "<x>.jpg")
+        image = Image.open(io.BytesIO(base64.b64decode(encoded)))
+        image = image.convert("RGB") if image.mode in ("RGBA", "P", "LA") else image
+        out = io.BytesIO()
+        image.save(out, format="JPEG")
+        return out.getvalue()
+
+    assert (images / "1.jpg").read_bytes() == upstream_bytes(one)
+    assert (images / "3_1.jpg").read_bytes() == upstream_bytes(two)
+    with Image.open(images / "3_0.jpg") as image:
+        assert image.format == "JPEG"

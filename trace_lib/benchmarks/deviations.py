@@ -1,31 +1,24 @@
 """Deliberate deviations of trace-repro's protocols from the pinned upstream scorers, one line each.
 
 ``DEVIATIONS[key]`` lists every place a benchmark's protocol knowingly differs from what upstream would do (and why);
-everything not listed is meant to match upstream exactly. Shared by the benchmark helpers: add only your keys.
+everything not listed is meant to match upstream exactly.
 """
 
 from __future__ import annotations
 
-#: Shared by the chart/math protocols (helper C).
-BIG_TSV = "a TSV larger than 1 GiB is refused (VLMEvalKit would re-encode its images to JPEG files); none is expected"
-
 DEVIATIONS: dict[str, list[str]] = {
     # -- Science & General, Spatial Reasoning (benchmarks-science-spatial.md) --------------------------------------
     "phyx_mini_mc": [
-        "a TSV larger than 1 GiB is refused (VLMEvalKit would re-encode its images to JPEG files); none is expected",
     ],
     "realworldqa": [
-        "a TSV larger than 1 GiB is refused (VLMEvalKit would re-encode its images to JPEG files); none is expected",
     ],
     "mmstar": [
-        "a TSV larger than 1 GiB is refused (VLMEvalKit would re-encode its images to JPEG files); none is expected",
         "unseeded random.choice after three unusable judge replies -> deterministic_choice seeded by "
         "(benchmark, row index, decoding seed); the row is marked fallback",
         "judge health probe failing -> upstream silently switches to exact matching; here a first judge round in "
         "which every request fails raises JudgeError",
     ],
     "mmmu_pro_vision": [
-        "a TSV larger than 1 GiB is refused (VLMEvalKit would re-encode its images to JPEG files); none is expected",
         "unseeded random.choice after three unusable judge replies -> deterministic_choice seeded by "
         "(benchmark, row index, decoding seed); the row is marked fallback",
         "judge health probe failing -> upstream silently switches to exact matching; here a first judge round in "
@@ -33,7 +26,6 @@ DEVIATIONS: dict[str, list[str]] = {
         "an empty or numeric response crashes upstream's cot_postproc (AttributeError); here it is an InputError",
     ],
     "cvbench_3d": [
-        "a TSV larger than 1 GiB is refused (VLMEvalKit would re-encode its images to JPEG files); none is expected",
         "unseeded random.choice after three unusable judge replies -> deterministic_choice seeded by "
         "(benchmark, row index, decoding seed); the row is marked fallback",
         "judge health probe failing -> upstream silently switches to exact matching; here a first judge round in "
@@ -41,42 +33,34 @@ DEVIATIONS: dict[str, list[str]] = {
         "upstream returns a cached <stem>_acc.csv when one exists; trace-repro always scores afresh",
     ],
     "embspatial": [
-        "a TSV larger than 1 GiB is refused (VLMEvalKit would re-encode its images to JPEG files); none is expected",
     ],
     "spatialvizbench_cot": [
-        "a TSV larger than 1 GiB is refused (VLMEvalKit would re-encode its images to JPEG files); none is expected",
         "judge health probe failing -> upstream silently falls back to the rule matcher; here a first judge round "
         "in which every request fails raises JudgeError",
         "an empty judge reply makes upstream raise IndexError; here it counts as an unusable round",
     ],
     "erqa": [
-        "a TSV larger than 1 GiB is refused (VLMEvalKit would re-encode its images to JPEG files); none is expected",
         "judge health probe failing -> upstream silently falls back to the rule matcher; here a first judge round "
         "in which every request fails raises JudgeError",
         "an empty judge reply makes upstream raise IndexError; here it counts as an unusable round",
     ],
     # -- Charts & Tables, Visual Math (benchmarks-charts-math.md) ---------------------------------------------------
     "chartqapro": [
-        BIG_TSV,
         "the empty paragraph text part is left out of build_prompt (upstream's generation client drops it)",
         "the adapter's IndexError (response ending with 'the answer is') is raised as AdapterCrash naming the row",
     ],
     "charxivreason": [
-        BIG_TSV,
         "upstream's released scorer calls the missing runner._parse_charxiv_judge (AttributeError); "
         "_parse_json_object stands in for that audit-only value (spec section 9.4)",
     ],
     "tablevqabench": [
-        BIG_TSV,
         "upstream's AssertionError (a vwtq piece parsing as inf/nan) and AttributeError (non-text gold) are raised "
         "as ScorerCrash naming the row",
     ],
     "evochart": [
-        BIG_TSV,
         "load() reads the cached <LMUData>/EvoChart.tsv that upstream's load_data writes, not the HF dataset itself",
     ],
     "mathvision": [
-        BIG_TSV,
         "is_equal's eval() of model text runs on the AST (literals, arithmetic, comparisons, containers, subscripts, "
         "pure built-ins, is_equal's locals a/b/asw/gt_asw, opaque module globals); other constructs count as unequal",
         "upstream's 30 s is_equal timeout (a subprocess per call) is an in-process SIGALRM timer (main thread, no "
@@ -85,17 +69,14 @@ DEVIATIONS: dict[str, list[str]] = {
         "a row upstream's MATH_V_acc raises on (unparsable choices) is an InputError naming the row",
     ],
     "mathvista": [
-        BIG_TSV,
         "eval(choices)/eval(skills) are ast.literal_eval (the TSV holds list literals)",
         "a row upstream's MathVista_acc raises on (unparsable choices/skills) is an InputError naming the row",
     ],
     "mathverse": [
-        BIG_TSV,
         "more than one problem_version is refused (upstream reports the first row of a set-ordered table)",
         "metadata upstream's MathVerse_acc cannot parse is an InputError naming the row",
     ],
     "wemath": [
-        BIG_TSV,
         "unseeded random.choice after three unusable judge replies -> deterministic_choice seeded by "
         "(benchmark, row index, decoding seed); the row is marked fallback",
         "judge health probe failing -> upstream silently switches to exact matching; here a first judge round in "
@@ -104,7 +85,6 @@ DEVIATIONS: dict[str, list[str]] = {
     ],
     # -- Perception & Counting, Puzzles & Logic (benchmarks-perception-puzzles.md; helper E) ------------------------
     "blink": [
-        "a TSV larger than 1 GiB is refused (VLMEvalKit would re-encode its images to JPEG files); none is expected",
         "unseeded random.choice after three unusable judge replies -> deterministic_choice seeded by "
         "(benchmark, row index, decoding seed); the row is marked fallback",
         "judge health probe failing -> upstream silently switches to exact matching (every unread row -> Z); here a "
@@ -112,7 +92,6 @@ DEVIATIONS: dict[str, list[str]] = {
         "an empty slice is an InputError (upstream's mean of no rows is NaN and its wrapper raises)",
     ],
     "countbenchqa": [
-        "a TSV larger than 1 GiB is refused (VLMEvalKit would re-encode its images to JPEG files); none is expected",
         "an empty slice is an InputError (upstream reports 0)",
     ],
     "countqa": [
@@ -121,34 +100,29 @@ DEVIATIONS: dict[str, list[str]] = {
         "an empty slice is an InputError (upstream reports 0)",
     ],
     "treebench": [
-        "a TSV larger than 1 GiB is refused (VLMEvalKit would re-encode its images to JPEG files); none is expected",
         "a non-text prediction cell (empty/NA/'=' response) makes upstream raise TypeError; scored 0 here and "
         "counted as counts['upstream_crash_rows']",
         "an unknown category (upstream KeyError/IndexError) or unreadable target_instances is an InputError",
         "an empty slice is an InputError (upstream ZeroDivisionError)",
     ],
     "puzzlevqa": [
-        "a TSV larger than 1 GiB is refused (VLMEvalKit would re-encode its images to JPEG files); none is expected",
         "eval(options) is ast.literal_eval; a non-literal options cell is an InputError",
         "a listed category with no rows (upstream ZeroDivisionError) is left out of the metrics, not an error",
         "an answer missing from its options (upstream ValueError) is an InputError naming the row",
         "the judge is never called (upstream only builds and pings it; it cannot change a score)",
     ],
     "visualpuzzles": [
-        "a TSV larger than 1 GiB is refused (VLMEvalKit would re-encode its images to JPEG files); none is expected",
         "a listed category/difficulty with no rows (upstream ZeroDivisionError) is left out of the metrics",
         "a non-text options cell or non-text gold answer (upstream TypeError/AttributeError) is an InputError",
         "the judge is never called (upstream only builds and pings it; it cannot change a score)",
     ],
     "logicvista": [
-        "a TSV larger than 1 GiB is refused (VLMEvalKit would re-encode its images to JPEG files); none is expected",
         "a gold answer that is not an option label (upstream RuntimeError) is an InputError; an extraction still "
         "malformed after T=2.0 is a JudgeError (upstream RuntimeError)",
         "rows with a NaN skill are left out of the skill breakdowns (upstream's str.contains mask raises)",
         "judge sampling fields the request leaves out (top_k ...) come from the serving vLLM, as upstream's do",
     ],
     "mme_reasoning": [
-        "a TSV larger than 1 GiB is refused (VLMEvalKit would re-encode its images to JPEG files); none is expected",
         "Python eval of gold answers/special_info is limited to literals and + - * / arithmetic (choice_function: "
         "literals only); anything else fails the row as upstream's NameError would",
         "24-point formulas are evaluated with numbers, arithmetic/bitwise operators, lists and abs/round/min/max/"

@@ -86,8 +86,10 @@ def load_vlmeval_tsv(path: str | os.PathLike[str], *, skip_noimg: bool = True) -
     them (references resolved); ``image_path`` is a string or a list.
 
     Raises:
-        InputError: the file is missing, is not a TSV with an ``index`` column, is larger than VLMEvalKit's
-            1 GiB localisation threshold (JPEG re-encoding is not reproduced), or an image reference dangles.
+        InputError: the file is missing, is not a TSV with an ``index`` column, or an image reference dangles.
+
+    A TSV over VLMEvalKit's 1 GiB threshold is read as upstream localises it: its images are named ``.jpg``, so
+    they are materialised as the same re-encoded JPEG files the paper's runs served.
     """
     import pandas as pd  # noqa: PLC0415 - keep `import trace_lib.data` light
 
@@ -95,12 +97,7 @@ def load_vlmeval_tsv(path: str | os.PathLike[str], *, skip_noimg: bool = True) -
     file = str(path)
     if not path.is_file():
         raise InputError("dataset file not found", file=file, hint="run 'trace-repro prepare' or pass --dataset")
-    if path.stat().st_size > LOCALIZE_THRESHOLD_BYTES:
-        raise InputError(
-            "TSV larger than 1 GiB: VLMEvalKit would localise it to re-encoded JPEG files, which trace-repro "
-            "does not reproduce", file=file, expected=f"<= {LOCALIZE_THRESHOLD_BYTES} bytes",
-            found=path.stat().st_size,
-        )
+    localize = path.stat().st_size > LOCALIZE_THRESHOLD_BYTES
     try:
         frame = pd.read_csv(path, sep="\t")
     except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
@@ -116,16 +113,37 @@ def load_vlmeval_tsv(path: str | os.PathLike[str], *, skip_noimg: bool = True) -
     ]
     for row in rows:
         row["index"] = str(row["index"])
+    raw_images = {row["index"]: row["image"] for row in rows} if "image" in columns else {}
     if "image" in columns:
         _resolve_images(rows, file)
     if "image_path" in columns:
         for row in rows:
             paths = _to_list_of_str(row["image_path"], file=file, field=f"rows[{row['index']}].image_path")
             row["image_path"] = paths[0] if len(paths) == 1 else paths
+    elif localize and raw_images:
+        _name_localized_images(rows, raw_images)
     if all(_is_int_literal(row["index"]) for row in rows):
         for row in rows:
             row["index"] = int(row["index"])
     return rows
+
+
+def _name_localized_images(rows: list[Row], raw_images: dict[str, Any]) -> None:
+    """``vlmeval/smp/file.py:localize_df`` file names for a TSV over 1 GiB: ``<index>.jpg`` (a reference cell
+    shares the referenced row's file; several images become ``<index>_<i>.jpg``).
+
+    Upstream decodes them once into JPEG files and serves those; naming the files ``.jpg`` here makes
+    :func:`materialize_images` write the same re-encoded JPEG bytes (``Image.save`` infers the format from the name).
+    """
+    for row in rows:
+        cell = raw_images[row["index"]]
+        cell = "" if is_missing(cell) else str(cell)
+        base = cell if 0 < len(cell) <= IMAGE_REFERENCE_MAX_CHARS else row["index"]
+        images = row["image"]
+        if isinstance(images, list) and len(images) > 1:
+            row["image_path"] = [f"{base}_{i}.jpg" for i in range(len(images))]
+        else:
+            row["image_path"] = f"{base}.jpg"
 
 
 def _resolve_images(rows: list[Row], file: str) -> None:
