@@ -114,3 +114,26 @@ def test_real_protocols_run_whole_slices(backend, generation, tmp_path, key, sty
     assert result.complete and len(stored) == rows
     assert all(r.prompt and r.completion_tokens > 0 for r in stored)
 
+
+
+def test_data_url_images_generate_exactly_like_file_urls(backend, data, generation):
+    """TRACE validation sends images as base64 data URLs: the hf backend reads them as the same pixels."""
+    import base64
+    import dataclasses
+
+    from trace_lib.generation.run import prepare_rows
+    from trace_lib.testing.tiny_bench import tiny_tsv_protocol
+
+    protocol = tiny_tsv_protocol("tiny")
+    request = prepare_rows(protocol.load(data / "tiny.tsv")[:1], protocol, data / "images", served_name="tiny",
+                           generation=generation, seed=42)[0].request
+    (path,) = request.image_paths()
+    data_url = "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode()
+    messages = request.messages_json()
+    for part in messages[0]["content"]:
+        if part.get("type") == "image_url":
+            part["image_url"]["url"] = data_url
+    as_data = dataclasses.replace(request, messages=tuple(messages))
+    (from_file,) = backend.generate([request])
+    (from_data,) = backend.generate([as_data])
+    assert (from_data.text, from_data.prompt_tokens) == (from_file.text, from_file.prompt_tokens)

@@ -1,7 +1,8 @@
 """The ``hf`` backend: transformers ``generate`` on one request at a time -- the CPU reference for tiny models.
 
 The checkpoint's own chat template renders the messages (as vLLM's server does; no system message is added
-by us), images are read from their ``file://`` paths, the image processor gets the request's
+by us), images are read from their ``file://`` paths or decoded from ``data:`` URLs (TRACE validation's
+transport), the image processor gets the request's
 ``min_pixels``/``max_pixels``, and sampling uses the request's fields explicitly (temperature, top_p, top_k
 with ``-1`` = off, repetition_penalty, max_tokens) with ``torch.manual_seed(request seed)`` before each
 request, so one request always samples the same way. ``presence_penalty``/``frequency_penalty`` other than 0
@@ -43,14 +44,9 @@ class HFBackend:
         self._eos = set(eos if isinstance(eos, list) else [eos]) - {None}
 
     def _inputs(self, request: ChatRequest) -> Any:
-        from PIL import Image
-
         messages = request.messages_json()
         text = self.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        images = []
-        for path in request.image_paths():
-            with Image.open(path) as img:
-                images.append(img.convert("RGB"))
+        images = [_open_image(url) for url in _image_urls(messages)]
         kwargs: dict[str, Any] = {}
         if images:
             kwargs["images"] = images
@@ -112,3 +108,36 @@ class HFBackend:
     def close(self) -> None:
         self.model = None
         self.processor = None
+
+
+def _image_urls(messages: list[dict[str, Any]]) -> list[str]:
+    """Every ``image_url`` of the messages, in prompt order."""
+    return [
+        part["image_url"]["url"]
+        for message in messages
+        if isinstance(message.get("content"), list)
+        for part in message["content"]
+        if part.get("type") == "image_url"
+    ]
+
+
+def _open_image(url: str) -> Any:
+    """The RGB image behind a ``file://`` or base64 ``data:`` URL (what vLLM's media loader accepts)."""
+    import base64
+    import io
+    from urllib.parse import unquote, urlparse
+
+    from PIL import Image
+
+    if url.startswith("data:"):
+        header, _, payload = url.partition(",")
+        if not header.endswith(";base64"):
+            raise BackendError("only base64 data URLs are supported", field="image_url", found=header[:40])
+        source: Any = io.BytesIO(base64.b64decode(payload))
+    else:
+        parsed = urlparse(url)
+        if parsed.scheme != "file":
+            raise BackendError("image URL must be file:// or data:", field="image_url", found=url[:80])
+        source = unquote(parsed.path)
+    with Image.open(source) as img:
+        return img.convert("RGB")
