@@ -93,7 +93,7 @@ class SliceSettings:
     backend: str = "vllm"
     backend_options: Mapping[str, Any] = field(default_factory=dict)
     endpoint_url: str | None = None
-    media_transport: str = "data-url"  # the hf backend reads file:// images
+    media_transport: str = "data-url"  # upstream's transport (base64 data URLs); every backend reads it
     judge_urls: tuple[str, ...] = ()
     judge_template: ChatTemplate | None = None
     z: float = DEFAULT_Z
