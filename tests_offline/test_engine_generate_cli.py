@@ -58,3 +58,19 @@ def test_failing_endpoint_fails_the_slice_and_keeps_answers(release, tmp_path, c
     assert "failed: tiny-seed43-mmstar" in capsys.readouterr().out
     path = response_path(tmp_path / "campaign", model="tiny", seed=43, benchmark="mmstar")
     assert len(load_responses(path)) == 4
+
+
+def test_engine_flags_override_only_what_is_given(release, tmp_path):
+    """Unset engine flags keep the vllm backend's upstream defaults; given ones are passed through."""
+    import argparse
+
+    from trace_lib.campaign.plan import build_plan
+    from trace_lib.cli.generate import _backend_options
+
+    plan = build_plan(release, model_ids=["trace-qwen2.5-vl-3b"], seeds=[42], benchmarks=["mmstar"],
+                      gpu_groups="0,1", data_root=tmp_path)
+    args = argparse.Namespace(backend="vllm", base_url=None, device=None, max_model_len=None, max_num_seqs=128,
+                              gpu_memory_utilization=None, enforce_eager=None, concurrency=None)
+    assert _backend_options(args, plan) == {
+        "tensor_parallel_size": 2, "allowed_local_media_path": str(tmp_path.resolve()), "max_num_seqs": 128,
+    }

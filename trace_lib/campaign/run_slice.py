@@ -41,14 +41,14 @@ GPU_BACKENDS = frozenset({"vllm"})
 
 def backend_options(kind: str, plan: Plan, *, base_url: str | None = None, device: str = "cpu") -> dict[str, Any]:
     """The keyword arguments of :func:`~trace_lib.generation.backends.base.create_backend` for ``kind``
-    (vllm: the suite campaign's engine settings; openai: ``base_url``; hf: ``device``).
+    (vllm: tensor parallel size and the data root for ``file://`` images; openai: ``base_url``; hf: ``device``).
 
     Raises:
         UsageError: the openai backend without ``base_url``.
     """
-    if kind == "vllm":
-        return dict(tensor_parallel_size=plan.tp_size, allowed_local_media_path=str(Path(plan.data_root or ".").resolve()),
-                    max_model_len=32768, max_num_seqs=256, gpu_memory_utilization=0.90, enforce_eager=False)
+    if kind == "vllm":  # engine limits default to upstream's server flags in the vllm backend itself
+        return dict(tensor_parallel_size=plan.tp_size,
+                    allowed_local_media_path=str(Path(plan.data_root or ".").resolve()))
     if kind == "openai":
         if not base_url:
             raise UsageError("the openai backend needs --base-url", field="--base-url")

@@ -28,10 +28,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT, options.BACKEND, options.BASE_URL,
                             options.DEVICE)
     parser.add_argument("--concurrency", type=int, default=None, help="openai backend: requests in flight")
-    parser.add_argument("--max-model-len", type=int, default=32768, help="vllm backend (default 32768)")
-    parser.add_argument("--max-num-seqs", type=int, default=256, help="vllm backend (default 256)")
-    parser.add_argument("--gpu-memory-utilization", type=float, default=0.90, help="vllm backend (default 0.90)")
-    parser.add_argument("--enforce-eager", action="store_true", help="vllm backend: no CUDA graphs")
+    parser.add_argument("--max-model-len", type=int, default=None, help="vllm backend (default: upstream's 32768)")
+    parser.add_argument("--max-num-seqs", type=int, default=None, help="vllm backend (default: upstream's 256)")
+    parser.add_argument("--gpu-memory-utilization", type=float, default=None,
+                        help="vllm backend (default: upstream's 0.90)")
+    parser.add_argument("--enforce-eager", action="store_true", default=None, help="vllm backend: no CUDA graphs")
     parser.add_argument("--model-verify", choices=("deep", "shallow", "none"), default="deep",
                         help="check model directories against their markers first (default deep: re-hash files)")
     parser.add_argument("--unprepared-data", action="store_true",
@@ -75,17 +76,19 @@ def _spawn_workers(plan: Plan, argv: list[str]) -> ExitCode:
     return ExitCode.OK if all(c == 0 for c in codes) else ExitCode.FINDINGS
 
 
-def _backend_options(args: argparse.Namespace, plan: Plan, data_root: Path) -> dict:
-    if args.backend == "vllm":
-        return dict(tensor_parallel_size=plan.tp_size, allowed_local_media_path=str(data_root),
-                    max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
-                    gpu_memory_utilization=args.gpu_memory_utilization, enforce_eager=args.enforce_eager)
-    if args.backend == "openai":
-        base_url = options.resolve(args, options.BASE_URL)
-        if not base_url:
-            raise UsageError("the openai backend needs --base-url", field="--base-url")
-        return dict(base_url=base_url, concurrency=args.concurrency)
-    return dict(device=options.resolve(args, options.DEVICE))
+def _backend_options(args: argparse.Namespace, plan: Plan) -> dict:
+    """The campaign's backend options (:func:`~trace_lib.campaign.run_slice.backend_options`) plus the engine
+    flags given on the command line (unset flags keep the backend's upstream defaults)."""
+    from trace_lib.campaign.run_slice import backend_options
+
+    chosen = backend_options(args.backend, plan, base_url=options.resolve(args, options.BASE_URL),
+                             device=options.resolve(args, options.DEVICE))
+    flags = {
+        "vllm": ("max_model_len", "max_num_seqs", "gpu_memory_utilization", "enforce_eager"),
+        "openai": ("concurrency",),
+    }.get(args.backend, ())
+    chosen.update({name: getattr(args, name) for name in flags if getattr(args, name) is not None})
+    return chosen
 
 
 def run(args: argparse.Namespace) -> ExitCode:
@@ -135,7 +138,7 @@ def run(args: argparse.Namespace) -> ExitCode:
                 failures += [s.id for s in slices]
                 continue
         backend = create_backend(args.backend, model_path=model.local_path, served_name=model.slug,
-                                 **_backend_options(args, plan, data_root))
+                                 **_backend_options(args, plan))
         try:
             for slice_ in slices:
                 try:
