@@ -40,3 +40,42 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
     new = sorted(_heavy_loaded() - item.stash[_LOADED_BEFORE])
     if new:
         pytest.fail(f"{item.nodeid}: offline test imported {', '.join(new)}", pytrace=False)
+
+
+def _is_loopback(address: object) -> bool:
+    import ipaddress
+
+    if not isinstance(address, tuple) or not address:
+        return True  # AF_UNIX paths and the like never leave the machine
+    host = str(address[0])
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False  # a host name: resolving and reaching it is network use
+
+
+@pytest.fixture(autouse=True)
+def _loopback_only(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Offline tests may talk to servers they start on loopback, and to nothing else (checked on every connect)."""
+    if request.node.get_closest_marker("offline") is None:
+        return
+    import socket
+
+    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
+
+    def guard(address: object) -> None:
+        if not _is_loopback(address):
+            raise ConnectionRefusedError(f"{request.node.nodeid}: offline test tried to reach {address!r}")
+
+    def connect(self: socket.socket, address: object) -> None:
+        guard(address)
+        return real_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: object) -> int:
+        guard(address)
+        return real_connect_ex(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
