@@ -123,10 +123,15 @@ def release_models(release: ReleaseRoot, model_root: Path) -> tuple[ModelDescrip
     ``revision`` is the public repository commit (what a download yields); ``canonical_revision`` is the
     ``model_revision`` the canonical run recorded (a ``sha256set:`` for a locally registered checkpoint).
     """
+    models = load_eval_models(release)
     doc = release.read_json(identity.RESULTS)
-    recorded = {m.get("model_id"): m.get("model_revision") for m in doc.get("models", [])}
+    entries = doc.get("models", []) if isinstance(doc, dict) else None
+    if not isinstance(entries, list) or not all(isinstance(m, dict) for m in entries):
+        raise ReleaseFileError("not a list of model objects", file=identity.RESULTS, field="models",
+                               found=type(entries if isinstance(doc, dict) else doc).__name__)
+    recorded = {m.get("model_id"): m.get("model_revision") for m in entries}
     out = []
-    for model in load_eval_models(release):
+    for model in models:
         source = f"{model.repository_id}@{model.revision}"
         if not SOURCE_PATTERN.match(source):
             raise ReleaseFileError("model source is not owner/repo@commit", file=identity.RESULTS,

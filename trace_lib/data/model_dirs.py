@@ -106,7 +106,10 @@ def download_model(descriptor: ModelDescriptor, *, hub: Any = None, token: str |
         import huggingface_hub as hub
     dest = Path(descriptor.local_path)
     repo, revision = descriptor.repository, descriptor.repository_revision
-    info = hub.model_info(repo, revision=revision, token=token, files_metadata=False)
+    from trace_lib.data.hub_access import hub_access
+
+    with hub_access(descriptor.source):
+        info = hub.model_info(repo, revision=revision, token=token, files_metadata=False)
     if info.sha != revision:
         raise InputError("revision does not resolve to itself", field=f"{descriptor.slug}.source",
                          expected=revision, found=info.sha)
@@ -117,7 +120,8 @@ def download_model(descriptor: ModelDescriptor, *, hub: Any = None, token: str |
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".incomplete", dir=dest.parent))
     try:
-        hub.snapshot_download(repo_id=repo, revision=revision, local_dir=str(staging), token=token)
+        with hub_access(descriptor.source):
+            hub.snapshot_download(repo_id=repo, revision=revision, local_dir=str(staging), token=token)
         hashes = file_hashes(staging)
         if sorted(hashes) != expected_files:
             missing = sorted(set(expected_files) - set(hashes))

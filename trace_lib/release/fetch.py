@@ -83,6 +83,11 @@ def fetch_release(
         FetchError: any file failed (HTTP error, unreachable host, hash mismatch); lists every failure.
     """
     root = Path(dest).expanduser()
+    scheme = base_url.split("://", 1)[0].lower() if "://" in base_url else ""
+    if scheme not in ("http", "https", "file"):
+        raise UsageError("not an http(s) or file URL", field="--base-url", found=base_url)
+    if not timeout > 0:
+        raise UsageError("must be a positive number of seconds", field="--timeout", found=timeout)
     if root.exists() and not root.is_dir():
         raise UsageError("not a directory", file=str(root), hint="choose a directory for the release")
     wanted = sorted(identity.CANONICAL_SHA256.items())
@@ -93,6 +98,7 @@ def fetch_release(
     created = _missing_dirs(root, [rel for rel, _ in todo])
     staged: list[tuple[Path, Path]] = []
     problems: list[str] = []
+    finished = False
     try:
         for directory in created:
             directory.mkdir(exist_ok=True)
@@ -108,10 +114,11 @@ def fetch_release(
         for partial, final in staged:
             os.replace(partial, final)
         staged.clear()
+        finished = True
     finally:
         for partial, _ in staged:
             partial.unlink(missing_ok=True)
-        if problems or staged:
+        if not finished:
             for directory in reversed(created):
                 _remove_if_empty(directory)
     files = tuple(

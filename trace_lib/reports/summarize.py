@@ -354,7 +354,15 @@ def write_plot(summary: CampaignSummary, path: Path) -> Path:
 
 def write_reports(summary: CampaignSummary, out_dir: Path, *, stem: str = "summary", xlsx: bool = True,
                   plot: bool = True) -> list[Path]:
-    """Write ``<stem>.md`` (always), ``<stem>.xlsx`` and ``<stem>.png`` into ``out_dir``."""
+    """Write ``<stem>.md`` (always), ``<stem>.xlsx`` and ``<stem>.png`` into ``out_dir``.
+
+    Raises:
+        UsageError: ``out_dir`` or one of its parents exists and is not a directory.
+    """
+    for folder in (Path(out_dir), *Path(out_dir).parents):
+        if folder.exists() and not folder.is_dir():
+            raise UsageError("not a directory", file=str(folder), field="--out",
+                             hint="choose a directory for the summary files")
     out = [write_markdown(summary, Path(out_dir) / f"{stem}.md")]
     if xlsx:
         out.append(write_workbook(summary, Path(out_dir) / f"{stem}.xlsx"))

@@ -191,20 +191,27 @@ def download(profile: TrainingProfile, input_dir: Path, cache_dir: Path | None) 
         from huggingface_hub import HfApi, snapshot_download
     except ImportError:
         raise InputError("prepare requires huggingface_hub", hint="pip install 'trace-repro[train]'") from None
+    from trace_lib.data.hub_access import hub_access
+
     api = HfApi()
     d, base = profile.dataset, profile.base_model
-    found = api.dataset_info(d.repo_id, revision=d.revision).sha
+    with hub_access(f"{d.repo_id}@{d.revision}"):
+        found = api.dataset_info(d.repo_id, revision=d.revision).sha
     if found != d.revision:
         raise InputError("Hugging Face resolved a different dataset revision", field=d.repo_id, expected=d.revision, found=found)
-    found = api.model_info(base.repo_id, revision=base.revision).sha
+    with hub_access(f"{base.repo_id}@{base.revision}"):
+        found = api.model_info(base.repo_id, revision=base.revision).sha
     if found != base.revision:
         raise InputError("Hugging Face resolved a different base-model revision", field=base.repo_id,
                          expected=base.revision, found=found)
     cache = str(cache_dir) if cache_dir else None
-    snapshot_download(d.repo_id, repo_type="dataset", revision=d.revision, local_dir=str(input_dir / DATASET_DIR),
-                      cache_dir=cache, allow_patterns=[*d.parquet_files, *d.manifests])
-    snapshot_download(base.repo_id, revision=base.revision, local_dir=str(input_dir / BASE_MODEL_DIR),
-                      cache_dir=cache, allow_patterns=list(base.required_files))
+    with hub_access(f"{d.repo_id}@{d.revision}"):
+        snapshot_download(d.repo_id, repo_type="dataset", revision=d.revision,
+                          local_dir=str(input_dir / DATASET_DIR), cache_dir=cache,
+                          allow_patterns=[*d.parquet_files, *d.manifests])
+    with hub_access(f"{base.repo_id}@{base.revision}"):
+        snapshot_download(base.repo_id, revision=base.revision, local_dir=str(input_dir / BASE_MODEL_DIR),
+                          cache_dir=cache, allow_patterns=list(base.required_files))
 
 
 def run_prepare(
@@ -212,15 +219,29 @@ def run_prepare(
 ) -> dict[str, Any]:
     """Download, verify and write ``<input>/input_receipt.json``; return the receipt."""
     expect = dataset_expectations(release, profile)  # release-side checks before any download
-    target = empty_directory(input_dir, "--input-dir")
     if cache_dir is not None:
         cache_dir = cache_dir.resolve()
-        cache_dir.mkdir(parents=True, exist_ok=True)
-    download(profile, target, cache_dir)
-    dataset_files = verify_dataset(target / DATASET_DIR, expect)
-    model_files = verify_base_model(target / BASE_MODEL_DIR, profile.base_model.required_files)
-    receipt = input_receipt(release, profile, dataset_files, model_files)
-    write_receipt(target / INPUT_RECEIPT, receipt)
+        if cache_dir.exists() and not cache_dir.is_dir():
+            raise InputError("must be a directory", field="--cache-dir", found=str(cache_dir))
+    input_existed = input_dir.resolve().exists()
+    cache_existed = cache_dir is None or cache_dir.exists()
+    target = empty_directory(input_dir, "--input-dir")
+    try:
+        if cache_dir is not None:
+            cache_dir.mkdir(parents=True, exist_ok=True)
+        download(profile, target, cache_dir)
+        dataset_files = verify_dataset(target / DATASET_DIR, expect)
+        model_files = verify_base_model(target / BASE_MODEL_DIR, profile.base_model.required_files)
+        receipt = input_receipt(release, profile, dataset_files, model_files)
+        write_receipt(target / INPUT_RECEIPT, receipt)
+    except BaseException:  # nothing half-written: a failed prepare leaves no directory it created
+        import shutil
+
+        if not input_existed:
+            shutil.rmtree(target, ignore_errors=True)
+        if not cache_existed:
+            shutil.rmtree(cache_dir, ignore_errors=True)
+        raise
     return receipt
 
 

@@ -46,17 +46,28 @@ def download_parquet(dest_root: Path, *, expected: pins.DatasetIdentity = pins.R
     Raises:
         InputError: the downloaded file's sha256 differs from the pin.
     """
+    import shutil
+
     from huggingface_hub import hf_hub_download
 
-    path = Path(
-        hf_hub_download(
-            repo_id=expected.repo_id,
-            filename=expected.file,
-            repo_type="dataset",
-            revision=expected.revision,
-            local_dir=str(dest_root),
-        )
-    )
+    from trace_lib.data.hub_access import hub_access
+
+    created = next((d for d in reversed((Path(dest_root), *Path(dest_root).parents)) if not d.exists()), None)
+    try:
+        with hub_access(f"{expected.repo_id}@{expected.revision}:{expected.file}"):
+            path = Path(
+                hf_hub_download(
+                    repo_id=expected.repo_id,
+                    filename=expected.file,
+                    repo_type="dataset",
+                    revision=expected.revision,
+                    local_dir=str(dest_root),
+                )
+            )
+    except InputError:  # nothing half-written: drop the download directory this call created
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
+        raise
     digest = sha256_file(path)
     if digest != expected.file_sha256:
         raise InputError("downloaded parquet differs from the pin", file=str(path), field="sha256",

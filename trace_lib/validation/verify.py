@@ -132,6 +132,8 @@ def verify_release(release: ReleaseRoot, *, pinned: bool = True) -> dict[str, An
         _require(release.sha256(rec_rel) == identity.CANONICAL_SHA256[rec_rel], "release receipt SHA-256 mismatch",
                  file=rec_rel, expected=identity.CANONICAL_SHA256[rec_rel], found=release.sha256(rec_rel))
     results, receipt = release.read_json(res_rel), release.read_json(rec_rel)
+    _require(isinstance(results, dict), "not a JSON object", file=res_rel, found=type(results).__name__)
+    _require(isinstance(receipt, dict), "not a JSON object", file=rec_rel, found=type(receipt).__name__)
     _require(results.get("schema_version") == pins.RESULTS_SCHEMA, "wrong results schema", file=res_rel)
     _require(receipt.get("schema_version") == pins.RELEASE_RECEIPT_SCHEMA, "wrong release receipt schema", file=rec_rel)
     source = receipt.get("immutable_source")
