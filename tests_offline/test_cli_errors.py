@@ -134,3 +134,19 @@ def test_model_download_without_the_hub_is_an_input_error(tmp_path):
     assert caught.value.field == source
     assert "Hugging Face Hub download failed: ConnectionError" in caught.value.render()
     assert not (tmp_path / "models").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["plan", "--tolerance-z", "inf"], "argument --tolerance-z: invalid positive_number value: 'inf'"),
+        (["plan", "--tolerance-z", "0"], "argument --tolerance-z: invalid positive_number value: '0'"),
+        (["train", "print-config", "--config", "trace-qwen2.5-vl-3b", "--gpus", "0"],
+         "argument --gpus: invalid positive_int value: '0'"),
+    ],
+)
+def test_out_of_range_numbers_are_usage_errors(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err

@@ -7,6 +7,7 @@ pytest plugin add the same spellings. Precedence: flag, then environment, then d
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -43,9 +44,18 @@ class Option:
         return self.default
 
 
-def _positive_float(text: str) -> float:
+def positive_number(text: str) -> float:
+    """A finite number > 0 (argparse turns the ValueError into a one-line usage error)."""
     value = float(text)
-    if not value > 0:
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(text)
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1 (GPU counts, worker counts)."""
+    value = int(text)
+    if value < 1:
         raise ValueError(text)
     return value
 
@@ -63,7 +73,7 @@ TOLERANCE_Z = Option(
     "z of the reproduction tolerance band (see trace_lib.aggregation.tolerance)",
     env="TRACE_TOLERANCE_Z",
     default=3.0,
-    type=_positive_float,
+    type=positive_number,
 )
 CAMPAIGN_ROOT = Option(
     "--campaign-root", "directory of a reproduction campaign (responses, scores, receipts)", env="TRACE_CAMPAIGN_ROOT"

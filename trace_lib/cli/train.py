@@ -44,7 +44,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
             sub.add_argument("--wandb-project", help="W&B project (trainer.project_name; default: the profile's)")
             sub.add_argument("--wandb-entity", help="W&B entity (requires --wandb)")
         if name in ("smoke", "print-config"):
-            sub.add_argument("--gpus", type=int, help="smoke only: GPUs to use (default: the profile's count)")
+            sub.add_argument("--gpus", type=options.positive_int, help="smoke only: GPUs to use (default: the profile's count)")
             sub.add_argument("--scale", default="profile", help="smoke only: 'profile' or 'tiny' (small batch/length)")
         if name == "smoke":
             sub.add_argument("--base-model-dir", type=Path, help="smoke only: a local model instead of <input>/base_model")
