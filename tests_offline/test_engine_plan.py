@@ -99,3 +99,12 @@ def test_print_config_shows_each_slice_band_from_the_release(release):
     expected = rule.check_slice("qwen2.5-vl-3b-base", "cvbench_3d", 0.0, seed=43)
     assert line == (f"slice=qwen2.5-vl-3b-base-seed43-cvbench_3d rows={plan.rows(plan.slices[0])} "
                     f"canonical={expected.canonical:.2f} band=+-{expected.band:.2f}")
+
+
+@pytest.mark.parametrize("tag", ["../x", "a/b", ".hidden", "tag with space"])
+def test_run_tags_that_are_not_plain_names_are_refused(release, tag):
+    from trace_lib.campaign.plan import build_plan
+    from trace_lib.errors import UsageError
+
+    with pytest.raises(UsageError, match="--run-tag: invalid run tag"):
+        build_plan(release, run_tag=tag)

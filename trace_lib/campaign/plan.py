@@ -232,6 +232,14 @@ def select_benchmarks(suite: Suite, keys: Sequence[str] | None) -> tuple[str, ..
     return tuple(k for k in suite.keys if k in wanted)
 
 
+def _check_run_tag(tag: str) -> str:
+    """A run tag names directories and files: letters, digits, ``.``, ``_`` and ``-`` only, no leading dot."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", tag):
+        raise UsageError("invalid run tag", field="--run-tag", found=tag,
+                         expected="letters, digits, '.', '_' or '-' (it names directories)")
+    return tag
+
+
 def default_run_tag(suite: Suite, seeds: Sequence[int]) -> str:
     """``<suite>_temp<T without dot>_seed<seeds joined by _>``, e.g. ``trace_eval_v1_temp06_seed42_43_44``."""
     temperature = f"{suite.generation['temperature']:g}".replace(".", "")
@@ -292,7 +300,7 @@ def build_plan(
     slugs = [m.slug for m in chosen]
     return Plan(
         suite=suite,
-        run_tag=run_tag or os.environ.get(RUN_TAG_ENV) or default_run_tag(suite, seed_list),
+        run_tag=_check_run_tag(run_tag or os.environ.get(RUN_TAG_ENV) or default_run_tag(suite, seed_list)),
         seeds=seed_list,
         models=chosen,
         benchmarks=select_benchmarks(suite, benchmarks),
