@@ -119,3 +119,19 @@ def test_cli_imports_only_the_chosen_command():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "trace_lib.cli.benchmarks" in proc.stderr and "trace_lib.cli.train" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (r"x \boxed{ 3 } y", "3"),
+        (r"\boxed{1} then \boxed{{2}}", "{2}"),
+        (r"\boxed{1} then \boxed{2", "1"),  # an unbalanced box ends the scan, keeping the previous one
+        (r"\boxed {4}", None),  # literal opener only: no whitespace before the brace
+        ("no box", None),
+    ],
+)
+def test_literal_box_scanner(text, expected):
+    from trace_lib.extraction.boxed import last_boxed_literal
+
+    assert last_boxed_literal(text) == expected

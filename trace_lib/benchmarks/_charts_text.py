@@ -1,9 +1,5 @@
-"""Text helpers shared by the ChartQAPro adapter and the EvoChart extension: the strict box scanner and ANLS.
+"""Text helpers of the chart benchmarks (the literal box scanner lives in ``trace_lib.extraction.boxed``).
 
-- :func:`last_boxed_strict` mirrors ``_chartqapro_last_boxed`` (``run_official_vlmevalkit_saved_score.py``) and
-  ``_last_boxed`` (``vlmevalkit_extensions/evochart.py``): the literal ``\\boxed{`` (no whitespace), the stripped
-  content of the last balanced box, and the scan *stops* at the first unbalanced box. (TRACE's audit parser and
-  the PuzzleVQA parser use other scanners on purpose; do not merge them.)
 - :func:`anls_score` mirrors ``anls==0.0.2`` (``anls.metrics.score.anls_score``): lower-case, collapse
   whitespace, normalized Levenshtein distance over ``max(len(a.upper()), len(b.upper()))``, credit
   ``1 - NL`` below the threshold.
@@ -12,32 +8,6 @@
 from __future__ import annotations
 
 from typing import Sequence
-
-BOX_OPENER = "\\boxed{"
-
-
-def last_boxed_strict(text: str) -> str | None:
-    """Stripped content of the last balanced ``\\boxed{...}``; an unbalanced box ends the scan (keeping the
-    previous one); None when there is no complete box."""
-    found = None
-    start = 0
-    while True:
-        opener = text.find(BOX_OPENER, start)
-        if opener < 0:
-            return found
-        pos = begin = opener + len(BOX_OPENER)
-        depth = 1
-        while pos < len(text) and depth:
-            if text[pos] == "{":
-                depth += 1
-            elif text[pos] == "}":
-                depth -= 1
-            pos += 1
-        if depth:
-            return found
-        found = text[begin : pos - 1].strip()
-        start = pos
-
 
 def levenshtein(a: str, b: str) -> int:
     """Edit distance (insert, delete, substitute; unit costs) over code points."""

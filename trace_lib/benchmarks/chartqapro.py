@@ -28,7 +28,8 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from trace_lib.benchmarks._charts_text import anls_score, last_boxed_strict
+from trace_lib.benchmarks._charts_text import anls_score
+from trace_lib.extraction.boxed import last_boxed_literal
 from trace_lib.benchmarks._math_workbook import isna, prediction_workbook, records, reread
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
@@ -190,7 +191,7 @@ def final_answer(value: Any) -> str | None:
         inner = blocks[0].group(1).strip()
         if not inner:
             return None
-        boxed = last_boxed_strict(inner)
+        boxed = last_boxed_literal(inner)
         if boxed is not None:
             return boxed or None
         marked = final_sentence(inner)

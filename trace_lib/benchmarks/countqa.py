@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.data.vlmeval_tsv import is_missing, load_vlmeval_tsv, materialize_images
+from trace_lib.extraction.boxed import last_boxed_literal
 from trace_lib.extraction.workbook import official_workbook
 from trace_lib.scoring.percent import MetricTable, primary_score
 
@@ -28,7 +29,6 @@ KEY = "countqa"
 #: ``COUNTQA_BOXED_POST_PROMPT``: appended to the stripped question.
 BOXED_SUFFIX = "\nPut the final answer inside \\boxed{}."
 
-_BOX_OPENER = "\\boxed{"
 _ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", flags=re.I | re.S)
 _JSON_ANSWER = re.compile(r"\{.*\"answer\"\s*:\s*(.+?)\}", flags=re.S)
 _ANSWER_MARKER = re.compile(r"\b(?:final\s+answer|answer|choice|option)\b\s*[:：]?\s*(.+)", flags=re.I | re.S)
@@ -58,32 +58,10 @@ def build_prompt(row: Row, image_dir: Path) -> list[PromptItem]:
     return [*images, PromptItem("text", str(row["question"]).strip() + BOXED_SUFFIX)]
 
 
-def last_box(text: str) -> str | None:
-    """Stripped content of the last balanced ``\\boxed{...}`` (literal opener); an unbalanced box ends the scan."""
-    start = 0
-    found = None
-    while True:
-        opener = text.find(_BOX_OPENER, start)
-        if opener < 0:
-            return found
-        pos = begin = opener + len(_BOX_OPENER)
-        depth = 1
-        while pos < len(text) and depth:
-            if text[pos] == "{":
-                depth += 1
-            elif text[pos] == "}":
-                depth -= 1
-            pos += 1
-        if depth:
-            return found
-        found = text[begin : pos - 1].strip()
-        start = pos
-
-
 def final_text(value: Any) -> str:
     """The part of a cell that carries the final answer: box, then ``<answer>``, JSON ``answer``, marker, all."""
     text = str(value or "").strip()  # quirk: 0 -> "", NaN -> "nan"
-    boxed = last_box(text)
+    boxed = last_boxed_literal(text)  # upstream copies this scanner verbatim into EvoChart and ChartQAPro
     if boxed:
         return boxed.strip()
     block = _ANSWER_BLOCK.search(text)

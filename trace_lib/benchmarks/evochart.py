@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from trace_lib.benchmarks._charts_text import last_boxed_strict
+from trace_lib.extraction.boxed import last_boxed_literal
 from trace_lib.benchmarks._math_workbook import prediction_workbook, records
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
@@ -59,7 +59,7 @@ def _text(value: Any) -> str:
 def final_answer(value: Any) -> str:
     """``_extract_final_answer``: box, first ``<answer>``, JSON ``"answer"``, answer marker, else the text."""
     text = _text(value)  # NaN -> "nan"
-    boxed = last_boxed_strict(text)
+    boxed = last_boxed_literal(text)
     if boxed:  # an empty box falls through
         return boxed.strip()
     block = _ANSWER_BLOCK.search(text)
