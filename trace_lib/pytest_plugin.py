@@ -39,12 +39,10 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         return None
     from trace_lib.campaign.plan import plan_from_options
 
-    from trace_lib.aggregation.tolerance import load_tolerance_rule
-
     try:
         release = locate_release(options.resolve(config.option, options.TRACE_ROOT))
         plan = plan_from_options(release, config.option)
-        text = plan.render(load_tolerance_rule(release, z=plan.tolerance_z))
+        text = plan.render(plan.tolerance_rule(release))
     except TraceReproError as exc:
         print(f"ERROR: {exc.render()}")
         return int(pytest.ExitCode.USAGE_ERROR)

@@ -187,7 +187,6 @@ class SliceRunner:
         Raises:
             UsageError: unknown backend, or the openai backend without ``base_url``.
         """
-        from trace_lib.aggregation.tolerance import load_tolerance_rule
         from trace_lib.data.manifest import load_manifest, manifest_path
         from trace_lib.data.prepare import load_artifact_sources
         from trace_lib.generation.backends.base import BACKENDS, create_backend
@@ -213,7 +212,7 @@ class SliceRunner:
 
             judge = OpenAIJudge(judge_url)
         return cls(
-            plan=plan, rule=rule or load_tolerance_rule(release, z=plan.tolerance_z),
+            plan=plan, rule=rule or plan.tolerance_rule(release),
             sources=load_artifact_sources(release), campaign_root=Path(campaign_root), engines=engines,
             backend_kind=backend, judge=judge, judge_url=judge_url,
             manifest=load_manifest(manifest_file) if manifest_file.exists() else None, **extra,

@@ -43,7 +43,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "(trace-repro response files carry it in their header)")
     parser.add_argument("--json", action="store_true", help="print the scores.json documents (with verdicts)")
     options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT, options.JUDGE_URL,
-                            options.TOLERANCE_Z)
+                            options.ALPHA, options.TOLERANCE_Z)
     parser.set_defaults(run=run)
 
 
@@ -84,7 +84,8 @@ def run(args: argparse.Namespace) -> ExitCode:
     from trace_lib.release.locate import locate_release
 
     release = locate_release(options.resolve(args, options.TRACE_ROOT))
-    rule = load_tolerance_rule(release, z=options.resolve(args, options.TOLERANCE_Z))
+    rule = load_tolerance_rule(release, z=options.resolve(args, options.TOLERANCE_Z),
+                               alpha=options.resolve(args, options.ALPHA))  # family: the release's campaign
     judge_url = options.resolve(args, options.JUDGE_URL)
     one_file = [f for f in ("dataset", "responses", "out") if getattr(args, f)]
     if one_file:
