@@ -123,8 +123,8 @@ def run_slice(slice_runner, receipt) -> Callable:
 
 @pytest.fixture
 def overall(slice_runner, receipt) -> Callable:
-    """``overall(model, seed) -> Verdict`` from the campaign's verified scores; skips with the reason when
-    some slice of that model and seed is not scored."""
+    """``overall(model, seed) -> OverallOutcome`` (overall, category verdicts and the campaign checks of that
+    model-seed) from the campaign's verified scores; skips with the reason when some slice is not scored."""
     from trace_lib.campaign.run_slice import overall_outcome
 
     def judge(model: str, seed: int):  # noqa: ANN202
@@ -136,6 +136,6 @@ def overall(slice_runner, receipt) -> Callable:
         failed = [v.explain() for v in outcome.categories if not v.ok]
         for line in failed:
             receipt("category_outside_tolerance", line)
-        return outcome.overall
+        return outcome
 
     return judge
