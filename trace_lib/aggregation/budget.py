@@ -108,7 +108,13 @@ def binomial_upper_tail(k: int, n: int, p: float) -> float:
     """``P(X >= k)`` for ``X ~ Binomial(n, p)`` (exact sum)."""
     if k <= 0:
         return 1.0
-    return min(1.0, sum(math.comb(n, i) * p**i * (1.0 - p) ** (n - i) for i in range(k, n + 1)))
+    if k > n or p <= 0.0:
+        return 0.0
+    if p >= 1.0:
+        return 1.0
+    log_p, log_q, log_n = math.log(p), math.log1p(-p), math.lgamma(n + 1)
+    return min(1.0, sum(math.exp(log_n - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * log_p + (n - i) * log_q)
+                        for i in range(k, n + 1)))
 
 
 def check_alpha(alpha: float) -> float:
