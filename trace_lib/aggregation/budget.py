@@ -204,7 +204,7 @@ class Criterion:
         """One line for reports and ``--print-config``."""
         if self.method == "fixed-z":
             return (f"fixed z={self.fixed_z:g} (--tolerance-z) over {self.family_text}: implied per-test "
-                    f"{self.per_test_alpha:.3g}, implied family-wise alpha {self.alpha:.3g}")
+                    f"{self.per_test_alpha:.3g}, implied family-wise alpha {self.alpha:.4g}")
         return (f"alpha={self.alpha:g} family-wise over {self.family_text}, Sidak per-test "
                 f"{self.per_test_alpha:.3g}")
 

@@ -382,8 +382,9 @@ def _chance_text(summary: CampaignSummary, model: str) -> str:
     a = summary.campaign.criterion.per_test_alpha
     screen = sum(1 for v in verdicts if abs(v.delta) > v.band_at(SCREEN_ALPHA))
     out = sum(1 for v in verdicts if not v.ok)
+    failed = [f"seed {g.seed} {g.pattern}" for g in summary.campaign.failed_groups if g.model == model]
     return (f"outside 95% band {screen} (chance {len(verdicts) * SCREEN_ALPHA:.1f}), outside family-wise band "
-            f"{out} (chance {len(verdicts) * a:.3f})")
+            f"{out} (chance {len(verdicts) * a:.3f}); campaign checks: {', '.join(failed) or 'within'}")
 
 
 def write_plot(summary: CampaignSummary, path: Path) -> Path:
