@@ -7,7 +7,9 @@ Campaign:   ``trace-repro score --campaign-root DIR [--data-root DIR] [--model-i
 
 Writes ``records.jsonl`` (one line per row: extracted answer, credit, judge calls) and ``scores.json`` into the
 output directory (campaign: ``<root>/scoring/seed_<S>/<model>/<benchmark>/``) and prints one line per slice: the
-score, and the tolerance verdict when the responses' model has canonical scores. Exit 0 when everything scored
+score, and the tolerance verdict when the responses' model has canonical scores (the budget ``--alpha`` is spread
+over the release's whole planned campaign, 984 tests, so a slice's band here equals its band in
+``tests_reproduction``'s full run; ``--tolerance-z`` fixes it instead). Exit 0 when everything scored
 and every verdict is within tolerance, 1 when a verdict fails or (campaign) a slice could not be scored, 2 on
 bad input (one ``error:`` line naming the file and line).
 """
