@@ -20,6 +20,7 @@ from trace_lib.exitcodes import ExitCode
 #: Command name -> (module, one-line help). The listing of ``trace-repro --help`` comes from this table; only the
 #: chosen command's module is imported (a broken or heavy module never slows or breaks the others).
 COMMANDS: dict[str, tuple[str, str]] = {
+    "doctor": ("trace_lib.cli.doctor", "what this machine can run (per lane) and how to fix what is missing"),
     "fetch-release": ("trace_lib.cli.fetch_release",
                       "download the paper release's canonical data files at the pinned commit and verify every hash"),
     "check": ("trace_lib.cli.check",
