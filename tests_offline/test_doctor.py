@@ -201,3 +201,9 @@ def test_cli_unknown_lane_is_a_usage_error_and_help_lists_the_lanes(monkeypatch,
         _main(capsys, monkeypatch, "--help")
     helped = capsys.readouterr().out
     assert all(f"  {lane.name} " in helped for lane in registry.LANES)
+    from trace_lib.cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    root_help = capsys.readouterr().out
+    assert "first steps:\n  trace-repro doctor " in root_help and "pytest -m offline -n 2" in root_help

@@ -42,6 +42,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+#: The newcomer's path, shown under ``trace-repro --help`` (the README's Quick start).
+FIRST_STEPS = """first steps:
+  trace-repro doctor             what this machine can run, lane by lane, and the command that fixes each gap
+  trace-repro check              release preflight (bundled pinned snapshot unless --trace-root/TRACE_ROOT/a checkout)
+  pytest -m offline -n 2         the offline lane (pip install -e '.[test]')
+  trace-repro plan --print-config   the paper campaign that would run (starts nothing)
+'trace-repro COMMAND --help' describes each command."""
+
+
 def _chosen_command(argv: Sequence[str]) -> str | None:
     """The first argument naming a command (options of the root parser take no values)."""
     for arg in argv:
@@ -55,6 +64,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="trace-repro",
         description="Reproduce and verify the TRACE paper release: preflight, evaluation, training, validation.",
+        epilog=FIRST_STEPS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"trace-repro {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
