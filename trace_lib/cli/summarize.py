@@ -39,7 +39,8 @@ def run(args: argparse.Namespace) -> ExitCode:
     release, suite, root, models, seeds, keys = campaign_inputs(args)
     rule = load_tolerance_rule(release, z=options.resolve(args, options.TOLERANCE_Z))
     labels = {m.model_id: m.display_name for m in load_eval_models(release)}
-    summary = build_campaign_summary(root, suite, rule, models=models, seeds=seeds, benchmarks=keys, labels=labels)
+    summary = build_campaign_summary(root, suite, rule, models=models, seeds=seeds, benchmarks=keys, labels=labels,
+                                     release=release.label)
     paths = write_reports(summary, Path(args.out) if args.out else root / "results", stem=args.stem,
                           xlsx=not args.no_xlsx, plot=not args.no_plot)
     print(f"[trace-repro summarize] {len(summary.seed_scores)}/{summary.expected_slices} slices scored; "

@@ -8,8 +8,7 @@ extra: ``missing`` names the first package absent or outside its range, ``fix`` 
 from __future__ import annotations
 
 import importlib.metadata as metadata
-import json
-from urllib.parse import unquote, urlsplit
+from pathlib import Path
 
 from trace_lib.doctor.context import CheckResult, DoctorContext, Status
 
@@ -33,17 +32,15 @@ def installed_version(name: str) -> str | None:
 
 
 def install_command(extra: str | None = None) -> str:
-    """``pip install -e '<checkout>[extra]'`` for an editable install, else ``pip install 'trace-repro[extra]'``."""
+    """``pip install -e '<checkout>[extra]'`` when trace_lib runs from a checkout, else ``pip install 'trace-repro[extra]'``.
+
+    The checkout is spelled ``.`` when it is the working directory.
+    """
     suffix = f"[{extra}]" if extra else ""
-    dist = project_distribution()
-    if dist is not None:
-        try:
-            info = json.loads(dist.read_text("direct_url.json") or "{}")
-        except ValueError:
-            info = {}
-        url = info.get("url", "")
-        if (info.get("dir_info") or {}).get("editable") and url.startswith("file://"):
-            return f"pip install -e '{unquote(urlsplit(url).path)}{suffix}'"
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "pyproject.toml").is_file():
+        where = "." if Path.cwd().resolve() == checkout else str(checkout)
+        return f"pip install -e '{where}{suffix}'"
     return f"pip install '{PROJECT}{suffix}'"
 
 

@@ -85,6 +85,7 @@ class CampaignSummary:
     benchmark_means: tuple[BenchmarkMean, ...]
     aggregates: tuple[AggregateScore, ...]
     missing: tuple[SliceState, ...]
+    release: str = ""  # how the release is named (``bundled pinned snapshot (...)`` or its directory)
 
     @property
     def verdicts(self) -> list[Verdict]:
@@ -110,6 +111,7 @@ def build_campaign_summary(
     benchmarks: Sequence[str] | None = None,
     labels: Mapping[str, str] | None = None,
     reader: CampaignReader | None = None,
+    release: str = "",
 ) -> CampaignSummary:
     """Collect, aggregate and judge the selected slices of ``root`` (unverified slices are listed as missing)."""
     keys = tuple(benchmarks) if benchmarks else suite.keys
@@ -133,6 +135,7 @@ def build_campaign_summary(
         labels=dict(labels or {}), seeds=tuple(seeds), benchmarks=keys, seed_scores=tuple(seed_scores),
         benchmark_means=tuple(_benchmark_means(seed_scores, suite, rule, models, keys)),
         aggregates=tuple(aggregate_scores(seed_scores, suite, rule)), missing=tuple(missing),
+        release=release,
     )
 
 
@@ -200,6 +203,7 @@ def render_markdown(summary: CampaignSummary) -> str:
         "",
         f"- campaign: `{summary.campaign_root}`",
         f"- suite: `{summary.suite_id}` (sha256 `{summary.suite_sha256}`); seeds: {seeds}",
+        *([f"- release: {summary.release}"] if summary.release else []),
         f"- coverage: {len(summary.seed_scores)}/{summary.expected_slices} slices scored and receipt-verified",
         f"- tolerance: |reproduced - canonical mean| <= z x sqrt(1/k + 1/3) x max(binomial SE, pooled seed stddev), "
         f"z = {summary.z:g}; {len(summary.verdicts) - len(summary.failures)}/{len(summary.verdicts)} verdicts within",
