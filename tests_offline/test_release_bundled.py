@@ -24,8 +24,13 @@ def test_bundled_bytes_are_the_pinned_files():
         assert hashlib.sha256((BUNDLED_PATH / rel).read_bytes()).hexdigest() == sha, rel
 
 
-def test_bundled_copy_is_the_last_resort_and_says_so(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+#: A working directory whose walk adds nothing to the package directory's own (tmp_path's neighbours may hold
+#: release copies made by other tests, which discovery would rightly find).
+NO_RELEASE_AROUND = BUNDLED_PATH.parent
+
+
+def test_bundled_copy_is_the_last_resort_and_says_so(monkeypatch):
+    monkeypatch.chdir(NO_RELEASE_AROUND)
     found = locate_release(None, env={})
     assert found.path == BUNDLED_PATH and found.source == "bundled" and found.is_pinned_release()
     assert found.label == BUNDLED_LABEL == f"bundled pinned snapshot ({identity.COMMIT[:8]})"
@@ -48,11 +53,11 @@ def test_discovery_never_mistakes_the_bundled_copy_for_a_checkout(monkeypatch):
     assert locate_release(None, env={}).source == "bundled"
 
 
-def test_check_plan_and_pytest_header_name_the_bundled_snapshot(tmp_path, monkeypatch):
+def test_check_plan_and_pytest_header_name_the_bundled_snapshot(monkeypatch):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRACE_")}
     code = ("import sys; from trace_lib.cli.main import main; "
             "main(['check', '--json']); main(['plan', '--print-config', '--model-id', 'qwen2.5-vl-3b-base'])")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=NO_RELEASE_AROUND,
                           timeout=60)
     report_text, _, plan_text = done.stdout.partition("\n}\n")
     report = json.loads(report_text + "\n}")
@@ -62,7 +67,7 @@ def test_check_plan_and_pytest_header_name_the_bundled_snapshot(tmp_path, monkey
     from trace_lib.preflight.report import check_release
     from trace_lib.pytest_plugin import pytest_report_header
 
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(NO_RELEASE_AROUND)
     text = check_release(locate_release(None, env={}), only=["suite"]).render_text()
     assert text.splitlines()[0].startswith(f"trace-repro check {BUNDLED_LABEL} (pinned to ")
     monkeypatch.delenv("TRACE_ROOT", raising=False)
