@@ -1,13 +1,15 @@
-"""Which of trace-repro's extras are installed, at versions inside the ranges its own metadata declares.
+"""Which of trace-repro's extras are installed, at versions inside the ranges the project itself declares.
 
-The ranges are read from the installed ``trace-repro`` distribution (``Requires-Dist: ...; extra == "hf"``),
-never restated here; a self-reference (``trace-repro[math]``) expands to that extra's requirements. One check per
-extra: ``missing`` names the first package absent or outside its range, ``fix`` is the pip command.
+The ranges are never restated here: they come from the ``pyproject.toml`` of the checkout trace_lib runs from
+(what this code declares), else from the installed ``trace-repro`` distribution (``Requires-Dist: ...; extra ==
+"hf"``); a self-reference (``trace-repro[math]``) expands to that extra's requirements. One check per extra:
+``missing`` names the first package absent or outside its range, ``fix`` is the pip command.
 """
 
 from __future__ import annotations
 
 import importlib.metadata as metadata
+from dataclasses import dataclass
 from pathlib import Path
 
 from trace_lib.doctor.context import CheckResult, DoctorContext, Status
@@ -16,11 +18,52 @@ PROJECT = "trace-repro"
 EXTRAS = ("test", "hf", "eval", "train")
 
 
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class ProjectMetadata:
+    """trace-repro's declared version, Python range and requirements (``name spec; extra == "x"`` strings)."""
+
+    origin: str
+    version: str
+    requires_python: str
+    requires: tuple[str, ...]
+
+
 def project_distribution() -> metadata.Distribution | None:
     try:
         return metadata.distribution(PROJECT)
     except metadata.PackageNotFoundError:
         return None
+
+
+def _from_pyproject(path: Path) -> ProjectMetadata | None:
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: the installed metadata is the only source
+        return None
+    from trace_lib import __version__
+
+    project = tomllib.loads(path.read_text(encoding="utf-8")).get("project", {})
+    requires = [*project.get("dependencies", [])]
+    for extra, reqs in project.get("optional-dependencies", {}).items():
+        requires += [f'{req}; extra == "{extra}"' for req in reqs]
+    return ProjectMetadata(f"{path}", __version__, project.get("requires-python", ""), tuple(requires))
+
+
+def project_metadata() -> ProjectMetadata | None:
+    """The checkout's ``pyproject.toml`` when trace_lib runs from one, else the installed distribution's metadata."""
+    pyproject = CHECKOUT / "pyproject.toml"
+    if pyproject.is_file():
+        found = _from_pyproject(pyproject)
+        if found is not None:
+            return found
+    dist = project_distribution()
+    if dist is None:
+        return None
+    return ProjectMetadata(f"installed {PROJECT} {dist.version}", dist.version,
+                           dist.metadata.get("Requires-Python") or "", tuple(dist.requires or ()))
 
 
 def installed_version(name: str) -> str | None:
@@ -37,25 +80,24 @@ def install_command(extra: str | None = None) -> str:
     The checkout is spelled ``.`` when it is the working directory.
     """
     suffix = f"[{extra}]" if extra else ""
-    checkout = Path(__file__).resolve().parents[2]
-    if (checkout / "pyproject.toml").is_file():
-        where = "." if Path.cwd().resolve() == checkout else str(checkout)
+    if (CHECKOUT / "pyproject.toml").is_file():
+        where = "." if Path.cwd().resolve() == CHECKOUT else str(CHECKOUT)
         return f"pip install -e '{where}{suffix}'"
     return f"pip install '{PROJECT}{suffix}'"
 
 
 def extra_requirements(extra: str) -> list:
-    """The requirements (``packaging.requirements.Requirement``) the installed trace-repro declares for ``extra``."""
+    """The requirements (``packaging.requirements.Requirement``) trace-repro declares for ``extra``."""
     from packaging.requirements import Requirement
 
-    dist = project_distribution()
+    meta = project_metadata()
     out, pending, seen = [], [extra], set()
     while pending:
         name = pending.pop(0)
-        if name in seen or dist is None:
+        if name in seen or meta is None:
             continue
         seen.add(name)
-        for text in dist.requires or []:
+        for text in meta.requires:
             req = Requirement(text)
             if req.marker is None or not req.marker.evaluate({"extra": name}):
                 continue
@@ -68,9 +110,9 @@ def extra_requirements(extra: str) -> list:
 
 def check_extra(extra: str, ctx: DoctorContext) -> CheckResult:
     name = f"extra:{extra}"
-    if project_distribution() is None:
+    if project_metadata() is None:
         return CheckResult(name, Status.MISSING, "trace-repro is not installed (no distribution metadata)",
-                           missing="trace-repro is not installed", fix=f"pip install -e '.[{extra}]'")
+                           missing="trace-repro is not installed", fix=install_command(extra))
     requirements = extra_requirements(extra)
     found = []
     for req in requirements:

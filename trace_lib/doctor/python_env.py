@@ -6,24 +6,25 @@ import platform
 import sys
 
 from trace_lib.doctor.context import CheckResult, DoctorContext, Status
-from trace_lib.doctor.extras import install_command, project_distribution
+from trace_lib.doctor.extras import install_command, project_distribution, project_metadata
 
 
 def check_python(ctx: DoctorContext) -> CheckResult:
     from packaging.specifiers import SpecifierSet
 
     version = platform.python_version()
-    dist = project_distribution()
-    if dist is None:
+    meta = project_metadata()
+    if meta is None:
         return CheckResult("python", Status.MISSING, f"Python {version} ({sys.executable}); trace-repro not installed",
-                           missing="trace-repro is not installed in this Python", fix="pip install -e '.[test]'")
-    required = dist.metadata.get("Requires-Python") or ""
+                           missing="trace-repro is not installed in this Python", fix=install_command("test"))
+    required = meta.requires_python
     if required and not SpecifierSet(required).contains(version, prereleases=True):
-        return CheckResult("python", Status.MISSING, f"Python {version} (trace-repro {dist.version} requires "
+        return CheckResult("python", Status.MISSING, f"Python {version} (trace-repro {meta.version} requires "
                            f"{required})", missing=f"Python {version} (requires {required})",
                            fix=f"use a Python {required}, then {install_command('test')}")
-    return CheckResult("python", Status.OK, f"Python {version} ({sys.executable}); trace-repro {dist.version}, "
-                       f"requires {required or 'any'}")
+    installed = "installed" if project_distribution() is not None else f"not installed: run {install_command('test')}"
+    return CheckResult("python", Status.OK, f"Python {version} ({sys.executable}); trace-repro {meta.version} "
+                       f"({installed}), requires {required or 'any'} (from {meta.origin})")
 
 
 def _checks():
