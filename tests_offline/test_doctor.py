@@ -207,3 +207,30 @@ def test_cli_unknown_lane_is_a_usage_error_and_help_lists_the_lanes(monkeypatch,
         main(["--help"])
     root_help = capsys.readouterr().out
     assert "first steps:\n  trace-repro doctor " in root_help and "pytest -m offline -n 2" in root_help
+
+
+def test_models_at_their_pinned_revisions_pass(release, tmp_path):
+    from trace_lib.campaign.models import release_models
+
+    for model in release_models(release, tmp_path / "models"):
+        model.path.mkdir(parents=True)
+        (model.path / "config.json").write_text("{}")
+        (model.path / "model.safetensors").write_bytes(b"w")
+        marker = {"schema_version": "trace-model-revision-v1", "slug": model.slug,
+                  "immutable_revision": model.revision, "resolved_commit": model.revision}
+        (model.path / ".trace_model_revision.json").write_text(json.dumps(marker))
+    result = check_models(_ctx(tmp_path, trace_root=str(release.path), model_root=str(tmp_path / "models")))
+    assert result.status is Status.OK and result.detail.startswith("8/8 release models at their pinned revisions")
+
+
+def test_ranges_fall_back_to_the_installed_metadata_outside_a_checkout(tmp_path, monkeypatch):
+    from trace_lib.doctor import extras
+
+    from_checkout = extras.project_metadata()
+    monkeypatch.setattr(extras, "CHECKOUT", tmp_path)  # no pyproject.toml here: an installed wheel
+    installed = extras.project_metadata()
+    assert from_checkout.origin.endswith("pyproject.toml")
+    if installed is None:
+        pytest.skip("trace-repro is not installed in this Python (run from a checkout by PYTHONPATH)")
+    assert installed.origin.startswith("installed trace-repro ")
+    assert any(r.startswith("vllm") and 'extra == "eval"' in r for r in installed.requires)
