@@ -55,8 +55,8 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 def _located(config: pytest.Config) -> ReleaseRoot | TraceReproError:
     cached = config.stash.get(_RELEASE_KEY, None)
     if cached is None:
-        try:
-            cached = locate_release(options.resolve(config.option, options.TRACE_ROOT))
+        try:  # the flag alone: the locator reads TRACE_ROOT itself, so the release's source is named right
+            cached = locate_release(getattr(config.option, options.TRACE_ROOT.dest, None))
         except TraceReproError as exc:
             cached = exc
         config.stash[_RELEASE_KEY] = cached

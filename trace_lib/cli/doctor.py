@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     from trace_lib.doctor.context import DoctorContext
     from trace_lib.doctor.report import diagnose
 
-    ctx = DoctorContext(trace_root=options.resolve(args, options.TRACE_ROOT), model_root=args.model_root,
+    ctx = DoctorContext(trace_root=args.trace_root, model_root=args.model_root,
                         data_root=args.data_root, judge_url=options.resolve(args, options.JUDGE_URL),
                         archive_root=args.archive_root, probe_cuda=args.probe_cuda)
     report = diagnose(ctx, args.lane or ())
