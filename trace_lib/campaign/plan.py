@@ -86,6 +86,7 @@ class Plan:
     campaign_root: Path | None = None
     data_root: Path | None = None
     model_root: Path | None = None
+    release_label: str = ""  # how the release is named (``bundled pinned snapshot (...)`` or its directory)
     _slices: tuple[Slice, ...] = field(default=(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -133,6 +134,7 @@ class Plan:
         lines = [
             f"suite={self.suite.suite_id}",
             f"suite_sha256={self.suite.sha256}",
+            *([f"release={self.release_label}"] if self.release_label else []),
             f"run_tag={self.run_tag}",
             f"seeds={' '.join(str(s) for s in self.seeds)}",
             *(m.render() for m in self.models),
@@ -333,6 +335,7 @@ def build_plan(
         campaign_root=Path(campaign_root) if campaign_root else None,
         data_root=Path(data_root) if data_root else None,
         model_root=root,
+        release_label=release.label,
     )
 
 

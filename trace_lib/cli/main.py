@@ -20,6 +20,7 @@ from trace_lib.exitcodes import ExitCode
 #: Command name -> (module, one-line help). The listing of ``trace-repro --help`` comes from this table; only the
 #: chosen command's module is imported (a broken or heavy module never slows or breaks the others).
 COMMANDS: dict[str, tuple[str, str]] = {
+    "doctor": ("trace_lib.cli.doctor", "what this machine can run (per lane) and how to fix what is missing"),
     "fetch-release": ("trace_lib.cli.fetch_release",
                       "download the paper release's canonical data files at the pinned commit and verify every hash"),
     "check": ("trace_lib.cli.check",
@@ -41,6 +42,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+#: The newcomer's path, shown under ``trace-repro --help`` (the README's Quick start).
+FIRST_STEPS = """first steps:
+  trace-repro doctor             what this machine can run, lane by lane, and the command that fixes each gap
+  trace-repro check              release preflight (bundled pinned snapshot unless --trace-root/TRACE_ROOT/a checkout)
+  pytest -m offline -n 2         the offline lane (pip install -e '.[test]')
+  trace-repro plan --print-config   the paper campaign that would run (starts nothing)
+'trace-repro COMMAND --help' describes each command."""
+
+
 def _chosen_command(argv: Sequence[str]) -> str | None:
     """The first argument naming a command (options of the root parser take no values)."""
     for arg in argv:
@@ -54,6 +64,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="trace-repro",
         description="Reproduce and verify the TRACE paper release: preflight, evaluation, training, validation.",
+        epilog=FIRST_STEPS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"trace-repro {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -84,3 +96,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `trace-repro ... | head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return int(ExitCode.OK)

@@ -40,12 +40,14 @@ def run(args: argparse.Namespace) -> ExitCode:
     rule = summary_rule(load_tolerance_rule(release, z=3.0), suite, models=models, seeds=seeds, benchmarks=keys,
                         alpha=options.resolve(args, options.ALPHA), z=options.resolve(args, options.TOLERANCE_Z))
     labels = {m.model_id: m.display_name for m in load_eval_models(release)}
-    summary = build_campaign_summary(root, suite, rule, models=models, seeds=seeds, benchmarks=keys, labels=labels)
+    summary = build_campaign_summary(root, suite, rule, models=models, seeds=seeds, benchmarks=keys, labels=labels,
+                                     release=release.label)
     paths = write_reports(summary, Path(args.out) if args.out else root / "results", stem=args.stem,
                           xlsx=not args.no_xlsx, plot=not args.no_plot)
     print(f"[trace-repro summarize] {len(summary.seed_scores)}/{summary.expected_slices} slices scored; "
           f"{len(summary.verdicts) - len(summary.failures)}/{len(summary.verdicts)} verdicts within tolerance "
           f"({rule.budget.describe()})")
+    print(f"[trace-repro summarize] release: {release.label}")
     if summary.campaign is not None:
         print(f"[trace-repro summarize] campaign verdict: {'within tolerance' if summary.campaign.ok else 'FAILED'}")
     for verdict in summary.failures:

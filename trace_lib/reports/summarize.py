@@ -93,6 +93,7 @@ class CampaignSummary:
     aggregates: tuple[AggregateScore, ...]
     missing: tuple[SliceState, ...]
     campaign: CampaignVerdict | None = None
+    release: str = ""  # how the release is named (``bundled pinned snapshot (...)`` or its directory)
 
     @property
     def ok(self) -> bool:
@@ -123,6 +124,7 @@ def build_campaign_summary(
     benchmarks: Sequence[str] | None = None,
     labels: Mapping[str, str] | None = None,
     reader: CampaignReader | None = None,
+    release: str = "",
 ) -> CampaignSummary:
     """Collect, aggregate and judge the selected slices of ``root`` (unverified slices are listed as missing)."""
     keys = tuple(benchmarks) if benchmarks else suite.keys
@@ -152,6 +154,7 @@ def build_campaign_summary(
         labels=dict(labels or {}), seeds=tuple(seeds), benchmarks=keys, seed_scores=tuple(seed_scores),
         benchmark_means=tuple(_benchmark_means(seed_scores, suite, rule, models, keys)),
         aggregates=tuple(aggregate_scores(seed_scores, suite, rule)), missing=tuple(missing), campaign=campaign,
+        release=release,
     )
 
 
@@ -227,6 +230,7 @@ def render_markdown(summary: CampaignSummary) -> str:
         "",
         f"- campaign: `{summary.campaign_root}`",
         f"- suite: `{summary.suite_id}` (sha256 `{summary.suite_sha256}`); seeds: {seeds}",
+        *([f"- release: {summary.release}"] if summary.release else []),
         f"- coverage: {len(summary.seed_scores)}/{summary.expected_slices} slices scored and receipt-verified",
         _tolerance_line(summary),
         "",
