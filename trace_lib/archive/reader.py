@@ -168,7 +168,7 @@ class ArchiveRoot:
 
         ref, path = self._part(key, config)
         try:
-            table = pq.read_table(path, columns=list(columns), use_threads=False)
+            table = pq.ParquetFile(path).read(columns=list(columns), use_threads=False)
         except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for corrupt files
             raise InputError(f"unreadable Parquet part ({type(exc).__name__}: {exc})", file=str(path)) from None
         if table.num_rows != ref.rows:
