@@ -219,14 +219,15 @@ def validation_archive_check(pytestconfig: pytest.Config, release, receipt) -> C
     layout = ValidationLayout(Path(value).expanduser().resolve())
 
     def check(slice_):  # noqa: ANN001, ANN202
-        from trace_lib.archive.validation import VALIDATION_BENCHMARK_ID, VALIDATION_SEED, rescore_validation
+        from trace_lib.archive.validation import VALIDATION_SEED, rescore_validation, validation_benchmark_id
         from trace_lib.archive.schema import SliceKey
         from trace_lib.errors import UsageError
         from trace_lib.validation.manifest import load_manifest
 
         if lane.archive is None:
             pytest.skip(lane.archive_problem or NO_ARCHIVE)
-        key = SliceKey(slice_.model.slug, VALIDATION_SEED, VALIDATION_BENCHMARK_ID)
+        benchmark_id = validation_benchmark_id(release)
+        key = SliceKey(slice_.model.slug, VALIDATION_SEED, benchmark_id)
         try:
             lane.archive.run_of(key)
         except UsageError:
@@ -238,7 +239,7 @@ def validation_archive_check(pytestconfig: pytest.Config, release, receipt) -> C
         try:
             manifest = load_manifest(layout.manifest, verify_media=False)
             outcome = rescore_validation(lane.archive, slice_.model.slug, manifest.rows,
-                                         canonical=slice_.canonical.score)
+                                         canonical=slice_.canonical.score, benchmark_id=benchmark_id)
         except TraceReproError as exc:
             pytest.fail(exc.render(), pytrace=False)
         for name, value in outcome.properties():

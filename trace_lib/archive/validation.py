@@ -17,8 +17,14 @@ from trace_lib.archive.rescore import EXACT, FIRST_DIFFS, RowDiff
 from trace_lib.archive.schema import SliceKey
 from trace_lib.errors import InputError
 
-VALIDATION_BENCHMARK_ID = "trace_validation_iid2000"
-VALIDATION_SEED = 42
+VALIDATION_SEED = 42  # the validation suite's single decoding seed (results.v1.json evaluation.seed)
+
+
+def validation_benchmark_id(release: Any) -> str:
+    """The archive's benchmark id of the validation run (``results.v1.json`` ``source.benchmark_id``)."""
+    from trace_lib.archive.fetch import VALIDATION_RESULTS_REL
+
+    return str((release.read_json(VALIDATION_RESULTS_REL).get("source") or {}).get("benchmark_id"))
 
 
 @dataclass(frozen=True)
@@ -79,13 +85,13 @@ def score_validation_row(raw: str, data: Mapping[str, Any], judge_output: str | 
 
 
 def rescore_validation(archive: ArchiveRoot, model_id: str, manifest_rows: Sequence[Mapping[str, Any]], *,
-                       canonical: float) -> ValidationRescore:
+                       canonical: float, benchmark_id: str) -> ValidationRescore:
     """Re-score one model's archived validation rows against the prepared dataset's ground truth.
 
     Raises:
         InputError: the archive's rows do not cover the dataset rows one to one.
     """
-    key = archive.find(model_id, VALIDATION_SEED, VALIDATION_BENCHMARK_ID)
+    key = archive.find(model_id, VALIDATION_SEED, benchmark_id)
     archived = list(archive.iter_slice(key))
     ordinals = sorted(a.source_ordinal for a in archived)
     if ordinals != list(range(len(manifest_rows))):
