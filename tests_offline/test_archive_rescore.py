@@ -104,3 +104,20 @@ def test_dataset_rows_differing_from_the_archive_are_refused(tmp_path, rows):
     edited[3] = {**edited[3], "question": "edited"}
     with pytest.raises(InputError, match="1 dataset row\\(s\\) without an archived response"):
         rescore_slice(archive, key, protocol, edited, canonical=paper.score)
+
+
+def test_replay_counts_conflicting_and_multi_prompt_rows_instead_of_guessing():
+    from trace_lib.archive.replay_judge import build_replay
+
+    def score_one(row, response, judge):  # noqa: ANN001, ANN202 - asks one prompt per row, two for row "m"
+        judge.chat([f"judge {row['q']} {response}"])
+        if row["q"] == "m":
+            judge.chat([f"second {response}"])
+
+    rows = [{"q": "same"}, {"q": "same"}, {"q": "m"}, {"q": "solo"}]
+    judge = build_replay(rows, ["r", "r", "r", "r"], [("0", "B"), ("1", "C"), ("2", "A"), ("3", "D")], score_one)
+    stats = judge.stats
+    assert (stats.recorded, stats.keyed, stats.conflict, stats.multi_prompt) == (4, 2, ["1"], ["2"])
+    assert [r.text for r in judge.chat(["judge solo r"])] == ["D"]
+    replies = judge.chat(["judge same r", "judge same r"])  # the conflicting prompt is dropped, never guessed
+    assert [r.ok for r in replies] == [False, False] and stats.missing_count == 1 and not stats.complete
