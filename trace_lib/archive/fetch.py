@@ -117,9 +117,13 @@ def hub_downloader(*, cache_dir: str | None = None, endpoint: str | None = None,
                    token: str | bool | None = None) -> Downloader:
     """A downloader through ``huggingface_hub.hf_hub_download`` at the pin's revision (HF cache, resumable)."""
     def download(pin: RunPin, rel: str) -> Path:
-        from huggingface_hub import hf_hub_download
-
         from trace_lib.data.hub_access import hub_access
+
+        try:
+            from huggingface_hub import hf_hub_download
+        except ImportError as exc:
+            raise InputError(f"huggingface_hub is not importable ({exc})", field="fetch-runs",
+                             hint="install it: pip install 'trace-repro[eval]' (or huggingface_hub)") from None
 
         with hub_access(f"{pin.repository_id}@{pin.revision[:12]}:{pin.run_root}/{rel}"):
             return Path(hf_hub_download(repo_id=pin.repository_id, repo_type="dataset", revision=pin.revision,
