@@ -67,6 +67,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             pytest.param((m.slug, seed), id=f"{m.slug}-seed{seed}-overall", marks=pytest.mark.xdist_group(m.slug))
             for m in plan.models for seed in plan.seeds
         ])
+    _generate_archive_tests(metafunc)
 
 
 @pytest.fixture(scope="session")
@@ -166,11 +167,9 @@ def _validation_slices(config: pytest.Config) -> list:
         return []
 
 
-_generate_live = pytest_generate_tests
-
-
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:  # noqa: F811 - extends the live-slice parametrisation
-    _generate_live(metafunc)
+def _generate_archive_tests(metafunc: pytest.Metafunc) -> None:
+    """``archive_slice`` (ids ``MODEL-seedSEED-BENCHMARK-archive``) and ``validation_archive_slice``
+    (``MODEL-validation-archive``) parameters of ``test_archive.py``."""
     if "archive_slice" in metafunc.fixturenames:
         plan = reproduction_plan(metafunc.config)
         metafunc.parametrize("archive_slice", [pytest.param(s, id=f"{s.id}-archive") for s in plan.slices])
