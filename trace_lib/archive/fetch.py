@@ -215,6 +215,8 @@ def fetch_runs(
                 if not ((run_dir / rel).is_file() and sha256_file(run_dir / rel) == sha)]
         report.reused += len(files) - len(todo)
         bar = _bar(len(todo), pin.run_id) if progress and todo else None
+        if bar is not None:
+            _quiet_hub_bars()  # one bar of files per run instead of one byte bar per part and thread
         try:
             with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
                 fetched = pool.map(lambda item: (item, download(pin, item[0])), todo)
@@ -233,6 +235,14 @@ def fetch_runs(
         raise UsageError("the selection matches no archived slice", field="--seeds/--benchmark",
                          hint="check the seeds (42, 43, 44) and benchmark keys ('trace-repro benchmarks')")
     return report
+
+
+def _quiet_hub_bars() -> None:
+    try:
+        from huggingface_hub.utils import disable_progress_bars
+    except ImportError:
+        return
+    disable_progress_bars()
 
 
 def _bar(total: int, name: str) -> Any:
