@@ -23,6 +23,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("trace_lib.cli.doctor", "what this machine can run (per lane) and how to fix what is missing"),
     "fetch-release": ("trace_lib.cli.fetch_release",
                       "download the paper release's canonical data files at the pinned commit and verify every hash"),
+    "fetch-runs": ("trace_lib.cli.fetch_runs",
+                   "download the paper's archived responses/extractions/scores (maveryn/trace-eval-runs), verified"),
     "check": ("trace_lib.cli.check",
               "offline release preflight: is everything the paper's numbers rest on present and consistent?"),
     "benchmarks": ("trace_lib.cli.benchmarks",
