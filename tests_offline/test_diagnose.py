@@ -183,3 +183,29 @@ def test_campaign_slice_keys_lists_response_files(pair):
     tmp_path, _ = pair
     assert campaign_slice_keys(tmp_path / "right") == [KEY]
     assert load_campaign_slice(tmp_path / "right", SliceKey(MODEL, 43, "mmstar")) is None
+
+
+def test_archive_reference_attributes_a_live_run_against_the_archive(pair, capsys, release):
+    """Campaign vs a small archive in the public schema: the injected prompt and response differences are found
+    on their rows; request hashes (another namespace) are not compared."""
+    from trace_lib.testing.archive_writer import SampleSpec, SliceSpec, write_archive_run
+
+    tmp_path, base = pair
+    samples = tuple(SampleSpec(source_index=r["index"], source_ordinal=i, source_row_sha256="a" * 64,
+                               prompt_text=r["prompt"], response_text=r["response"], extraction_value=r["extracted"],
+                               score=r["score"])
+                    for i, r in enumerate(base))
+    write_archive_run(tmp_path / "archive", "run-1",
+                      [SliceSpec(MODEL, 42, "mmstar", samples, aggregate_score=_score(base))])
+    left = [dict(r) for r in base]
+    left[2]["prompt"] = "another prompt"
+    left[4]["response"] = "another response"
+    write_slice(tmp_path / "left", KEY, left, score=_score(left))
+    code = main(["diagnose", "--trace-root", str(release.path), "--campaign-root", str(tmp_path / "left"),
+                 "--archive-root", str(tmp_path / "archive"), "--out", str(tmp_path / "o"), "--no-plot"])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    [entry] = json.loads((tmp_path / "o" / "diagnose.json").read_text())["slices"]
+    assert entry["counts"] == {"prompt": 1, "sampling": 1} and entry["first_stage"] == "prompt"
+    assert [e["index"] for e in entry["examples"]] == ["2", "4"]
+    assert entry["delta"] == 0.0 and entry["right"].startswith("archive ")

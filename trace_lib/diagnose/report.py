@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from trace_lib.atomic import atomic_output, write_json_atomic, write_text_atomic
-from trace_lib.diagnose.attribution import STAGE_MEANING, STAGES, SliceDiagnosis
+from trace_lib.diagnose.attribution import STAGES, SliceDiagnosis
 
 
 def diagnosis_to_dict(d: SliceDiagnosis) -> dict[str, Any]:
@@ -39,7 +39,7 @@ def render_markdown(diagnoses: Sequence[SliceDiagnosis], *, left: str, right: st
         "- stages, in pipeline order: " + ", ".join(STAGES),
         "- delta = left - right (percentage points); band = what sampling alone explains (z * sqrt(2) * sigma)", "",
         "| slice | compared | identical | first stage | " + " | ".join(STAGES) + " | left | right | delta | band | in band |",
-        "|" + "---|" * (10 + len(STAGES)),
+        "|" + "---|" * (9 + len(STAGES)),
     ]
     for d in diagnoses:
         counts = " | ".join(str(d.counts.get(stage, "")) for stage in STAGES)
@@ -51,8 +51,6 @@ def render_markdown(diagnoses: Sequence[SliceDiagnosis], *, left: str, right: st
         if d.first_stage is None and not d.notes:
             continue
         lines += ["", f"## {d.key.id}", "", d.headline()]
-        if d.first_stage is not None:
-            lines.append(f"- what to look at: {STAGE_MEANING[d.first_stage]}")
         for note in d.notes:
             lines.append(f"- note: {note}")
         lines += ["", "| statistic | left | right |", "|---|---|---|"]
