@@ -139,3 +139,110 @@ def overall(slice_runner, receipt) -> Callable:
         return outcome.overall
 
     return judge
+
+
+# -- the archive lane (test_archive.py): the paper's own responses, re-scored on CPU --------------------------------
+
+_ARCHIVE_LANE = pytest.StashKey[object]()
+
+
+def _archive_lane(config: pytest.Config, release):  # noqa: ANN001, ANN202 - trace_lib.archive.lane.ArchiveLane
+    if _ARCHIVE_LANE not in config.stash:
+        from trace_lib.archive.lane import ArchiveLane
+
+        config.stash[_ARCHIVE_LANE] = ArchiveLane.create(
+            release, reproduction_plan(config), archive_root=options.resolve(config.option, options.ARCHIVE_ROOT),
+            judge_url=options.resolve(config.option, options.JUDGE_URL))
+    return config.stash[_ARCHIVE_LANE]
+
+
+def _validation_slices(config: pytest.Config) -> list:
+    from trace_lib.release.locate import locate_release
+    from trace_lib.validation.pipeline import plan_validation
+
+    try:
+        return plan_validation(locate_release(options.resolve(config.option, options.TRACE_ROOT)))
+    except TraceReproError:
+        return []
+
+
+_generate_live = pytest_generate_tests
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:  # noqa: F811 - extends the live-slice parametrisation
+    _generate_live(metafunc)
+    if "archive_slice" in metafunc.fixturenames:
+        plan = reproduction_plan(metafunc.config)
+        metafunc.parametrize("archive_slice", [pytest.param(s, id=f"{s.id}-archive") for s in plan.slices])
+    if "validation_archive_slice" in metafunc.fixturenames:
+        slices = _validation_slices(metafunc.config)
+        metafunc.parametrize("validation_archive_slice", [pytest.param(s, id=f"{s.id}-archive") for s in slices])
+
+
+@pytest.fixture
+def archive_check(pytestconfig: pytest.Config, release, receipt) -> Callable:
+    """``archive_check(slice_) -> ArchiveSliceResult``: skips with the exact reason when the archive slice or the
+    benchmark data is absent, fails (no traceback) on a trace-repro error, records the receipt properties."""
+    lane = _archive_lane(pytestconfig, release)
+
+    def check(slice_):  # noqa: ANN001, ANN202
+        reason = lane.blocker(slice_)
+        if reason:
+            pytest.skip(reason)
+        try:
+            result = lane.run(slice_)
+        except TraceReproError as exc:
+            pytest.fail(exc.render(), pytrace=False)
+        for name, value in result.properties():
+            receipt(name, value)
+        if result.identity is None:
+            receipt("identity", "not checked: prompt images could not be materialised from the data root")
+        return result
+
+    return check
+
+
+@pytest.fixture
+def validation_archive_check(pytestconfig: pytest.Config, release, receipt) -> Callable:
+    """``validation_archive_check(slice_) -> ValidationRescore`` against the prepared validation dataset."""
+    from pathlib import Path
+
+    from trace_lib.archive.lane import NO_ARCHIVE
+    from trace_lib.campaign.plan import DEFAULT_WORK_DIR
+    from trace_lib.validation.layout import ValidationLayout
+
+    lane = _archive_lane(pytestconfig, release)
+    value = os.environ.get("TRACE_VALIDATION_DIR")
+    if not value:
+        campaign = options.resolve(pytestconfig.option, options.CAMPAIGN_ROOT)
+        value = str(Path(campaign) / "validation") if campaign else str(DEFAULT_WORK_DIR / "validation")
+    layout = ValidationLayout(Path(value).expanduser().resolve())
+
+    def check(slice_):  # noqa: ANN001, ANN202
+        from trace_lib.archive.validation import VALIDATION_BENCHMARK_ID, VALIDATION_SEED, rescore_validation
+        from trace_lib.archive.schema import SliceKey
+        from trace_lib.errors import UsageError
+        from trace_lib.validation.manifest import load_manifest
+
+        if lane.archive is None:
+            pytest.skip(lane.archive_problem or NO_ARCHIVE)
+        key = SliceKey(slice_.model.slug, VALIDATION_SEED, VALIDATION_BENCHMARK_ID)
+        try:
+            lane.archive.run_of(key)
+        except UsageError:
+            pytest.skip(f"validation slice not in the fetched archive: {slice_.id} (trace-repro fetch-runs --dest "
+                        f"{lane.archive.root} --validation)")
+        if not layout.manifest.is_file():
+            pytest.skip(f"validation dataset missing: {layout.manifest} (run 'trace-repro validation prepare "
+                        "--download'); the archive holds no ground truth")
+        try:
+            manifest = load_manifest(layout.manifest, verify_media=False)
+            outcome = rescore_validation(lane.archive, slice_.model.slug, manifest.rows,
+                                         canonical=slice_.canonical.score)
+        except TraceReproError as exc:
+            pytest.fail(exc.render(), pytrace=False)
+        for name, value in outcome.properties():
+            receipt(name, value)
+        return outcome
+
+    return check

@@ -79,6 +79,10 @@ CAMPAIGN_ROOT = Option(
     "--campaign-root", "directory of a reproduction campaign (responses, scores, receipts)", env="TRACE_CAMPAIGN_ROOT"
 )
 JUDGE_URL = Option("--judge-url", "OpenAI-compatible base URL of the Qwen3-32B judge", env="TRACE_JUDGE_URL")
+ARCHIVE_ROOT = Option(
+    "--archive-root", "a fetched copy of the paper's evaluation archive ('trace-repro fetch-runs --dest DIR')",
+    env="TRACE_ARCHIVE_ROOT",
+)
 
 #: Options every surface shares; subcommand-specific flags live with their subcommand.
 COMMON: tuple[Option, ...] = (TRACE_ROOT, UNPINNED, TOLERANCE_Z, CAMPAIGN_ROOT, JUDGE_URL)
@@ -104,7 +108,7 @@ MODEL_VERIFY = Option(
 )
 
 #: Options of the slice-running surfaces, beside COMMON and the plan flags.
-REPRODUCTION: tuple[Option, ...] = (BACKEND, BASE_URL, DEVICE, MODEL_VERIFY, PRINT_CONFIG)
+REPRODUCTION: tuple[Option, ...] = (BACKEND, BASE_URL, DEVICE, MODEL_VERIFY, PRINT_CONFIG, ARCHIVE_ROOT)
 
 
 def add_to_argparse(parser: argparse.ArgumentParser, *options: Option) -> None:

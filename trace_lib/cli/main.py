@@ -22,6 +22,8 @@ from trace_lib.exitcodes import ExitCode
 COMMANDS: dict[str, tuple[str, str]] = {
     "fetch-release": ("trace_lib.cli.fetch_release",
                       "download the paper release's canonical data files at the pinned commit and verify every hash"),
+    "fetch-runs": ("trace_lib.cli.fetch_runs",
+                   "download the paper's archived responses/extractions/scores (maveryn/trace-eval-runs), verified"),
     "check": ("trace_lib.cli.check",
               "offline release preflight: is everything the paper's numbers rest on present and consistent?"),
     "benchmarks": ("trace_lib.cli.benchmarks",
