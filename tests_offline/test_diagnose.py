@@ -209,3 +209,23 @@ def test_archive_reference_attributes_a_live_run_against_the_archive(pair, capsy
     assert entry["counts"] == {"prompt": 1, "sampling": 1} and entry["first_stage"] == "prompt"
     assert [e["index"] for e in entry["examples"]] == ["2", "4"]
     assert entry["delta"] == 0.0 and entry["right"].startswith("archive ")
+
+
+def test_failing_slice_hint_names_the_first_stage_and_the_command(pair):
+    from trace_lib.diagnose.hint import archive_divergence_hint
+    from trace_lib.testing.archive_writer import SampleSpec, SliceSpec, write_archive_run
+
+    tmp_path, base = pair
+    samples = tuple(SampleSpec(source_index=r["index"], source_ordinal=i, source_row_sha256="a" * 64,
+                               prompt_text=r["prompt"], response_text=r["response"], extraction_value=r["extracted"],
+                               score=r["score"]) for i, r in enumerate(base))
+    write_archive_run(tmp_path / "archive", "run-1", [SliceSpec(MODEL, 42, "mmstar", samples,
+                                                                aggregate_score=_score(base))])
+    left = [dict(r, response="I cannot tell.") if i < 6 else dict(r) for i, r in enumerate(base)]
+    write_slice(tmp_path / "left", KEY, left, score=_score(left))
+    hint = archive_divergence_hint(tmp_path / "left", tmp_path / "archive", KEY)
+    assert f"{KEY.id}: first diverging stage 'sampling' (6 of {ROWS} rows)" in hint
+    assert f"trace-repro diagnose --campaign-root {tmp_path / 'left'} --archive-root {tmp_path / 'archive'} " \
+           f"--slice {KEY.id}" in hint
+    assert "not diagnosed (this run's responses not found)" in archive_divergence_hint(
+        tmp_path / "left", tmp_path / "archive", SliceKey(MODEL, 43, "mmstar"))
