@@ -97,9 +97,10 @@ def slice_runner(pytestconfig: pytest.Config, release, tmp_path_factory):  # noq
 
 
 @pytest.fixture
-def run_slice(slice_runner, receipt) -> Callable:
+def run_slice(slice_runner, receipt, pytestconfig: pytest.Config) -> Callable:
     """``run_slice(slice_) -> SliceOutcome`` inside the test: skips with the exact reason when the slice cannot
-    run here, fails (no traceback) on any trace-repro error, records the receipt properties."""
+    run here, fails (no traceback) on any trace-repro error, records the receipt properties. With an archive
+    (``--archive-root``), a slice outside tolerance fails naming its first stage diverging from the paper's run."""
 
     def run(slice_):  # noqa: ANN001, ANN202
         try:
@@ -117,6 +118,14 @@ def run_slice(slice_runner, receipt) -> Callable:
         if outcome.verdict is None:
             pytest.skip(f"no canonical score for model {slice_.model}: scored {outcome.score:.3f} "
                         f"({outcome.scored.scores_path})")
+        archive_root = options.resolve(pytestconfig.option, options.ARCHIVE_ROOT)
+        if not outcome.verdict.ok and archive_root:
+            from trace_lib.diagnose.hint import archive_divergence_hint
+            from trace_lib.diagnose.views import SliceKey
+
+            hint = archive_divergence_hint(slice_runner.campaign_root, archive_root,
+                                           SliceKey(slice_.model, slice_.seed, slice_.benchmark))
+            pytest.fail(f"{outcome.verdict.explain()}\n{hint}", pytrace=False)
         return outcome
 
     return run

@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("trace_lib.cli.status", "show a campaign's progress (rows, scores, rate, ETA, GPUs)"),
     "verify": ("trace_lib.cli.verify", "check a campaign's coverage and receipts (generation or score)"),
     "summarize": ("trace_lib.cli.summarize", "write Markdown, spreadsheet and plot of a campaign vs canonical"),
+    "diagnose": ("trace_lib.cli.diagnose", "name the pipeline stage at which two runs of a slice diverge"),
     "receipt": ("trace_lib.cli.receipt",
                 "summarize a JUnit XML receipt: counts per marker, failures, the release identity tests recorded"),
     "train": ("trace_lib.cli.train", "RLVR training on verl: check, prepare, smoke, run, merge"),
