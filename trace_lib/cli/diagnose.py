@@ -3,7 +3,8 @@
 Per slice of campaign C, compares it with the same slice of another campaign (two machines, two engine versions)
 or of the paper's archive, and names the first stage at which they part ways: rows, prompt, sampling, extraction,
 judge, score or aggregation (see :mod:`trace_lib.diagnose.attribution`), with response statistics side by side and
-whether the score delta is within the band sampling explains. Writes ``diagnose.json``, ``diagnose.md`` and
+whether the score delta is within the band sampling explains (the tolerance rule's band for two single-seed
+runs, at the per-test level of the release's family-wise budget --alpha). Writes ``diagnose.json``, ``diagnose.md`` and
 ``diagnose-<model>.png`` into ``--out`` (default ``C/diagnose``). Exit 0 when every compared delta is within its
 band, 1 when one is not (or a slice has no counterpart), 2 on bad arguments.
 """
@@ -28,7 +29,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="only this slice (MODEL-seedSEED-BENCHMARK); repeatable")
     parser.add_argument("--out", default=None, metavar="DIR", help="output directory (default <campaign>/diagnose)")
     parser.add_argument("--no-plot", action="store_true", help="skip the per-model PNGs")
-    options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT, options.TOLERANCE_Z)
+    options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT, options.ALPHA, options.TOLERANCE_Z)
     parser.set_defaults(run=run)
 
 
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> ExitCode:
         reference = archive.slice
 
     rule = load_tolerance_rule(locate_release(options.resolve(args, options.TRACE_ROOT)),
-                               z=options.resolve(args, options.TOLERANCE_Z))
+                               alpha=options.resolve(args, options.ALPHA), z=options.resolve(args, options.TOLERANCE_Z))
     diagnoses, unmatched = [], []
     for key in keys:
         left = load_campaign_slice(root, key)

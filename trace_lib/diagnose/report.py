@@ -37,7 +37,7 @@ def render_markdown(diagnoses: Sequence[SliceDiagnosis], *, left: str, right: st
         "# trace-repro diagnose", "",
         f"- left (under question): {left}", f"- right (reference): {right}",
         "- stages, in pipeline order: " + ", ".join(STAGES),
-        "- delta = left - right (percentage points); band = what sampling alone explains (z * sqrt(2) * sigma)", "",
+        "- delta = left - right (percentage points); band = what sampling alone explains between two single-seed runs (tolerance rule, factor sqrt(2))", "",
         "| slice | compared | identical | first stage | " + " | ".join(STAGES) + " | left | right | delta | band | in band |",
         "|" + "---|" * (9 + len(STAGES)),
     ]
