@@ -119,27 +119,11 @@ class Pool:
 
 
 def parse_gpu_groups(text: str) -> tuple[str, ...]:
-    """Upstream's ``GPU_GROUPS``: ``'0,1;2,3'`` (``;`` separates groups) or ``'0 1 2 3'`` (one GPU per group).
+    """Upstream's ``GPU_GROUPS`` (``'0,1;2,3'`` or ``'0 1 2 3'``) as ``CUDA_VISIBLE_DEVICES`` strings, one per server
+    (:func:`trace_lib.campaign.plan.parse_gpu_groups`; raises its UsageError)."""
+    from trace_lib.campaign.plan import parse_gpu_groups as parse
 
-    Raises:
-        UsageError: empty, a non-integer id, or a GPU in two groups.
-    """
-    parts = text.split(";") if ";" in text else text.split()
-    groups = [p.strip() for p in parts if p.strip()]
-    seen: set[str] = set()
-    out = []
-    for group in groups:
-        ids = [g.strip() for g in group.replace(" ", ",").split(",") if g.strip()]
-        if not ids or not all(i.isdigit() for i in ids):
-            raise UsageError("not a GPU group", field="--gpu-groups", found=group,
-                             expected="comma-separated GPU ids, groups separated by ';' (or one id per group)")
-        if seen.intersection(ids):
-            raise UsageError("a GPU is in two groups", field="--gpu-groups", found=text)
-        seen.update(ids)
-        out.append(",".join(ids))
-    if not out:
-        raise UsageError("no GPU group", field="--gpu-groups", found=text, expected="e.g. '0 1 2 3' or '0,1;2,3'")
-    return tuple(out)
+    return tuple(",".join(str(g) for g in group) for group in parse(text))
 
 
 def release_chat_template(release: Any) -> Path:
