@@ -36,8 +36,9 @@ from trace_lib.scoring.judge_http import PER_REQUEST_KINDS, CallFailed, JudgeTra
 
 #: The served model name of the judge pool (eval-campaign spec §4.1).
 JUDGE_SERVED_NAME = "qwen3-32b-judge"
-#: VLMEvalKit ``OpenAIWrapper``'s answer after exhausting its retries (``vlmeval/api/base.py``).
-VLMEVAL_FAIL_MSG = "Failed to obtain answer via API. "
+#: VLMEvalKit ``OpenAIWrapper``'s answer after exhausting its retries: ``BaseAPI.__init__``'s ``fail_msg`` default, which
+#: overrides the wrapper's own ``"... API. "`` (set before ``super().__init__``), so no trailing space.
+VLMEVAL_FAIL_MSG = "Failed to obtain answer via API."
 #: Smallest token budget of the persistent client (``max(128, requested)``) and the ladder's ceiling.
 MIN_COMPLETION_TOKENS = 128
 LADDER_CEILING_TOKENS = 1024
