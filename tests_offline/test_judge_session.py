@@ -62,7 +62,12 @@ def project(release, tmp_path):
             "--judge-port-start", str(free_port_run(2)), "--judge-chat-template", str(template),
             "--judge-vllm", str(write_fake_vllm(tmp_path / "bin")), "--judge-log-dir", str(tmp_path / "logs"),
             f"--junitxml={tmp_path / 'receipts.xml'}"]
-    return {"args": args, "env": env, "cwd": project, "record": record, "tmp": tmp_path}
+    yield {"args": args, "env": env, "cwd": project, "record": record, "tmp": tmp_path}
+    for path in record.glob("*.json"):  # a failing assertion must not leave a fake server behind
+        try:
+            os.kill(json.loads(path.read_text())["pid"], signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def _phases(project) -> list[dict]:
