@@ -10,15 +10,18 @@
   Without ``--judge-serve`` the judge is external (``--judge-url``) and each slice generates then scores.
 
 The pool (:mod:`trace_lib.scoring.judge_pool`) is stopped at the end of the session, also when it fails or is
-interrupted (``pytest_unconfigure`` runs on Ctrl-C too). Its URL reaches xdist workers through ``TRACE_JUDGE_URL``;
+interrupted (``pytest_unconfigure`` runs on Ctrl-C, and SIGTERM is turned into the same interruption). Its URL reaches xdist workers through ``TRACE_JUDGE_URL``;
 the effective phase through ``TRACE_REPRO_SESSION_PHASE``. Every test's receipt records ``phase``.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import signal
 import subprocess
 import sys
+import threading
 from typing import Any
 
 import pytest
@@ -158,9 +161,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     except TraceReproError as exc:
         pytest.exit(f"judge pool: {exc.render()}", returncode=int(pytest.ExitCode.USAGE_ERROR))
     config.stash[_POOL] = pool
+    atexit.register(pool.stop)  # a safety net; pytest_unconfigure stops it first (stopping twice is harmless)
+    if threading.current_thread() is threading.main_thread():
+        # a batch scheduler's SIGTERM unwinds the session like Ctrl-C, so pytest_unconfigure stops the pool
+        signal.signal(signal.SIGTERM, _terminate)
     os.environ["TRACE_JUDGE_URL"] = pool.judge_url
     config.option.judge_url = pool.judge_url
     print(f"[trace-repro] judge pool ready: --judge-url {pool.judge_url} (logs {spec.log_dir})", flush=True)
+
+
+def _terminate(signum: int, frame: Any) -> None:  # noqa: ARG001
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

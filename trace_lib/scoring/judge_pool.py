@@ -95,6 +95,7 @@ class Pool:
     def stop(self, *, grace_s: float = STOP_GRACE_S, out: Any = None) -> list[Server]:
         """Stop every server of this pool (and reap the ones this process started); empties ``pids.txt``."""
         stopped = stop_servers(self.servers, grace_s=grace_s, out=out)
+        self.servers = [s for s in self.servers if s not in stopped and _alive(s.pid)]
         for process in self.processes:
             try:
                 process.wait(timeout=5)
