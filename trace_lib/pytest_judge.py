@@ -10,8 +10,9 @@
   Without ``--judge-serve`` the judge is external (``--judge-url``) and each slice generates then scores.
 
 The pool (:mod:`trace_lib.scoring.judge_pool`) is stopped at the end of the session, also when it fails or is
-interrupted (``pytest_unconfigure`` runs on Ctrl-C, and SIGTERM is turned into the same interruption). Its URL reaches xdist workers through ``TRACE_JUDGE_URL``;
-the effective phase through ``TRACE_REPRO_SESSION_PHASE``. Every test's receipt records ``phase``.
+interrupted (``pytest_unconfigure`` runs on Ctrl-C, and SIGTERM is turned into the same interruption). Its URL
+reaches xdist workers through ``TRACE_JUDGE_URL``; the effective phase through ``TRACE_REPRO_SESSION_PHASE``.
+Every test's receipt records ``phase``.
 """
 
 from __future__ import annotations

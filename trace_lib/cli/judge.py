@@ -34,12 +34,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     serve = actions.add_parser("serve", help="start one vllm serve per GPU group and wait until all are ready")
     options.add_to_argparse(serve, options.TRACE_ROOT)
     serve.add_argument("--model-root", default=None, metavar="DIR",
-                       help=f"directory of the release models; the judge is <DIR>/qwen3-32b-judge (env {MODEL_ROOT_ENV})")
+                       help=f"directory of the release models; the judge is <DIR>/qwen3-32b-judge "
+                            f"(env {MODEL_ROOT_ENV})")
     serve.add_argument("--judge-model", default=None, metavar="DIR", help="the judge weights directory itself")
     serve.add_argument("--gpu-groups", default="0 1 2 3 4 5 6 7",
                        help="one server per group: '0 1 2 3' (one GPU each) or '0,1;2,3' (TP over a group)")
     serve.add_argument("--port-start", type=int, default=jp.JUDGE_PORT_START,
-                       help=f"port of the first server; server i listens on port-start + i (default {jp.JUDGE_PORT_START})")
+                       help=f"port of the first server; server i listens on port-start + i "
+                            f"(default {jp.JUDGE_PORT_START})")
     serve.add_argument("--host", default=jp.JUDGE_HOST)
     serve.add_argument("--chat-template", default=None, metavar="FILE",
                        help=f"default: the release's {jp.CHAT_TEMPLATE_REL} (SHA-256 checked against the release)")
@@ -76,7 +78,8 @@ def run_serve(args: argparse.Namespace) -> ExitCode:
     except KeyboardInterrupt:
         print("interrupted: every server started was stopped", file=sys.stderr)
         return 130  # type: ignore[return-value]
-    print(f"[judge] ready: {len(pool.servers)} endpoint(s); stop with 'trace-repro judge stop --log-dir {spec.log_dir}'")
+    print(f"[judge] ready: {len(pool.servers)} endpoint(s); "
+          f"stop with 'trace-repro judge stop --log-dir {spec.log_dir}'")
     print(f"--judge-url {pool.judge_url}")
     return ExitCode.OK
 

@@ -36,8 +36,8 @@ from trace_lib.scoring.judge_http import PER_REQUEST_KINDS, CallFailed, JudgeTra
 
 #: The served model name of the judge pool (eval-campaign spec §4.1).
 JUDGE_SERVED_NAME = "qwen3-32b-judge"
-#: VLMEvalKit ``OpenAIWrapper``'s answer after exhausting its retries: ``BaseAPI.__init__``'s ``fail_msg`` default, which
-#: overrides the wrapper's own ``"... API. "`` (set before ``super().__init__``), so no trailing space.
+#: VLMEvalKit ``OpenAIWrapper``'s answer after exhausting its retries: ``BaseAPI.__init__``'s ``fail_msg`` default,
+#: which overrides the wrapper's own ``"... API. "`` (set before ``super().__init__``), so no trailing space.
 VLMEVAL_FAIL_MSG = "Failed to obtain answer via API."
 #: Smallest token budget of the persistent client (``max(128, requested)``) and the ladder's ceiling.
 MIN_COMPLETION_TOKENS = 128
@@ -285,7 +285,11 @@ class OpenAIJudge(Judge):
 
         return self._map(one, list(enumerate(prompts)))
 
-    def complete(self, prompts, *, max_tokens=256, temperature=0.0, top_p=1.0, system=None, rung=0):  # type: ignore[override]
+    def complete(  # type: ignore[override]
+        self, prompts, *, max_tokens=256, temperature=0.0, top_p=1.0, system=None, rung=0
+    ):
+        """Persistent-client requests; ``rung`` (the ladder's step) shifts the first endpoint, as upstream's
+        ``pos + retry_round``."""
         budget = max(MIN_COMPLETION_TOKENS, int(max_tokens))
         rendered = [render_qwen3_no_think(p, system=system) for p in prompts]
         batches = _batches(rendered, batch_size=self.batch_size, max_chars=self.max_batch_chars)
@@ -394,5 +398,6 @@ def _completion_choices(data: Any, count: int, budget: int) -> list[JudgeReply]:
         index = choice.get("index") if isinstance(choice, dict) else None
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count or mapped[index] is not None:
             raise CallFailed("garbled", f"choice index {index!r} is missing, duplicated or out of range")
-        mapped[index] = JudgeReply(str(choice.get("text") or "").strip(), choice.get("finish_reason"), max_tokens=budget)
+        mapped[index] = JudgeReply(str(choice.get("text") or "").strip(), choice.get("finish_reason"),
+                                   max_tokens=budget)
     return [m for m in mapped if m is not None]

@@ -25,7 +25,9 @@ from typing import Any
 from trace_lib.errors import JudgeError
 
 #: Substrings of vLLM's HTTP 400 answer when prompt + max_tokens exceed ``--max-model-len``.
-CONTEXT_LENGTH_MARKERS = ("maximum context length", "context length", "max_model_len", "too long")
+CONTEXT_LENGTH_MARKERS = (
+    "maximum context length", "context length", "maximum model length", "max_model_len", "too long",
+)
 #: Failure kinds a stack may see; only ``connection`` and ``server`` say the endpoint itself is unwell.
 FAILURE_KINDS = ("context_length", "rejected", "server", "timeout", "connection", "garbled", "empty")
 #: Kinds caused by one request's content (never evidence that the judge is misconfigured or down).
@@ -109,6 +111,7 @@ class JudgeTransport:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._client = httpx.Client(
             limits=httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency),
+            transport=httpx.HTTPTransport(retries=1),  # one more connect attempt (a restarting server's backlog)
             trust_env=False,  # a judge is a local endpoint; proxies from the environment would misroute it
         )
         self._httpx = httpx
@@ -140,10 +143,10 @@ class JudgeTransport:
                 payload = response.content
         except httpx.TimeoutException:
             raise CallFailed("timeout", f"timed out after {timeout_s:g} s") from None
-        except httpx.ConnectError as exc:
+        except httpx.ConnectError as exc:  # nothing listens (or unknown host): a configuration failure when it lasts
             raise CallFailed("connection", _connect_reason(exc)) from None
-        except (httpx.TransportError, OSError) as exc:
-            raise CallFailed("connection", f"{type(exc).__name__}: {exc}"[:200]) from None
+        except (httpx.TransportError, OSError) as exc:  # reset or cut mid-exchange: the server is unwell, retried
+            raise CallFailed("server", f"{type(exc).__name__}: {exc}"[:200]) from None
         if not 200 <= response.status_code < 300:
             raise classify_status(response.status_code, payload, url=url, model=model)
         try:

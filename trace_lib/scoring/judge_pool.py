@@ -136,7 +136,9 @@ def release_chat_template(release: Any) -> Path:
     path = Path(release.path) / CHAT_TEMPLATE_REL
     if not path.is_file():
         raise InputError("the judge's no-think chat template is not in this release copy (a data-only copy?)",
-                         file=str(path), hint="point --trace-root at the full TRACE release, or pass --chat-template FILE (a copy of that file)")
+                         file=str(path),
+                         hint="point --trace-root at the full TRACE release, or pass --chat-template FILE "
+                              "(a copy of it)")
     expected = None
     try:
         record = json.loads((Path(release.path) / RELEASE_FILES_REL).read_text(encoding="utf-8"))

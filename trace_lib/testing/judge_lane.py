@@ -160,7 +160,8 @@ def run_phase_all(release, tmp_path: Path, *, vllm: str, backend: str = "vllm", 
     receipts = tmp_path / "receipts.xml"
     command = [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "test_judge_throwaway.py",
                "--phase", "all", "--judge-serve", "--judge-model", str(work / "models" / "qwen3-32b-judge"),
-               "--judge-gpu-groups", "0", "--judge-port-start", str(free_port_run(1)), "--judge-chat-template", str(template), "--judge-vllm", vllm,
+               "--judge-gpu-groups", "0", "--judge-port-start", str(free_port_run(1)),
+               "--judge-chat-template", str(template), "--judge-vllm", vllm,
                "--judge-ready-timeout", "600", "--judge-log-dir", str(work / "judge-logs"), f"--junitxml={receipts}"]
     done = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=timeout_s)
     log = work / "phases.jsonl"

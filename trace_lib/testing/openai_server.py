@@ -16,6 +16,11 @@ from typing import Any, Callable
 Responder = Callable[[str, dict[str, Any]], str]
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128  # many concurrent judge clients, as a vLLM server accepts them
+    daemon_threads = True
+
+
 #: vLLM's HTTP 400 message when prompt + max_tokens exceed ``--max-model-len`` (8192 for the judge pool).
 CONTEXT_LENGTH_MESSAGE = (
     "This model's maximum context length is 8192 tokens. However, you requested 9000 tokens (4904 in the "
@@ -48,7 +53,7 @@ class OpenAIStubServer:
         self.requests: list[tuple[str, dict[str, Any]]] = []
         self.raw_requests: list[tuple[str, bytes]] = []
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = _Server(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
@@ -68,6 +73,10 @@ class OpenAIStubServer:
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as vLLM's server (clients pool connections)
+            disable_nagle_algorithm = True  # TCP_NODELAY and one buffered write per answer, as uvicorn answers
+            wbufsize = 1 << 16
+
             def log_message(self, *args: object) -> None:  # quiet
                 pass
 
