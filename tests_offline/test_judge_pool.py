@@ -157,10 +157,12 @@ def test_ctrl_c_while_waiting_stops_every_server(release, env, tmp_path):
                "--chat-template", str(env["template"]), "--vllm", str(env["vllm"]), "--log-dir", str(env["logs"])]
     process = subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 20
-        while not list(env["record"].glob("*.json")) and time.monotonic() < deadline:
+        deadline = time.monotonic() + 60
+        while not list(env["record"].glob("*.json")) and time.monotonic() < deadline and process.poll() is None:
             time.sleep(0.05)
-        assert list(env["record"].glob("*.json")), "the fake server never started"
+        if not list(env["record"].glob("*.json")):
+            process.kill()
+            pytest.fail(f"the fake server never started: {process.communicate(timeout=10)}")
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=20)
     finally:
