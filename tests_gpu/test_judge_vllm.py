@@ -40,6 +40,7 @@ def _vllm_executable(bin_dir: Path) -> str:
     return str(wrapper)
 
 
+@pytest.mark.timeout(1500)  # two engine starts in the generate phase, then the judge server's start
 def test_phase_all_serves_a_tiny_judge_and_judges_both_slices(vllm_gpu, release, tmp_path):
     from trace_lib.testing.judge_lane import ROWS, run_phase_all
 

@@ -10,6 +10,7 @@ import pytest
 pytestmark = pytest.mark.cpu_model
 
 
+@pytest.mark.timeout(900)  # CPU generation of two tiny slices in the child session, then scoring
 def test_phase_all_rehearsal_with_a_fake_vllm(release, tmp_path):
     pytest.importorskip("torch", reason="the hf backend generates on CPU (the 'hf' extra)")
     from trace_lib.testing.fake_vllm import write_fake_vllm

@@ -125,7 +125,7 @@ class LaneResult:
                        for p in sorted(self.judge_log_dir.glob("*.log")))
 
 
-def run_phase_all(release, tmp_path: Path, *, vllm: str, backend: str = "vllm", timeout_s: float = 1500) -> LaneResult:
+def run_phase_all(release, tmp_path: Path, *, vllm: str, backend: str = "vllm", timeout_s: float = 1400) -> LaneResult:
     """Build the tiny models and data under ``tmp_path`` and run the throwaway session (module docstring)."""
     from trace_lib.scoring import judge_pool as jp
     from trace_lib.testing.fake_vllm import free_port_run
