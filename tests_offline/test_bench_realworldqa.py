@@ -68,3 +68,24 @@ def test_score_cli_on_a_real_format_file(tmp_path: Path, release) -> None:  # no
     done = run_score_cli(bench.KEY, dataset, responses, tmp_path / "out", trace_root=str(release.path))
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[0])["score"] == 75.0
+
+
+def test_responses_to_rows_without_an_image_are_counted_not_scored(tmp_path: Path, release, capsys) -> None:  # noqa: ANN001
+    """VLMEvalKit's ``skip_noimg`` drops rows without an image; upstream never scores them and goes on."""
+    from trace_lib.cli.main import main
+
+    rows = [_row(i) for i in range(3)] + [{**_row(3), "image": None}]
+    dataset = write_tsv(tmp_path / "RealWorldQA.tsv", rows)
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text("".join(json.dumps({"index": i, "response": "A."}) + "\n" for i in (3, 0, 1, 2)))
+    argv = ["score", "--trace-root", str(release.path), "--benchmark", bench.KEY, "--dataset", str(dataset),
+            "--responses", str(plain), "--seed", "42"]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "score 100.000 over 3 rows" in out and "1 dropped rows not scored" in out
+    summary = json.loads((tmp_path / "out" / "scores.json").read_text())
+    assert (summary["rows"], summary["dropped_rows"]) == (3, 1)
+    with plain.open("a") as handle:  # an index the TSV does not hold at all stays an error
+        handle.write(json.dumps({"index": 99, "response": "A."}) + "\n")
+    assert main([*argv, "--out", str(tmp_path / "out2")]) == 2
+    assert "line 5.index: index not in the dataset" in capsys.readouterr().err

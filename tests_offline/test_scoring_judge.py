@@ -57,9 +57,9 @@ def test_chat_sends_the_vlmevalkit_official_route_settings(stub):
     assert body == {
         "model": SERVED,
         "messages": [{"role": "user", "content": [{"type": "text", "text": "Is it B?"}]}],
-        "temperature": 0.0,
-        "max_tokens": 256,
+        "temperature": 0,
         "chat_template_kwargs": {"enable_thinking": False},
+        "max_tokens": 256,
     }
 
 
@@ -101,13 +101,16 @@ def test_transient_http_errors_are_retried(stub):
 
 
 @pytest.mark.parametrize("transport", ["chat", "complete"])
-def test_client_error_is_permanent_and_not_retried(stub, transport):
+def test_unknown_served_model_is_one_line_fatal_and_not_retried(stub, transport):
     def responder(route: str, body: dict) -> str:
-        raise StubHTTPError(404)
+        raise StubHTTPError(404, "The model `qwen3-32b-judge` does not exist.")
 
     stub.responder = responder
-    with pytest.raises(JudgeError, match=r"judge rejected the request \(HTTP 404: stub error\)"):
+    with pytest.raises(JudgeError) as info:
         getattr(_fast(stub.url), transport)(["q"])
+    message = str(info.value)
+    assert "does not serve the requested judge model" in message and "--served-model-name" in message
+    assert "\n" not in message
     assert len(stub.requests) == 1
 
 
@@ -117,7 +120,8 @@ def test_unreachable_judge_is_one_line_error(transport):
     with pytest.raises(JudgeError) as info:
         getattr(_fast(url, attempts=2, chat_attempts=2), transport)(["q"])
     assert str(info.value) == (
-        f"--judge-url {url}: judge unreachable (connection refused); start the judge or choose non-judge slices"
+        f"--judge-url {url}: judge unreachable (connection refused); start the judge ('trace-repro judge serve') "
+        "or choose non-judge slices"
     )
     assert "\n" not in str(info.value)
 
@@ -128,7 +132,7 @@ def test_chat_returns_vlmevalkit_failure_text_when_the_judge_answers_badly(stub)
 
     stub.responder = responder
     reply = _fast(stub.url, chat_attempts=3).chat(["q"])[0]
-    assert reply == JudgeReply(VLMEVAL_FAIL_MSG, None, ok=False)
+    assert reply == JudgeReply(VLMEVAL_FAIL_MSG, None, ok=False, failure="server")
     assert len(stub.requests) == 3
 
 
@@ -165,7 +169,7 @@ def test_a_pool_fails_over_to_the_next_endpoint(stub):
     ],
 )
 def test_completion_choices_must_cover_each_prompt_once(choices, reason):
-    with pytest.raises(judge_mod._Transient, match=reason):
+    with pytest.raises(judge_mod.CallFailed, match=reason):
         judge_mod._completion_choices({"choices": choices}, 2, 128)
 
 

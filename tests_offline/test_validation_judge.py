@@ -132,7 +132,7 @@ def test_unreachable_judge_is_an_error_before_any_receipt(release, template: Cha
 def test_judge_serving_another_model_is_refused(release, template: ChatTemplate, tmp_path: Path) -> None:
     judge = load_validation_suite(release).judge
     with OpenAIStubServer(_responder, model="some-other-model") as server:
-        with pytest.raises(JudgeError, match="judge serves another model"):
+        with pytest.raises(JudgeError, match="endpoint does not serve the judge"):
             run_judge([_pending("m", 0, *ROWS[0])], judge=judge, template=template, endpoints=[server.url],
                       output_dir=tmp_path)
 

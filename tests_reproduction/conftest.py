@@ -97,17 +97,27 @@ def slice_runner(pytestconfig: pytest.Config, release, tmp_path_factory):  # noq
 
 
 @pytest.fixture
-def run_slice(slice_runner, receipt, pytestconfig: pytest.Config) -> Callable:
+def run_slice(slice_runner, receipt, trace_phase, pytestconfig: pytest.Config) -> Callable:
     """``run_slice(slice_) -> SliceOutcome`` inside the test: skips with the exact reason when the slice cannot
     run here, fails (no traceback) on any trace-repro error, records the receipt properties. With an archive
     (``--archive-root``), a slice outside tolerance fails naming its first stage diverging from the paper's run."""
 
     def run(slice_):  # noqa: ANN001, ANN202
+        phase = trace_phase  # --phase generate|score|all (trace_lib.pytest_judge)
         try:
             protocol = slice_runner.protocol(slice_)
-            reason = slice_runner.blocker(slice_, protocol)
+            reason = slice_runner.blocker(slice_, protocol, need_judge=phase != "generate")
             if reason:
                 pytest.skip(reason)
+            if phase == "generate":  # --phase generate: coverage and identity verified, nothing scored
+                generated = slice_runner.generate(slice_)
+                receipt("generated_rows", generated.generated)
+                receipt("reused_rows", generated.reused)
+                if not generated.complete:
+                    pytest.fail(f"{slice_.id}: responses do not cover the dataset after generation", pytrace=False)
+                pytest.skip(f"phase generate: {slice_.id} generated and verified; scored in --phase score")
+            if phase == "score" and not slice_runner.responses_complete(slice_):
+                pytest.fail(f"{slice_.id}: responses incomplete; run --phase generate first", pytrace=False)
             outcome = slice_runner.run(slice_)
         except TraceReproError as exc:
             pytest.fail(exc.render(), pytrace=False)
@@ -132,12 +142,14 @@ def run_slice(slice_runner, receipt, pytestconfig: pytest.Config) -> Callable:
 
 
 @pytest.fixture
-def overall(slice_runner, receipt) -> Callable:
+def overall(slice_runner, receipt, trace_phase) -> Callable:
     """``overall(model, seed) -> OverallOutcome`` (overall, category verdicts and the campaign checks of that
     model-seed) from the campaign's verified scores; skips with the reason when some slice is not scored."""
     from trace_lib.campaign.run_slice import overall_outcome
 
     def judge(model: str, seed: int):  # noqa: ANN202
+        if trace_phase == "generate":
+            pytest.skip("phase generate: overall verdicts come in --phase score")
         outcome = overall_outcome(slice_runner, model, seed)
         if outcome.overall is None:
             pytest.skip(outcome.reason)

@@ -1,10 +1,11 @@
 """Every trace_eval_v1 number of the release, reproduced: one test per slice, one overall test per model-seed.
 
-Run (one H200 host, 8 GPU groups, a judge on :18100; see README "Reproducing the campaign")::
+Run (one 8-GPU host: generation on every GPU, then the judge pool on the same GPUs; see README "Reproducing the
+evaluation campaign")::
 
     TRACE_ROOT=<release> pytest tests_reproduction -m reproduction -n 8 --dist loadgroup \\
         --gpu-groups '0 1 2 3 4 5 6 7' --model-root <models> --data-root <data> \\
-        --campaign-root <campaign> --judge-url http://127.0.0.1:18100/v1 --junitxml receipts.xml
+        --campaign-root <campaign> --judge-serve --phase all --junitxml receipts.xml
 """
 
 from __future__ import annotations

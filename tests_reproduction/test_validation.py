@@ -74,13 +74,13 @@ def prepared_dataset(release, validation_layout: ValidationLayout) -> Path:
 
 
 @pytest.fixture(scope="session")
-def slice_settings(pytestconfig: pytest.Config):
+def slice_settings(pytestconfig: pytest.Config, trace_phase: str):
     from trace_lib.validation.chat_template import ChatTemplate
     from trace_lib.validation.pipeline import SliceSettings
 
     judge_url = options.resolve(pytestconfig.option, options.JUDGE_URL)
-    if not judge_url:
-        pytest.skip("judge not configured: pass --judge-url (the suite's Qwen3-32B judge)")
+    if not judge_url and trace_phase != "generate":  # --phase generate needs no judge
+        pytest.skip("judge not configured: pass --judge-url or --judge-serve (the suite's Qwen3-32B judge)")
     model_root = Path(_option(pytestconfig, "model_root", MODEL_ROOT_ENV) or DEFAULT_WORK_DIR / "models")
     tokenizer = Path(os.environ.get("TRACE_JUDGE_TOKENIZER") or model_root / "qwen3-32b-judge")
     if not tokenizer.is_dir():
@@ -98,7 +98,7 @@ def slice_settings(pytestconfig: pytest.Config):
             backend=backend,
             backend_options=json.loads(os.environ.get("TRACE_VALIDATION_BACKEND_OPTIONS") or "{}"),
             endpoint_url=os.environ.get("TRACE_VALIDATION_BASE_URL"),
-            judge_urls=tuple(u.strip() for u in str(judge_url).split(",") if u.strip()),
+            judge_urls=tuple(u.strip() for u in str(judge_url or "").split(",") if u.strip()),
             judge_template=ChatTemplate.from_tokenizer_dir(tokenizer),
             z=options.resolve(pytestconfig.option, options.TOLERANCE_Z),
             alpha=options.resolve(pytestconfig.option, options.ALPHA),
@@ -120,7 +120,14 @@ def test_validation(slice_, release, pytestconfig, receipt, request):
     receipt("slice", slice_.id)
     receipt("model_revision", slice_.model.inference_revision)
     receipt("model_path", str(model_path))
+    phase = request.getfixturevalue("trace_phase")  # --phase generate|score|all (trace_lib.pytest_judge)
     try:
+        if phase == "generate":
+            from trace_lib.validation.pipeline import run_validation_generation
+
+            generated = run_validation_generation(release, slice_, validation_layout, model_path, slice_settings)
+            receipt("generated_rows", generated.generated_rows)
+            pytest.skip(f"phase generate: {slice_.id} generated and verified; judged and scored in --phase score")
         outcome = run_validation_slice(release, slice_, validation_layout, model_path, slice_settings)
     except TraceReproError as exc:
         pytest.fail(exc.render(), pytrace=False)

@@ -19,6 +19,9 @@ from trace_lib.release.locate import ReleaseRoot, locate_release
 
 _RELEASE_KEY = pytest.StashKey["ReleaseRoot | TraceReproError"]()
 
+# -- judge pool and phases (--judge-serve, --phase): their own plugin module ------------------------------------
+pytest_plugins = ["trace_lib.pytest_judge"]
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     from trace_lib.campaign.plan import add_plan_options

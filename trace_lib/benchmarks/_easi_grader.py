@@ -25,7 +25,7 @@ from typing import Any, Mapping, Sequence
 
 from trace_lib.errors import JudgeError
 from trace_lib.extraction.choices import API_FAIL_MARKER, JUDGE_MAX_TOKENS, JUDGE_TEMPERATURE
-from trace_lib.scoring.judge import Judge
+from trace_lib.scoring.judge import Judge, first_round_failed
 
 #: ``cal_scores._build_score_fn``: ``max_retry = judge_kwargs.get('retry', 3)``.
 JUDGE_ROUNDS = 3
@@ -288,9 +288,9 @@ def grade_rows(items: Sequence[Mapping[str, Any]], judge: Judge | None, *, bench
             break
         answers = judge.chat([prompts[p] for p in pending], max_tokens=JUDGE_MAX_TOKENS,
                              temperature=JUDGE_TEMPERATURE)
-        if round_no == 0 and not any(a.ok for a in answers):
+        if round_no == 0 and first_round_failed(answers):
             raise JudgeError(f"{benchmark}: every judge request failed", field="--judge-url",
-                             hint="check that the judge is up and serves qwen3-32b-judge")
+                             hint="every request answered 5xx or timed out; check the judge's log")
         still = []
         for pos, answer in zip(pending, answers):
             text = answer.text.strip()

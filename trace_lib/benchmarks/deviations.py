@@ -16,32 +16,32 @@ DEVIATIONS: dict[str, list[str]] = {
         "unseeded random.choice after three unusable judge replies -> deterministic_choice seeded by "
         "(benchmark, row index, decoding seed); the row is marked fallback",
         "judge health probe failing -> upstream silently switches to exact matching; here a first judge round in "
-        "which every request fails raises JudgeError",
+        "which every request answers 5xx or times out raises JudgeError",
     ],
     "mmmu_pro_vision": [
         "unseeded random.choice after three unusable judge replies -> deterministic_choice seeded by "
         "(benchmark, row index, decoding seed); the row is marked fallback",
         "judge health probe failing -> upstream silently switches to exact matching; here a first judge round in "
-        "which every request fails raises JudgeError",
+        "which every request answers 5xx or times out raises JudgeError",
         "an empty or numeric response crashes upstream's cot_postproc (AttributeError); here it is an InputError",
     ],
     "cvbench_3d": [
         "unseeded random.choice after three unusable judge replies -> deterministic_choice seeded by "
         "(benchmark, row index, decoding seed); the row is marked fallback",
         "judge health probe failing -> upstream silently switches to exact matching; here a first judge round in "
-        "which every request fails raises JudgeError",
+        "which every request answers 5xx or times out raises JudgeError",
         "upstream returns a cached <stem>_acc.csv when one exists; trace-repro always scores afresh",
     ],
     "embspatial": [
     ],
     "spatialvizbench_cot": [
         "judge health probe failing -> upstream silently falls back to the rule matcher; here a first judge round "
-        "in which every request fails raises JudgeError",
+        "in which every request answers 5xx or times out raises JudgeError",
         "an empty judge reply makes upstream raise IndexError; here it counts as an unusable round",
     ],
     "erqa": [
         "judge health probe failing -> upstream silently falls back to the rule matcher; here a first judge round "
-        "in which every request fails raises JudgeError",
+        "in which every request answers 5xx or times out raises JudgeError",
         "an empty judge reply makes upstream raise IndexError; here it counts as an unusable round",
     ],
     # -- Charts & Tables, Visual Math (benchmarks-charts-math.md) ---------------------------------------------------
@@ -80,7 +80,7 @@ DEVIATIONS: dict[str, list[str]] = {
         "unseeded random.choice after three unusable judge replies -> deterministic_choice seeded by "
         "(benchmark, row index, decoding seed); the row is marked fallback",
         "judge health probe failing -> upstream silently switches to exact matching; here a first judge round in "
-        "which every request fails raises JudgeError",
+        "which every request answers 5xx or times out raises JudgeError",
         "a slice without a correct multi-step answer (upstream ZeroDivisionError) is an InputError",
     ],
     # -- Perception & Counting, Puzzles & Logic (benchmarks-perception-puzzles.md; helper E) ------------------------
@@ -88,7 +88,7 @@ DEVIATIONS: dict[str, list[str]] = {
         "unseeded random.choice after three unusable judge replies -> deterministic_choice seeded by "
         "(benchmark, row index, decoding seed); the row is marked fallback",
         "judge health probe failing -> upstream silently switches to exact matching (every unread row -> Z); here a "
-        "first judge round in which every request fails raises JudgeError, and no judge at all raises JudgeError",
+        "first judge round in which every request answers 5xx or times out raises JudgeError, and no judge at all raises JudgeError",
         "an empty slice is an InputError (upstream's mean of no rows is NaN and its wrapper raises)",
     ],
     "countbenchqa": [
@@ -132,3 +132,14 @@ DEVIATIONS: dict[str, list[str]] = {
         "MMEEvaluationFailure); no failure JSON file is written",
     ],
 }
+
+#: Deviations of the judge clients and launcher shared by every judge route (evaluation and TRACE validation).
+JUDGE_DEVIATIONS: list[str] = [
+    "an endpoint that does not serve the model name (HTTP 404) or refuses the credentials is a one-line JudgeError "
+    "at once; upstream's clients retry it like any failed call and then fall back or fail",
+    "TRACE validation: a first rung in which every batch answers 5xx, times out or is refused raises JudgeError "
+    "before any receipt is written; upstream writes 'failed' receipts for every row",
+    "the judge pool is started with 'vllm serve' (same flags) instead of 'python -m "
+    "vllm.entrypoints.openai.api_server'; the official route spreads requests over the pool per request instead "
+    "of leasing one endpoint per benchmark job",
+]

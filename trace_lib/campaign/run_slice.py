@@ -232,8 +232,9 @@ class SliceRunner:
     def dataset_path(self, slice_: Slice) -> Path:
         return self.sources[slice_.benchmark].local_path(self.data_root)
 
-    def blocker(self, slice_: Slice, protocol: Protocol) -> str | None:
-        """Why this slice cannot run here, in one exact sentence; None when it can."""
+    def blocker(self, slice_: Slice, protocol: Protocol, *, need_judge: bool = True) -> str | None:
+        """Why this slice cannot run here, in one exact sentence; None when it can (``need_judge=False``:
+        ``--phase generate``, where nothing is scored)."""
         model = self.plan.model(slice_.model)
         if self.backend_kind != "openai" and not Path(model.local_path).is_dir():
             return f"model dir missing: {model.slug} ({model.local_path})"
@@ -242,9 +243,13 @@ class SliceRunner:
             return f"dataset missing: {slice_.benchmark} ({dataset})"
         if self.backend_kind in GPU_BACKENDS and not self._responses_complete(slice_) and not self.cuda_available():
             return "no CUDA GPU"
-        if protocol.judge != "none" and self.judge is None:
+        if need_judge and protocol.judge != "none" and self.judge is None:
             return f"judge URL not set (--judge-url / TRACE_JUDGE_URL) for judge route {slice_.benchmark}"
         return None
+
+    def responses_complete(self, slice_: Slice) -> bool:
+        """Whether the slice's store holds every row (``--phase score`` requires it)."""
+        return self._responses_complete(slice_)
 
     def _responses_complete(self, slice_: Slice) -> bool:
         """Whether the store already holds every row (then no engine and no GPU is needed)."""
@@ -279,6 +284,30 @@ class SliceRunner:
                 check()
             self._judge_checked = True
 
+    def generate(self, slice_: Slice) -> SliceRun:
+        """Generate what is missing (``--phase generate``): the store then covers every row of the dataset with
+        this slice's request identity (stale rows are regenerated), or this raises.
+
+        Raises:
+            ProtocolNotImplementedError, UsageError, InputError, BackendError: as :meth:`run`.
+        """
+        protocol = self.protocol(slice_)
+        return self._generate(slice_, protocol, protocol.load(self.dataset_path(slice_)))[0]
+
+    def _generate(self, slice_: Slice, protocol: Protocol, rows: Sequence[Any]) -> tuple[SliceRun, Path]:
+        from trace_lib.generation.run import open_slice_store, run_generation
+
+        model = self.plan.model(slice_.model)
+        source = self.sources[slice_.benchmark]
+        entry = self._dataset_entry(slice_)
+        generation = {**self.plan.suite.generation, **self.generation_overrides}
+        with open_slice_store(self.campaign_root, slice_, model, generation,
+                              dataset_snapshot=entry.snapshot_sha256 if entry else None) as store:
+            run = run_generation(slice_, rows, protocol, self.engines.lazy(model, self.backend_kind), store,
+                                 source.image_dir(self.data_root), generation=generation, progress=False,
+                                 dataset=entry, data_root=self.data_root)
+            return run, store.path
+
     def run(self, slice_: Slice) -> SliceOutcome:
         """Generate what is missing, score, judge against canonical.
 
@@ -286,21 +315,10 @@ class SliceRunner:
             ProtocolNotImplementedError, UsageError, InputError, BackendError, JudgeError: the slice cannot be
                 produced (each one line, naming what to do).
         """
-        from trace_lib.generation.run import open_slice_store, run_generation
-
         protocol = self.protocol(slice_)
-        model = self.plan.model(slice_.model)
-        source = self.sources[slice_.benchmark]
-        entry = self._dataset_entry(slice_)
         dataset_path = self.dataset_path(slice_)
         rows = protocol.load(dataset_path)
-        generation = {**self.plan.suite.generation, **self.generation_overrides}
-        with open_slice_store(self.campaign_root, slice_, model, generation,
-                              dataset_snapshot=entry.snapshot_sha256 if entry else None) as store:
-            run = run_generation(slice_, rows, protocol, self.engines.lazy(model, self.backend_kind), store,
-                                 source.image_dir(self.data_root), generation=generation, progress=False,
-                                 dataset=entry, data_root=self.data_root)
-            responses_path = store.path
+        run, responses_path = self._generate(slice_, protocol, rows)
         self._check_judge(protocol)
         scored = run_scoring(
             protocol, rows, responses_path,

@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "prepare-models": ("trace_lib.cli.prepare", "download pinned model snapshots and write markers"),
     "generate": ("trace_lib.cli.generate", "generate responses for planned slices (resumable)"),
     "score": ("trace_lib.cli.score", "score responses (a file or a campaign) and compare to canonical"),
+    "judge": ("trace_lib.cli.judge", "start or stop the Qwen3-32B judge pool (vllm serve per GPU group)"),
     "status": ("trace_lib.cli.status", "show a campaign's progress (rows, scores, rate, ETA, GPUs)"),
     "verify": ("trace_lib.cli.verify", "check a campaign's coverage and receipts (generation or score)"),
     "summarize": ("trace_lib.cli.summarize", "write Markdown, spreadsheet and plot of a campaign vs canonical"),

@@ -67,6 +67,8 @@ def _emit(summary: dict, verdict, as_json: bool) -> None:  # noqa: ANN001
         line += f", {summary['judge_calls']} judge calls"
     if summary.get("fallbacks"):
         line += f", {summary['fallbacks']} deterministic fallbacks"
+    if summary.get("dropped_rows"):
+        line += f", {summary['dropped_rows']} dropped rows not scored (the benchmark's loader skips them, as upstream)"
     print(line)
     if verdict is not None:
         print(verdict.explain())

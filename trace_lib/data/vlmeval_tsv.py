@@ -78,6 +78,25 @@ def _is_int_literal(text: str) -> bool:
     return bool(_INT_LITERAL.fullmatch(text))
 
 
+def dropped_noimg_indices(path: str | os.PathLike[str]) -> frozenset[str]:
+    """The ``str(index)`` of the rows :func:`load_vlmeval_tsv` drops (``skip_noimg``: no ``image`` cell), for
+    telling a response to such a row (upstream never scores it) from an index the TSV does not hold at all.
+    Empty for a file that is not a TSV or has no ``image`` column."""
+    import pandas as pd  # noqa: PLC0415
+
+    path = Path(path)
+    if path.suffix.lower() != ".tsv" or not path.is_file():
+        return frozenset()
+    try:
+        header = pd.read_csv(path, sep="\t", nrows=0)
+        if "image" not in header.columns or "index" not in header.columns:
+            return frozenset()
+        frame = pd.read_csv(path, sep="\t", usecols=["index", "image"])
+    except (ValueError, pd.errors.ParserError, UnicodeDecodeError):
+        return frozenset()
+    return frozenset(str(i) for i in frame.loc[pd.isna(frame["image"]), "index"])
+
+
 def load_vlmeval_tsv(path: str | os.PathLike[str], *, skip_noimg: bool = True) -> list[Row]:
     """The rows of a VLMEvalKit TSV in file order, typed as ``ImageBaseDataset`` types them.
 

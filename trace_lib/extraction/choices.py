@@ -32,7 +32,7 @@ from typing import Any, Mapping, MutableMapping, Sequence
 
 from trace_lib.errors import InputError, JudgeError
 from trace_lib.scoring.fallback import deterministic_choice
-from trace_lib.scoring.judge import Judge
+from trace_lib.scoring.judge import Judge, first_round_failed
 
 #: Substring VLMEvalKit treats as "the API failed" (``matching_util``, ``multiple_choice``).
 API_FAIL_MARKER = "Failed to obtain answer via API"
@@ -50,7 +50,7 @@ _CJK = re.compile("[\u4e00-\u9fff]")
 JUDGE_ROUNDS = 3
 #: The judge request settings of the official route (campaign ``_judge_kwargs``).
 JUDGE_MAX_TOKENS = 256
-JUDGE_TEMPERATURE = 0.0
+JUDGE_TEMPERATURE = 0  # the int VLMEvalKit's wrapper sends (judge_kwargs "temperature": 0)
 
 Choices = MutableMapping[str, Any]
 
@@ -305,9 +305,9 @@ def extract_options(
             break
         answers = judge.chat([prompts[p] for p in pending], max_tokens=JUDGE_MAX_TOKENS,  # type: ignore[union-attr]
                              temperature=JUDGE_TEMPERATURE)
-        if round_no == 0 and not any(a.ok for a in answers):
+        if round_no == 0 and first_round_failed(answers):
             raise JudgeError(f"{benchmark}: every judge request failed", field="--judge-url",
-                             hint="check that the judge is up and serves qwen3-32b-judge")
+                             hint="every request answered 5xx or timed out; check the judge's log")
         still = []
         for pos, answer in zip(pending, answers):
             calls[pos] += 1

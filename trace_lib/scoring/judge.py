@@ -1,43 +1,44 @@
 """The Qwen3-32B judge behind an OpenAI-compatible endpoint, with upstream's two client stacks.
 
 - :meth:`Judge.chat` is the official-route (VLMEvalKit ``OpenAIWrapper``) transport: ``/v1/chat/completions``,
-  one user message with one text part, ``temperature``, ``max_tokens``, ``chat_template_kwargs={"enable_thinking":
-  False}`` (no ``n``, ``top_p`` or seed); up to 5 attempts with a random 0-2 s pause, timeout 330 s. When the judge
-  *answers* but never usefully (HTTP 5xx, empty content) the reply carries VLMEvalKit's failure text and
-  ``ok=False``, and the benchmark decides what that means, as upstream's does.
+  one user message with one text part, ``temperature``, ``chat_template_kwargs={"enable_thinking": False}``,
+  ``max_tokens`` (no ``n``, ``top_p`` or seed); up to 5 attempts with a random 0-2 s pause, timeout 330 s. A
+  per-request failure (vLLM's context-length HTTP 400, any other non-2xx answer, a timeout, an empty or garbled
+  answer) is retried and then answers VLMEvalKit's failure text with ``ok=False`` and the failure kind; the
+  benchmark then does what upstream does (more rounds, then its fallback).
 - :meth:`Judge.complete` is the direct/MME-route persistent client: ``/v1/completions`` with the prompt rendered
   client-side with the Qwen3 chat template (no thinking), ``max_tokens = max(128, requested)``, batches of at most
-  64 prompts / 200,000 rendered characters, exactly one choice per prompt with a unique integer ``index``; up to
-  ``max(#endpoints, 5)`` attempts with backoff ``min(8, 0.5 * 2**attempt)`` s, timeout 120 s.
+  64 prompts / 200,000 rendered characters, exactly one choice per prompt with a unique integer ``index``; every
+  failed attempt (any HTTP error, timeout, bad answer) is retried up to ``max(#endpoints, 5)`` times with backoff
+  ``min(8, 0.5 * 2**attempt)`` s, timeout 120 s; after that the benchmark fails, as upstream's client raises.
 - :func:`complete_with_ladder` adds upstream's token ladder (``128 -> 256 -> 512 -> 1024``) for empty, truncated
   or validator-rejected outputs; a row still unresolved after the ladder raises (the slice fails).
 
-Never a silent fallback: an unreachable judge (connection refused, timeouts on every attempt) and a rejected
-request (HTTP 4xx other than 408/429, which is a configuration error and not retried) raise
-:class:`~trace_lib.errors.JudgeError` on both transports. Upstream's VLMEvalKit route would fall back to exact
-matching when its ``working()`` probe fails; trace-repro refuses instead (use :meth:`OpenAIJudge.check` first).
+Configuration failures are fatal in one line on both stacks (:class:`~trace_lib.errors.JudgeError`): every
+attempt refused (nothing listens), the endpoint does not serve the model name (HTTP 404), credentials refused.
+Upstream's VLMEvalKit route would fall back to exact matching when its ``working()`` probe fails; trace-repro
+refuses instead (:meth:`OpenAIJudge.check` first; :func:`first_round_failed` for a judge that answers every
+request with 5xx).
 """
 
 from __future__ import annotations
 
 import abc
-import json
 import random
-import socket
 import threading
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Sequence
 
 from trace_lib.errors import JudgeError
+from trace_lib.scoring.judge_http import PER_REQUEST_KINDS, CallFailed, JudgeTransport, probe, shared_transport
 
 #: The served model name of the judge pool (eval-campaign spec §4.1).
 JUDGE_SERVED_NAME = "qwen3-32b-judge"
-#: VLMEvalKit ``OpenAIWrapper``'s answer after exhausting its retries (``vlmeval/api/base.py``).
-VLMEVAL_FAIL_MSG = "Failed to obtain answer via API. "
+#: VLMEvalKit ``OpenAIWrapper``'s answer after exhausting its retries: ``BaseAPI.__init__``'s ``fail_msg`` default,
+#: which overrides the wrapper's own ``"... API. "`` (set before ``super().__init__``), so no trailing space.
+VLMEVAL_FAIL_MSG = "Failed to obtain answer via API."
 #: Smallest token budget of the persistent client (``max(128, requested)``) and the ladder's ceiling.
 MIN_COMPLETION_TOKENS = 128
 LADDER_CEILING_TOKENS = 1024
@@ -55,6 +56,7 @@ class JudgeReply:
     finish_reason: str | None = None
     ok: bool = True
     max_tokens: int | None = None  # the token budget the answer was produced under (completions transport)
+    failure: str | None = None  # when not ok: the last failure kind (judge_http.FAILURE_KINDS)
 
 
 def render_qwen3_no_think(prompt: str, *, system: str | None = None) -> str:
@@ -78,7 +80,7 @@ class Judge(abc.ABC):
     """A judge client; both methods answer one reply per prompt, in order."""
 
     @abc.abstractmethod
-    def chat(self, prompts: Sequence[str], *, max_tokens: int = 256, temperature: float = 0.0) -> list[JudgeReply]:
+    def chat(self, prompts: Sequence[str], *, max_tokens: int = 256, temperature: float = 0) -> list[JudgeReply]:
         """Official-route requests (VLMEvalKit client semantics)."""
 
     @abc.abstractmethod
@@ -116,11 +118,13 @@ def complete_with_ladder(
     """
     replies: list[JudgeReply | None] = [None] * len(prompts)
     pending = list(range(len(prompts)))
-    for budget in retry_token_limits(max_tokens):
+    for rung, budget in enumerate(retry_token_limits(max_tokens)):
         if not pending:
             break
+        extra = {"rung": rung} if isinstance(judge, OpenAIJudge) else {}
         answers = judge.complete(
-            [prompts[i] for i in pending], max_tokens=budget, temperature=temperature, top_p=top_p, system=system
+            [prompts[i] for i in pending], max_tokens=budget, temperature=temperature, top_p=top_p, system=system,
+            **extra,
         )
         unresolved = []
         for i, reply in zip(pending, answers):
@@ -181,20 +185,14 @@ class CallableJudge(Judge):
         return self._ask(prompts, "completions", settings)
 
 
-class _Transient(Exception):
-    """A failure worth another attempt: connection-level (``unreachable``) or an answer that is not usable."""
-
-    def __init__(self, reason: str, *, unreachable: bool) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.unreachable = unreachable
-
-
 class OpenAIJudge(Judge):
     """The real judge: a ``vllm serve`` of the pinned Qwen3-32B at ``base_url`` (``http://HOST:PORT/v1``).
 
-    ``base_url`` may list several endpoints separated by commas (a judge pool); batches are spread over them
-    and a failed attempt moves on to the next one, as upstream's persistent client does.
+    ``base_url`` may list several endpoints separated by commas (a judge pool, as upstream's endpoint pool):
+    official-route requests are spread over them by position and retried on the same endpoint (VLMEvalKit's
+    wrapper holds one ``api_base``); completions batches start at endpoint ``(batch + rung) % n`` and a failed
+    attempt moves on to the next one, as upstream's persistent client does. Requests go through the shared
+    pooled transport (:mod:`trace_lib.scoring.judge_http`).
     """
 
     def __init__(
@@ -202,7 +200,6 @@ class OpenAIJudge(Judge):
         base_url: str,
         *,
         model: str = JUDGE_SERVED_NAME,
-        api_key: str = "sk-local",
         timeout_s: float = 120.0,
         attempts: int = 5,
         concurrency: int = 16,
@@ -212,6 +209,7 @@ class OpenAIJudge(Judge):
         chat_pause_s: float = 2.0,
         batch_size: int = 64,
         max_batch_chars: int = 200_000,
+        transport: JudgeTransport | None = None,
     ) -> None:
         urls = [u.strip().rstrip("/") for u in base_url.split(",") if u.strip()]
         if not urls:
@@ -219,7 +217,6 @@ class OpenAIJudge(Judge):
         self.base_urls = [u if u.endswith("/v1") else u + "/v1" for u in urls]
         self.base_url = self.base_urls[0]
         self.model = model
-        self.api_key = api_key
         self.timeout_s = timeout_s
         self.attempts = max(attempts, len(self.base_urls))
         self.concurrency = concurrency
@@ -229,45 +226,19 @@ class OpenAIJudge(Judge):
         self.chat_pause_s = chat_pause_s
         self.batch_size = batch_size
         self.max_batch_chars = max_batch_chars
+        self._transport = transport
         self._rng = random.Random()
         self._lock = threading.Lock()
 
     @property
+    def transport(self) -> JudgeTransport:
+        if self._transport is None:
+            self._transport = shared_transport()
+        return self._transport
+
+    @property
     def _label(self) -> str:
         return f"--judge-url {','.join(self.base_urls)}"
-
-    # -- transport -------------------------------------------------------------------------------------------
-    def _request(self, url: str, body: dict[str, Any] | None, timeout: float) -> Any:
-        """One HTTP exchange; raises JudgeError (permanent) or _Transient."""
-        data = None if body is None else json.dumps(body).encode("utf-8")
-        request = urllib.request.Request(
-            url,
-            data=data,
-            headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.api_key}"},
-            method="GET" if body is None else "POST",
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - user-given URL
-                raw = response.read()
-        except urllib.error.HTTPError as exc:
-            detail = _http_detail(exc)
-            if 400 <= exc.code < 500 and exc.code not in (408, 429):
-                raise JudgeError(
-                    f"judge rejected the request (HTTP {exc.code}{detail})",
-                    field=self._label,
-                    hint="check the served model name and the request settings",
-                ) from None
-            raise _Transient(f"HTTP {exc.code}{detail}", unreachable=False) from None
-        except urllib.error.URLError as exc:
-            raise _Transient(_reason(exc.reason), unreachable=True) from None
-        except (TimeoutError, socket.timeout) as exc:
-            raise _Transient(f"timed out after {timeout:g} s ({exc})", unreachable=True) from None
-        except OSError as exc:
-            raise _Transient(_reason(exc), unreachable=True) from None
-        try:
-            return json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            raise _Transient("answer is not JSON", unreachable=False) from None
 
     def _sleep(self, seconds: float) -> None:
         if seconds > 0:
@@ -280,96 +251,77 @@ class OpenAIJudge(Judge):
             JudgeError: an endpoint is unreachable, rejects the request, or does not serve ``self.model``.
         """
         for url in self.base_urls:
-            try:
-                data = self._request(f"{url}/models", None, self.timeout_s)
-            except _Transient as exc:
-                raise JudgeError(
-                    f"judge unreachable ({exc.reason})", field=f"--judge-url {url}", hint=_START_HINT
-                ) from None
-            served = [m.get("id") for m in (data.get("data") or []) if isinstance(m, dict)] if isinstance(data, dict) else []
-            if self.model not in served:
-                raise JudgeError(
-                    "endpoint does not serve the judge",
-                    field=f"--judge-url {url}",
-                    expected=self.model,
-                    found=", ".join(map(str, served)) or "no models",
-                    hint=f"serve Qwen3-32B with --served-model-name {self.model}",
-                )
+            probe(url, self.model, timeout_s=min(self.timeout_s, 30.0), transport=self.transport, hint=_START_HINT)
 
     # -- the two client stacks -------------------------------------------------------------------------------
-    def chat(self, prompts: Sequence[str], *, max_tokens: int = 256, temperature: float = 0.0) -> list[JudgeReply]:
+    def chat(self, prompts: Sequence[str], *, max_tokens: int = 256, temperature: float = 0) -> list[JudgeReply]:
         def one(item: tuple[int, str]) -> JudgeReply:
             position, prompt = item
-            body = {
-                "model": self.model,
-                "messages": [{"role": "user", "content": [{"type": "text", "text": prompt}]}],
-                "temperature": temperature,
-                "max_tokens": max_tokens,
-                "chat_template_kwargs": {"enable_thinking": False},
-            }
-            last: _Transient | None = None
+            body = chat_body(self.model, prompt, max_tokens=max_tokens, temperature=temperature)
+            url = f"{self.base_urls[position % len(self.base_urls)]}/chat/completions"
+            last: CallFailed | None = None
             finish: str | None = None
             for attempt in range(self.chat_attempts):
-                url = self.base_urls[(position + attempt) % len(self.base_urls)]
                 try:
-                    data = self._request(f"{url}/chat/completions", body, self.chat_timeout_s)
+                    data = self.transport.post(url, body, timeout_s=self.chat_timeout_s, model=self.model).data
                     choice = data["choices"][0]
                     finish = choice.get("finish_reason")
                     text = (choice["message"].get("content") or "").strip()
                     if text and VLMEVAL_FAIL_MSG.strip() not in text:
                         return JudgeReply(text, finish)
-                    last = _Transient("empty answer", unreachable=False)
-                except _Transient as exc:
+                    last = CallFailed("empty", "empty answer")
+                except CallFailed as exc:
                     last = exc
                 except (KeyError, IndexError, TypeError, AttributeError):
-                    last = _Transient("answer outside the chat.completions schema", unreachable=False)
+                    last = CallFailed("garbled", "answer outside the chat.completions schema")
                 if attempt + 1 < self.chat_attempts:
                     with self._lock:
                         pause = self._rng.random() * self.chat_pause_s
                     self._sleep(pause)
-            if last is not None and last.unreachable:
+            assert last is not None
+            if last.kind == "connection":
                 raise JudgeError(f"judge unreachable ({last.reason})", field=self._label, hint=_START_HINT)
-            return JudgeReply(VLMEVAL_FAIL_MSG, finish, ok=False)
+            return JudgeReply(VLMEVAL_FAIL_MSG, finish, ok=False, failure=last.kind)
 
         return self._map(one, list(enumerate(prompts)))
 
-    def complete(self, prompts, *, max_tokens=256, temperature=0.0, top_p=1.0, system=None):  # type: ignore[override]
+    def complete(  # type: ignore[override]
+        self, prompts, *, max_tokens=256, temperature=0.0, top_p=1.0, system=None, rung=0
+    ):
+        """Persistent-client requests; ``rung`` (the ladder's step) shifts the first endpoint, as upstream's
+        ``pos + retry_round``."""
         budget = max(MIN_COMPLETION_TOKENS, int(max_tokens))
         rendered = [render_qwen3_no_think(p, system=system) for p in prompts]
         batches = _batches(rendered, batch_size=self.batch_size, max_chars=self.max_batch_chars)
 
         def one(item: tuple[int, list[int]]) -> list[JudgeReply]:
             position, members = item
-            body = {
-                "model": self.model,
-                "prompt": rendered[members[0]] if len(members) == 1 else [rendered[i] for i in members],
-                "temperature": temperature,
-                "top_p": top_p,
-                "max_tokens": budget,
-            }
-            return self._completion_batch(position, body, len(members), budget)
+            body = completions_body(self.model, [rendered[i] for i in members], max_tokens=budget,
+                                    temperature=temperature, top_p=top_p)
+            return self._completion_batch(position + rung, body, len(members), budget)
 
         out: list[JudgeReply] = []
         for replies in self._map(one, list(enumerate(batches))):
             out.extend(replies)
         return out
 
-    def _completion_batch(self, position: int, body: dict[str, Any], count: int, budget: int) -> list[JudgeReply]:
-        last: _Transient | None = None
+    def _completion_batch(self, start: int, body: dict[str, Any], count: int, budget: int) -> list[JudgeReply]:
+        last: CallFailed | None = None
         for attempt in range(self.attempts):
-            url = self.base_urls[(position + attempt) % len(self.base_urls)]
+            url = self.base_urls[(start + attempt) % len(self.base_urls)]
             try:
-                return _completion_choices(self._request(f"{url}/completions", body, self.timeout_s), count, budget)
-            except _Transient as exc:
+                data = self.transport.post(f"{url}/completions", body, timeout_s=self.timeout_s, model=self.model).data
+                return _completion_choices(data, count, budget)
+            except CallFailed as exc:
                 last = exc
             if attempt + 1 < self.attempts:
                 self._sleep(min(8.0, self.backoff_s * 2**attempt))
         assert last is not None
-        if last.unreachable:
+        if last.kind == "connection":
             raise JudgeError(f"judge unreachable ({last.reason})", field=self._label, hint=_START_HINT)
-        raise JudgeError(
-            f"judge failed after {self.attempts} attempts ({last.reason})", field=self._label, hint=_START_HINT
-        )
+        hint = ("a prompt plus its token budget exceeds the judge's --max-model-len; upstream's persistent client "
+                "fails the benchmark here too" if last.kind == "context_length" else _START_HINT)
+        raise JudgeError(f"judge failed after {self.attempts} attempts ({last.reason})", field=self._label, hint=hint)
 
     def _map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
         if len(items) <= 1:
@@ -378,27 +330,41 @@ class OpenAIJudge(Judge):
             return list(pool.map(fn, items))
 
 
-_START_HINT = "start the judge or choose non-judge slices"
+def chat_body(model: str, prompt: str, *, max_tokens: int, temperature: float = 0) -> dict[str, Any]:
+    """The official-route body as VLMEvalKit's ``OpenAIWrapper.generate_inner`` builds it for a local judge:
+    ``model, messages, temperature``, the wrapper's default kwargs (``chat_template_kwargs``), then
+    ``max_tokens`` (``n`` is dropped for a non-openai.com base). Upstream's ``temperature`` is the int ``0``."""
+    return {
+        "model": model,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": prompt}]}],
+        "temperature": temperature,
+        "chat_template_kwargs": {"enable_thinking": False},
+        "max_tokens": max_tokens,
+    }
 
 
-def _reason(reason: object) -> str:
-    if isinstance(reason, ConnectionRefusedError):
-        return "connection refused"
-    if isinstance(reason, (TimeoutError, socket.timeout)):
-        return "timed out"
-    if isinstance(reason, socket.gaierror):
-        return "unknown host"
-    text = getattr(reason, "strerror", None) or str(reason)
-    return text.lower() if text else type(reason).__name__
+def completions_body(model: str, rendered: Sequence[str], *, max_tokens: int, temperature: float,
+                     top_p: float) -> dict[str, Any]:
+    """The persistent client's body: ``model, prompt, temperature, top_p, max_tokens``; ``prompt`` is a scalar
+    for a batch of one (upstream's historical shape)."""
+    return {
+        "model": model,
+        "prompt": rendered[0] if len(rendered) == 1 else list(rendered),
+        "temperature": temperature,
+        "top_p": top_p,
+        "max_tokens": max_tokens,
+    }
 
 
-def _http_detail(exc: urllib.error.HTTPError) -> str:
-    try:
-        payload = json.loads(exc.read().decode("utf-8"))
-        message = payload.get("error", {}).get("message") if isinstance(payload.get("error"), dict) else payload.get("error")
-    except Exception:  # noqa: BLE001 - the body is only decoration for the message
-        return ""
-    return f": {str(message)[:200]}" if message else ""
+def first_round_failed(replies: Sequence[JudgeReply]) -> bool:
+    """True when no reply of a first round is usable and none failed for a reason of its own request (context
+    length, rejected, empty, garbled): the judge itself is broken (every request 5xx or timed out), a
+    configuration failure rather than rows to fall back on."""
+    return bool(replies) and not any(r.ok for r in replies) and not any(r.failure in PER_REQUEST_KINDS
+                                                                         for r in replies)
+
+
+_START_HINT = "start the judge ('trace-repro judge serve') or choose non-judge slices"
 
 
 def _batches(rendered: Sequence[str], *, batch_size: int, max_chars: int) -> list[list[int]]:
@@ -426,11 +392,12 @@ def _completion_choices(data: Any, count: int, budget: int) -> list[JudgeReply]:
     choices = data.get("choices") if isinstance(data, dict) else None
     if not isinstance(choices, list) or len(choices) != count:
         found = len(choices) if isinstance(choices, list) else "no choices list"
-        raise _Transient(f"answered {found} choices for {count} prompts", unreachable=False)
+        raise CallFailed("garbled", f"answered {found} choices for {count} prompts")
     mapped: list[JudgeReply | None] = [None] * count
     for choice in choices:
         index = choice.get("index") if isinstance(choice, dict) else None
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count or mapped[index] is not None:
-            raise _Transient(f"choice index {index!r} is missing, duplicated or out of range", unreachable=False)
-        mapped[index] = JudgeReply(str(choice.get("text") or "").strip(), choice.get("finish_reason"), max_tokens=budget)
+            raise CallFailed("garbled", f"choice index {index!r} is missing, duplicated or out of range")
+        mapped[index] = JudgeReply(str(choice.get("text") or "").strip(), choice.get("finish_reason"),
+                                   max_tokens=budget)
     return [m for m in mapped if m is not None]

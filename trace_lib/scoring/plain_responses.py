@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Collection, Sequence
 
 from trace_lib.benchmarks.protocol import Row
 from trace_lib.errors import InputError
@@ -30,13 +30,24 @@ def is_store_file(path: Path) -> bool:
 
 
 def load_plain_responses(path: Path, rows: Sequence[Row]) -> list[str | None]:
-    """The responses of ``path`` in dataset row order, matched on ``str(index)``; null means no text.
+    """The responses of ``path`` in dataset row order (:func:`read_plain_responses` without dropped rows)."""
+    return read_plain_responses(path, rows)[0]
+
+
+def read_plain_responses(
+    path: Path, rows: Sequence[Row], *, dropped: Callable[[], Collection[str]] | None = None
+) -> tuple[list[str | None], int]:
+    """The responses of ``path`` in dataset row order, matched on ``str(index)`` (null means no text), and how
+    many lines answer rows the benchmark's loader drops (``dropped()``: their indices, asked once, lazily; upstream
+    never scores such rows, e.g. VLMEvalKit's ``skip_noimg``).
 
     Raises:
-        InputError: a line that is not an object with ``index`` and a text field, a repeated or unknown index, or
-            a dataset row without a response (each names the file and line).
+        InputError: a line that is not an object with ``index`` and a text field, a repeated index, an index the
+            dataset file does not hold at all, or a dataset row without a response (each names the file and line).
     """
     file = str(path)
+    known_dropped: Collection[str] | None = None
+    dropped_seen: set[str] = set()
     order = {str(row["index"]): i for i, row in enumerate(rows)}
     found: dict[int, str | None] = {}
     with open(path, encoding="utf-8") as handle:
@@ -57,6 +68,15 @@ def load_plain_responses(path: Path, rows: Sequence[Row]) -> list[str | None]:
                 raise InputError("response must be a string or null", file=file, field=f"line {number}.{field}",
                                  found=type(text).__name__)
             index = str(record["index"])
+            if index not in order and dropped is not None:
+                if known_dropped is None:
+                    known_dropped = dropped()
+                if index in known_dropped:
+                    if index in dropped_seen:
+                        raise InputError("second response for one index", file=file, field=f"line {number}.index",
+                                         found=index)
+                    dropped_seen.add(index)
+                    continue
             if index not in order:
                 raise InputError("index not in the dataset", file=file, field=f"line {number}.index", found=index,
                                  hint="--dataset names another benchmark file?")
@@ -69,4 +89,4 @@ def load_plain_responses(path: Path, rows: Sequence[Row]) -> list[str | None]:
         first_missing = next(str(rows[i]["index"]) for i in range(len(rows)) if i not in found)
         raise InputError(f"responses do not cover the dataset (expected {len(rows)} rows, found {len(found)})",
                          file=file, hint=f"first missing index {first_missing}")
-    return [found[i] for i in range(len(rows))]
+    return [found[i] for i in range(len(rows))], len(dropped_seen)

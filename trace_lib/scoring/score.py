@@ -152,8 +152,10 @@ def build_summary(
     responses: FileRef | None = None,
     judge_url: str | None = None,
     identity: Mapping[str, Any] | None = None,
+    dropped_rows: int = 0,
 ) -> dict[str, Any]:
-    """The ``scores.json`` document of a scored slice (``identity``: model, slice id, ... when known)."""
+    """The ``scores.json`` document of a scored slice (``identity``: model, slice id, ... when known;
+    ``dropped_rows``: responses to rows the benchmark's loader drops, not scored, as upstream)."""
     return {
         "schema_version": SCORES_SCHEMA,
         **_jsonable(dict(identity or {})),
@@ -165,6 +167,7 @@ def build_summary(
         "counts": _jsonable(dict(score.counts)),
         "judge_calls": score.judge_calls,
         "fallbacks": score.fallbacks,
+        "dropped_rows": dropped_rows,
         "protocol": {"key": protocol.key, "version": protocol.version, "upstream": protocol.upstream,
                      "judge": protocol.judge},
         "judge_url": judge_url,
@@ -188,6 +191,7 @@ def write_slice_scores(
     responses: FileRef | None = None,
     judge_url: str | None = None,
     identity: Mapping[str, Any] | None = None,
+    dropped_rows: int = 0,
 ) -> ScoredSlice:
     """Persist ``score`` into ``out_dir`` (records first, ``scores.json`` last; both atomic)."""
     out_dir = Path(out_dir)
@@ -205,6 +209,7 @@ def write_slice_scores(
         responses=responses,
         judge_url=judge_url,
         identity=identity,
+        dropped_rows=dropped_rows,
     )
     scores_path = out_dir / SCORES_FILE
     write_json_atomic(scores_path, summary, indent=2, sort_keys=True, ensure_ascii=False)
@@ -241,16 +246,18 @@ def run_scoring(
     from trace_lib.generation.store import load_header, load_responses
     from trace_lib.release.load import sha256_file
 
-    from trace_lib.scoring.plain_responses import is_store_file, load_plain_responses
+    from trace_lib.data.vlmeval_tsv import dropped_noimg_indices
+    from trace_lib.scoring.plain_responses import is_store_file, read_plain_responses
 
     responses_path = Path(responses_path)
     if not is_store_file(responses_path):
         if seed is None:
             raise InputError("a plain response file needs the decoding seed", file=str(responses_path),
                              hint="pass --seed 42|43|44 (it seeds the deterministic stand-ins for random choices)")
-        texts = load_plain_responses(responses_path, rows)
+        lookup = None if dataset is None else (lambda: dropped_noimg_indices(dataset.path))
+        texts, dropped = read_plain_responses(responses_path, rows, dropped=lookup)
         score = score_slice(protocol, rows, texts, ScoringContext(seed=seed, judge=judge))
-        return write_slice_scores(out_dir, score, protocol, seed=seed, dataset=dataset,
+        return write_slice_scores(out_dir, score, protocol, seed=seed, dataset=dataset, dropped_rows=dropped,
                                   responses=FileRef(str(responses_path), sha256_file(responses_path)),
                                   judge_url=judge_url, identity={"slice": None, "model": None,
                                                                  "model_revision": None,

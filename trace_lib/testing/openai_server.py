@@ -1,7 +1,9 @@
 """A loopback OpenAI-compatible HTTP server for tests: ``/v1/models``, ``/v1/chat/completions``, ``/v1/completions``.
 
 The answer text comes from ``responder(route, body) -> str``; a responder may raise :class:`StubHTTPError`
-to answer with an HTTP error. Binds 127.0.0.1 on a free port; use as a context manager.
+to answer with an HTTP error (vLLM's error shape, any message: e.g. :data:`CONTEXT_LENGTH_MESSAGE`) or return a
+:class:`StubRaw` to answer bytes that are not an OpenAI answer (garbled replies). Every request's exact body bytes
+are kept in ``raw_requests``. Binds 127.0.0.1 on a free port; use as a context manager.
 """
 
 from __future__ import annotations
@@ -14,10 +16,32 @@ from typing import Any, Callable
 Responder = Callable[[str, dict[str, Any]], str]
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128  # many concurrent judge clients, as a vLLM server accepts them
+    daemon_threads = True
+
+
+#: vLLM's HTTP 400 message when prompt + max_tokens exceed ``--max-model-len`` (8192 for the judge pool).
+CONTEXT_LENGTH_MESSAGE = (
+    "This model's maximum context length is 8192 tokens. However, you requested 9000 tokens (4904 in the "
+    "messages, 4096 in the completion). Please reduce the length of the messages or completion."
+)
+
+
 class StubHTTPError(Exception):
-    def __init__(self, status: int) -> None:
+    """Raise from a responder to answer ``status`` with vLLM's ``{"error": {"message", "code"}}`` body."""
+
+    def __init__(self, status: int, message: str = "stub error") -> None:
         super().__init__(status)
         self.status = status
+        self.message = message
+
+
+class StubRaw:
+    """Return from a responder to answer HTTP 200 with these bytes as they are (a garbled reply)."""
+
+    def __init__(self, payload: bytes) -> None:
+        self.payload = payload
 
 
 class OpenAIStubServer:
@@ -27,8 +51,9 @@ class OpenAIStubServer:
         self.responder = responder
         self.model = model
         self.requests: list[tuple[str, dict[str, Any]]] = []
+        self.raw_requests: list[tuple[str, bytes]] = []
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = _Server(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
@@ -48,6 +73,10 @@ class OpenAIStubServer:
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as vLLM's server (clients pool connections)
+            disable_nagle_algorithm = True  # TCP_NODELAY and one buffered write per answer, as uvicorn answers
+            wbufsize = 1 << 16
+
             def log_message(self, *args: object) -> None:  # quiet
                 pass
 
@@ -67,14 +96,23 @@ class OpenAIStubServer:
 
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("Content-Length", "0"))
-                body = json.loads(self.rfile.read(length) or b"{}")
+                raw = self.rfile.read(length)
+                body = json.loads(raw or b"{}")
                 route = self.path.rstrip("/").removeprefix("/v1/")
                 with stub._lock:
                     stub.requests.append((route, body))
+                    stub.raw_requests.append((route, raw))
                 try:
                     text = stub.responder(route, body)
                 except StubHTTPError as exc:
-                    self._send(exc.status, {"error": {"message": "stub error", "code": exc.status}})
+                    self._send(exc.status, {"error": {"message": exc.message, "code": exc.status}})
+                    return
+                if isinstance(text, StubRaw):
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(text.payload)))
+                    self.end_headers()
+                    self.wfile.write(text.payload)
                     return
                 usage = {"prompt_tokens": 1, "completion_tokens": max(1, len(text.split())), "total_tokens": 2}
                 if route == "chat/completions":

@@ -13,18 +13,15 @@ later run reuses valid non-failed receipts, and ``judge_results.jsonl`` holds ev
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
-import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from trace_lib.errors import InputError, JudgeError
+from trace_lib.scoring.judge_http import PER_REQUEST_KINDS, CallFailed, probe, shared_transport
 from trace_lib.validation import pins
 from trace_lib.validation.canonical import canonical_json, h0, read_json, read_jsonl, write_json, write_jsonl
 from trace_lib.validation.chat_template import ChatTemplate
@@ -251,11 +248,6 @@ def completion_url(endpoint: str) -> str:
     return f"{base}/v1/completions"
 
 
-def _models_url(endpoint: str) -> str:
-    url = completion_url(endpoint)
-    return url[: -len("/completions")] + "/models"
-
-
 def probe_endpoints(endpoints: Sequence[str], served_model: str, *, timeout_s: float = 10.0) -> None:
     """Every endpoint answers ``GET /v1/models`` and serves ``served_model``.
 
@@ -263,17 +255,16 @@ def probe_endpoints(endpoints: Sequence[str], served_model: str, *, timeout_s: f
         JudgeError: an endpoint is unreachable or serves another model.
     """
     for endpoint in endpoints:
-        try:
-            with urllib.request.urlopen(_models_url(endpoint), timeout=timeout_s) as response:  # noqa: S310
-                data = json.loads(response.read().decode("utf-8"))
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise JudgeError(f"judge unreachable ({reason})", field=f"--judge-url {endpoint}",
-                             hint="start the judge server (see the README's validation section)") from None
-        served = [m.get("id") for m in data.get("data", []) if isinstance(m, dict)] if isinstance(data, dict) else []
-        if served_model not in served:
-            raise JudgeError("judge serves another model", field=f"--judge-url {endpoint}", expected=served_model,
-                             found=served, hint="serve it with --served-model-name as the suite's judge block says")
+        probe(endpoint, served_model, timeout_s=timeout_s,
+              hint="start the judge ('trace-repro judge serve', see the README's validation section)")
+
+
+def validation_body(model: str, prompts: Sequence[str], *, max_tokens: int, temperature: float,
+                    top_p: float) -> dict[str, Any]:
+    """Upstream's ``judge_extract._call_batch`` body: ``model, prompt`` (always a list), ``temperature, top_p,
+    max_tokens, seed``."""
+    return {"model": model, "prompt": list(prompts), "temperature": temperature, "top_p": top_p,
+            "max_tokens": max_tokens, "seed": pins.JUDGE_SEED}
 
 
 def post_completions(endpoint: str, *, model: str, prompts: Sequence[str], max_tokens: int, temperature: float,
@@ -281,15 +272,13 @@ def post_completions(endpoint: str, *, model: str, prompts: Sequence[str], max_t
     """One batched ``/v1/completions`` call -> ``[{"output", "finish_reason", "elapsed_seconds"}]`` in prompt order.
 
     Raises:
-        RuntimeError (or an ``urllib`` error): HTTP failure or a response outside the completions schema.
+        CallFailed: a per-request HTTP/transport failure (the batch costs each row one rung, as upstream).
+        JudgeError: a configuration failure (model not served, credentials refused).
+        RuntimeError: a response outside the completions schema.
     """
-    started = time.monotonic()
-    body = {"model": model, "prompt": list(prompts), "temperature": temperature, "top_p": top_p,
-            "max_tokens": max_tokens, "seed": pins.JUDGE_SEED}
-    request = urllib.request.Request(completion_url(endpoint), data=json.dumps(body).encode("utf-8"),
-                                     headers={"Content-Type": "application/json"}, method="POST")
-    with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 - user-given URL
-        data = json.loads(response.read().decode("utf-8"))
+    body = validation_body(model, prompts, max_tokens=max_tokens, temperature=temperature, top_p=top_p)
+    answer = shared_transport().post(completion_url(endpoint), body, timeout_s=timeout_s, model=model)
+    data = answer.data
     if not isinstance(data, dict):
         raise RuntimeError("endpoint response is not an object")
     choices = data.get("choices")
@@ -313,8 +302,7 @@ def post_completions(endpoint: str, *, model: str, prompts: Sequence[str], max_t
         by_index[index] = {"output": text.strip(), "finish_reason": finish or ""}
     if set(by_index) != set(range(len(prompts))):
         raise RuntimeError(f"endpoint returned indices {sorted(by_index)} for batch of {len(prompts)}")
-    elapsed = time.monotonic() - started
-    return [{**by_index[i], "elapsed_seconds": elapsed} for i in range(len(prompts))]
+    return [{**by_index[i], "elapsed_seconds": answer.elapsed_s} for i in range(len(prompts))]
 
 
 Transport = Callable[..., list[dict[str, Any]]]
@@ -412,31 +400,40 @@ def run_judge(
                                     max_tokens=limit, temperature=judge.temperature, top_p=judge.top_p,
                                     timeout_s=timeout_s)
                 return batch, outputs, None, endpoint
+            except JudgeError:
+                raise  # configuration: no rung can fix it
             except Exception as exc:  # a failed batch costs every row one rung, as upstream
                 empty = [{"output": "", "finish_reason": "", "elapsed_seconds": 0.0} for _ in batch]
+                kinds.append(exc.kind if isinstance(exc, CallFailed) else "garbled")
                 return batch, empty, f"{type(exc).__name__}: {exc}", endpoint
 
         still: list[JudgeRequest] = []
+        kinds: list[str] = []
         with ThreadPoolExecutor(max_workers=max(1, min(workers, len(batches)))) as pool:
-            for batch, outputs, error, endpoint in pool.map(ask, enumerate(batches)):
-                if error is not None:
-                    transport_failures += len(batch)
-                for request, output in zip(batch, outputs):
-                    problem = error
-                    if problem is None:
-                        try:
-                            parsed[request.request_hash] = validate_judge_output(
-                                output["output"], raw_response=str(request.row["raw_response"]),
-                                answer_type=str(request.row["answer_type"]))
-                        except Exception as exc:
-                            problem = f"{type(exc).__name__}: {exc}"
-                    attempts[request.request_hash].append({
-                        "retry_number": retry_number, "max_tokens": limit, "endpoint": endpoint,
-                        "raw_output": output["output"], "finish_reason": output["finish_reason"],
-                        "elapsed_seconds": output["elapsed_seconds"], "validation_error": problem,
-                    })
-                    if problem is not None:
-                        still.append(request)
+            answered = list(pool.map(ask, enumerate(batches)))
+        if retry_number == 0 and len(kinds) == len(batches) and not PER_REQUEST_KINDS.intersection(kinds):
+            raise JudgeError(f"every judge request of the first round failed ({answered[0][2]})",
+                             field=f"--judge-url {','.join(endpoints)}",
+                             hint="the judge answers 5xx, times out or went away; check its log")
+        for batch, outputs, error, endpoint in answered:
+            if error is not None:
+                transport_failures += len(batch)
+            for request, output in zip(batch, outputs):
+                problem = error
+                if problem is None:
+                    try:
+                        parsed[request.request_hash] = validate_judge_output(
+                            output["output"], raw_response=str(request.row["raw_response"]),
+                            answer_type=str(request.row["answer_type"]))
+                    except Exception as exc:
+                        problem = f"{type(exc).__name__}: {exc}"
+                attempts[request.request_hash].append({
+                    "retry_number": retry_number, "max_tokens": limit, "endpoint": endpoint,
+                    "raw_output": output["output"], "finish_reason": output["finish_reason"],
+                    "elapsed_seconds": output["elapsed_seconds"], "validation_error": problem,
+                })
+                if problem is not None:
+                    still.append(request)
         unresolved = still
 
     for request in todo:

@@ -102,15 +102,14 @@ class SliceSettings:
     expected: pins.DatasetIdentity = pins.REPRODUCTION_DATASET
 
 
-def run_validation_slice(
+def run_validation_generation(
     release: ReleaseRoot, slice_: ValidationSlice, layout: ValidationLayout, model_path: Path,
     settings: SliceSettings, *, backend: Any = None,
-) -> SliceOutcome:
-    """Run (or resume) one slice and judge its accuracy against the release.
+) -> GenerationReport:
+    """Generate (or resume) one slice's responses and require them complete (``--phase generate``; no judge).
 
     Raises:
-        InputError: invalid inputs at any stage; an incomplete generation stops before scoring.
-        JudgeError: rows need the judge but it is not configured or unreachable.
+        InputError: invalid inputs, or rows still in error after the run.
     """
     slug = slice_.model.slug
     target = GenerationTarget(model=slice_.model, model_path=Path(model_path), backend=settings.backend,
@@ -122,6 +121,21 @@ def run_validation_slice(
     if not generation.complete:
         raise InputError("generation is incomplete", file=str(layout.generation_dir(slug)),
                          found=f"{generation.error_rows} error rows", hint="re-run to regenerate the error rows")
+    return generation
+
+
+def run_validation_slice(
+    release: ReleaseRoot, slice_: ValidationSlice, layout: ValidationLayout, model_path: Path,
+    settings: SliceSettings, *, backend: Any = None,
+) -> SliceOutcome:
+    """Run (or resume) one slice and judge its accuracy against the release.
+
+    Raises:
+        InputError: invalid inputs at any stage; an incomplete generation stops before scoring.
+        JudgeError: rows need the judge but it is not configured or unreachable.
+    """
+    slug = slice_.model.slug
+    generation = run_validation_generation(release, slice_, layout, model_path, settings, backend=backend)
     first = run_score(release, layout.manifest, layout.generation_dir(slug), layout.scoring_dir(slug),
                       model_slug=slug, expected=settings.expected)
     pending = load_pending(layout.scoring_dir(slug) / "judge_pending.jsonl")

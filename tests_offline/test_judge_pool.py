@@ -1,0 +1,177 @@
+"""``trace-repro judge serve|stop`` with a fake ``vllm`` executable: start, readiness, crash, timeout, stop, Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from trace_lib.cli.main import main
+from trace_lib.errors import InputError, JudgeError, UsageError
+from trace_lib.scoring import judge_pool as jp
+from trace_lib.scoring.judge import OpenAIJudge
+from trace_lib.testing.fake_vllm import fake_judge_weights, free_port_run, write_fake_vllm
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    """A fake vllm, judge weights, a chat template and a record directory."""
+    vllm = write_fake_vllm(tmp_path / "bin")
+    weights = fake_judge_weights(tmp_path / "models" / "qwen3-32b-judge")
+    template = tmp_path / "no_think.jinja"
+    template.write_text("{{ messages }}")
+    record = tmp_path / "record"
+    record.mkdir()
+    monkeypatch.setenv("FAKE_VLLM_RECORD", str(record))
+    yield {"vllm": vllm, "weights": weights, "template": template, "record": record, "logs": tmp_path / "logs"}
+    for path in record.glob("*.json"):  # a failing assertion must not leave a fake server behind
+        try:
+            os.kill(json.loads(path.read_text())["pid"], signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _spec(release, env, groups="0,1;2", **kw) -> jp.PoolSpec:
+    return jp.pool_spec(release, judge_model=env["weights"], gpu_groups=groups, port_start=free_port_run(2),
+                        chat_template=env["template"], vllm=str(env["vllm"]), log_dir=env["logs"], **kw)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        return os.waitpid(pid, os.WNOHANG)[0] == pid
+    except ChildProcessError:  # not our child: gone only as a zombie waiting for its parent
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        except OSError:
+            return True
+
+
+def test_serve_starts_one_server_per_group_with_upstreams_flags_and_stop_ends_them(release, env, capsys):
+    spec = _spec(release, env)
+    pool = jp.start_pool(spec, poll_s=0.05)
+    try:
+        assert len(pool.servers) == 2 and pool.urls == spec.urls()
+        OpenAIJudge(pool.judge_url).check()  # both endpoints list the judge
+        first = json.loads((env["record"] / f"{spec.port_start}.json").read_text())
+        second = json.loads((env["record"] / f"{spec.port_start + 1}.json").read_text())
+        argv = first["argv"]
+        assert argv[:2] == ["serve", str(env["weights"].resolve())]
+        flags = dict(zip(argv[2::1], argv[3::1]))
+        for flag, value in [("--max-model-len", "8192"), ("--max-num-seqs", "128"),
+                            ("--max-num-batched-tokens", "32768"), ("--gpu-memory-utilization", "0.90"),
+                            ("--reasoning-parser", "qwen3"), ("--tensor-parallel-size", "2"),
+                            ("--chat-template", str(env["template"].resolve())), ("--host", "127.0.0.1")]:
+            assert flags[flag] == value, flag
+        names = argv[argv.index("--served-model-name") + 1: argv.index("--host")]
+        assert names == ["qwen3-32b-judge", "qwen3-32b-trace-validation-extractor"]
+        assert "--trust-remote-code" in argv
+        assert first["env"]["CUDA_VISIBLE_DEVICES"] == "0,1" and second["env"]["CUDA_VISIBLE_DEVICES"] == "2"
+        assert (first["env"]["VLLM_PORT"], second["env"]["VLLM_PORT"]) == ("29000", "29100")
+        assert dict(zip(second["argv"][2:], second["argv"][3:]))["--tensor-parallel-size"] == "1"
+        lines = (env["logs"] / "pids.txt").read_text().splitlines()
+        assert [line.split()[1:3] for line in lines] == [[str(spec.port_start), "0,1"], [str(spec.port_start + 1), "2"]]
+        assert (env["logs"] / "endpoints.txt").read_text().split() == pool.urls
+    finally:
+        code = main(["judge", "stop", "--log-dir", str(env["logs"]), "--grace", "5"])
+    assert code == 0 and "stopped 2 server(s)" in capsys.readouterr().out
+    for process in pool.processes:
+        process.wait(timeout=5)
+    assert all(_gone(s.pid) for s in pool.servers)
+    assert (env["logs"] / "pids.txt").read_text() == ""
+
+
+def test_a_server_crashing_while_starting_is_one_line_and_nothing_stays_up(release, env, monkeypatch):
+    monkeypatch.setenv("FAKE_VLLM_MODE", "crash")
+    with pytest.raises(JudgeError) as info:
+        jp.start_pool(_spec(release, env), poll_s=0.05)
+    message = str(info.value)
+    assert "exited with code 3 while starting (RuntimeError: CUDA out of memory (fake))" in message
+    assert "\n" not in message and (env["logs"] / "pids.txt").read_text() == ""
+
+
+def test_readiness_timeout_stops_every_server(release, env, monkeypatch):
+    monkeypatch.setenv("FAKE_VLLM_MODE", "hang")
+    with pytest.raises(JudgeError, match=r"not ready within 0.5 s"):
+        jp.start_pool(_spec(release, env, ready_timeout_s=0.5), poll_s=0.05)
+    pids = [json.loads(p.read_text())["pid"] for p in env["record"].glob("*.json")]
+    assert pids and all(_gone(pid) for pid in pids)
+
+
+def test_a_taken_port_and_missing_weights_are_clear_errors(release, env, tmp_path):
+    spec = _spec(release, env)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", spec.port_start + 1))
+        sock.listen()
+        with pytest.raises(UsageError, match=f"port {spec.port_start + 1} is taken"):
+            jp.start_pool(spec)
+    with pytest.raises(InputError, match="judge weights missing"):
+        jp.start_pool(jp.pool_spec(release, judge_model=tmp_path / "empty", gpu_groups="0", log_dir=env["logs"],
+                                   chat_template=env["template"], vllm=str(env["vllm"])))
+
+
+def test_the_chat_template_comes_from_the_release_or_is_a_one_line_error(release, tmp_path):
+    from types import SimpleNamespace
+
+    if not (release.path / jp.CHAT_TEMPLATE_REL).is_file():
+        with pytest.raises(InputError, match="not in this release copy .*--chat-template FILE"):
+            jp.release_chat_template(release)
+    fake = tmp_path / "release"
+    (fake / "rlvr/examples/prompts").mkdir(parents=True)
+    (fake / jp.CHAT_TEMPLATE_REL).write_text("tampered")
+    (fake / jp.RELEASE_FILES_REL).write_text(json.dumps(
+        {"files": [{"path": "examples/prompts/chat_template_no_think.jinja", "sha256": "0" * 64}]}))
+    with pytest.raises(InputError, match="chat template differs from the release record"):
+        jp.release_chat_template(SimpleNamespace(path=fake))
+
+
+@pytest.mark.parametrize(("text", "groups"), [("0 1 2 3", ("0", "1", "2", "3")), ("0,1;2,3", ("0,1", "2,3")),
+                                              (" 4,5 ; 6 ", ("4,5", "6"))])
+def test_gpu_groups_are_parsed_as_upstreams_launcher(text, groups):
+    assert jp.parse_gpu_groups(text) == groups
+
+
+@pytest.mark.parametrize("text", ["", "a b", "0,1;1,2"])
+def test_bad_gpu_groups_are_usage_errors(text):
+    with pytest.raises(UsageError):
+        jp.parse_gpu_groups(text)
+
+
+def test_ctrl_c_while_waiting_stops_every_server(release, env, tmp_path):
+    port = free_port_run(1)
+    environment = {**os.environ, "FAKE_VLLM_MODE": "hang", "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "trace_lib", "judge", "serve", "--trace-root", str(release.path),
+               "--judge-model", str(env["weights"]), "--gpu-groups", "0", "--port-start", str(port),
+               "--chat-template", str(env["template"]), "--vllm", str(env["vllm"]), "--log-dir", str(env["logs"])]
+    process = subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not list(env["record"].glob("*.json")) and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.05)
+        if not list(env["record"].glob("*.json")):
+            process.kill()
+            pytest.fail(f"the fake server never started: {process.communicate(timeout=10)}")
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, err
+    assert "interrupted: every server started was stopped" in err
+    server_pid = json.loads(next(env["record"].glob("*.json")).read_text())["pid"]
+    deadline = time.monotonic() + 5
+    while not _gone(server_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(server_pid)

@@ -1,0 +1,219 @@
+"""The one HTTP transport of both judge clients (evaluation and TRACE validation), on ``httpx``.
+
+Contract:
+
+- :func:`encode_body` is the request body both upstream stacks send: ``json.dumps(body)`` with Python's default
+  separators and ``ensure_ascii`` (VLMEvalKit posts ``data=json.dumps(payload)``, the persistent and validation
+  clients post ``requests``' ``json=``, which serialises identically), so bodies are byte-identical to upstream's.
+- :class:`JudgeTransport` keeps one pooled ``httpx.Client`` per process and bounds the requests in flight
+  (``concurrency``); every caller thread shares it.
+- Every exchange ends in a parsed JSON answer, a :class:`CallFailed` (a *per-request* failure that the calling
+  stack retries and then treats as an unusable reply: vLLM's context-length HTTP 400, other 4xx answers to one
+  request, 5xx, 408/429, timeouts, a refused or reset connection, an answer that is not JSON) or a
+  :class:`~trace_lib.errors.JudgeError` (a *configuration* failure no retry can fix: the endpoint does not serve
+  the requested model name (HTTP 404), rejects the credentials (401/403) or the URL is not an endpoint).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from trace_lib.errors import JudgeError
+
+#: Substrings of vLLM's HTTP 400 answer when prompt + max_tokens exceed ``--max-model-len``.
+CONTEXT_LENGTH_MARKERS = (
+    "maximum context length", "context length", "maximum model length", "max_model_len", "too long",
+)
+#: Failure kinds a stack may see; only ``connection`` and ``server`` say the endpoint itself is unwell.
+FAILURE_KINDS = ("context_length", "rejected", "server", "timeout", "connection", "garbled", "empty")
+#: Kinds caused by one request's content (never evidence that the judge is misconfigured or down).
+PER_REQUEST_KINDS = frozenset({"context_length", "rejected", "garbled", "empty"})
+
+
+class CallFailed(Exception):
+    """One request failed in a way upstream's clients retry and then treat as an unusable reply.
+
+    ``kind`` is one of :data:`FAILURE_KINDS`; ``reason`` is a short human text (``HTTP 400: This model's ...``).
+    """
+
+    def __init__(self, kind: str, reason: str) -> None:
+        super().__init__(reason)
+        self.kind = kind
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A parsed JSON answer and the seconds the exchange took."""
+
+    data: Any
+    elapsed_s: float
+
+
+def encode_body(body: dict[str, Any]) -> bytes:
+    """The request bytes upstream's clients send for ``body`` (key order as given)."""
+    return json.dumps(body).encode("utf-8")
+
+
+def _error_text(payload: bytes) -> str:
+    try:
+        data = json.loads(payload.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return payload[:200].decode("utf-8", "replace").strip()
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict):
+        return str(error.get("message") or "")[:300]
+    if error is not None:
+        return str(error)[:300]
+    if isinstance(data, dict) and "message" in data:
+        return str(data["message"])[:300]
+    return ""
+
+
+def classify_status(status: int, payload: bytes, *, url: str, model: str | None) -> CallFailed | JudgeError:
+    """What a non-2xx answer means: a per-request :class:`CallFailed` or a configuration :class:`JudgeError`."""
+    detail = _error_text(payload)
+    shown = f"HTTP {status}" + (f": {detail}" if detail else "")
+    lowered = detail.lower()
+    if status == 404:
+        if "model" in lowered:
+            return JudgeError("the endpoint does not serve the requested judge model", field=f"--judge-url {url}",
+                              expected=model, found=shown,
+                              hint="serve the judge with that --served-model-name, or pass the URL that serves it")
+        return JudgeError(f"judge URL is not an OpenAI endpoint ({shown})", field=f"--judge-url {url}",
+                          hint="pass the base URL, e.g. http://127.0.0.1:18100/v1")
+    if status in (401, 403):
+        return JudgeError(f"judge refused the credentials ({shown})", field=f"--judge-url {url}",
+                          hint="serve the judge without --api-key, or with the key 'sk-local'")
+    if status == 400 and any(m in lowered for m in CONTEXT_LENGTH_MARKERS):
+        return CallFailed("context_length", shown)
+    if 400 <= status < 500 and status not in (408, 429):
+        return CallFailed("rejected", shown)
+    if status in (408, 429):
+        return CallFailed("server", shown)
+    return CallFailed("server", shown)
+
+
+class JudgeTransport:
+    """Pooled, bounded HTTP for judge requests (see module docstring)."""
+
+    def __init__(self, *, concurrency: int = 64, api_key: str | None = "sk-local") -> None:
+        import httpx  # noqa: PLC0415 - imported with the first judge, not with trace_lib
+
+        self.concurrency = max(1, int(concurrency))
+        self._slots = threading.BoundedSemaphore(self.concurrency)
+        self._headers = {"Content-Type": "application/json"}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        self._client = httpx.Client(
+            limits=httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency),
+            transport=httpx.HTTPTransport(retries=1),  # one more connect attempt (a restarting server's backlog)
+            trust_env=False,  # a judge is a local endpoint; proxies from the environment would misroute it
+        )
+        self._httpx = httpx
+
+    def close(self) -> None:
+        self._client.close()
+
+    def post(self, url: str, body: dict[str, Any], *, timeout_s: float, model: str | None = None) -> Answer:
+        """POST ``body`` (bytes of :func:`encode_body`) and parse the JSON answer.
+
+        Raises:
+            CallFailed: a per-request failure (see module docstring).
+            JudgeError: a configuration failure.
+        """
+        return self._exchange("POST", url, encode_body(body), timeout_s=timeout_s, model=model)
+
+    def get(self, url: str, *, timeout_s: float) -> Answer:
+        """GET ``url`` and parse the JSON answer (``/v1/models`` probes)."""
+        return self._exchange("GET", url, None, timeout_s=timeout_s, model=None)
+
+    def _exchange(self, method: str, url: str, content: bytes | None, *, timeout_s: float,
+                  model: str | None) -> Answer:
+        httpx = self._httpx
+        started = time.monotonic()
+        try:
+            with self._slots:
+                response = self._client.request(method, url, content=content, headers=self._headers,
+                                                timeout=timeout_s)
+                payload = response.content
+        except httpx.TimeoutException:
+            raise CallFailed("timeout", f"timed out after {timeout_s:g} s") from None
+        except httpx.ConnectError as exc:  # nothing listens (or unknown host): a configuration failure when it lasts
+            raise CallFailed("connection", _connect_reason(exc)) from None
+        except (httpx.TransportError, OSError) as exc:  # reset or cut mid-exchange: the server is unwell, retried
+            raise CallFailed("server", f"{type(exc).__name__}: {exc}"[:200]) from None
+        if not 200 <= response.status_code < 300:
+            raise classify_status(response.status_code, payload, url=url, model=model)
+        try:
+            data = json.loads(payload.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            raise CallFailed("garbled", "answer is not JSON") from None
+        return Answer(data, time.monotonic() - started)
+
+
+def _connect_reason(exc: Exception) -> str:
+    text = str(exc).lower()
+    if "refused" in text or "errno 111" in text:
+        return "connection refused"
+    if "name or service" in text or "nodename" in text or "getaddrinfo" in text:
+        return "unknown host"
+    return str(exc)[:200] or type(exc).__name__
+
+
+_shared: JudgeTransport | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_transport() -> JudgeTransport:
+    """The process's transport (created on first use; concurrency from ``TRACE_JUDGE_CONCURRENCY``, default 64,
+    upstream's ``--judge-api-parallelism``)."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            import os  # noqa: PLC0415
+
+            raw = os.environ.get("TRACE_JUDGE_CONCURRENCY", "64")
+            try:
+                concurrency = int(raw)
+            except ValueError:
+                raise JudgeError("not an integer", field="TRACE_JUDGE_CONCURRENCY", found=raw) from None
+            if concurrency < 1:
+                raise JudgeError("must be at least 1", field="TRACE_JUDGE_CONCURRENCY", found=raw)
+            _shared = JudgeTransport(concurrency=concurrency)
+        return _shared
+
+
+def models_url(base: str) -> str:
+    """``<base>/v1/models`` from an endpoint given as ``http://H:P``, ``.../v1`` or ``.../v1/completions``."""
+    base = base.strip().rstrip("/")
+    for suffix in ("/v1/completions", "/v1/chat/completions"):
+        if base.endswith(suffix):
+            base = base[: -len(suffix)] + "/v1"
+    if not base.endswith("/v1"):
+        base += "/v1"
+    return base + "/models"
+
+
+def probe(base: str, model: str, *, timeout_s: float = 10.0, transport: JudgeTransport | None = None,
+          hint: str = "start the judge ('trace-repro judge serve') or pass the URL that serves it") -> None:
+    """The endpoint answers ``GET /v1/models`` and lists ``model``.
+
+    Raises:
+        JudgeError: unreachable (connection refused, timeout), not an endpoint, or serving another model.
+    """
+    transport = transport or shared_transport()
+    url = models_url(base)
+    try:
+        data = transport.get(url, timeout_s=timeout_s).data
+    except CallFailed as exc:
+        raise JudgeError(f"judge unreachable ({exc.reason})", field=f"--judge-url {base}", hint=hint) from None
+    served = [m.get("id") for m in (data.get("data") or []) if isinstance(m, dict)] if isinstance(data, dict) else []
+    if model not in served:
+        raise JudgeError("endpoint does not serve the judge", field=f"--judge-url {base}", expected=model,
+                         found=", ".join(map(str, served)) or "no models",
+                         hint=f"serve it with --served-model-name {model} ('trace-repro judge serve' does)")

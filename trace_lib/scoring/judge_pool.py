@@ -1,0 +1,406 @@
+"""The judge endpoint pool: one ``vllm serve`` of the pinned Qwen3-32B per GPU group, as upstream's launcher starts it.
+
+Upstream (``rlvr/evaluation/scripts/run_trace_eval.sh`` -> ``start_vllm_endpoint_pool.sh``) starts the judge only
+after generation, on the same GPU groups, one server per group on ports ``JUDGE_PORT_START + i`` with
+:data:`JUDGE_SERVE_FLAGS` plus ``--reasoning-parser qwen3 --chat-template rlvr/examples/prompts/
+chat_template_no_think.jinja`` (read from the release, its SHA-256 checked against ``rlvr/release_files.v1.json``),
+``--tensor-parallel-size`` = the group's size, and per-server environment (``CUDA_VISIBLE_DEVICES``, ``VLLM_PORT =
+29000 + 100 i``, 8 CPU threads). :func:`start_pool` writes ``pids.txt`` (``pid port group log`` per line, upstream's
+format) and ``endpoints.txt`` into the log directory, waits until every ``/v1/models`` lists the judge, and stops
+what it started when one server dies or the wait times out or is interrupted. :func:`stop_pool` sends SIGTERM to
+each server's process group, then SIGKILL after a grace period (upstream's ``stop_vllm_endpoint_pool.sh``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from trace_lib.errors import InputError, JudgeError, UsageError
+
+#: Release path of the no-think chat template upstream's launcher passes to the judge servers.
+CHAT_TEMPLATE_REL = "rlvr/examples/prompts/chat_template_no_think.jinja"
+RELEASE_FILES_REL = "rlvr/release_files.v1.json"
+#: ``run_trace_eval.sh``: JUDGE_PORT_START, JUDGE_SERVED_NAME, JUDGE_MAX_MODEL_LEN, JUDGE_MAX_NUM_SEQS,
+#: JUDGE_MAX_NUM_BATCHED_TOKENS, JUDGE_GPU_MEMORY_UTILIZATION, the reasoning parser; the launcher's defaults for
+#: HOST, VLLM_PORT_BASE, the multimodal limit, CPU threads and READY_TIMEOUT_SEC.
+JUDGE_PORT_START = 18100
+JUDGE_SERVED_NAME = "qwen3-32b-judge"
+JUDGE_HOST = "127.0.0.1"
+JUDGE_SERVE_FLAGS: tuple[tuple[str, str], ...] = (
+    ("--gpu-memory-utilization", "0.90"),
+    ("--max-model-len", "8192"),
+    ("--max-num-seqs", "128"),
+    ("--max-num-batched-tokens", "32768"),
+    ("--limit-mm-per-prompt", '{"image":24,"video":3}'),
+)
+JUDGE_REASONING_PARSER = "qwen3"
+VLLM_PORT_BASE = 29000
+CPU_THREADS_PER_SERVER = 8
+READY_TIMEOUT_S = 900.0
+STOP_GRACE_S = 10.0
+PIDS_FILE = "pids.txt"
+ENDPOINTS_FILE = "endpoints.txt"
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    """What to start: the judge weights, the GPU groups (one server each) and where logs and pids go."""
+
+    model_root: Path
+    gpu_groups: tuple[str, ...]  # "0,1" per group (comma-separated GPU ids)
+    log_dir: Path
+    chat_template: Path | None
+    served_names: tuple[str, ...] = (JUDGE_SERVED_NAME,)
+    port_start: int = JUDGE_PORT_START
+    host: str = JUDGE_HOST
+    vllm: str = "vllm"
+    ready_timeout_s: float = READY_TIMEOUT_S
+    extra_args: tuple[str, ...] = ()
+
+    def port(self, i: int) -> int:
+        return self.port_start + i
+
+    def urls(self) -> list[str]:
+        return [f"http://{self.host}:{self.port(i)}/v1" for i in range(len(self.gpu_groups))]
+
+
+@dataclass(frozen=True)
+class Server:
+    """One started server: its process group leader's pid, port, GPU group and log file."""
+
+    pid: int
+    port: int
+    group: str
+    log: Path
+
+
+@dataclass
+class Pool:
+    """A started pool (what ``pids.txt`` records) and its endpoint URLs."""
+
+    spec: PoolSpec
+    servers: list[Server] = field(default_factory=list)
+    processes: list[subprocess.Popen] = field(default_factory=list, repr=False)  # when started by this process
+
+    def stop(self, *, grace_s: float = STOP_GRACE_S, out: Any = None) -> list[Server]:
+        """Stop every server of this pool (and reap the ones this process started); empties ``pids.txt``."""
+        stopped = stop_servers(self.servers, grace_s=grace_s, out=out)
+        self.servers = [s for s in self.servers if s not in stopped and _alive(s.pid)]
+        for process in self.processes:
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.pids_file.parent.is_dir():
+            self.pids_file.write_text("", encoding="utf-8")
+        return stopped
+
+    @property
+    def urls(self) -> list[str]:
+        return [f"http://{self.spec.host}:{s.port}/v1" for s in self.servers]
+
+    @property
+    def judge_url(self) -> str:
+        """The ``--judge-url`` value that spreads requests over the whole pool."""
+        return ",".join(self.urls)
+
+    @property
+    def pids_file(self) -> Path:
+        return self.spec.log_dir / PIDS_FILE
+
+
+def parse_gpu_groups(text: str) -> tuple[str, ...]:
+    """Upstream's ``GPU_GROUPS`` (``'0,1;2,3'`` or ``'0 1 2 3'``) as ``CUDA_VISIBLE_DEVICES`` strings, one per server
+    (:func:`trace_lib.campaign.plan.parse_gpu_groups`; raises its UsageError)."""
+    from trace_lib.campaign.plan import parse_gpu_groups as parse
+
+    return tuple(",".join(str(g) for g in group) for group in parse(text))
+
+
+def release_chat_template(release: Any) -> Path:
+    """The release's ``chat_template_no_think.jinja``, its SHA-256 checked against ``release_files.v1.json``.
+
+    Raises:
+        InputError: the file is absent (a data-only release copy) or differs from the release's record.
+    """
+    path = Path(release.path) / CHAT_TEMPLATE_REL
+    if not path.is_file():
+        raise InputError("the judge's no-think chat template is not in this release copy (a data-only copy?)",
+                         file=str(path),
+                         hint="point --trace-root at the full TRACE release, or pass --chat-template FILE "
+                              "(a copy of it)")
+    expected = None
+    try:
+        record = json.loads((Path(release.path) / RELEASE_FILES_REL).read_text(encoding="utf-8"))
+        rel = CHAT_TEMPLATE_REL.removeprefix("rlvr/")
+        expected = next((f.get("sha256") for f in record.get("files", []) if f.get("path") == rel), None)
+    except (OSError, ValueError, AttributeError):
+        expected = None
+    found = hashlib.sha256(path.read_bytes()).hexdigest()
+    if expected is not None and found != expected:
+        raise InputError("chat template differs from the release record", file=str(path), field="sha256",
+                         expected=expected, found=found)
+    return path
+
+
+def check_weights(model_root: Path) -> None:
+    """The judge directory holds a config and weight files.
+
+    Raises:
+        InputError: missing directory, ``config.json`` or ``*.safetensors``/``*.bin`` weights.
+    """
+    root = Path(model_root)
+    hint = "download it with 'trace-repro prepare-models' (Qwen/Qwen3-32B at the pinned revision) or pass --model-root"
+    if not root.is_dir():
+        raise InputError("judge weights missing (no such directory)", file=str(root), hint=hint)
+    if not (root / "config.json").is_file():
+        raise InputError("judge weights missing (no config.json)", file=str(root), hint=hint)
+    if not any(root.glob("*.safetensors")) and not any(root.glob("*.bin")):
+        raise InputError("judge weights missing (no *.safetensors or *.bin files)", file=str(root), hint=hint)
+
+
+def port_taken(host: str, port: int) -> bool:
+    """True when something already listens on ``host:port`` (or the port cannot be bound)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def serve_command(spec: PoolSpec, i: int) -> list[str]:
+    """The ``vllm serve`` argv of server ``i`` (upstream's flags; the TP size is the group's size)."""
+    group = spec.gpu_groups[i]
+    argv = [spec.vllm, "serve", str(spec.model_root), "--served-model-name", *spec.served_names,
+            "--host", spec.host, "--port", str(spec.port(i)), "--trust-remote-code",
+            "--tensor-parallel-size", str(len(group.split(",")))]
+    for flag, value in JUDGE_SERVE_FLAGS:
+        argv += [flag, value]
+    argv += ["--reasoning-parser", JUDGE_REASONING_PARSER]
+    if spec.chat_template is not None:
+        argv += ["--chat-template", str(spec.chat_template)]
+    return argv + list(spec.extra_args)
+
+
+def serve_environment(spec: PoolSpec, i: int, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Server ``i``'s environment: its GPUs, vLLM's internal port, upstream's thread settings."""
+    env = dict(os.environ if base is None else base)
+    threads = str(CPU_THREADS_PER_SERVER)
+    env.update({
+        "CUDA_VISIBLE_DEVICES": spec.gpu_groups[i],
+        "VLLM_PORT": str(VLLM_PORT_BASE + i * 100),
+        "VLLM_WORKER_MULTIPROC_METHOD": env.get("VLLM_WORKER_MULTIPROC_METHOD", "spawn"),
+        "VLLM_DISABLE_COMPILE_CACHE": env.get("VLLM_DISABLE_COMPILE_CACHE", "1"),
+        "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads,
+        "NUMEXPR_NUM_THREADS": threads, "TOKENIZERS_PARALLELISM": "false",
+    })
+    return env
+
+
+def _last_log_line(path: Path) -> str:
+    try:
+        lines = [ln.strip() for ln in path.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:200] if lines else ""
+
+
+def _ready(url: str, names: Sequence[str]) -> bool:
+    from trace_lib.scoring.judge_http import CallFailed, models_url, shared_transport
+
+    try:
+        data = shared_transport().get(models_url(url), timeout_s=5.0).data
+    except (CallFailed, JudgeError):
+        return False
+    served = {m.get("id") for m in (data.get("data") or []) if isinstance(m, dict)} if isinstance(data, dict) else set()
+    return names[0] in served
+
+
+def start_pool(spec: PoolSpec, *, poll_s: float = 1.0, out: Any = None) -> Pool:
+    """Start one server per GPU group and wait until all are ready (module docstring).
+
+    Raises:
+        InputError: judge weights missing.
+        UsageError: a port is taken, or the ``vllm`` executable is not found.
+        JudgeError: a server exited while starting, or was not ready within ``ready_timeout_s`` (everything
+            started is stopped first). KeyboardInterrupt also stops everything started, then propagates.
+    """
+    check_weights(spec.model_root)
+    executable = shutil.which(spec.vllm)
+    if executable is None:
+        raise UsageError("vllm executable not found", field="--vllm", found=spec.vllm,
+                         hint="install vLLM (pip install 'trace-repro[eval]') or pass --vllm PATH")
+    for i in range(len(spec.gpu_groups)):
+        if port_taken(spec.host, spec.port(i)):
+            raise UsageError(f"port {spec.port(i)} is taken", field="--port-start", found=spec.port_start,
+                             hint="another judge pool? stop it with 'trace-repro judge stop', or choose --port-start")
+    spec.log_dir.mkdir(parents=True, exist_ok=True)
+    pool = Pool(spec)
+    pool.pids_file.write_text("", encoding="utf-8")
+    (spec.log_dir / ENDPOINTS_FILE).write_text("".join(u + "\n" for u in spec.urls()), encoding="utf-8")
+    processes: list[subprocess.Popen] = []
+    try:
+        for i, group in enumerate(spec.gpu_groups):
+            log = spec.log_dir / f"endpoint_{i}_port_{spec.port(i)}_gpu_{group.replace(',', '')}.log"
+            argv = serve_command(spec, i)
+            argv[0] = executable
+            with open(log, "wb") as handle:
+                process = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                           env=serve_environment(spec, i), start_new_session=True)
+            processes.append(process)
+            server = Server(process.pid, spec.port(i), group, log)
+            pool.servers.append(server)
+            with open(pool.pids_file, "a", encoding="utf-8") as handle:
+                handle.write(f"{server.pid} {server.port} {server.group} {server.log}\n")
+            if out is not None:
+                print(f"[judge] start port={server.port} gpus={group} pid={server.pid} log={log}", file=out, flush=True)
+        deadline = time.monotonic() + spec.ready_timeout_s
+        waiting = list(range(len(processes)))
+        while waiting:
+            for i in list(waiting):
+                code = processes[i].poll()
+                server = pool.servers[i]
+                if code is not None:
+                    raise JudgeError(f"judge server on port {server.port} exited with code {code} while starting"
+                                     f" ({_last_log_line(server.log) or 'empty log'})", file=str(server.log))
+                if _ready(f"http://{spec.host}:{server.port}/v1", spec.served_names):
+                    waiting.remove(i)
+                    if out is not None:
+                        print(f"[judge] ready port={server.port}", file=out, flush=True)
+            if waiting and time.monotonic() >= deadline:
+                server = pool.servers[waiting[0]]
+                raise JudgeError(f"judge server on port {server.port} not ready within {spec.ready_timeout_s:g} s",
+                                 file=str(server.log), hint="see its log; raise --ready-timeout for slow disks")
+            if waiting:
+                time.sleep(poll_s)
+    except BaseException:
+        pool.processes = processes
+        pool.stop(grace_s=5.0)
+        raise
+    pool.processes = processes
+    return pool
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child of ours counts as gone
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        return done == 0
+    except ChildProcessError:
+        return True
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)  # each server leads its own session (start_new_session), like upstream's setsid
+    except (ProcessLookupError, PermissionError):
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def stop_servers(servers: Sequence[Server], *, grace_s: float = STOP_GRACE_S, out: Any = None) -> list[Server]:
+    """SIGTERM every live server's process group, wait up to ``grace_s``, SIGKILL the rest; returns those
+    that were running."""
+    live = [s for s in servers if _alive(s.pid)]
+    for server in live:
+        if out is not None:
+            print(f"[judge] stop pid={server.pid} port={server.port} gpus={server.group}", file=out, flush=True)
+        _signal(server.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while any(_alive(s.pid) for s in live) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for server in live:
+        if _alive(server.pid):
+            if out is not None:
+                print(f"[judge] kill pid={server.pid} port={server.port}", file=out, flush=True)
+            _signal(server.pid, signal.SIGKILL)
+    return live
+
+
+def read_pids(log_dir: Path) -> list[Server]:
+    """The servers ``pids.txt`` in ``log_dir`` records.
+
+    Raises:
+        InputError: no ``pids.txt`` there, or a line that is not ``pid port group log``.
+    """
+    path = Path(log_dir) / PIDS_FILE
+    if not path.is_file():
+        raise InputError("no judge pool here (pids.txt missing)", file=str(path),
+                         hint="pass the --log-dir the pool was started with")
+    servers = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        parts = line.split(maxsplit=3)
+        if not parts:
+            continue
+        if len(parts) != 4 or not parts[0].isdigit() or not parts[1].isdigit():
+            raise InputError("not 'pid port group log'", file=str(path), field=f"line {number}", found=line[:80])
+        servers.append(Server(int(parts[0]), int(parts[1]), parts[2], Path(parts[3])))
+    return servers
+
+
+def stop_pool(log_dir: Path, *, grace_s: float = STOP_GRACE_S, out: Any = None) -> list[Server]:
+    """Stop the pool recorded in ``log_dir`` and empty its ``pids.txt``; returns the servers that were running."""
+    stopped = stop_servers(read_pids(log_dir), grace_s=grace_s, out=out)
+    (Path(log_dir) / PIDS_FILE).write_text("", encoding="utf-8")
+    return stopped
+
+
+def pool_spec(
+    release: Any,
+    *,
+    model_root: str | Path | None = None,
+    judge_model: str | Path | None = None,
+    gpu_groups: str = "0 1 2 3 4 5 6 7",
+    port_start: int = JUDGE_PORT_START,
+    host: str = JUDGE_HOST,
+    chat_template: str | Path | None = None,
+    vllm: str = "vllm",
+    ready_timeout_s: float = READY_TIMEOUT_S,
+    log_dir: Path,
+    extra_args: Sequence[str] = (),
+) -> PoolSpec:
+    """The pool upstream's launcher would start, from the release: served names (the evaluation judge's and the
+    TRACE validation suite's), the no-think chat template (``chat_template`` overrides the release file).
+
+    Raises:
+        UsageError: bad GPU groups, port or timeout. InputError: the release lacks the chat template.
+    """
+    from trace_lib.campaign.models import JUDGE_SLUG
+    from trace_lib.campaign.plan import MODEL_ROOT_ENV, work_root
+    from trace_lib.validation.suite import load_validation_suite
+
+    groups = parse_gpu_groups(gpu_groups)
+    if not 1 <= port_start <= 65535 - len(groups):
+        raise UsageError("not a port", field="--port-start", found=port_start)
+    if not ready_timeout_s > 0:
+        raise UsageError("must be positive", field="--ready-timeout", found=ready_timeout_s)
+    weights = Path(judge_model) if judge_model else work_root(model_root, MODEL_ROOT_ENV, "models") / JUDGE_SLUG
+    template = Path(chat_template) if chat_template else release_chat_template(release)
+    if chat_template and not template.is_file():
+        raise InputError("no such chat template", file=str(template))
+    names = [JUDGE_SERVED_NAME]
+    validation_name = load_validation_suite(release).judge.served_model_name
+    if validation_name not in names:
+        names.append(validation_name)
+    return PoolSpec(model_root=weights.expanduser().resolve(), gpu_groups=groups, log_dir=Path(log_dir),
+                    chat_template=template.resolve(), served_names=tuple(names), port_start=port_start, host=host,
+                    vllm=vllm, ready_timeout_s=ready_timeout_s, extra_args=tuple(extra_args))

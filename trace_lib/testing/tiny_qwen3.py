@@ -1,0 +1,90 @@
+"""A tiny random Qwen3 text checkpoint standing in for the Qwen3-32B judge: ``build_tiny_qwen3_judge(dest) -> dest``.
+
+The directory loads like a real ``Qwen/Qwen3-*`` snapshot in transformers and ``vllm serve`` (``Qwen3ForCausalLM``,
+2 layers, hidden 128, 2 query heads / 1 KV head of 64, q/k norms, 40,960 positions so ``--max-model-len 8192``
+fits), random weights from ``seed`` in bfloat16. The tokenizer is :mod:`trace_lib.testing.tiny_qwen`'s byte-level
+BPE plus ``<think>`` / ``</think>`` (the ``qwen3`` reasoning parser needs both), and its chat template is
+:data:`QWEN3_NO_THINK_TEMPLATE`: system/user/assistant turns, and with ``add_generation_prompt`` the assistant
+header followed by an empty think block when ``enable_thinking`` is false (the rendering
+:func:`trace_lib.scoring.judge.render_qwen3_no_think` sends). Needs torch, transformers and tokenizers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+#: A Qwen3-like chat template: thinking off renders ``<think>\n\n</think>\n\n`` after the assistant header.
+QWEN3_NO_THINK_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' }}"
+    "{%- if message['content'] is string %}{{- message['content'] }}"
+    "{%- else %}{%- for part in message['content'] %}{%- if part['type'] == 'text' %}{{- part['text'] }}"
+    "{%- endif %}{%- endfor %}{%- endif %}"
+    "{{- '<|im_end|>\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
+    "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
+    "{%- endif %}"
+)
+THINK_TOKENS = ("<think>", "</think>")
+
+
+def build_tiny_qwen3_judge(dest: Path, *, seed: int = 0) -> Path:
+    """Write the tiny judge into ``dest`` (created; must be empty or absent) and return it.
+
+    Raises:
+        FileExistsError: ``dest`` exists and is not empty.
+    """
+    import torch
+    from tokenizers import AddedToken
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from trace_lib.testing.tiny_qwen import _CORPUS, _build_tokenizer, _write_json, _write_tokenizer_files
+
+    dest = Path(dest)
+    if dest.exists() and any(dest.iterdir()):
+        raise FileExistsError(f"{dest}: directory is not empty")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+
+    tok = _build_tokenizer(_CORPUS)
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in THINK_TOKENS])
+    ids = _write_tokenizer_files(tok, staging)
+    config_path = staging / "tokenizer_config.json"
+    tokenizer_config = json.loads(config_path.read_text(encoding="utf-8"))
+    for token in THINK_TOKENS:
+        tokenizer_config["added_tokens_decoder"][str(tok.token_to_id(token))] = {
+            "content": token, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False,
+            "special": False,
+        }
+    tokenizer_config["chat_template"] = QWEN3_NO_THINK_TEMPLATE
+    _write_json(config_path, tokenizer_config)
+    vocab_size = tok.get_vocab_size(with_added_tokens=True)
+
+    config = Qwen3Config(
+        vocab_size=vocab_size, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=1, head_dim=64, max_position_embeddings=40960, rms_norm_eps=1e-6,
+        tie_word_embeddings=False, bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"],
+        pad_token_id=ids["<|endoftext|>"],
+    )
+    config.architectures = ["Qwen3ForCausalLM"]
+    state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(seed)
+        model = Qwen3ForCausalLM(config)
+    finally:
+        torch.random.set_rng_state(state)
+    model = model.to(torch.bfloat16)
+    model.config.dtype = torch.bfloat16
+    model.save_pretrained(staging, safe_serialization=True)
+    _write_json(staging / "generation_config.json", {
+        "bos_token_id": ids["<|endoftext|>"], "eos_token_id": [ids["<|im_end|>"], ids["<|endoftext|>"]],
+        "pad_token_id": ids["<|endoftext|>"], "do_sample": True, "temperature": 0.6, "top_p": 0.95, "top_k": 20,
+    })
+    if dest.exists():
+        dest.rmdir()
+    os.replace(staging, dest)
+    return dest
