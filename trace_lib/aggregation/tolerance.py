@@ -60,6 +60,7 @@ class Verdict:
     canonical_seeds: int = 3
     rows: int | None = None  # rows the reproduced score was computed over
     expected_rows: int | None = None  # the suite's row count (slices only)
+    engine_note: str = ""  # "engine differs from the paper's (...)" when the responses' engine is not the paper's
 
     @property
     def rows_ok(self) -> bool:
@@ -88,13 +89,14 @@ class Verdict:
             text += f", rows {self.rows}"
             if not self.rows_ok:
                 text += f" (expected {self.expected_rows})"
+        note = f" [{self.engine_note}]" if self.engine_note else ""
         if self.ok:
-            return text + ": within tolerance"
+            return text + ": within tolerance" + note
         if not math.isfinite(self.reproduced):
-            return text + ": FAILED (reproduced score is not finite)"
+            return text + ": FAILED (reproduced score is not finite)" + note
         if not self.rows_ok:
-            return text + ": FAILED (row count differs from the suite)"
-        return text + f": FAILED (|delta| = {abs(self.standardized):.2f} x factor x sigma > z={self.z:g})"
+            return text + ": FAILED (row count differs from the suite)" + note
+        return text + f": FAILED (|delta| = {abs(self.standardized):.2f} x factor x sigma > z={self.z:g})" + note
 
     def properties(self) -> list[tuple[str, str]]:
         """JUnit receipt properties of this verdict."""
@@ -110,6 +112,8 @@ class Verdict:
         ]
         if self.rows is not None:
             props.append(("rows", str(self.rows)))
+        if self.engine_note:
+            props.append(("engine_note", self.engine_note))
         return props
 
     def to_dict(self) -> dict[str, Any]:

@@ -45,6 +45,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     print(f"[trace-repro summarize] {len(summary.seed_scores)}/{summary.expected_slices} slices scored; "
           f"{len(summary.verdicts) - len(summary.failures)}/{len(summary.verdicts)} verdicts within tolerance "
           f"(z={summary.z:g})")
+    print(f"[trace-repro summarize] {summary.engine_line}")
     for verdict in summary.failures:
         print(f"[trace-repro summarize:out] {verdict.explain()}")
     for path in paths:

@@ -178,12 +178,7 @@ class EngineRecord:
 
     def properties(self) -> list[tuple[str, str]]:
         """JUnit receipt properties: each engine version, the paper's, and the match flag."""
-        props = [(f"engine_{k}", str(v)) for k, v in self.engine.to_json().items()]
-        props += [(f"paper_{k}", str(v)) for k, v in self.paper.to_json().items()]
-        props.append(("engine_matches_paper", "true" if self.matches_paper else "false"))
-        if self.differences:
-            props.append(("engine_drift", self.drift()))
-        return props
+        return engine_properties(self.to_json())
 
     def render_lines(self) -> list[str]:
         """Human-readable lines for ``trace-repro env show`` and ``doctor``."""
@@ -244,3 +239,152 @@ def engine_drift(release: ReleaseRoot, *, probe: bool = False) -> tuple[bool, li
     """For ``trace-repro doctor``: (ok, lines). ``ok`` is false when the engine differs from the paper's pins."""
     record = engine_record(release, probe=probe)
     return record.matches_paper, record.render_lines()
+
+
+# -- the engine a generation ran on (response-file headers, run metadata, receipts) -----------------------------
+
+#: Backends whose engine is this process's installed packages (the openai backend's engine is the server's).
+LOCAL_BACKENDS = ("vllm", "hf")
+
+
+def remote_vllm_version(base_url: str, *, timeout: float = 2.0) -> str | None:
+    """The version a ``vllm serve`` endpoint reports at ``/version`` (None: not a vLLM server or unreachable)."""
+    import http.client
+    import json
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base_url.split(",")[0].strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    try:
+        conn = cls(parts.hostname, parts.port, timeout=timeout)
+        try:
+            conn.request("GET", "/version")
+            response = conn.getresponse()
+            body = response.read(4096)
+        finally:
+            conn.close()
+        if response.status != 200:
+            return None
+        version = json.loads(body).get("version")
+        return version if isinstance(version, str) else None
+    except (OSError, ValueError, AttributeError, http.client.HTTPException):
+        return None
+
+
+def generation_engine(release: ReleaseRoot, backend: str, *, base_url: str | None = None) -> dict[str, Any]:
+    """The engine record of a generation with ``backend``, as stored in headers, run metadata and receipts.
+
+    ``vllm``/``hf``: this process's packages (torch's CUDA build once torch is imported, the GPU name once CUDA
+    is initialised: :func:`refresh_engine` fills them in later). ``openai``: the server's engine, known only as
+    far as the endpoint says (``vllm serve`` reports its vllm version at ``/version``); torch, transformers and
+    CUDA stay unchecked.
+    """
+    if backend in LOCAL_BACKENDS:
+        record = compare_to_paper(engine_versions(probe=False), paper_engine(release)).to_json()
+    else:
+        paper = paper_engine(release)
+        remote = remote_vllm_version(base_url) if base_url else None
+        packages = {name: None for name in ENGINE_PACKAGES}
+        packages["vllm"] = remote
+        differences = [] if remote is not None and _public(remote) == _public(paper.packages["vllm"]) else [
+            ("vllm", remote, paper.packages["vllm"])]
+        record = EngineRecord(EngineVersions(packages), paper, tuple(differences),
+                              ("torch", "transformers", "cuda", "gpu")).to_json()
+        if remote is None:
+            record["differences"] = []
+            record["matches_paper"] = None  # unknown: the endpoint did not say which engine it runs
+            record["unchecked"] = ["vllm", "torch", "transformers", "cuda", "gpu"]
+        record["endpoint"] = base_url
+    record["backend"] = backend
+    return record
+
+
+def refresh_engine(doc: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """A local engine record with the facts learnt since it was made (CUDA build, GPU), compared again with
+    the paper engine it carries; other records are returned unchanged."""
+    if not isinstance(doc, Mapping) or doc.get("backend") not in LOCAL_BACKENDS or not isinstance(doc.get("paper"),
+                                                                                               Mapping):
+        return doc
+    if doc.get("cuda") is not None and doc.get("gpu") is not None:
+        return doc
+    paper_doc = doc["paper"]
+    paper = PaperEngine({n: paper_doc[n] for n in ENGINE_PACKAGES}, paper_doc.get("cuda"), paper_doc.get("gpu"))
+    record = compare_to_paper(engine_versions(probe=False), paper).to_json()
+    record["backend"] = doc["backend"]
+    return record
+
+
+def engine_drift_text(doc: Mapping[str, Any] | None) -> str:
+    """What a verdict or summary says about a stored engine record ("" when it matches the paper's)."""
+    if not isinstance(doc, Mapping):
+        return "engine not recorded"
+    if doc.get("matches_paper") is None:
+        return f"engine not known ({doc.get('backend', 'remote')} endpoint did not report its versions)"
+    return stored_drift(doc)
+
+
+#: Engine facts that make two generations of one slice incomparable (GPU model excluded: hardware, reported).
+_RESUME_FIELDS = (*ENGINE_PACKAGES, "cuda", "backend")
+
+
+def engine_change(stored: Mapping[str, Any] | None, current: Mapping[str, Any] | None) -> list[tuple[str, Any, Any]]:
+    """``(field, stored, current)`` for each engine fact that differs; facts unknown on either side are skipped,
+    and so is everything when either record is absent (a file written before engines were recorded)."""
+    if not isinstance(stored, Mapping) or not isinstance(current, Mapping):
+        return []
+    changes = []
+    for name in _RESUME_FIELDS:
+        a, b = stored.get(name), current.get(name)
+        if a is None or b is None:
+            continue
+        if name == "cuda":
+            a, b = _cuda_major_minor(a), _cuda_major_minor(b)
+        if a != b:
+            changes.append((name, stored.get(name), current.get(name)))
+    return changes
+
+
+def read_stored_engine(path: Any) -> Mapping[str, Any] | None:
+    """The ``engine`` record of a response file's header line (reads only that line; None if absent)."""
+    import json
+
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline()
+        header = json.loads(first)
+    except (OSError, ValueError):
+        return None
+    engine = header.get("engine") if isinstance(header, dict) else None
+    return engine if isinstance(engine, Mapping) else None
+
+
+def campaign_engine_line(docs: Mapping[str, Mapping[str, Any] | None]) -> str:
+    """One line for a set of slices' engines (slice id -> record): matching, differing (per distinct message)
+    or not recorded, with counts."""
+    groups: dict[str, list[str]] = {}
+    for slice_id, doc in docs.items():
+        groups.setdefault(engine_drift_text(doc), []).append(slice_id)
+    if not groups:
+        return "engine: no response files"
+    parts = []
+    for text, ids in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        label = text or "matches the paper's pins"
+        parts.append(f"{label} ({len(ids)}/{len(docs)} slices)")
+    return "engine: " + "; ".join(parts)
+
+
+def engine_properties(doc: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """JUnit receipt properties of a stored engine record: each version, the paper's, the match flag, the drift."""
+    if not isinstance(doc, Mapping):
+        return [("engine_matches_paper", "unknown"), ("engine_drift", "engine not recorded")]
+    props = [(f"engine_{k}", str(doc.get(k))) for k in (*ENGINE_PACKAGES, "cuda", "gpu", "backend")]
+    paper = doc.get("paper") if isinstance(doc.get("paper"), Mapping) else {}
+    props += [(f"paper_{k}", str(v)) for k, v in paper.items()]
+    flag = doc.get("matches_paper")
+    props.append(("engine_matches_paper", "unknown" if flag is None else str(bool(flag)).lower()))
+    drift = engine_drift_text(doc)
+    if drift:
+        props.append(("engine_drift", drift))
+    return props

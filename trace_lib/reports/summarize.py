@@ -14,6 +14,7 @@ import it only when called.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from dataclasses import dataclass
@@ -23,7 +24,9 @@ from typing import Any, Mapping, Sequence
 from trace_lib.aggregation.summaries import category_scores, overall_scores
 from trace_lib.aggregation.tolerance import ToleranceRule, Verdict
 from trace_lib.atomic import atomic_output, write_text_atomic
+from trace_lib.environment.engine import campaign_engine_line, engine_drift_text, read_stored_engine
 from trace_lib.errors import UsageError
+from trace_lib.generation.store import response_path
 from trace_lib.release.suite import Suite
 from trace_lib.reports.collect import CampaignReader, SliceState, current_protocol_versions, expected_slices
 
@@ -85,6 +88,7 @@ class CampaignSummary:
     benchmark_means: tuple[BenchmarkMean, ...]
     aggregates: tuple[AggregateScore, ...]
     missing: tuple[SliceState, ...]
+    engine_line: str = ""  # the responses' engines against the paper's (trace_lib.environment.engine)
 
     @property
     def verdicts(self) -> list[Verdict]:
@@ -117,6 +121,7 @@ def build_campaign_summary(
     versions = current_protocol_versions(keys)
     seed_scores: list[SeedScore] = []
     missing: list[SliceState] = []
+    engines: dict[str, Any] = {}
     for key in expected_slices(models, seeds, keys):
         state = reader.score(key, protocol_versions=versions)
         if not state.complete or state.score is None:
@@ -124,8 +129,11 @@ def build_campaign_summary(
             continue
         bench = suite.benchmark(key.benchmark)
         verdict = None
+        engine = read_stored_engine(response_path(Path(root), model=key.model, seed=key.seed, benchmark=key.benchmark))
+        engines[key.id] = engine
         if (key.model, key.benchmark) in rule.benchmarks:
             verdict = rule.check_slice(key.model, key.benchmark, state.score, seed=key.seed, rows=state.rows)
+            verdict = dataclasses.replace(verdict, engine_note=engine_drift_text(engine))
         seed_scores.append(SeedScore(bench.category, bench.key, bench.display, key.model, key.seed, state.rows,
                                      state.score, verdict, state.path))
     return CampaignSummary(
@@ -133,6 +141,7 @@ def build_campaign_summary(
         labels=dict(labels or {}), seeds=tuple(seeds), benchmarks=keys, seed_scores=tuple(seed_scores),
         benchmark_means=tuple(_benchmark_means(seed_scores, suite, rule, models, keys)),
         aggregates=tuple(aggregate_scores(seed_scores, suite, rule)), missing=tuple(missing),
+        engine_line=campaign_engine_line(engines),
     )
 
 
@@ -201,6 +210,7 @@ def render_markdown(summary: CampaignSummary) -> str:
         f"- campaign: `{summary.campaign_root}`",
         f"- suite: `{summary.suite_id}` (sha256 `{summary.suite_sha256}`); seeds: {seeds}",
         f"- coverage: {len(summary.seed_scores)}/{summary.expected_slices} slices scored and receipt-verified",
+        f"- {summary.engine_line}",
         f"- tolerance: |reproduced - canonical mean| <= z x sqrt(1/k + 1/3) x max(binomial SE, pooled seed stddev), "
         f"z = {summary.z:g}; {len(summary.verdicts) - len(summary.failures)}/{len(summary.verdicts)} verdicts within",
         "",
