@@ -25,9 +25,9 @@ def pre(tiny_model):
     return VLLMPreprocessor(tiny_model, max_model_len=4096)
 
 
-def test_this_environment_is_the_papers(paper_record, record_property):
+def test_this_environment_is_the_papers(paper_record, receipt):
     for name, value in paper_record.properties():
-        record_property(name, value)
+        receipt(name, value)
     assert paper_record.matches_paper, paper_record.drift()
     assert paper_record.engine.cuda is not None and "cuda" not in paper_record.unchecked
 
