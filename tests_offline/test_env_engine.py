@@ -167,3 +167,17 @@ def test_env_show_exit_code_follows_the_match(release, capsys, monkeypatch):
     assert main(["env", "show", "--json", "--trace-root", str(release.path)]) == 1
     assert json.loads(capsys.readouterr().out)["differences"] == [
         {"name": "vllm", "found": "0.24.0", "paper": paper.packages["vllm"]}]
+
+
+def test_a_release_without_pins_records_the_engine_uncompared(release, tmp_path):
+    import shutil
+
+    from trace_lib.environment.engine import engine_drift_text
+    from trace_lib.release.locate import ReleaseRoot
+
+    shutil.copytree(release.file("rlvr"), tmp_path / "rlvr")
+    (tmp_path / identity.REQUIREMENTS_CU128).unlink()
+    doc = generation_engine(ReleaseRoot(tmp_path), "hf")
+    assert doc["paper"] is None and doc["matches_paper"] is None and doc["backend"] == "hf"
+    assert engine_drift_text(doc) == (f"engine not compared with the paper's ({identity.REQUIREMENTS_CU128}: "
+                                      "file is missing)")

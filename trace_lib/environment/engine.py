@@ -279,8 +279,18 @@ def generation_engine(release: ReleaseRoot, backend: str, *, base_url: str | Non
     ``vllm``/``hf``: this process's packages (torch's CUDA build once torch is imported, the GPU name once CUDA
     is initialised: :func:`refresh_engine` fills them in later). ``openai``: the server's engine, known only as
     far as the endpoint says (``vllm serve`` reports its vllm version at ``/version``); torch, transformers and
-    CUDA stay unchecked.
+    CUDA stay unchecked. A release whose pins cannot be read (a partial copy) gives a record with ``paper``
+    None and ``matches_paper`` None, never an error: recording the engine must not stop a generation.
     """
+    from trace_lib.errors import ReleaseFileError
+
+    try:
+        paper_engine(release)
+    except ReleaseFileError as exc:
+        engine = engine_versions(probe=False)
+        return {"schema": SCHEMA, **engine.to_json(), "paper": None, "matches_paper": None, "differences": [],
+                "unchecked": ["paper"], "paper_unreadable": exc.render(), "gpu_matches_paper": None,
+                "backend": backend}
     if backend in LOCAL_BACKENDS:
         record = compare_to_paper(engine_versions(probe=False), paper_engine(release)).to_json()
     else:
@@ -320,6 +330,8 @@ def engine_drift_text(doc: Mapping[str, Any] | None) -> str:
     """What a verdict or summary says about a stored engine record ("" when it matches the paper's)."""
     if not isinstance(doc, Mapping):
         return "engine not recorded"
+    if doc.get("paper") is None:
+        return f"engine not compared with the paper's ({doc.get('paper_unreadable') or 'pins not readable'})"
     if doc.get("matches_paper") is None:
         return f"engine not known ({doc.get('backend', 'remote')} endpoint did not report its versions)"
     return stored_drift(doc)
