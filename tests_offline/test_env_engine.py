@@ -181,3 +181,21 @@ def test_a_release_without_pins_records_the_engine_uncompared(release, tmp_path)
     assert doc["paper"] is None and doc["matches_paper"] is None and doc["backend"] == "hf"
     assert engine_drift_text(doc) == (f"engine not compared with the paper's ({identity.REQUIREMENTS_CU128}: "
                                       "file is missing)")
+
+
+def test_generate_records_the_endpoint_engine_in_the_header(release, tmp_path, capsys):
+    from trace_lib.generation.store import load_header, response_path
+    from trace_lib.testing.openai_server import OpenAIStubServer
+    from trace_lib.testing.tiny_bench import build_tiny_tsv
+
+    build_tiny_tsv(tmp_path / "data" / "MMStar.tsv", style="mcq", rows=2)
+    argv = ["generate", "--trace-root", str(release.path), "--model", "tiny", str(tmp_path / "model"),
+            f"sha256set:{'1' * 64}", f"org/tiny@{'0' * 40}", "Tiny", "--seeds", "43", "--benchmark", "mmstar",
+            "--campaign-root", str(tmp_path / "campaign"), "--data-root", str(tmp_path / "data"),
+            "--backend", "openai", "--unprepared-data", "--no-progress"]
+    with OpenAIStubServer(lambda route, body: "B", model="tiny") as server:
+        assert main([*argv, "--base-url", server.url]) == 0
+    err = capsys.readouterr().err
+    assert "[generate] tiny: engine not known (openai endpoint did not report its versions)" in err
+    engine = load_header(response_path(tmp_path / "campaign", model="tiny", seed=43, benchmark="mmstar"))["engine"]
+    assert engine["backend"] == "openai" and engine["matches_paper"] is None and engine["endpoint"] == server.url
