@@ -68,6 +68,7 @@ class Verdict:
     criterion: Criterion | None = None  # the budget the band comes from (None: a bare fixed z)
     binomial_z: float | None = None  # critical value applied to SE_bin (None: ``z``)
     pool_t: float | None = None  # critical value applied to the seed pool (None: ``z``)
+    engine_note: str = ""  # "engine differs from the paper's (...)" when the responses' engine is not the paper's
 
     @property
     def rows_ok(self) -> bool:
@@ -132,15 +133,16 @@ class Verdict:
             text += f", rows {self.rows}"
             if not self.rows_ok:
                 text += f" (expected {self.expected_rows})"
+        note = f" [{self.engine_note}]" if self.engine_note else ""
         if self.ok:
-            return text + ": within tolerance"
+            return text + ": within tolerance" + note
         if not math.isfinite(self.reproduced):
-            return text + ": FAILED (reproduced score is not finite)"
+            return text + ": FAILED (reproduced score is not finite)" + note
         if not self.rows_ok:
-            return text + ": FAILED (row count differs from the suite)"
+            return text + ": FAILED (row count differs from the suite)" + note
         if self.criterion is not None and self.criterion.method == "sidak":
-            return text + f": FAILED (p = {self.p_value:.2g} < per-test {self.criterion.per_test_alpha:.2g})"
-        return text + f": FAILED (|delta| = {abs(self.standardized):.2f} x factor x sigma > z={self.z:g})"
+            return text + f": FAILED (p = {self.p_value:.2g} < per-test {self.criterion.per_test_alpha:.2g})" + note
+        return text + f": FAILED (|delta| = {abs(self.standardized):.2f} x factor x sigma > z={self.z:g})" + note
 
     def properties(self) -> list[tuple[str, str]]:
         """JUnit receipt properties of this verdict."""
@@ -161,6 +163,8 @@ class Verdict:
             props += self.criterion.properties()
         if self.rows is not None:
             props.append(("rows", str(self.rows)))
+        if self.engine_note:
+            props.append(("engine_note", self.engine_note))
         return props
 
     def to_dict(self) -> dict[str, Any]:

@@ -15,6 +15,7 @@ tolerance rule, judge and engine pool. Per slice:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from trace_lib.aggregation.campaign_checks import GroupCheck
 from trace_lib.aggregation.tolerance import ToleranceRule, Verdict
+from trace_lib.environment.engine import engine_drift_text, engine_properties, read_stored_engine, refresh_engine
 from trace_lib.errors import InputError, UsageError
 from trace_lib.scoring.score import FileRef, ScoredSlice, run_scoring, scores_dir
 
@@ -111,6 +113,7 @@ class SliceOutcome:
     scored: ScoredSlice
     verdict: Verdict | None
     protocol_version: str
+    engine: Mapping[str, Any] | None = None  # the response file's engine record (None: not recorded)
 
     @property
     def score(self) -> float:
@@ -140,7 +143,7 @@ class SliceOutcome:
             props += [(k, v) for k, v in self.verdict.properties() if k not in ("rows",)]
         else:
             props.append(("verdict", "no canonical score"))
-        return props
+        return props + engine_properties(self.engine)
 
 
 @dataclass
@@ -159,6 +162,7 @@ class SliceRunner:
     allow_unprepared: bool = False  # score data files the manifest does not record (tiny-model lanes)
     generation_overrides: Mapping[str, Any] = field(default_factory=dict)  # tiny lanes only (e.g. max_tokens)
     cuda_available: Callable[[], bool] = field(default=lambda: _cuda_available())
+    engine: Mapping[str, Any] | None = None  # generation engine record for new response files (environment.engine)
     _dataset_hashes: dict[Path, str] = field(default_factory=dict, repr=False)
     _judge_checked: bool = field(default=False, repr=False)
 
@@ -212,6 +216,9 @@ class SliceRunner:
             from trace_lib.scoring.judge import OpenAIJudge
 
             judge = OpenAIJudge(judge_url)
+        from trace_lib.environment.engine import generation_engine
+
+        extra.setdefault("engine", generation_engine(release, backend, base_url=options.get("base_url")))
         return cls(
             plan=plan, rule=rule or plan.tolerance_rule(release),
             sources=load_artifact_sources(release), campaign_root=Path(campaign_root), engines=engines,
@@ -302,7 +309,8 @@ class SliceRunner:
         entry = self._dataset_entry(slice_)
         generation = {**self.plan.suite.generation, **self.generation_overrides}
         with open_slice_store(self.campaign_root, slice_, model, generation,
-                              dataset_snapshot=entry.snapshot_sha256 if entry else None) as store:
+                              dataset_snapshot=entry.snapshot_sha256 if entry else None,
+                              engine=refresh_engine(self.engine)) as store:
             run = run_generation(slice_, rows, protocol, self.engines.lazy(model, self.backend_kind), store,
                                  source.image_dir(self.data_root), generation=generation, progress=False,
                                  dataset=entry, data_root=self.data_root)
@@ -329,7 +337,10 @@ class SliceRunner:
         if (slice_.model, slice_.benchmark) in self.rule.benchmarks:
             verdict = self.rule.check_slice(slice_.model, slice_.benchmark, scored.score.score, seed=slice_.seed,
                                             rows=scored.score.rows)
-        return SliceOutcome(slice_.id, run, scored, verdict, protocol.version)
+        engine = read_stored_engine(responses_path)
+        if verdict is not None:
+            verdict = dataclasses.replace(verdict, engine_note=engine_drift_text(engine))
+        return SliceOutcome(slice_.id, run, scored, verdict, protocol.version, engine)
 
 
 def _check_model_dir(model: ModelDescriptor, *, deep: bool) -> None:

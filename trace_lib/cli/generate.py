@@ -97,6 +97,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     from trace_lib.data.model_dirs import verify_model_dir
     from trace_lib.data.prepare import load_artifact_sources
     from trace_lib.generation.backends.base import create_backend
+    from trace_lib.environment.engine import engine_drift_text, generation_engine
     from trace_lib.generation.run import open_slice_store, run_generation
 
     args.backend = options.resolve(args, options.BACKEND)
@@ -137,8 +138,11 @@ def run(args: argparse.Namespace) -> ExitCode:
                     print(f"[generate] {model.slug}: {problem}", file=sys.stderr)
                 failures += [s.id for s in slices]
                 continue
-        backend = create_backend(args.backend, model_path=model.local_path, served_name=model.slug,
-                                 **_backend_options(args, plan))
+        backend_opts = _backend_options(args, plan)
+        backend = create_backend(args.backend, model_path=model.local_path, served_name=model.slug, **backend_opts)
+        engine = generation_engine(release, args.backend, base_url=backend_opts.get("base_url"))
+        if engine.get("matches_paper") is not True:
+            print(f"[generate] {model.slug}: {engine_drift_text(engine)}", file=sys.stderr)
         try:
             for slice_ in slices:
                 try:
@@ -150,7 +154,8 @@ def run(args: argparse.Namespace) -> ExitCode:
                     protocol = get_protocol(slice_.benchmark)
                     rows = protocol.load(source.local_path(data_root))
                     with open_slice_store(plan.campaign_root, slice_, model, generation,
-                                          dataset_snapshot=entry.snapshot_sha256 if entry else None) as store:
+                                          dataset_snapshot=entry.snapshot_sha256 if entry else None,
+                                          engine=engine) as store:
                         result = run_generation(slice_, rows, protocol, backend, store, source.image_dir(data_root),
                                                 generation=generation, progress=not args.no_progress,
                                                 batch_size=args.batch_size, dataset=entry, data_root=data_root)

@@ -43,6 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                 "summarize a JUnit XML receipt: counts per marker, failures, the release identity tests recorded"),
     "train": ("trace_lib.cli.train", "RLVR training on verl: check, prepare, smoke, run, merge"),
     "validation": ("trace_lib.cli.validation", "reproduce the TRACE validation table (8 models x 2,000 rows)"),
+    "env": ("trace_lib.cli.env", "the paper's environment: pip constraints, engine versions vs pins"),
 }
 
 

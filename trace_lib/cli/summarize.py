@@ -50,6 +50,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     print(f"[trace-repro summarize] release: {release.label}")
     if summary.campaign is not None:
         print(f"[trace-repro summarize] campaign verdict: {'within tolerance' if summary.campaign.ok else 'FAILED'}")
+    print(f"[trace-repro summarize] {summary.engine_line}")
     for verdict in summary.failures:
         print(f"[trace-repro summarize:out] {verdict.explain()}")
     for group in summary.campaign.failed_groups if summary.campaign else ():

@@ -27,6 +27,7 @@ CHECK_MODULES: tuple[str, ...] = (
     "trace_lib.doctor.judge",
     "trace_lib.doctor.archive",
     "trace_lib.doctor.hf_token",
+    "trace_lib.doctor.engine",
 )
 
 
@@ -60,7 +61,7 @@ LANES: tuple[Lane, ...] = (
 )
 
 #: Checks every report carries whatever lanes were asked for (they never block a lane).
-ALWAYS = ("python", "release", "hf_token")
+ALWAYS = ("python", "release", "hf_token", "engine")
 
 
 def checks() -> tuple[Check, ...]:

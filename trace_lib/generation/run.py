@@ -48,24 +48,28 @@ def generation_contract(
 
 
 def slice_identity(
-    slice_: Slice, model: ModelDescriptor, generation: Mapping[str, Any], *, dataset_snapshot: str | None = None
+    slice_: Slice, model: ModelDescriptor, generation: Mapping[str, Any], *, dataset_snapshot: str | None = None,
+    engine: Mapping[str, Any] | None = None,
 ) -> SliceIdentity:
-    """The identity a slice's response file is bound to."""
+    """The identity a slice's response file is bound to (``engine``: the generation engine record, see store)."""
     return SliceIdentity(
         slice=slice_.id, model=slice_.model, model_revision=model.revision, seed=slice_.seed,
         benchmark=slice_.benchmark,
         contract=generation_contract(generation, seed=slice_.seed, model=slice_.model,
                                      model_revision=model.revision, dataset_snapshot=dataset_snapshot),
+        engine=engine,
     )
 
 
 def open_slice_store(
     campaign_root: Path, slice_: Slice, model: ModelDescriptor, generation: Mapping[str, Any], *,
-    dataset_snapshot: str | None = None,
+    dataset_snapshot: str | None = None, engine: Mapping[str, Any] | None = None,
 ) -> SliceStore:
-    """Open (create or resume) the response file of ``slice_`` under ``campaign_root``."""
+    """Open (create or resume) the response file of ``slice_`` under ``campaign_root``; ``engine`` is recorded in
+    a new header and must match a resumed one's (see :mod:`trace_lib.generation.store`)."""
     path = response_path(campaign_root, model=slice_.model, seed=slice_.seed, benchmark=slice_.benchmark)
-    return SliceStore.open(path, slice_identity(slice_, model, generation, dataset_snapshot=dataset_snapshot))
+    return SliceStore.open(path, slice_identity(slice_, model, generation, dataset_snapshot=dataset_snapshot,
+                                                engine=engine))
 
 
 @dataclass(frozen=True)

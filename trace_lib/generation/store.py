@@ -8,7 +8,14 @@ Format (UTF-8, one JSON object per line, each line ending in ``\\n``):
 
     {"kind": "header", "schema_version": "trace-repro-responses-v1", "slice": "<model>-seed<S>-<benchmark>",
      "model": slug, "model_revision": rev, "seed": S, "benchmark": key,
-     "contract_hash": sha256 of the canonical JSON of "contract", "contract": {...}, "created_at": ISO-8601}
+     "contract_hash": sha256 of the canonical JSON of "contract", "contract": {...}, "created_at": ISO-8601,
+     "engine": {...}}
+
+  ``engine`` (when the caller knows it; :func:`trace_lib.environment.engine.generation_engine`) records the
+  engine the slice is generated on -- vllm, torch, transformers, CUDA, GPU, backend -- and whether it equals the
+  paper's pins. It is not part of the identity, but resuming on another engine is refused (one-line error
+  naming the differing package): one slice's rows come from one engine. A file without ``engine`` (written
+  before engines were recorded) resumes as before.
 
   ``contract`` holds everything that changes a response besides the row itself: the decoding settings, pixel
   bounds and media transport of the suite, the seed, the model revision and (when prepared) the dataset
@@ -63,13 +70,14 @@ class SliceIdentity:
     seed: int
     benchmark: str
     contract: Mapping[str, Any] = field(default_factory=dict)
+    engine: Mapping[str, Any] | None = None  # the generation engine record (informational; checked on resume)
 
     @property
     def contract_hash(self) -> str:
         return sha256_bytes(canonical_json(dict(self.contract)).encode("utf-8"))
 
     def header(self) -> dict[str, Any]:
-        return {
+        header = {
             "kind": "header",
             "schema_version": SCHEMA_VERSION,
             "slice": self.slice,
@@ -81,6 +89,9 @@ class SliceIdentity:
             "contract": dict(self.contract),
             "created_at": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
         }
+        if self.engine is not None:
+            header["engine"] = dict(self.engine)
+        return header
 
 
 @dataclass(frozen=True)
@@ -302,6 +313,19 @@ def _check_header(path: Path, stored: Mapping[str, Any], current: Mapping[str, A
                                  found={k: stored.get("contract", {}).get(k) for k in changed}, hint=hint)
             raise InputError("responses were generated under another identity", file=str(path),
                              field=f"header.{name}", expected=current.get(name), found=stored.get(name), hint=hint)
+    _check_engine(path, stored, current)
+
+
+def _check_engine(path: Path, stored: Mapping[str, Any], current: Mapping[str, Any]) -> None:
+    from trace_lib.environment.engine import engine_change
+
+    changes = engine_change(stored.get("engine"), current.get("engine"))
+    if changes:
+        name, found, expected = changes[0]
+        raise InputError("responses were generated on another engine", file=str(path), field=f"header.engine.{name}",
+                         expected=expected, found=found,
+                         hint="finish the slice on the engine it was started with, or move the file away to "
+                         "regenerate it on this one")
 
 
 def _lock(path: Path) -> int:

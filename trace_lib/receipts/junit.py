@@ -20,7 +20,8 @@ from trace_lib.errors import InputError
 MARKERS_PROPERTY = "markers"
 UNRECORDED = "(unrecorded)"
 OUTCOMES = ("passed", "failed", "error", "skipped")
-RELEASE_PROPERTIES = ("release_commit", "release_root")
+RELEASE_PROPERTIES = ("release_commit", "release_root", "env_vllm", "env_torch", "env_transformers",
+                      "env_matches_paper")
 HASH_PREFIX = "sha256:"
 
 

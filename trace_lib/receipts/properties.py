@@ -1,9 +1,12 @@
-"""The identity properties every test records (release, file hashes, trace-repro version, Python, platform)."""
+"""The identity properties every test records (release, file hashes, trace-repro version, Python, platform, and
+the installed engine against the paper's pins)."""
 
 from __future__ import annotations
 
+import functools
 import platform
 import sys
+from pathlib import Path
 
 from trace_lib import __version__
 from trace_lib.release import identity
@@ -25,4 +28,25 @@ def release_properties(release: ReleaseRoot) -> list[tuple[str, str]]:
     commit = identity.COMMIT if release.is_pinned_release() else "unpinned"
     props = [("release_root", release.label), ("release_commit", commit)]
     props += [(f"sha256:{rel}", sha) for rel, sha in release.hashes_read.items()]
-    return props
+    return props + engine_env_properties(release)
+
+
+@functools.lru_cache(maxsize=8)
+def _engine_env(root: str) -> tuple[tuple[str, str], ...]:
+    from trace_lib.environment.engine import ENGINE_PACKAGES, compare_to_paper, engine_versions, paper_engine
+    from trace_lib.errors import TraceReproError
+
+    versions = engine_versions()
+    props = [(f"env_{name}", versions.packages.get(name) or "not installed") for name in ENGINE_PACKAGES]
+    try:  # a fresh root: the pins read here are not files the test itself read
+        record = compare_to_paper(versions, paper_engine(ReleaseRoot(Path(root))))
+        props.append(("env_matches_paper", "true" if record.matches_paper else "false"))
+    except TraceReproError:
+        props.append(("env_matches_paper", "unknown"))
+    return tuple(props)
+
+
+def engine_env_properties(release: ReleaseRoot) -> list[tuple[str, str]]:
+    """The installed vllm/torch/transformers (metadata; nothing imported) and whether they equal the release's
+    pins (``env_matches_paper``; CUDA is not probed here: ``trace-repro env show --probe``)."""
+    return list(_engine_env(str(release.path)))

@@ -19,6 +19,7 @@ import it only when called.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from dataclasses import dataclass
@@ -30,7 +31,9 @@ from trace_lib.aggregation.budget import SCREEN_ALPHA
 from trace_lib.aggregation.campaign_checks import CampaignVerdict, campaign_verdict
 from trace_lib.aggregation.tolerance import ToleranceRule, Verdict
 from trace_lib.atomic import atomic_output, write_text_atomic
+from trace_lib.environment.engine import campaign_engine_line, engine_drift_text, read_stored_engine
 from trace_lib.errors import UsageError
+from trace_lib.generation.store import response_path
 from trace_lib.release.suite import Suite
 from trace_lib.reports.collect import CampaignReader, SliceState, current_protocol_versions, expected_slices
 
@@ -99,6 +102,7 @@ class CampaignSummary:
     def ok(self) -> bool:
         """Every verdict within and every campaign check within (coverage is separate: ``missing``)."""
         return not self.failures and (self.campaign is None or self.campaign.ok)
+    engine_line: str = ""  # the responses' engines against the paper's (trace_lib.environment.engine)
 
     @property
     def verdicts(self) -> list[Verdict]:
@@ -132,6 +136,7 @@ def build_campaign_summary(
     versions = current_protocol_versions(keys)
     seed_scores: list[SeedScore] = []
     missing: list[SliceState] = []
+    engines: dict[str, Any] = {}
     for key in expected_slices(models, seeds, keys):
         state = reader.score(key, protocol_versions=versions)
         if not state.complete or state.score is None:
@@ -139,8 +144,11 @@ def build_campaign_summary(
             continue
         bench = suite.benchmark(key.benchmark)
         verdict = None
+        engine = read_stored_engine(response_path(Path(root), model=key.model, seed=key.seed, benchmark=key.benchmark))
+        engines[key.id] = engine
         if (key.model, key.benchmark) in rule.benchmarks:
             verdict = rule.check_slice(key.model, key.benchmark, state.score, seed=key.seed, rows=state.rows)
+            verdict = dataclasses.replace(verdict, engine_note=engine_drift_text(engine))
         seed_scores.append(SeedScore(bench.category, bench.key, bench.display, key.model, key.seed, state.rows,
                                      state.score, verdict, state.path))
     complete = [(m, s) for m in models for s in seeds
@@ -155,6 +163,7 @@ def build_campaign_summary(
         benchmark_means=tuple(_benchmark_means(seed_scores, suite, rule, models, keys)),
         aggregates=tuple(aggregate_scores(seed_scores, suite, rule)), missing=tuple(missing), campaign=campaign,
         release=release,
+        engine_line=campaign_engine_line(engines),
     )
 
 
@@ -232,6 +241,7 @@ def render_markdown(summary: CampaignSummary) -> str:
         f"- suite: `{summary.suite_id}` (sha256 `{summary.suite_sha256}`); seeds: {seeds}",
         *([f"- release: {summary.release}"] if summary.release else []),
         f"- coverage: {len(summary.seed_scores)}/{summary.expected_slices} slices scored and receipt-verified",
+        f"- {summary.engine_line}",
         _tolerance_line(summary),
         "",
     ]

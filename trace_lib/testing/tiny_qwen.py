@@ -18,7 +18,8 @@ The directory has the file set of a real ``Qwen/Qwen2.5-VL-*-Instruct`` snapshot
   checkpoints) and a Qwen-like ``generation_config.json`` (its sampling defaults differ from the suite's on
   purpose: a request that forgets a decoding field changes behaviour and a test can see it).
 
-Needs torch, transformers (5.x) and tokenizers; builds in a few seconds on CPU. Deterministic for a seed.
+Needs torch, transformers (4.57 or 5.x: the M-RoPE settings are written in the installed version's spelling)
+and tokenizers; builds in a few seconds on CPU. Deterministic for a seed.
 """
 
 from __future__ import annotations
@@ -170,7 +171,17 @@ def _write_tokenizer_files(tok, dest: Path) -> dict[str, int]:
     return ids
 
 
-def _config_dict(vocab_size: int, ids: dict[str, int]) -> dict:
+def _rope_fields(transformers_version: str) -> dict:
+    """M-RoPE settings as the installed transformers spells them: ``rope_parameters`` (5.x) or the
+    ``rope_scaling`` + ``rope_theta`` of the released checkpoints' config.json (4.x, read by vLLM 0.10.2 too)."""
+    sections = [8, 12, 12]
+    if int(transformers_version.split(".")[0]) >= 5:
+        return {"rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": sections}}
+    return {"rope_theta": 1000000.0, "rope_scaling": {"type": "mrope", "rope_type": "default",
+                                                      "mrope_section": sections}}
+
+
+def _config_dict(vocab_size: int, ids: dict[str, int], transformers_version: str = "5") -> dict:
     text = {
         "vocab_size": vocab_size,
         "hidden_size": 128,
@@ -185,7 +196,7 @@ def _config_dict(vocab_size: int, ids: dict[str, int]) -> dict:
         "use_sliding_window": False,
         "max_window_layers": 2,
         "attention_dropout": 0.0,
-        "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [8, 12, 12]},
+        **_rope_fields(transformers_version),
         "bos_token_id": ids["<|endoftext|>"],
         "eos_token_id": ids["<|im_end|>"],
         "pad_token_id": ids["<|endoftext|>"],
@@ -252,6 +263,7 @@ def build_tiny_qwen25vl(dest: Path, *, seed: int = 0) -> Path:
         FileExistsError: ``dest`` exists and is not empty.
     """
     import torch
+    import transformers
     from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
 
     dest = Path(dest)
@@ -264,7 +276,7 @@ def build_tiny_qwen25vl(dest: Path, *, seed: int = 0) -> Path:
     ids = _write_tokenizer_files(tok, staging)
     vocab_size = tok.get_vocab_size(with_added_tokens=True)
 
-    config = Qwen2_5_VLConfig(**_config_dict(vocab_size, ids))
+    config = Qwen2_5_VLConfig(**_config_dict(vocab_size, ids, transformers.__version__))
     config.architectures = ["Qwen2_5_VLForConditionalGeneration"]
     generator_state = torch.random.get_rng_state()
     try:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from trace_lib.environment.engine import engine_change, generation_engine
 from trace_lib.errors import BackendError, InputError
 from trace_lib.release.locate import ReleaseRoot
 from trace_lib.validation import pins
@@ -55,6 +56,7 @@ class GenerationReport:
     error_rows: int
     generated_rows: int  # rows sent to the backend by this invocation
     reused_rows: int  # rows whose durable receipt was reused
+    engine: Mapping[str, Any] | None = None  # the engine record of run_metadata.json (environment.engine)
 
     @property
     def complete(self) -> bool:
@@ -238,6 +240,14 @@ def run_generation(
                 hint="choose another --work-dir or delete that directory",
             )
         created_at = str(existing.get("created_at") or created_at)
+    engine = generation_engine(release, target.backend, base_url=target.endpoint_url)
+    if metadata_path.exists():
+        changes = engine_change(existing.get("engine"), engine)
+        if changes:
+            name, found, wanted = changes[0]
+            raise InputError("responses were generated on another engine", file=str(metadata_path),
+                             field=f"engine.{name}", expected=wanted, found=found,
+                             hint="finish the run on the engine it was started with, or use another --work-dir")
     metadata: dict[str, Any] = {
         "schema_version": pins.GENERATION_RUN_SCHEMA,
         "status": "running",
@@ -273,6 +283,7 @@ def run_generation(
         "receipts_path": str(output_dir / "receipts"),
         "completed_rows": 0,
         "error_rows": 0,
+        "engine": engine,
     }
     write_json(metadata_path, metadata)
 
@@ -358,7 +369,7 @@ def run_generation(
     return GenerationReport(
         status=final["status"], model_slug=target.model.slug, responses_path=responses_path,
         responses_sha256=final["responses_sha256"], completed_rows=completed, error_rows=errors,
-        generated_rows=generated, reused_rows=len(manifest.rows) - len(pending),
+        generated_rows=generated, reused_rows=len(manifest.rows) - len(pending), engine=engine,
     )
 
 

@@ -8,12 +8,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from trace_lib.aggregation.budget import DEFAULT_ALPHA
 from trace_lib.aggregation.tolerance import Verdict
+from trace_lib.environment.engine import engine_drift_text, engine_properties
 from trace_lib.errors import InputError
 from trace_lib.release.locate import ReleaseRoot
 from trace_lib.validation import pins
@@ -84,7 +86,7 @@ class SliceOutcome:
             ("generated_rows", str(self.generation.generated_rows)),
             ("reused_rows", str(self.generation.reused_rows)),
         ]
-        return props + self.verdict.properties()
+        return props + self.verdict.properties() + engine_properties(self.generation.engine)
 
 
 @dataclass(frozen=True)
@@ -148,4 +150,5 @@ def run_validation_slice(
                       model_slug=slug, judge_results=layout.judge_results(slug), expected=settings.expected)
     verdict = check_validation_score(slice_.canonical, final.accuracy_percent, rows=final.rows,
                                      criterion=validation_criterion(release, alpha=settings.alpha, z=settings.z))
+    verdict = dataclasses.replace(verdict, engine_note=engine_drift_text(generation.engine))
     return SliceOutcome(generation=generation, first_score=first, judge=judge_report, score=final, verdict=verdict)

@@ -44,14 +44,7 @@ class HFBackend:
         self._eos = set(eos if isinstance(eos, list) else [eos]) - {None}
 
     def _inputs(self, request: ChatRequest) -> Any:
-        messages = request.messages_json()
-        text = self.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        images = [_open_image(url) for url in _image_urls(messages)]
-        kwargs: dict[str, Any] = {}
-        if images:
-            kwargs["images"] = images
-            kwargs.update(request.mm_processor_kwargs)
-        return self.processor(text=[text], return_tensors="pt", **kwargs).to(self.device)
+        return processor_inputs(self.processor, request.messages_json(), request.mm_processor_kwargs).to(self.device)
 
     def _generate_kwargs(self, sampling: dict[str, Any]) -> dict[str, Any]:
         for name in ("presence_penalty", "frequency_penalty"):
@@ -108,6 +101,21 @@ class HFBackend:
     def close(self) -> None:
         self.model = None
         self.processor = None
+
+
+def processor_inputs(processor: Any, messages: list[dict[str, Any]], mm_processor_kwargs: Any) -> Any:
+    """The model inputs of one conversation: the checkpoint's chat template, then the processor with the images
+    and the request's pixel bounds (same call on transformers 4.57 and 5.x). The images are collected first and
+    the template gets a copy: transformers 5.x's ``apply_chat_template`` rewrites ``image_url`` parts in place."""
+    import copy
+
+    images = [_open_image(url) for url in _image_urls(messages)]
+    text = processor.apply_chat_template(copy.deepcopy(messages), tokenize=False, add_generation_prompt=True)
+    kwargs: dict[str, Any] = {}
+    if images:
+        kwargs["images"] = images
+        kwargs.update(mm_processor_kwargs)
+    return processor(text=[text], return_tensors="pt", **kwargs)
 
 
 def _image_urls(messages: list[dict[str, Any]]) -> list[str]:

@@ -11,6 +11,11 @@ request is yielded at once, so the caller can persist it while the batch keeps r
 GPU placement: the process sees the GPUs of its group (set ``CUDA_VISIBLE_DEVICES`` before the engine is
 created; :func:`trace_lib.generation.run.run_gpu_groups` starts one worker process per group);
 ``tensor_parallel_size`` defaults to the number of visible GPUs.
+
+Engine versions: vLLM 0.10.2 (the paper's) and 0.24 both work. Where their APIs differ the difference is
+confined to :func:`enqueue_chat` (0.10.2 has no ``LLM.enqueue_chat``: the conversation goes through
+``LLM.preprocess_chat`` and ``llm_engine.add_request``, exactly what its ``LLM.chat`` does) and
+:func:`abort_requests`; ``SamplingParams`` is built the same way on both (``top_k=0`` disables on both).
 """
 
 from __future__ import annotations
@@ -94,7 +99,7 @@ class VLLMBackend:
         self._owns_engine = llm is None
         if llm is not None:
             self.llm = llm
-            self._defaults = dict(llm.model_config.get_diff_sampling_param())
+            self._defaults = dict(_model_config(llm).get_diff_sampling_param())
             return
         try:
             from vllm import LLM
@@ -119,8 +124,7 @@ class VLLMBackend:
         )
         kwargs.update(llm_kwargs or {})
         self.llm = LLM(**kwargs)
-        model_config = getattr(self.llm, "model_config", None) or self.llm.llm_engine.model_config
-        self._defaults = dict(model_config.get_diff_sampling_param())
+        self._defaults = dict(_model_config(self.llm).get_diff_sampling_param())
 
     def _sampling_params(self, request: ChatRequest) -> Any:
         from vllm import SamplingParams
@@ -134,17 +138,15 @@ class VLLMBackend:
         if engine.has_unfinished_requests():
             raise BackendError("engine already has unfinished requests", field="vllm")
         by_id: dict[str, ChatRequest] = {}
+        engine_ids: list[str] = []
         groups: dict[tuple, list[ChatRequest]] = {}
         for request in requests:
             groups.setdefault(tuple(sorted(request.mm_processor_kwargs.items())), []).append(request)
         try:
             for mm_key, group in groups.items():
-                ids = self.llm.enqueue_chat(
-                    [r.messages_json() for r in group],
-                    sampling_params=[self._sampling_params(r) for r in group],
-                    use_tqdm=False,
-                    mm_processor_kwargs=dict(mm_key) or None,
-                )
+                ids = enqueue_chat(self.llm, [r.messages_json() for r in group],
+                                   [self._sampling_params(r) for r in group], dict(mm_key) or None)
+                engine_ids += ids
                 if len(ids) != len(group):
                     raise BackendError("engine accepted fewer requests than sent", field="vllm",
                                        expected=len(group), found=len(ids))
@@ -163,9 +165,8 @@ class VLLMBackend:
                     remaining -= 1
                     yield _result(request.request_id, output)
         except BaseException:
-            unfinished = [rid for rid in by_id if "-" in rid]
-            if unfinished and engine.has_unfinished_requests():
-                engine.abort_request(unfinished, internal=True)
+            if engine_ids and engine.has_unfinished_requests():
+                abort_requests(engine, engine_ids)
             raise
         if remaining:
             raise BackendError("engine finished without answering every request", field="vllm",
@@ -185,6 +186,49 @@ class VLLMBackend:
         import gc
 
         gc.collect()
+
+
+def _model_config(llm: Any) -> Any:
+    """``LLM.model_config`` (0.24) or ``LLM.llm_engine.model_config`` (0.10.2)."""
+    return getattr(llm, "model_config", None) or llm.llm_engine.model_config
+
+
+def enqueue_chat(llm: Any, conversations: list[list[dict[str, Any]]], sampling_params: list[Any],
+                 mm_processor_kwargs: Mapping[str, Any] | None) -> list[str]:
+    """Add one chat request per conversation to ``llm``'s engine without running it; returns the engine ids.
+
+    vLLM >= 0.11 has ``LLM.enqueue_chat``; on 0.10.2 the conversations are rendered by ``LLM.preprocess_chat``
+    (chat template, multimodal parsing, ``mm_processor_kwargs``) and added with ``llm_engine.add_request`` with
+    final-only outputs, the steps its ``LLM.chat`` takes before running the engine.
+    """
+    kwargs = dict(mm_processor_kwargs) if mm_processor_kwargs else None
+    if hasattr(llm, "enqueue_chat"):
+        return list(llm.enqueue_chat(conversations, sampling_params=sampling_params, use_tqdm=False,
+                                     mm_processor_kwargs=kwargs))
+    from vllm.sampling_params import RequestOutputKind
+
+    prompts = llm.preprocess_chat(conversations, mm_processor_kwargs=kwargs)
+    ids = []
+    for prompt, params in zip(prompts, sampling_params):
+        params.output_kind = RequestOutputKind.FINAL_ONLY
+        request_id = str(next(llm.request_counter))
+        llm.llm_engine.add_request(request_id, prompt, params)
+        ids.append(request_id)
+    return ids
+
+
+def abort_requests(engine: Any, request_ids: list[str]) -> None:
+    """Abort requests by the ids :func:`enqueue_chat` returned (0.24 needs ``internal=True`` for those)."""
+    import inspect
+
+    try:
+        internal = "internal" in inspect.signature(engine.abort_request).parameters
+    except (TypeError, ValueError):
+        internal = False
+    if internal:
+        engine.abort_request(request_ids, internal=True)
+    else:
+        engine.abort_request(request_ids)
 
 
 def _result(request_id: str, output: Any) -> GenerationResult:

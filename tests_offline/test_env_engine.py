@@ -1,0 +1,201 @@
+"""Engine versions against the paper's pins: read from the release, recorded in response-file headers, refused
+on resume when they changed, and said by slice verdicts, ``summarize`` and ``trace-repro env show``."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from trace_lib.aggregation.tolerance import load_tolerance_rule
+from trace_lib.cli.main import main
+from trace_lib.environment.engine import (
+    EngineVersions,
+    campaign_engine_line,
+    compare_to_paper,
+    engine_change,
+    engine_versions,
+    generation_engine,
+    paper_engine,
+)
+from trace_lib.errors import InputError
+from trace_lib.generation.store import SliceIdentity, SliceStore
+from trace_lib.release import identity
+
+
+def _pinned(release, name: str) -> str:
+    text = release.file(identity.REQUIREMENTS_CU128).read_text()
+    return re.search(rf"^{name}==(\S+)", text, re.M).group(1)
+
+
+def _engine(vllm, torch, transformers, cuda=None, gpu=None) -> EngineVersions:
+    return EngineVersions({"vllm": vllm, "torch": torch, "transformers": transformers}, cuda, gpu)
+
+
+def test_paper_engine_is_read_from_the_release(release):
+    paper = paper_engine(release)
+    for name in ("vllm", "torch", "transformers"):
+        assert paper.packages[name] == _pinned(release, name)
+        assert paper.where[name].startswith(identity.REQUIREMENTS_CU128 + ":")
+    ref = release.read_json(identity.ENVIRONMENT_RECEIPT)["reference_platform"]
+    assert (paper.cuda, paper.gpu) == (ref["cuda"], ref["gpu"])
+
+
+def test_public_versions_match_and_each_difference_is_named(release):
+    paper = paper_engine(release)
+    torch_public = paper.packages["torch"].split("+")[0]
+    same = compare_to_paper(_engine(paper.packages["vllm"], torch_public, paper.packages["transformers"],
+                                    cuda=paper.cuda + ".1", gpu="NVIDIA H200"), paper)
+    assert same.matches_paper and same.drift() == "" and same.gpu_matches_paper is False
+    other = compare_to_paper(_engine("0.24.0", "2.11.0", paper.packages["transformers"], cuda="13.0"), paper)
+    assert not other.matches_paper
+    assert other.drift() == (f"engine differs from the paper's (vllm 0.24.0 vs {paper.packages['vllm']}; "
+                             f"torch 2.11.0 vs {paper.packages['torch']}; cuda 13.0 vs {paper.cuda})")
+    missing = compare_to_paper(_engine(None, torch_public, paper.packages["transformers"]), paper)
+    assert missing.drift() == f"engine differs from the paper's (vllm not installed vs {paper.packages['vllm']})"
+    assert missing.unchecked == ("cuda", "gpu")
+    doc = other.to_json()
+    assert doc["matches_paper"] is False and doc["paper"]["vllm"] == paper.packages["vllm"]
+    assert ("engine_matches_paper", "false") in other.properties()
+
+
+def test_engine_versions_import_nothing_heavy():
+    before = set(sys.modules)
+    versions = engine_versions()
+    assert not {"torch", "vllm", "transformers"} & (set(sys.modules) - before)
+    from importlib.metadata import PackageNotFoundError, version
+
+    for name, found in versions.packages.items():
+        try:
+            assert found == version(name)
+        except PackageNotFoundError:
+            assert found is None
+
+
+IDENTITY = SliceIdentity(slice="m-seed42-b", model="m", model_revision="a" * 40, seed=42, benchmark="b",
+                         contract={"seed": 42})
+
+
+def test_store_records_the_engine_and_refuses_to_resume_on_another(release, tmp_path):
+    paper = paper_engine(release)
+    here = compare_to_paper(_engine("0.24.0", "2.11.0", "5.17.0"), paper).to_json() | {"backend": "vllm"}
+    path = tmp_path / "s.jsonl"
+    with SliceStore.open(path, dataclasses.replace(IDENTITY, engine=here)) as store:
+        assert store.header["engine"]["vllm"] == "0.24.0"
+    assert json.loads(path.read_text().splitlines()[0])["engine"]["matches_paper"] is False
+    SliceStore.open(path, dataclasses.replace(IDENTITY, engine=here | {"cuda": "12.8"})).close()  # unknown -> known
+    there = compare_to_paper(_engine(paper.packages["vllm"], "2.8.0", "4.57.6"), paper).to_json() | {"backend": "vllm"}
+    with pytest.raises(InputError) as info:
+        SliceStore.open(path, dataclasses.replace(IDENTITY, engine=there))
+    assert str(info.value).startswith(f"{path}: header.engine.vllm: responses were generated on another engine "
+                                      f"(expected '{paper.packages['vllm']}', found '0.24.0')")
+    SliceStore.open(path, IDENTITY).close()  # a caller that does not know its engine is not refused
+    old = tmp_path / "old.jsonl"
+    SliceStore.open(old, IDENTITY).close()  # a file from before engines were recorded resumes anywhere
+    SliceStore.open(old, dataclasses.replace(IDENTITY, engine=there)).close()
+
+
+def test_engine_change_skips_unknown_facts_and_ignores_the_gpu():
+    a = {"vllm": "0.10.2", "torch": "2.8.0", "transformers": "4.57.6", "cuda": "12.8", "gpu": "H100", "backend": "vllm"}
+    assert engine_change(a, a | {"gpu": "H200", "cuda": "12.8.1"}) == []
+    assert engine_change(a, a | {"cuda": None}) == []
+    assert engine_change(a, a | {"backend": "hf"}) == [("backend", "vllm", "hf")]
+    assert engine_change(None, a) == [] and engine_change(a, None) == []
+
+
+def test_verdicts_and_summaries_say_the_engine_differs(release, monkeypatch):
+    rule = load_tolerance_rule(release, z=3.0)
+    model, key = next(iter(rule.benchmarks))
+    verdict = rule.check_slice(model, key, 50.0, seed=42)
+    note = "engine differs from the paper's (vllm 0.24.0 vs 0.10.2)"
+    noted = dataclasses.replace(verdict, engine_note=note)
+    assert noted.explain() == verdict.explain() + f" [{note}]"
+    assert ("engine_note", note) in noted.properties()
+    paper = paper_engine(release)
+    drifted = compare_to_paper(_engine("0.24.0", paper.packages["torch"], paper.packages["transformers"]),
+                               paper).to_json()
+    matching = compare_to_paper(_engine(paper.packages["vllm"], paper.packages["torch"],
+                                        paper.packages["transformers"]), paper).to_json()
+    line = campaign_engine_line({"a": drifted, "b": drifted, "c": matching, "d": None})
+    assert line == (f"engine: engine differs from the paper's (vllm 0.24.0 vs {paper.packages['vllm']}) "
+                    "(2/4 slices); matches the paper's pins (1/4 slices); engine not recorded (1/4 slices)")
+
+
+class _VersionHandler(BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802
+        body = json.dumps({"version": "0.24.0"}).encode()
+        self.send_response(200 if self.path == "/version" else 404)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):  # noqa: D401
+        pass
+
+
+def test_openai_engine_is_what_the_endpoint_reports(release):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _VersionHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        doc = generation_engine(release, "openai", base_url=url)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert doc["vllm"] == "0.24.0" and doc["torch"] is None and doc["backend"] == "openai"
+    assert doc["matches_paper"] is False and doc["endpoint"] == url
+    silent = generation_engine(release, "openai", base_url="http://127.0.0.1:9/v1")
+    assert silent["matches_paper"] is None and "vllm" in silent["unchecked"]
+
+
+def test_env_show_exit_code_follows_the_match(release, capsys, monkeypatch):
+    from trace_lib.environment import engine as engine_module
+
+    paper = paper_engine(release)
+    exact = _engine(paper.packages["vllm"], paper.packages["torch"], paper.packages["transformers"])
+    monkeypatch.setattr(engine_module, "engine_versions", lambda probe=False: exact)
+    assert main(["env", "show", "--trace-root", str(release.path)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "engine matches the paper's pins"
+    monkeypatch.setattr(engine_module, "engine_versions",
+                        lambda probe=False: dataclasses.replace(exact, packages={**exact.packages, "vllm": "0.24.0"}))
+    assert main(["env", "show", "--json", "--trace-root", str(release.path)]) == 1
+    assert json.loads(capsys.readouterr().out)["differences"] == [
+        {"name": "vllm", "found": "0.24.0", "paper": paper.packages["vllm"]}]
+
+
+def test_a_release_without_pins_records_the_engine_uncompared(release, tmp_path):
+    import shutil
+
+    from trace_lib.environment.engine import engine_drift_text
+    from trace_lib.release.locate import ReleaseRoot
+
+    shutil.copytree(release.file("rlvr"), tmp_path / "rlvr")
+    (tmp_path / identity.REQUIREMENTS_CU128).unlink()
+    doc = generation_engine(ReleaseRoot(tmp_path), "hf")
+    assert doc["paper"] is None and doc["matches_paper"] is None and doc["backend"] == "hf"
+    assert engine_drift_text(doc) == (f"engine not compared with the paper's ({identity.REQUIREMENTS_CU128}: "
+                                      "file is missing)")
+
+
+def test_generate_records_the_endpoint_engine_in_the_header(release, tmp_path, capsys):
+    from trace_lib.generation.store import load_header, response_path
+    from trace_lib.testing.openai_server import OpenAIStubServer
+    from trace_lib.testing.tiny_bench import build_tiny_tsv
+
+    build_tiny_tsv(tmp_path / "data" / "MMStar.tsv", style="mcq", rows=2)
+    argv = ["generate", "--trace-root", str(release.path), "--model", "tiny", str(tmp_path / "model"),
+            f"sha256set:{'1' * 64}", f"org/tiny@{'0' * 40}", "Tiny", "--seeds", "43", "--benchmark", "mmstar",
+            "--campaign-root", str(tmp_path / "campaign"), "--data-root", str(tmp_path / "data"),
+            "--backend", "openai", "--unprepared-data", "--no-progress"]
+    with OpenAIStubServer(lambda route, body: "B", model="tiny") as server:
+        assert main([*argv, "--base-url", server.url]) == 0
+    err = capsys.readouterr().err
+    assert "[generate] tiny: engine not known (openai endpoint did not report its versions)" in err
+    engine = load_header(response_path(tmp_path / "campaign", model="tiny", seed=43, benchmark="mmstar"))["engine"]
+    assert engine["backend"] == "openai" and engine["matches_paper"] is None and engine["endpoint"] == server.url
