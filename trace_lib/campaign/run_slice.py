@@ -158,6 +158,7 @@ class SliceRunner:
     allow_unprepared: bool = False  # score data files the manifest does not record (tiny-model lanes)
     generation_overrides: Mapping[str, Any] = field(default_factory=dict)  # tiny lanes only (e.g. max_tokens)
     cuda_available: Callable[[], bool] = field(default=lambda: _cuda_available())
+    progress: Any = False  # run_generation's progress: False (quiet), True (bar) or a factory (logged_progress)
     _dataset_hashes: dict[Path, str] = field(default_factory=dict, repr=False)
     _judge_checked: bool = field(default=False, repr=False)
 
@@ -298,7 +299,7 @@ class SliceRunner:
         with open_slice_store(self.campaign_root, slice_, model, generation,
                               dataset_snapshot=entry.snapshot_sha256 if entry else None) as store:
             run = run_generation(slice_, rows, protocol, self.engines.lazy(model, self.backend_kind), store,
-                                 source.image_dir(self.data_root), generation=generation, progress=False,
+                                 source.image_dir(self.data_root), generation=generation, progress=self.progress,
                                  dataset=entry, data_root=self.data_root)
             responses_path = store.path
         self._check_judge(protocol)

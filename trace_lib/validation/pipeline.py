@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from trace_lib.aggregation.tolerance import DEFAULT_Z, Verdict
 from trace_lib.errors import InputError
@@ -102,9 +102,10 @@ class SliceSettings:
 
 def run_validation_slice(
     release: ReleaseRoot, slice_: ValidationSlice, layout: ValidationLayout, model_path: Path,
-    settings: SliceSettings, *, backend: Any = None,
+    settings: SliceSettings, *, backend: Any = None, progress: Callable[[int, int], None] | None = None,
 ) -> SliceOutcome:
-    """Run (or resume) one slice and judge its accuracy against the release.
+    """Run (or resume) one slice and judge its accuracy against the release (``progress(done, total)`` is called
+    as generation chunks land).
 
     Raises:
         InputError: invalid inputs at any stage; an incomplete generation stops before scoring.
@@ -116,7 +117,7 @@ def run_validation_slice(
                               media_transport=settings.media_transport,
                               backend_options=dict(settings.backend_options))
     generation = run_generation(release, layout.manifest, layout.generation_dir(slug), target,
-                                expected=settings.expected, backend=backend)
+                                expected=settings.expected, backend=backend, progress=progress)
     if not generation.complete:
         raise InputError("generation is incomplete", file=str(layout.generation_dir(slug)),
                          found=f"{generation.error_rows} error rows", hint="re-run to regenerate the error rows")
