@@ -45,8 +45,8 @@ class HFBackend:
 
     def _inputs(self, request: ChatRequest) -> Any:
         messages = request.messages_json()
+        images = [_open_image(url) for url in _image_urls(messages)]  # before the template: it rewrites the parts
         text = self.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        images = [_open_image(url) for url in _image_urls(messages)]
         kwargs: dict[str, Any] = {}
         if images:
             kwargs["images"] = images
