@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from trace_lib.testing.openai_server import OpenAIStubServer
-from trace_lib.testing.synthetic_campaign import TINY_SLUG, tiny_rule, tiny_slice_runner
+from trace_lib.testing.synthetic_campaign import TINY_SLUG, slice_requests, tiny_rule, tiny_slice_runner
 
 pytestmark = pytest.mark.cpu_model
 
@@ -38,20 +38,9 @@ def runner(release, tmp_path_factory, judge):
     runner.engines.close()
 
 
-def _requests(runner, slice_):
-    from trace_lib.generation.run import prepare_rows
-
-    protocol = runner.protocol(slice_)
-    generation = {**runner.plan.suite.generation, **runner.generation_overrides}
-    image_dir = runner.sources[slice_.benchmark].image_dir(runner.data_root)
-    prepared = prepare_rows(protocol.load(runner.dataset_path(slice_)), protocol, image_dir,
-                            served_name=slice_.model, generation=generation, seed=slice_.seed)
-    return [p.request for p in prepared]
-
-
 def test_a_whole_slice_generates_scores_and_is_judged(runner):
     from trace_lib.generation.store import load_responses
-    from trace_lib.testing.hf_reference import reference_responses
+    from trace_lib.testing.hf_reference import reference_prompt_lengths, reference_responses
 
     seed42 = runner.plan.slices[0]
     assert runner.blocker(seed42, runner.protocol(seed42)) is None
@@ -60,9 +49,11 @@ def test_a_whole_slice_generates_scores_and_is_judged(runner):
     assert outcome.generation.generated == ROWS and outcome.scored.score.rows == ROWS
     assert outcome.score == pytest.approx(100.0 * sum(r.score for r in records) / ROWS)
     # what the engine stored is the model's own output for each request (not canned, not another row's)
-    stored = {r.row_key: r.response for r in load_responses(outcome.generation.path)}
-    expected = reference_responses(runner.plan.model(TINY_SLUG).local_path, _requests(runner, seed42))
-    assert stored == expected and len(set(expected.values())) > 1
+    rows = load_responses(outcome.generation.path)
+    requests, model_dir = slice_requests(runner, seed42), runner.plan.model(TINY_SLUG).local_path
+    expected = reference_responses(model_dir, requests)
+    assert {r.row_key: r.response for r in rows} == expected and len(set(expected.values())) > 1
+    assert {r.row_key: r.prompt_tokens for r in rows} == reference_prompt_lengths(model_dir, requests)
     # the verdict judges the reproduced score (never the canonical mean: CANONICAL is no multiple of 1/ROWS)
     verdict = outcome.verdict
     assert verdict.reproduced == pytest.approx(outcome.score) != CANONICAL and verdict.canonical == CANONICAL

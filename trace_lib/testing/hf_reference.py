@@ -11,33 +11,47 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 
-def reference_responses(model_dir: Path, requests: Sequence[Any]) -> dict[str, str]:
-    """``{request_id: decoded new tokens}`` of ``Qwen2_5_VLForConditionalGeneration.generate`` on each
-    :class:`~trace_lib.generation.request.ChatRequest`, seeded with ``torch.manual_seed(request seed)``."""
+def processed_inputs(processor: Any, request: Any) -> Any:
+    """The processor's tensors for ``request``: chat template text plus its images at the request's pixel bounds."""
     import base64
     import io
     from urllib.parse import unquote, urlparse
 
-    import torch
     from PIL import Image
+
+    messages = request.messages_json()
+    images = []
+    for message in messages:
+        for part in message["content"] if isinstance(message["content"], list) else []:
+            if part.get("type") == "image_url":
+                url = part["image_url"]["url"]
+                source = (io.BytesIO(base64.b64decode(url.split(",", 1)[1])) if url.startswith("data:")
+                          else unquote(urlparse(url).path))
+                images.append(Image.open(source).convert("RGB"))
+    text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    extra = dict(request.mm_processor_kwargs) if images else {}
+    return processor(text=[text], images=images or None, return_tensors="pt", **extra)
+
+
+def reference_prompt_lengths(model_dir: Path, requests: Sequence[Any]) -> dict[str, int]:
+    """``{request_id: prompt token count}`` (image placeholders expanded) as the checkpoint's processor makes it."""
+    from transformers import AutoProcessor
+
+    processor = AutoProcessor.from_pretrained(str(model_dir))
+    return {r.request_id: int(processed_inputs(processor, r)["input_ids"].shape[1]) for r in requests}
+
+
+def reference_responses(model_dir: Path, requests: Sequence[Any]) -> dict[str, str]:
+    """``{request_id: decoded new tokens}`` of ``Qwen2_5_VLForConditionalGeneration.generate`` on each
+    :class:`~trace_lib.generation.request.ChatRequest`, seeded with ``torch.manual_seed(request seed)``."""
+    import torch
     from transformers import AutoProcessor, Qwen2_5_VLForConditionalGeneration
 
     processor = AutoProcessor.from_pretrained(str(model_dir))
     model = Qwen2_5_VLForConditionalGeneration.from_pretrained(str(model_dir), dtype=torch.float32).eval()
     out: dict[str, str] = {}
     for request in requests:
-        messages = request.messages_json()
-        images = []
-        for message in messages:
-            for part in message["content"] if isinstance(message["content"], list) else []:
-                if part.get("type") == "image_url":
-                    url = part["image_url"]["url"]
-                    source = (io.BytesIO(base64.b64decode(url.split(",", 1)[1])) if url.startswith("data:")
-                              else unquote(urlparse(url).path))
-                    images.append(Image.open(source).convert("RGB"))
-        text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        extra = dict(request.mm_processor_kwargs) if images else {}
-        inputs = processor(text=[text], images=images or None, return_tensors="pt", **extra)
+        inputs = processed_inputs(processor, request)
         s = dict(request.sampling)
         sample = float(s["temperature"]) > 0
         top_k = s.get("top_k", -1)
