@@ -1,4 +1,5 @@
-"""Reproduction items run under ``--slice-timeout`` (default: none), every other lane keeps pytest.ini's 300 s."""
+"""Reproduction items run under ``--slice-timeout`` (default: none), every other lane keeps pytest.ini's 300 s; no
+release is a usage error in both reproduction lanes."""
 
 from __future__ import annotations
 
@@ -53,3 +54,13 @@ def test_reproduction_items_have_no_per_test_limit_by_default_and_offline_keeps_
 def test_slice_timeout_sets_the_reproduction_limit_only(release, tmp_path):
     reproduction, offline = _split(_limits(release, tmp_path, env_extra={"TRACE_SLICE_TIMEOUT": "7200"}))
     assert set(reproduction.values()) == {7200.0} and set(offline.values()) == {300.0}
+
+
+def test_both_reproduction_lanes_are_usage_errors_without_a_release(tmp_path):
+    """No release: the collection error names how to point at one (exit 2), never an empty (skipped) lane."""
+    env = {**os.environ, "TRACE_ROOT": str(tmp_path)}
+    for path in ("tests_reproduction/test_validation.py", "tests_reproduction/test_slices.py"):
+        done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", path], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2, (path, done.stdout[-1000:], done.stderr[-1000:])
+        assert "UsageError" in done.stdout and "set TRACE_ROOT" in done.stdout and "skipped" not in done.stdout
