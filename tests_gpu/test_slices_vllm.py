@@ -1,5 +1,7 @@
 """Whole slices through offline vLLM: tiny random Qwen2.5-VL -> real mmstar protocol -> loopback judge ->
-verdict against a canonical value this test constructs (marker gpu).
+verdict against a canonical value this test constructs (marker gpu). What vLLM stored is checked against the
+request: prompt token counts equal the HF processor's (images expanded), completion counts and finish reasons agree
+with ``max_tokens``, and each response is a decoding of its own completion tokens.
 
 Run on a CUDA host with vllm installed:
 ``TRACE_ROOT=<release> python -m pytest tests_gpu/test_slices_vllm.py -m gpu -v``.
@@ -11,11 +13,13 @@ from __future__ import annotations
 import pytest
 
 from trace_lib.testing.openai_server import OpenAIStubServer
-from trace_lib.testing.synthetic_campaign import TINY_SLUG, tiny_rule, tiny_slice_runner
+from trace_lib.testing.synthetic_campaign import TINY_SLUG, slice_requests, tiny_rule, tiny_slice_runner
 
 pytestmark = pytest.mark.gpu
 
 ROWS = 32
+MAX_TOKENS = 64
+CANONICAL = 51.5625  # 16.5 of 32 rows: a score the slice can never reproduce exactly
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +35,7 @@ def runner(vllm_gpu, release, tmp_path_factory, judge):
     work = tmp_path_factory.mktemp("slices")
     model_dir = build_tiny_qwen25vl(work / "models" / TINY_SLUG, seed=0)
     runner = tiny_slice_runner(release, work, model_dir, backend="vllm", judge_url=judge.url,
-                               rule=tiny_rule(50.0, rows=ROWS), rows=ROWS, max_tokens=64,
+                               rule=tiny_rule(CANONICAL, rows=ROWS), rows=ROWS, max_tokens=MAX_TOKENS,
                                backend_overrides={"max_model_len": 8192, "gpu_memory_utilization": 0.25})
     yield runner
     runner.engines.close()
@@ -44,6 +48,29 @@ def test_a_whole_slice_through_vllm_is_generated_scored_and_judged(runner):
     assert outcome.generation.generated == ROWS and outcome.scored.score.rows == ROWS
     assert outcome.verdict is not None and outcome.verdict.rows == ROWS
     assert outcome.score == pytest.approx(100.0 * sum(r.score for r in outcome.scored.score.records) / ROWS)
+    verdict = outcome.verdict  # judged on the reproduced score, never on the canonical mean it is compared with
+    assert verdict.reproduced == pytest.approx(outcome.score) != CANONICAL and verdict.canonical == CANONICAL
+
+
+def test_stored_token_counts_agree_with_the_tokenizer_and_the_request(runner):
+    from transformers import AutoTokenizer
+
+    from trace_lib.generation.store import load_responses
+    from trace_lib.testing.hf_reference import reference_prompt_lengths
+
+    seed42 = runner.plan.slices[0]
+    outcome = runner.run(seed42)
+    rows = load_responses(outcome.generation.path)
+    model_dir = runner.plan.model(TINY_SLUG).local_path
+    assert {r.row_key: r.prompt_tokens for r in rows} == reference_prompt_lengths(model_dir,
+                                                                                  slice_requests(runner, seed42))
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    for r in rows:
+        assert 1 <= r.completion_tokens <= MAX_TOKENS, r
+        assert (r.finish_reason == "length") == (r.completion_tokens == MAX_TOKENS), r
+        # the text decodes from at most completion_tokens tokens (re-encoding is not exact for byte fragments)
+        assert len(tokenizer(r.response, add_special_tokens=False)["input_ids"]) <= 3 * r.completion_tokens, r
+    assert len({r.response for r in rows}) > 1  # not one canned answer
 
 
 def test_one_engine_serves_both_seeds_and_reruns_reuse_rows(runner):

@@ -131,6 +131,18 @@ def test_an_out_of_tolerance_slice_explains_itself(setup, release):
     assert outcome.verdict.explain().startswith(f"{MODEL}-seed42-erqa: reproduced 60.000 vs canonical ")
 
 
+@pytest.mark.parametrize("percent", [12, 88])
+def test_the_verdict_judges_the_reproduced_score_against_the_canonical_mean(setup, release, percent):
+    plan, sources, rows = setup
+    outcome = _runner(plan, release, sources, _backend(rows, "erqa", percent)).run(plan.slices[0])
+    canonical = load_tolerance_rule(release).benchmarks[MODEL, "erqa"].mean
+    verdict = outcome.verdict
+    assert outcome.score == float(percent) != canonical
+    assert (verdict.reproduced, verdict.canonical) == (outcome.score, canonical)
+    assert verdict.delta == pytest.approx(outcome.score - canonical)
+    assert float(dict(outcome.properties())["delta"]) == pytest.approx(outcome.score - canonical, abs=1e-3)
+
+
 def test_blockers_are_exact_sentences(setup, release, toy, tmp_path):
     plan, sources, rows = setup
     runner = _runner(plan, release, sources, _backend(rows, "erqa", 37))

@@ -39,6 +39,19 @@ def test_responses_are_aligned_by_row_key_not_file_order(stored):
     assert texts == [r.response for r in responses]
 
 
+def test_any_permutation_of_the_stored_responses_gives_each_row_its_own(tmp_path):
+    import random
+
+    rows = toy_rows(30, seed=3)
+    own = [f"row {r['index']} says {r['answer']}" for r in rows]  # one distinct text per row
+    path = write_response_file(tmp_path / "r.jsonl", model="m", seed=42, benchmark="mmstar", rows=rows, texts=own)
+    responses = load_responses(path)
+    for trial in range(3):
+        shuffled = random.Random(trial).sample(responses, len(responses))
+        assert shuffled != responses
+        assert responses_for_rows(rows, shuffled) == own
+
+
 def test_a_changed_row_does_not_get_its_old_response(stored):
     rows, responses = stored
     changed = [dict(r) for r in rows]

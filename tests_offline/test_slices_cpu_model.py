@@ -1,5 +1,6 @@
 """Whole slices through the hf backend on CPU: tiny random Qwen2.5-VL -> real mmstar protocol -> loopback
 judge -> verdict against a canonical value this test constructs (marker cpu_model; needs the 'hf' extra).
+The stored responses are checked against an independent ``model.generate`` of the same requests and seed.
 
 Run: ``python -m pytest tests_offline/test_slices_cpu_model.py -m cpu_model`` (the README's Quick start runs
 ``-k test_a_whole_slice_generates_scores_and_is_judged``).
@@ -10,11 +11,12 @@ from __future__ import annotations
 import pytest
 
 from trace_lib.testing.openai_server import OpenAIStubServer
-from trace_lib.testing.synthetic_campaign import TINY_SLUG, tiny_rule, tiny_slice_runner
+from trace_lib.testing.synthetic_campaign import TINY_SLUG, slice_requests, tiny_rule, tiny_slice_runner
 
 pytestmark = pytest.mark.cpu_model
 
 ROWS = 8
+CANONICAL = 56.25  # 4.5 of 8 rows: a score the slice can never reproduce exactly
 
 
 @pytest.fixture(scope="module")
@@ -32,20 +34,34 @@ def runner(release, tmp_path_factory, judge):
     work = tmp_path_factory.mktemp("slices")
     model_dir = build_tiny_qwen25vl(work / "models" / TINY_SLUG, seed=0)
     runner = tiny_slice_runner(release, work, model_dir, backend="hf", judge_url=judge.url,
-                               rule=tiny_rule(50.0, rows=ROWS))
+                               rule=tiny_rule(CANONICAL, rows=ROWS))
     yield runner
     runner.engines.close()
 
 
 def test_a_whole_slice_generates_scores_and_is_judged(runner):
+    from trace_lib.generation.store import load_responses
+    from trace_lib.testing.hf_reference import reference_prompt_lengths, reference_responses
+
     seed42 = runner.plan.slices[0]
     assert runner.blocker(seed42, runner.protocol(seed42)) is None
     outcome = runner.run(seed42)
     records = outcome.scored.score.records
     assert outcome.generation.generated == ROWS and outcome.scored.score.rows == ROWS
     assert outcome.score == pytest.approx(100.0 * sum(r.score for r in records) / ROWS)
-    assert outcome.verdict.ok, outcome.verdict.explain()  # 8 rows: the binomial band covers every possible score
-    assert dict(outcome.properties())["canonical_mean"] == "50.0"
+    # what the engine stored is the model's own output for each request (not canned, not another row's)
+    rows = load_responses(outcome.generation.path)
+    requests, model_dir = slice_requests(runner, seed42), runner.plan.model(TINY_SLUG).local_path
+    expected = reference_responses(model_dir, requests)
+    assert {r.row_key: r.response for r in rows} == expected and len(set(expected.values())) > 1
+    assert {r.row_key: r.prompt_tokens for r in rows} == reference_prompt_lengths(model_dir, requests)
+    # the verdict judges the reproduced score (never the canonical mean: CANONICAL is no multiple of 1/ROWS)
+    verdict = outcome.verdict
+    assert verdict.reproduced == pytest.approx(outcome.score) != CANONICAL and verdict.canonical == CANONICAL
+    assert verdict.delta == pytest.approx(outcome.score - CANONICAL)
+    assert dict(outcome.properties())["canonical_mean"] == str(CANONICAL)
+    exact = tiny_rule(outcome.score, rows=ROWS).check_slice(TINY_SLUG, "mmstar", outcome.score, seed=42, rows=ROWS)
+    assert exact.ok and exact.delta == 0, exact.explain()
 
 
 def test_a_rerun_reuses_every_row_and_the_engine_is_loaded_once(runner):

@@ -48,6 +48,8 @@ def test_tiny_model_slice_on_cpu(short_release, tiny_model, tmp_path: Path) -> N
     from trace_lib.validation.suite import load_validation_suite
     from trace_lib.validation.tiny import build_tiny_parquet
     from trace_lib.validation.verify import verify_full
+    from trace_lib.generation.backends.hf import HFBackend
+    from trace_lib.testing.hf_reference import RecordingBackend, reference_responses
 
     layout = ValidationLayout(tmp_path / "work")
     parquet, ident = build_tiny_parquet(short_release, tmp_path / "tiny.parquet", tasks=2)
@@ -60,11 +62,17 @@ def test_tiny_model_slice_on_cpu(short_release, tiny_model, tmp_path: Path) -> N
     (judge_dir / "tokenizer_config.json").write_text(json.dumps({"chat_template": template}))
     (slice_,) = plan_validation(short_release, [SLUG])
     served = load_validation_suite(short_release).judge.served_model_name
+    engine = RecordingBackend(HFBackend(model_path=str(tiny_model), served_name=SLUG))
     with OpenAIStubServer(_abstain, model=served) as judge:
         settings = SliceSettings(backend="hf", media_transport="file-url", judge_urls=(judge.url,),
                                  judge_template=ChatTemplate.from_tokenizer_dir(judge_dir), expected=ident)
-        outcome = run_validation_slice(short_release, slice_, layout, tiny_model, settings)
+        outcome = run_validation_slice(short_release, slice_, layout, tiny_model, settings, backend=engine)
     assert outcome.generation.complete and outcome.score.rows == 4
+    # each stored response is the model's own output for the request sent for that row (system prompt, images,
+    # suite sampling and seed), by an independent model.generate
+    stored = {str(r["row_index"]): r["raw_response"] for r in read_jsonl(layout.responses(SLUG))}
+    assert len(engine.requests) == 4 and stored == reference_responses(tiny_model, engine.requests)
+    assert any(r.image_paths() for r in engine.requests)
     assert outcome.score.judge_requested == outcome.score.unresolved  # the stub judge abstains on every row
     report = verify_full(short_release, layout, parquet=parquet, expected=ident, models=[SLUG])
     assert report["generation_rows"] == 4 and report["scored_rows"] == 4

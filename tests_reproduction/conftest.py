@@ -5,7 +5,10 @@ Parameters come from ``trace_lib.campaign.plan`` (the same flags as ``trace-repr
 ``MODEL-seedSEED-BENCHMARK`` so ``-k`` selects a slice, a model, a seed or a benchmark. Under pytest-xdist use
 ``--dist loadgroup``: every item of a model carries ``xdist_group(<model>)``, so one worker runs a model's slices
 one after another with one engine, on the GPU group of its index (``gwN`` -> the N-th ``--gpu-groups`` group).
-Slices run through :class:`trace_lib.campaign.run_slice.SliceRunner`; a missing model, dataset, GPU or judge URL
+Every item here runs under ``--slice-timeout`` (default: no per-test limit) instead of pytest.ini's 300 s, and
+logs its generation progress (``trace_lib.progress``; live with ``--log-cli-level INFO``; under xdist watch
+``trace-repro status --campaign-root C --watch 30``). Slices run through
+:class:`trace_lib.campaign.run_slice.SliceRunner`; a missing model, dataset, GPU or judge URL
 skips with the exact reason; an unimplemented protocol or any other error fails.
 """
 
@@ -76,6 +79,7 @@ def slice_runner(pytestconfig: pytest.Config, release, tmp_path_factory):  # noq
     from pathlib import Path
 
     from trace_lib.campaign.run_slice import SliceRunner
+    from trace_lib.generation.run import logged_progress
 
     plan = reproduction_plan(pytestconfig)
     _pin_worker_gpu_group(pytestconfig, plan)
@@ -89,6 +93,7 @@ def slice_runner(pytestconfig: pytest.Config, release, tmp_path_factory):  # noq
             device=options.resolve(option, options.DEVICE),
             judge_url=options.resolve(option, options.JUDGE_URL),
             model_verify=options.resolve(option, options.MODEL_VERIFY),
+            progress=logged_progress,
         )
     except TraceReproError as exc:
         pytest.fail(exc.render(), pytrace=False)

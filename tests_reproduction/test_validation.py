@@ -36,8 +36,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "slice_" in metafunc.fixturenames:
         try:
             slices = plan_validation(locate_release(options.resolve(metafunc.config.option, options.TRACE_ROOT)))
-        except TraceReproError:
-            slices = []  # nothing to collect; the session's `release` fixture says how to point at a release
+        except TraceReproError as exc:  # like test_slices.py: no release is a usage error, never an empty lane
+            raise pytest.UsageError(exc.render()) from None
         metafunc.parametrize("slice_", slices, ids=[s.id for s in slices])
 
 
@@ -108,6 +108,7 @@ def slice_settings(pytestconfig: pytest.Config, trace_phase: str):
 
 
 def test_validation(slice_, release, pytestconfig, receipt, request):
+    from trace_lib.generation.run import logged_counts
     from trace_lib.validation.pipeline import run_validation_slice
 
     model_root = Path(_option(pytestconfig, "model_root", MODEL_ROOT_ENV) or DEFAULT_WORK_DIR / "models")
@@ -125,10 +126,12 @@ def test_validation(slice_, release, pytestconfig, receipt, request):
         if phase == "generate":
             from trace_lib.validation.pipeline import run_validation_generation
 
-            generated = run_validation_generation(release, slice_, validation_layout, model_path, slice_settings)
+            generated = run_validation_generation(release, slice_, validation_layout, model_path, slice_settings,
+                                                  progress=logged_counts(slice_.id))
             receipt("generated_rows", generated.generated_rows)
             pytest.skip(f"phase generate: {slice_.id} generated and verified; judged and scored in --phase score")
-        outcome = run_validation_slice(release, slice_, validation_layout, model_path, slice_settings)
+        outcome = run_validation_slice(release, slice_, validation_layout, model_path, slice_settings,
+                                       progress=logged_counts(slice_.id))
     except TraceReproError as exc:
         pytest.fail(exc.render(), pytrace=False)
     for name, value in outcome.properties():

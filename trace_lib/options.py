@@ -52,6 +52,14 @@ def positive_number(text: str) -> float:
     return value
 
 
+def non_negative_number(text: str) -> float:
+    """A finite number >= 0 (0 means "no limit" where an option says so)."""
+    value = float(text)
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(text)
+    return value
+
+
 def positive_int(text: str) -> int:
     """An integer >= 1 (GPU counts, worker counts)."""
     value = int(text)
@@ -123,8 +131,16 @@ MODEL_VERIFY = Option(
     "files), shallow (marker only) or none", env="TRACE_MODEL_VERIFY", default="deep",
 )
 
+#: A reproduction item (slice, overall, validation) loads an engine and generates thousands of rows: far beyond
+#: pytest.ini's 300 s per-test ``timeout``, which stays for every other lane.
+SLICE_TIMEOUT = Option(
+    "--slice-timeout", "per-test time limit in seconds for tests_reproduction items (slices, overall, validation); "
+    "0 = none, the default (pytest.ini's 300 s applies to the other lanes only)", env="TRACE_SLICE_TIMEOUT",
+    default=0.0, type=non_negative_number,
+)
+
 #: Options of the slice-running surfaces, beside COMMON and the plan flags.
-REPRODUCTION: tuple[Option, ...] = (BACKEND, BASE_URL, DEVICE, MODEL_VERIFY, PRINT_CONFIG, ARCHIVE_ROOT)
+REPRODUCTION: tuple[Option, ...] = (BACKEND, BASE_URL, DEVICE, MODEL_VERIFY, PRINT_CONFIG, ARCHIVE_ROOT, SLICE_TIMEOUT)
 
 
 def add_to_argparse(parser: argparse.ArgumentParser, *options: Option) -> None:

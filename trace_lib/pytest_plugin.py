@@ -53,6 +53,30 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     return int(pytest.ExitCode.OK)
 
 
+def reproduction_time_limit(config: pytest.Config) -> float:
+    """Seconds a ``reproduction`` item may run (``--slice-timeout`` / ``$TRACE_SLICE_TIMEOUT``; 0 = no limit)."""
+    try:
+        return float(options.resolve(config.option, options.SLICE_TIMEOUT))
+    except TraceReproError as exc:
+        raise pytest.UsageError(exc.render()) from None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give every ``reproduction`` item the slice time limit instead of pytest.ini's per-test ``timeout``.
+
+    A ``timeout`` marker the test sets itself wins; other lanes keep the ini's limit.
+    """
+    if not config.pluginmanager.hasplugin("timeout"):
+        return
+    limit = None
+    for item in items:
+        if item.get_closest_marker("reproduction") is None or item.get_closest_marker("timeout") is not None:
+            continue
+        if limit is None:
+            limit = reproduction_time_limit(config)
+        item.add_marker(pytest.mark.timeout(limit))
+
+
 def _located(config: pytest.Config) -> ReleaseRoot | TraceReproError:
     cached = config.stash.get(_RELEASE_KEY, None)
     if cached is None:

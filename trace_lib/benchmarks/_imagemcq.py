@@ -128,8 +128,10 @@ def slice_score(
     *,
     extra_detail: Sequence[Mapping[str, Any]] | None = None,
     accuracy: MetricTable | None = None,
+    aggregate: Callable[[Sequence[int]], float] | None = None,
 ) -> SliceScore:
-    """The SliceScore of an ImageMCQ evaluation: primary metric in percent, sub-metrics, counts, row records."""
+    """The SliceScore of an ImageMCQ evaluation: primary metric in percent, sub-metrics, counts, row records.
+    ``aggregate(hits)`` (the benchmark module's own) gives the reported number when passed."""
     if accuracy is None:
         accuracy = accuracy_table(result.hits, table)
     primary = primary_score(reporter, accuracy)
@@ -149,5 +151,6 @@ def slice_score(
         "judge_rows": sum(1 for o in result.options if o.judge_calls),
         "fallbacks": sum(1 for o in result.options if o.fallback),
     }
-    return SliceScore(benchmark=benchmark, score=primary.score, rows=len(result.hits), records=tuple(records),
+    reported = aggregate(result.hits) if aggregate is not None else primary.score
+    return SliceScore(benchmark=benchmark, score=reported, rows=len(result.hits), records=tuple(records),
                       metrics=metrics, counts=counts)

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import ast
 import builtins
+import importlib.util
+import sys
 import operator
-import signal
-import threading
 import warnings
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from trace_lib.errors import InputError
+from trace_lib.scoring.deadline import DeadlineWorker
 
 #: ``is_equal``'s tolerance and time limit (``timeout_decorator.timeout(30)``).
 TOLERANCE = 1e-6
@@ -179,29 +179,6 @@ def _close(a: Any, b: Any) -> bool:
     return bool(abs(a - b) < TOLERANCE)
 
 
-@contextmanager
-def _time_limit(seconds: int) -> Iterator[None]:
-    """Raise TimeoutError after ``seconds`` (main thread on POSIX, and only while no other interval timer is
-    armed, e.g. pytest-timeout's; elsewhere no limit)."""
-    usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
-    if usable and signal.getitimer(signal.ITIMER_REAL)[0] > 0:
-        usable = False  # someone else's alarm is running: do not cancel it
-    if not usable:
-        yield
-        return
-
-    def _expire(signum: int, frame: Any) -> None:
-        raise TimeoutError("is_equal timed out")
-
-    previous = signal.signal(signal.SIGALRM, _expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 _latex_cache: dict[str, Any] = {}
 
 
@@ -232,22 +209,42 @@ def latex_to_sympy(text: str) -> Any:
     return value
 
 
+def _require_latex2sympy() -> None:
+    """Fail here, in the caller's process, when the worker's ``latex2sympy2_extended`` import would fail."""
+    name = "latex2sympy2_extended"
+    if name in sys.modules and sys.modules[name] is not None:
+        return
+    if name in sys.modules or importlib.util.find_spec(name) is None:
+        raise InputError(
+            "MathVision's answer comparison needs latex2sympy2_extended==1.11.0",
+            hint="pip install 'latex2sympy2_extended==1.11.0' (trace-repro's 'math' extra)",
+        )
+
+
 def is_equal(answer: Any, gold: Any) -> bool:
-    """MathVision's ``is_equal(answer, gold)``: string, then ``eval``, then ``latex2sympy`` equality."""
+    """MathVision's ``is_equal(answer, gold)``: string, then ``eval``, then ``latex2sympy`` equality.
+
+    Past :data:`TIME_LIMIT_S` the comparison is cut and counts as "not equal", as upstream's ``post_check``
+    scores the ``TimeoutError`` of its ``timeout_decorator``. The comparison runs in :data:`_WORKER`'s child
+    process, so the limit holds under pytest, in threads and in the CLI alike.
+
+    Raises:
+        InputError: ``latex2sympy2_extended`` is not installed.
+        DeadlineWorkerError: the comparison process died (never scored silently).
+    """
     asw = str(answer).lower().strip()
     gt = str(gold).lower().strip()
     if gt == asw:
         return True
+    _require_latex2sympy()
     try:
-        with _time_limit(TIME_LIMIT_S):
-            return _is_equal_slow(asw, gt)
-    except InputError:
-        raise
-    except Exception:  # noqa: BLE001 - timeout or anything else: not equal
+        return bool(_WORKER.call(asw, gt))
+    except TimeoutError:
         return False
 
 
 def _is_equal_slow(asw: str, gt: str) -> bool:
+    """The comparison after the string test (runs in the worker's child; only InputError escapes)."""
     # quirk: eval() runs with is_equal's locals, so the text "a" is the gold value just evaluated, "b" (in the
     # latex step) the parsed answer, and "asw"/"gt_asw" the two strings
     local: dict[str, Any] = {"asw": asw, "gt_asw": gt}
@@ -273,3 +270,7 @@ def _is_equal_slow(asw: str, gt: str) -> bool:
     except Exception:  # noqa: BLE001
         pass
     return False
+
+
+#: The long-lived comparison process (started on the first comparison that is not a string match).
+_WORKER = DeadlineWorker("trace_lib.benchmarks._math_equal:_is_equal_slow", TIME_LIMIT_S)

@@ -163,7 +163,7 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
     metrics["Overall"] = overall
     return SliceScore(
         benchmark=KEY,
-        score=overall * 100.0,
+        score=aggregate(scores),
         rows=len(data),
         records=tuple(out),
         metrics=metrics,

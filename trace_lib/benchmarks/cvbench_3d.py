@@ -69,7 +69,10 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
     table = _imagemcq.evaluation_table(rows, responses)
     result = _imagemcq.mcq_vanilla_eval(table, [row.get("answer") for row in rows], ctx, benchmark=KEY,
                                         dataset=ALIAS, use_judge=True)
-    return _imagemcq.slice_score(KEY, "image_mcq", table, result, accuracy=accuracy(result.hits, table))
+    splits = set(roundtrip_column(table["split"])) if "split" in table else set()
+    single = next(iter(splits)) if len(splits) == 1 and splits != {"2D"} else None
+    return _imagemcq.slice_score(KEY, "image_mcq", table, result, accuracy=accuracy(result.hits, table),
+                                 aggregate=None if single is None else lambda hits: aggregate(hits, split=single))
 
 
 def aggregate(hits: Sequence[int], split: str = "3D") -> float:

@@ -63,8 +63,9 @@ DEVIATIONS: dict[str, list[str]] = {
     "mathvision": [
         "is_equal's eval() of model text runs on the AST (literals, arithmetic, comparisons, containers, subscripts, "
         "pure built-ins, is_equal's locals a/b/asw/gt_asw, opaque module globals); other constructs count as unequal",
-        "upstream's 30 s is_equal timeout (a subprocess per call) is an in-process SIGALRM timer (main thread, no "
-        "other timer armed); huge powers/repetitions are refused up front as upstream would time out",
+        "upstream's 30 s is_equal timeout (a fresh subprocess per call) runs the comparison in one long-lived "
+        "child process, killed and restarted on a timeout (scored 'not equal' as upstream); huge "
+        "powers/repetitions are refused up front as upstream would time out",
         "eval(choices) is ast.literal_eval (the TSV holds list literals)",
         "a row upstream's MATH_V_acc raises on (unparsable choices) is an InputError naming the row",
     ],

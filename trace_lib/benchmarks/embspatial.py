@@ -89,10 +89,9 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
         records.append(RowScore(index=str(table["index"][pos]), extracted=extracted or None, score=hit,
                                 detail={"matched": extracted}))
     result = summary(hits, table.get(GROUP_COLUMN))
-    primary = primary_score("image_mcq", result)
     metrics = {k: float(v) for k, v in flatten_summary_metrics(result).items()}
     counts = {"rows": len(hits), "correct": int(sum(hits)), "unparsed": sum(1 for r in records if r.extracted is None)}
-    return SliceScore(benchmark=KEY, score=primary.score, rows=len(hits), records=tuple(records), metrics=metrics,
+    return SliceScore(benchmark=KEY, score=aggregate(hits), rows=len(hits), records=tuple(records), metrics=metrics,
                       counts=counts)
 
 

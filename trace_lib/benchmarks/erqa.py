@@ -117,12 +117,11 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
         for pos, (g, hit) in enumerate(zip(grades, hits))
     )
     result = summary(hits, table.get(GROUP_COLUMN))
-    primary = primary_score("image_vqa", result)
     metrics = {k: float(v) for k, v in flatten_summary_metrics(result).items()}
     counts = {"rows": len(hits), "correct": sum(hits), "judge_rows": len(hits),
               "grade_b": sum(g.grade == "B" for g in grades), "grade_c": sum(g.grade == "C" for g in grades),
               "unparsable_after_retries": sum(g.exhausted for g in grades)}
-    return SliceScore(benchmark=KEY, score=primary.score, rows=len(hits), records=records, metrics=metrics,
+    return SliceScore(benchmark=KEY, score=aggregate(hits), rows=len(hits), records=records, metrics=metrics,
                       counts=counts)
 
 

@@ -155,7 +155,7 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
             metrics[f"{field}:{name}"] = to_json_double(sum(values) / len(values) * 100)
     return SliceScore(
         benchmark=KEY,
-        score=to_json_double(acc),
+        score=aggregate(int(hit), len(scores)),
         rows=len(data),
         records=tuple(out),
         metrics=metrics,

@@ -279,7 +279,7 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
     ]
     return SliceScore(
         benchmark=KEY,
-        score=to_json_double(overall),
+        score=aggregate(hit, len(decisions)),
         rows=len(data),
         records=tuple(out),
         metrics=metrics,

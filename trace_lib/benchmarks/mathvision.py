@@ -172,7 +172,7 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
     prefetched = sum(1 for log in extracted.log if log == "Prefetch succeed")
     return SliceScore(
         benchmark=KEY,
-        score=direct_percent(acc),
+        score=aggregate(hit, len(judged)),
         rows=len(judged),
         records=tuple(out),
         metrics=metrics,

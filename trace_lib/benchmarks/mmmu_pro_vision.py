@@ -94,7 +94,7 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
     table = _imagemcq.evaluation_table(rows, responses, overrides=overrides, rewrite=rewrite)
     result = _imagemcq.mcq_vanilla_eval(table, [row.get("answer") for row in rows], ctx, benchmark=KEY,
                                         dataset=ALIAS, use_judge=True)
-    return _imagemcq.slice_score(KEY, "mmmu", table, result,
+    return _imagemcq.slice_score(KEY, "mmmu", table, result, aggregate=aggregate,
                                  extra_detail=[{"cot_postproc": p} for p in table["prediction"]])
 
 

@@ -45,7 +45,7 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
     table = _imagemcq.evaluation_table(rows, responses)
     result = _imagemcq.mcq_vanilla_eval(table, [row["answer"] for row in rows], ctx, benchmark=KEY, dataset=ALIAS,
                                         use_judge=True)
-    return _imagemcq.slice_score(KEY, "image_mcq", table, result)
+    return _imagemcq.slice_score(KEY, "image_mcq", table, result, aggregate=aggregate)
 
 
 def aggregate(hits: Sequence[int]) -> float:

@@ -146,10 +146,9 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
                                 if adapted[pos] != UNRESOLVED else None, score=float(hit),
                                 detail={"adapted": adapted[pos], "matched": extracted}))
     result = summary(hits, table.get("category"))
-    primary = primary_score("image_base", as_table(result))
     counts = {"rows": len(hits), "correct": sum(hits), "unresolved": adapted.count(UNRESOLVED)}
     metrics = {k: float(v) for k, v in flatten_summary_metrics(as_table(result)).items()}
-    return SliceScore(benchmark=KEY, score=primary.score, rows=len(hits), records=tuple(records),
+    return SliceScore(benchmark=KEY, score=aggregate(hits), rows=len(hits), records=tuple(records),
                       metrics=metrics, counts=counts)
 
 

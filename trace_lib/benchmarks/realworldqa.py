@@ -122,7 +122,7 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
     table = _imagemcq.evaluation_table(rows, responses, rewrite=rewrite)
     result = _imagemcq.mcq_vanilla_eval(table, [row["answer"] for row in rows], ctx, benchmark=KEY, dataset=ALIAS,
                                         use_judge=False)
-    return _imagemcq.slice_score(KEY, "image_mcq", table, result,
+    return _imagemcq.slice_score(KEY, "image_mcq", table, result, aggregate=aggregate,
                                  extra_detail=[{"adapter": m, "adapted": p} for m, p in zip(methods,
                                                                                              table["prediction"])])
 

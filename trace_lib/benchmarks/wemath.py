@@ -162,7 +162,7 @@ def aggregate(complete_mastery: int, inadequate_generalization: int, rote_memori
     """The reported WeMath score from strict class counts (as ``Score (Strict)`` formats it)."""
     dims = Dimensions(inadequate_generalization, insufficient_knowledge, complete_mastery, rote_memorization,
                       complete_mastery, rote_memorization)
-    return float(dims.score(strict=True)[:-1])
+    return reported(dims)
 
 
 # -- scoring ------------------------------------------------------------------------------------------------------
@@ -216,7 +216,8 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
     ordered = tuple(by_index[str(row["index"])] for row in rows)
     return SliceScore(
         benchmark=KEY,
-        score=reported(dims),
+        score=aggregate(dims.complete_mastery_strict, dims.inadequate_generalization, dims.rote_memorization_strict,
+                        dims.insufficient_knowledge),
         rows=len(data),
         records=ordered,
         metrics={"Score (Strict)": float(dims.score(strict=True)[:-1]),

@@ -163,6 +163,7 @@ class SliceRunner:
     generation_overrides: Mapping[str, Any] = field(default_factory=dict)  # tiny lanes only (e.g. max_tokens)
     cuda_available: Callable[[], bool] = field(default=lambda: _cuda_available())
     engine: Mapping[str, Any] | None = None  # generation engine record for new response files (environment.engine)
+    progress: Any = False  # run_generation's progress: False (quiet), True (bar) or a factory (logged_progress)
     _dataset_hashes: dict[Path, str] = field(default_factory=dict, repr=False)
     _judge_checked: bool = field(default=False, repr=False)
 
@@ -312,7 +313,7 @@ class SliceRunner:
                               dataset_snapshot=entry.snapshot_sha256 if entry else None,
                               engine=refresh_engine(self.engine)) as store:
             run = run_generation(slice_, rows, protocol, self.engines.lazy(model, self.backend_kind), store,
-                                 source.image_dir(self.data_root), generation=generation, progress=False,
+                                 source.image_dir(self.data_root), generation=generation, progress=self.progress,
                                  dataset=entry, data_root=self.data_root)
             return run, store.path
 

@@ -206,6 +206,49 @@ def default_progress(total: int, initial: int, description: str) -> Any:
     return tqdm(total=total, initial=initial, desc=description, unit="row", dynamic_ncols=True)
 
 
+def logged_progress(total: int, initial: int, description: str, *, every_s: float = 30.0) -> Any:
+    """Progress for captured runs (pytest): a ``trace_lib.progress`` INFO record every ``every_s`` seconds with rows,
+    rate and ETA (shown live by ``pytest --log-cli-level INFO``, kept in the failure report otherwise)."""
+    import logging
+
+    log = logging.getLogger("trace_lib.progress")
+    started = time.monotonic()
+
+    class _Logged:
+        def __init__(self) -> None:
+            self.n = initial
+            self.last = started
+            log.info("%s: %d/%d rows already stored, generating the rest", description, initial, total)
+
+        def update(self, n: int) -> None:
+            self.n += n
+            now = time.monotonic()
+            if now - self.last >= every_s or self.n == total:
+                self.last = now
+                rate = (self.n - initial) / max(now - started, 1e-9)
+                eta = (total - self.n) / rate if rate > 0 else float("inf")
+                log.info("%s: %d/%d rows (%.2f rows/s, ETA %.0f s)", description, self.n, total, rate, eta)
+
+        def close(self) -> None:
+            log.info("%s: generation done in %.0f s", description, time.monotonic() - started)
+
+    return _Logged()
+
+
+def logged_counts(description: str, *, every_s: float = 30.0) -> Callable[[int, int], None]:
+    """``progress(done, total)`` for callers that report counts (validation generation): :func:`logged_progress`'s
+    records, throttled to one per ``every_s`` seconds (and the last)."""
+    state: dict[str, Any] = {}
+
+    def report(done: int, total: int) -> None:
+        if "bar" not in state:
+            state["bar"], state["n"] = logged_progress(total, done, description, every_s=every_s), done
+        state["bar"].update(done - state["n"])
+        state["n"] = done
+
+    return report
+
+
 def _no_progress(total: int, initial: int, description: str) -> Any:
     class _Quiet:
         def update(self, n: int) -> None:

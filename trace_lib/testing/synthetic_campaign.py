@@ -186,3 +186,15 @@ def tiny_slice_runner(
                                  judge_url=judge_url, rule=rule, backend_overrides=backend_overrides,
                                  model_verify="none", allow_unprepared=True,
                                  generation_overrides={"max_tokens": max_tokens})
+
+
+def slice_requests(runner: Any, slice_: Any) -> list[Any]:
+    """The :class:`~trace_lib.generation.request.ChatRequest` of every row of ``slice_`` as ``runner`` sends them."""
+    from trace_lib.generation.run import prepare_rows
+
+    protocol = runner.protocol(slice_)
+    generation = {**runner.plan.suite.generation, **runner.generation_overrides}
+    image_dir = runner.sources[slice_.benchmark].image_dir(runner.data_root)
+    prepared = prepare_rows(protocol.load(runner.dataset_path(slice_)), protocol, image_dir,
+                            served_name=slice_.model, generation=generation, seed=slice_.seed)
+    return [p.request for p in prepared]

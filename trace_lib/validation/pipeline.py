@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from trace_lib.aggregation.budget import DEFAULT_ALPHA
 from trace_lib.aggregation.tolerance import Verdict
@@ -106,7 +106,7 @@ class SliceSettings:
 
 def run_validation_generation(
     release: ReleaseRoot, slice_: ValidationSlice, layout: ValidationLayout, model_path: Path,
-    settings: SliceSettings, *, backend: Any = None,
+    settings: SliceSettings, *, backend: Any = None, progress: Callable[[int, int], None] | None = None,
 ) -> GenerationReport:
     """Generate (or resume) one slice's responses and require them complete (``--phase generate``; no judge).
 
@@ -119,7 +119,7 @@ def run_validation_generation(
                               media_transport=settings.media_transport,
                               backend_options=dict(settings.backend_options))
     generation = run_generation(release, layout.manifest, layout.generation_dir(slug), target,
-                                expected=settings.expected, backend=backend)
+                                expected=settings.expected, backend=backend, progress=progress)
     if not generation.complete:
         raise InputError("generation is incomplete", file=str(layout.generation_dir(slug)),
                          found=f"{generation.error_rows} error rows", hint="re-run to regenerate the error rows")
@@ -128,16 +128,18 @@ def run_validation_generation(
 
 def run_validation_slice(
     release: ReleaseRoot, slice_: ValidationSlice, layout: ValidationLayout, model_path: Path,
-    settings: SliceSettings, *, backend: Any = None,
+    settings: SliceSettings, *, backend: Any = None, progress: Callable[[int, int], None] | None = None,
 ) -> SliceOutcome:
-    """Run (or resume) one slice and judge its accuracy against the release.
+    """Run (or resume) one slice and judge its accuracy against the release (``progress(done, total)`` is called
+    as generation chunks land).
 
     Raises:
         InputError: invalid inputs at any stage; an incomplete generation stops before scoring.
         JudgeError: rows need the judge but it is not configured or unreachable.
     """
     slug = slice_.model.slug
-    generation = run_validation_generation(release, slice_, layout, model_path, settings, backend=backend)
+    generation = run_validation_generation(release, slice_, layout, model_path, settings, backend=backend,
+                                           progress=progress)
     first = run_score(release, layout.manifest, layout.generation_dir(slug), layout.scoring_dir(slug),
                       model_slug=slug, expected=settings.expected)
     pending = load_pending(layout.scoring_dir(slug) / "judge_pending.jsonl")
