@@ -106,15 +106,16 @@ def _file_chain(values: list[object], tmp: Path) -> list[object]:
 
 
 @pytest.mark.filterwarnings("ignore")
-@pytest.mark.parametrize("case", [*QUIRKS, *VERSION_DEPENDENT])
-def test_in_memory_round_trip_equals_the_file_route(case: str, tmp_path: Path) -> None:
-    written = (QUIRKS.get(case) or VERSION_DEPENDENT[case])[0]
-    assert _all_same(roundtrip_column(written, resaved=True), _file_chain(written, tmp_path))
+def test_in_memory_round_trip_equals_the_file_route(tmp_path: Path) -> None:
+    cases = ["formula-reads-0", "links", "control-escapes", "20-digit-int-beside-float", "numeric-text-blank"]
+    columns = [QUIRKS[c][0] for c in cases] + [written for written, _ in VERSION_DEPENDENT.values()]
+    assert [i for i, c in enumerate(columns) if not _all_same(roundtrip_column(c, resaved=True),
+                                                                _file_chain(c, tmp_path))] == []
 
 
 def test_table_columns_are_typed_on_their_own_and_cycles_repeat() -> None:
-    table = roundtrip_table({"a": ["5", "x"], "b": ["5", "6"]}, cycles=2)
-    assert table == {"a": ["5", "x"], "b": [5, 6]}
+    table = roundtrip_table({"a": ["5", "x"], "b": ["5", "6"], "c": ["mailto:mailto:x", "y"]}, cycles=2)
+    assert table == {"a": ["5", "x"], "b": [5, 6], "c": ["x", "y"]}  # one trip leaves "mailto:x"
 
 
 def test_trailing_blank_rows_are_kept() -> None:
