@@ -153,11 +153,14 @@ def test_summarize_judges_seed_scores_and_writes_three_reports(tmp_path, campaig
     assert paths[2].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_summarize_cli_exit_code_and_paths(capsys, tmp_path, campaign):
+def test_summarize_cli_exit_code_and_paths(capsys, tmp_path, campaign, release):
     pytest.importorskip("openpyxl", reason="the 'report' extra (openpyxl) writes the spreadsheet")
     code, out, _ = _cli(capsys, "summarize", "--no-plot", "--out", str(tmp_path / "r"), *_select(campaign))
     assert code == 1
-    assert out.splitlines()[0] == ("[trace-repro summarize] 3/4 slices scored; 3/5 verdicts within tolerance (z=3)")
+    assert out.splitlines()[0] == ("[trace-repro summarize] 3/4 slices scored; 3/5 verdicts within tolerance (alpha=0.05 "
+                                   "family-wise over 6 tests (4 slices + 2 benchmark means), Sidak per-test 0.00851)")
+    assert out.splitlines()[1] == f"[trace-repro summarize] release: {release.label}"
+    assert f"\n- release: {release.label}\n" in (tmp_path / "r" / "summary.md").read_text()
     assert (tmp_path / "r" / "summary.xlsx").is_file() and not (tmp_path / "r" / "summary.png").exists()
 
 

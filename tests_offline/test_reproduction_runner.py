@@ -106,7 +106,7 @@ def test_a_slice_generates_scores_and_is_judged(setup, release):
     props = dict(outcome.properties())
     assert {"score", "canonical_mean", "delta", "band", "z", "rows", "responses_sha256", "records_sha256",
             "dataset_sha256", "generation_contract_hash", "protocol_version"} <= set(props)
-    assert props["rows"] == "400" and props["z"] == "3.0"
+    assert props["rows"] == "400" and (props["tolerance_method"], props["tolerance_family_size"]) == ("sidak", "984")
     assert (plan.campaign_root / "scoring" / "seed_42" / MODEL / "erqa" / "scores.json").is_file()
 
 

@@ -1,7 +1,8 @@
 """Whole slices through the hf backend on CPU: tiny random Qwen2.5-VL -> real mmstar protocol -> loopback
 judge -> verdict against a canonical value this test constructs (marker cpu_model; needs the 'hf' extra).
 
-Run: ``TRACE_ROOT=<release> python -m pytest tests_offline/test_slices_cpu_model.py -m cpu_model``.
+Run: ``python -m pytest tests_offline/test_slices_cpu_model.py -m cpu_model`` (the README's Quick start runs
+``-k test_a_whole_slice_generates_scores_and_is_judged``).
 """
 
 from __future__ import annotations

@@ -67,6 +67,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             pytest.param((m.slug, seed), id=f"{m.slug}-seed{seed}-overall", marks=pytest.mark.xdist_group(m.slug))
             for m in plan.models for seed in plan.seeds
         ])
+    _generate_archive_tests(metafunc)
 
 
 @pytest.fixture(scope="session")
@@ -96,9 +97,10 @@ def slice_runner(pytestconfig: pytest.Config, release, tmp_path_factory):  # noq
 
 
 @pytest.fixture
-def run_slice(slice_runner, receipt) -> Callable:
+def run_slice(slice_runner, receipt, pytestconfig: pytest.Config) -> Callable:
     """``run_slice(slice_) -> SliceOutcome`` inside the test: skips with the exact reason when the slice cannot
-    run here, fails (no traceback) on any trace-repro error, records the receipt properties."""
+    run here, fails (no traceback) on any trace-repro error, records the receipt properties. With an archive
+    (``--archive-root``), a slice outside tolerance fails naming its first stage diverging from the paper's run."""
 
     def run(slice_):  # noqa: ANN001, ANN202
         try:
@@ -116,6 +118,14 @@ def run_slice(slice_runner, receipt) -> Callable:
         if outcome.verdict is None:
             pytest.skip(f"no canonical score for model {slice_.model}: scored {outcome.score:.3f} "
                         f"({outcome.scored.scores_path})")
+        archive_root = options.resolve(pytestconfig.option, options.ARCHIVE_ROOT)
+        if not outcome.verdict.ok and archive_root:
+            from trace_lib.diagnose.hint import archive_divergence_hint
+            from trace_lib.diagnose.views import SliceKey
+
+            hint = archive_divergence_hint(slice_runner.campaign_root, archive_root,
+                                           SliceKey(slice_.model, slice_.seed, slice_.benchmark))
+            pytest.fail(f"{outcome.verdict.explain()}\n{hint}", pytrace=False)
         return outcome
 
     return run
@@ -123,8 +133,8 @@ def run_slice(slice_runner, receipt) -> Callable:
 
 @pytest.fixture
 def overall(slice_runner, receipt) -> Callable:
-    """``overall(model, seed) -> Verdict`` from the campaign's verified scores; skips with the reason when
-    some slice of that model and seed is not scored."""
+    """``overall(model, seed) -> OverallOutcome`` (overall, category verdicts and the campaign checks of that
+    model-seed) from the campaign's verified scores; skips with the reason when some slice is not scored."""
     from trace_lib.campaign.run_slice import overall_outcome
 
     def judge(model: str, seed: int):  # noqa: ANN202
@@ -136,6 +146,112 @@ def overall(slice_runner, receipt) -> Callable:
         failed = [v.explain() for v in outcome.categories if not v.ok]
         for line in failed:
             receipt("category_outside_tolerance", line)
-        return outcome.overall
+        return outcome
 
     return judge
+
+
+# -- the archive lane (test_archive.py): the paper's own responses, re-scored on CPU --------------------------------
+
+_ARCHIVE_LANE = pytest.StashKey[object]()
+
+
+def _archive_lane(config: pytest.Config, release):  # noqa: ANN001, ANN202 - trace_lib.archive.lane.ArchiveLane
+    if _ARCHIVE_LANE not in config.stash:
+        from trace_lib.archive.lane import ArchiveLane
+
+        config.stash[_ARCHIVE_LANE] = ArchiveLane.create(
+            release, reproduction_plan(config), archive_root=options.resolve(config.option, options.ARCHIVE_ROOT),
+            judge_url=options.resolve(config.option, options.JUDGE_URL))
+    return config.stash[_ARCHIVE_LANE]
+
+
+def _validation_slices(config: pytest.Config) -> list:
+    from trace_lib.release.locate import locate_release
+    from trace_lib.validation.pipeline import plan_validation
+
+    try:
+        return plan_validation(locate_release(options.resolve(config.option, options.TRACE_ROOT)))
+    except TraceReproError:
+        return []
+
+
+def _generate_archive_tests(metafunc: pytest.Metafunc) -> None:
+    """``archive_slice`` (ids ``MODEL-seedSEED-BENCHMARK-archive``) and ``validation_archive_slice``
+    (``MODEL-validation-archive``) parameters of ``test_archive.py``."""
+    if "archive_slice" in metafunc.fixturenames:
+        plan = reproduction_plan(metafunc.config)
+        metafunc.parametrize("archive_slice", [pytest.param(s, id=f"{s.id}-archive") for s in plan.slices])
+    if "validation_archive_slice" in metafunc.fixturenames:
+        slices = _validation_slices(metafunc.config)
+        metafunc.parametrize("validation_archive_slice", [pytest.param(s, id=f"{s.id}-archive") for s in slices])
+
+
+@pytest.fixture
+def archive_check(pytestconfig: pytest.Config, release, receipt) -> Callable:
+    """``archive_check(slice_) -> ArchiveSliceResult``: skips with the exact reason when the archive slice or the
+    benchmark data is absent, fails (no traceback) on a trace-repro error, records the receipt properties."""
+    lane = _archive_lane(pytestconfig, release)
+
+    def check(slice_):  # noqa: ANN001, ANN202
+        reason = lane.blocker(slice_)
+        if reason:
+            pytest.skip(reason)
+        try:
+            result = lane.run(slice_)
+        except TraceReproError as exc:
+            pytest.fail(exc.render(), pytrace=False)
+        for name, value in result.properties():
+            receipt(name, value)
+        if result.identity is None:
+            receipt("identity", "not checked: prompt images could not be materialised from the data root")
+        return result
+
+    return check
+
+
+@pytest.fixture
+def validation_archive_check(pytestconfig: pytest.Config, release, receipt) -> Callable:
+    """``validation_archive_check(slice_) -> ValidationRescore`` against the prepared validation dataset."""
+    from pathlib import Path
+
+    from trace_lib.archive.lane import NO_ARCHIVE
+    from trace_lib.campaign.plan import DEFAULT_WORK_DIR
+    from trace_lib.validation.layout import ValidationLayout
+
+    lane = _archive_lane(pytestconfig, release)
+    value = os.environ.get("TRACE_VALIDATION_DIR")
+    if not value:
+        campaign = options.resolve(pytestconfig.option, options.CAMPAIGN_ROOT)
+        value = str(Path(campaign) / "validation") if campaign else str(DEFAULT_WORK_DIR / "validation")
+    layout = ValidationLayout(Path(value).expanduser().resolve())
+
+    def check(slice_):  # noqa: ANN001, ANN202
+        from trace_lib.archive.validation import VALIDATION_SEED, rescore_validation, validation_benchmark_id
+        from trace_lib.archive.schema import SliceKey
+        from trace_lib.errors import UsageError
+        from trace_lib.validation.manifest import load_manifest
+
+        if lane.archive is None:
+            pytest.skip(lane.archive_problem or NO_ARCHIVE)
+        benchmark_id = validation_benchmark_id(release)
+        key = SliceKey(slice_.model.slug, VALIDATION_SEED, benchmark_id)
+        try:
+            lane.archive.run_of(key)
+        except UsageError:
+            pytest.skip(f"validation slice not in the fetched archive: {slice_.id} (trace-repro fetch-runs --dest "
+                        f"{lane.archive.root} --validation)")
+        if not layout.manifest.is_file():
+            pytest.skip(f"validation dataset missing: {layout.manifest} (run 'trace-repro validation prepare "
+                        "--download'); the archive holds no ground truth")
+        try:
+            manifest = load_manifest(layout.manifest, verify_media=False)
+            outcome = rescore_validation(lane.archive, slice_.model.slug, manifest.rows,
+                                         canonical=slice_.canonical.score, benchmark_id=benchmark_id)
+        except TraceReproError as exc:
+            pytest.fail(exc.render(), pytrace=False)
+        for name, value in outcome.properties():
+            receipt(name, value)
+        return outcome
+
+    return check

@@ -101,6 +101,7 @@ def slice_settings(pytestconfig: pytest.Config):
             judge_urls=tuple(u.strip() for u in str(judge_url).split(",") if u.strip()),
             judge_template=ChatTemplate.from_tokenizer_dir(tokenizer),
             z=options.resolve(pytestconfig.option, options.TOLERANCE_Z),
+            alpha=options.resolve(pytestconfig.option, options.ALPHA),
         )
     except TraceReproError as exc:
         pytest.fail(exc.render(), pytrace=False)

@@ -68,20 +68,40 @@ UNPINNED = Option(
     is_switch=True,
     default=False,
 )
+def open_unit_number(text: str) -> float:
+    """A number strictly between 0 and 1 (a probability budget)."""
+    value = float(text)
+    if not (math.isfinite(value) and 0.0 < value < 1.0):
+        raise ValueError(text)
+    return value
+
+
+ALPHA = Option(
+    "--alpha",
+    "family-wise false-alarm budget of the tolerance verdicts over the planned campaign (default 0.05: a faithful "
+    "re-run reports anything FAILED with probability <= 0.05; see trace_lib.aggregation.budget)",
+    env="TRACE_TOLERANCE_ALPHA",
+    default=0.05,
+    type=open_unit_number,
+)
 TOLERANCE_Z = Option(
     "--tolerance-z",
-    "z of the reproduction tolerance band (see trace_lib.aggregation.tolerance)",
+    "explicit critical value of every tolerance band, overriding --alpha (the budget is then reported as implied)",
     env="TRACE_TOLERANCE_Z",
-    default=3.0,
+    default=None,
     type=positive_number,
 )
 CAMPAIGN_ROOT = Option(
     "--campaign-root", "directory of a reproduction campaign (responses, scores, receipts)", env="TRACE_CAMPAIGN_ROOT"
 )
 JUDGE_URL = Option("--judge-url", "OpenAI-compatible base URL of the Qwen3-32B judge", env="TRACE_JUDGE_URL")
+ARCHIVE_ROOT = Option(
+    "--archive-root", "a fetched copy of the paper's evaluation archive ('trace-repro fetch-runs --dest DIR')",
+    env="TRACE_ARCHIVE_ROOT",
+)
 
 #: Options every surface shares; subcommand-specific flags live with their subcommand.
-COMMON: tuple[Option, ...] = (TRACE_ROOT, UNPINNED, TOLERANCE_Z, CAMPAIGN_ROOT, JUDGE_URL)
+COMMON: tuple[Option, ...] = (TRACE_ROOT, UNPINNED, ALPHA, TOLERANCE_Z, CAMPAIGN_ROOT, JUDGE_URL)
 
 # -- running slices (``pytest tests_reproduction`` and the tiny-model lanes); plan flags live in campaign.plan --
 BACKEND = Option(
@@ -104,7 +124,7 @@ MODEL_VERIFY = Option(
 )
 
 #: Options of the slice-running surfaces, beside COMMON and the plan flags.
-REPRODUCTION: tuple[Option, ...] = (BACKEND, BASE_URL, DEVICE, MODEL_VERIFY, PRINT_CONFIG)
+REPRODUCTION: tuple[Option, ...] = (BACKEND, BASE_URL, DEVICE, MODEL_VERIFY, PRINT_CONFIG, ARCHIVE_ROOT)
 
 
 def add_to_argparse(parser: argparse.ArgumentParser, *options: Option) -> None:

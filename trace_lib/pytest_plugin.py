@@ -39,12 +39,10 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         return None
     from trace_lib.campaign.plan import plan_from_options
 
-    from trace_lib.aggregation.tolerance import load_tolerance_rule
-
     try:
         release = locate_release(options.resolve(config.option, options.TRACE_ROOT))
         plan = plan_from_options(release, config.option)
-        text = plan.render(load_tolerance_rule(release, z=plan.tolerance_z))
+        text = plan.render(plan.tolerance_rule(release))
     except TraceReproError as exc:
         print(f"ERROR: {exc.render()}")
         return int(pytest.ExitCode.USAGE_ERROR)
@@ -52,14 +50,27 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     return int(pytest.ExitCode.OK)
 
 
-def _session_release(config: pytest.Config) -> ReleaseRoot:
+def _located(config: pytest.Config) -> ReleaseRoot | TraceReproError:
     cached = config.stash.get(_RELEASE_KEY, None)
     if cached is None:
-        try:
-            cached = locate_release(options.resolve(config.option, options.TRACE_ROOT))
+        try:  # the flag alone: the locator reads TRACE_ROOT itself, so the release's source is named right
+            cached = locate_release(getattr(config.option, options.TRACE_ROOT.dest, None))
         except TraceReproError as exc:
             cached = exc
         config.stash[_RELEASE_KEY] = cached
+    return cached
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    """Name the release under test in the session header (the bundled snapshot says so)."""
+    located = _located(config)
+    if isinstance(located, TraceReproError):
+        return f"trace-repro release: none ({located.render()})"
+    return f"trace-repro release: {located.label} [{located.source}]"
+
+
+def _session_release(config: pytest.Config) -> ReleaseRoot:
+    cached = _located(config)
     if isinstance(cached, TraceReproError):
         pytest.fail(cached.render(), pytrace=False)
     return cached

@@ -1,13 +1,15 @@
 """The reproduction tolerance rule: is a reproduced score an ordinary draw of the canonical seed distribution?
 
 A reproduced score ``x`` (the mean of ``k`` reproduced seeds) passes against the canonical mean ``mu`` of ``n``
-seeds iff ``|x - mu| <= z * sqrt(1/k + 1/n) * sigma`` (eval-campaign spec §7.3; one seed: ``sqrt(4/3)``):
+seeds iff ``|x - mu| <= sqrt(1/k + 1/n) * max(z_a * SE_bin, t_{nu,a} * s_pool)`` (one seed: ``sqrt(4/3)``), with
+the critical values ``z_a``, ``t_{nu,a}`` of the per-test level ``a`` that the campaign's false-alarm budget gives
+each test (:mod:`trace_lib.aggregation.budget`, which holds the derivation), or both equal to an explicit
+``--tolerance-z`` (the pre-budget rule ``z * sqrt(1/k + 1/n) * max(SE_bin, s_pool)``):
 
-- slice (model, benchmark): ``sigma = max(SE_bin, s_pool)``, ``SE_bin = 100*sqrt(p(1-p)/rows)`` at ``p = mu/100``
-  with the suite's row count, ``s_pool`` = RMS over the release's models of the canonical seed stddev;
-- category (model, category) and overall (model): ``sigma = max(seed pool, binomial)``, the seed pool being the RMS
-  of the canonical category/overall stddevs and the binomial term ``sqrt(sum SE_bin^2) / count`` over the
-  benchmarks averaged.
+- slice (model, benchmark): ``SE_bin = 100*sqrt(p(1-p)/rows)`` at ``p = mu/100`` with the suite's row count,
+  ``s_pool`` = RMS over the release's models of the canonical seed stddev (``nu = sum(seeds - 1)`` over them);
+- category (model, category) and overall (model): the seed pool is the RMS of the canonical category/overall
+  stddevs and the binomial term ``sqrt(sum SE_bin^2) / count`` over the benchmarks averaged.
 
 Every input (means, stddevs, seed counts, rows, categories) is read from the release at run time.
 """
@@ -15,16 +17,18 @@ Every input (means, stddevs, seed counts, rows, categories) is read from the rel
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from statistics import NormalDist
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from trace_lib.aggregation.budget import DEFAULT_ALPHA, Criterion, Family, normal_two_sided_quantile, t_two_sided_tail
 from trace_lib.errors import ReleaseFileError, UsageError
 from trace_lib.release import identity
 from trace_lib.release.locate import ReleaseRoot
 from trace_lib.release.suite import load_suite
 
-#: The default z of the band (spec §7.3: 576/576 canonical seed scores fall inside at z = 3).
+#: The pre-budget z (spec §7.3: 576/576 canonical seed scores fall inside at z = 3); now only an explicit override.
 DEFAULT_Z = 3.0
 
 
@@ -34,6 +38,7 @@ class Sigma:
 
     binomial: float
     seed_pool: float
+    pool_dof: int = 0  # degrees of freedom of the pooled variance (0: no pool)
 
     @property
     def value(self) -> float:
@@ -60,6 +65,9 @@ class Verdict:
     canonical_seeds: int = 3
     rows: int | None = None  # rows the reproduced score was computed over
     expected_rows: int | None = None  # the suite's row count (slices only)
+    criterion: Criterion | None = None  # the budget the band comes from (None: a bare fixed z)
+    binomial_z: float | None = None  # critical value applied to SE_bin (None: ``z``)
+    pool_t: float | None = None  # critical value applied to the seed pool (None: ``z``)
 
     @property
     def rows_ok(self) -> bool:
@@ -74,16 +82,52 @@ class Verdict:
         """``delta`` in units of ``factor * sigma`` (``ok`` on score iff its magnitude is at most ``z``)."""
         return self.delta / (self.factor * self.sigma.value)
 
+    def band_at(self, per_test_alpha: float) -> float:
+        """This verdict's band at another per-test level (e.g. the campaign checks' nominal 95% band)."""
+        crit = Criterion.from_alpha(per_test_alpha, 1)
+        return self.factor * max(crit.binomial_z() * self.sigma.binomial,
+                                 crit.pool_t(self.sigma.pool_dof) * self.sigma.seed_pool)
+
+    @property
+    def p_value(self) -> float:
+        """Two-sided p-value of ``delta`` valid when either sigma bound holds: the larger of the binomial-bound
+        (normal) and the pooled (``t_nu``) p-values (the band at level ``a`` excludes exactly ``p_value < a``)."""
+        if not math.isfinite(self.delta):
+            return 0.0
+        p_bin = 2.0 * (1.0 - NormalDist().cdf(abs(self.delta) / (self.factor * self.sigma.binomial))) \
+            if self.sigma.binomial > 0 else 0.0
+        p_pool = 0.0
+        if self.sigma.seed_pool > 0:
+            u = abs(self.delta) / (self.factor * self.sigma.seed_pool)
+            p_pool = t_two_sided_tail(u, self.sigma.pool_dof) if self.sigma.pool_dof else \
+                2.0 * (1.0 - NormalDist().cdf(u))
+        return max(p_bin, p_pool)
+
+    @property
+    def normal_score(self) -> float:
+        """``sign(delta) * Phi^-1(1 - p/2)``: ``delta`` as a signed standard-normal score (direction checks)."""
+        p = min(1.0, max(self.p_value, 1e-300))
+        return math.copysign(normal_two_sided_quantile(p), self.delta) if p < 1.0 else 0.0
+
+    def _rule_text(self) -> str:
+        k_n = f"sqrt(1/{self.reproduced_seeds}+1/{self.canonical_seeds})"
+        if self.binomial_z is None or self.pool_t is None or self.binomial_z == self.pool_t:
+            return (f"z={self.z:g} x {k_n} x sigma {self.sigma.value:.3f} [{self.sigma.source}; binomial "
+                    f"{self.sigma.binomial:.3f}, seed pool {self.sigma.seed_pool:.3f}]")
+        return (f"{k_n} x max(z={self.binomial_z:.3f} x binomial {self.sigma.binomial:.3f}, "
+                f"t{self.sigma.pool_dof}={self.pool_t:.3f} x seed pool {self.sigma.seed_pool:.3f})")
+
     def explain(self) -> str:
         """One line: reproduced, canonical, delta, allowed band, z, sigma, rows and the outcome."""
         mean_of = f"mean of {self.reproduced_seeds} seeds " if self.reproduced_seeds > 1 else ""
         text = (
             f"{self.subject}: reproduced {mean_of}{self.reproduced:.3f} vs canonical {self.canonical:.3f} "
             f"({self.canonical_seeds}-seed mean): delta {self.delta:+.3f} pp, allowed +/-{self.band:.3f} pp "
-            f"(z={self.z:g} x sqrt(1/{self.reproduced_seeds}+1/{self.canonical_seeds}) x sigma "
-            f"{self.sigma.value:.3f} [{self.sigma.source}; binomial {self.sigma.binomial:.3f}, "
-            f"seed pool {self.sigma.seed_pool:.3f}])"
+            f"({self._rule_text()})"
         )
+        if self.criterion is not None and self.criterion.method == "sidak":
+            text += (f" [alpha={self.criterion.alpha:g} over {self.criterion.family_size} tests, per-test "
+                     f"{self.criterion.per_test_alpha:.2g}]")
         if self.rows is not None:
             text += f", rows {self.rows}"
             if not self.rows_ok:
@@ -94,6 +138,8 @@ class Verdict:
             return text + ": FAILED (reproduced score is not finite)"
         if not self.rows_ok:
             return text + ": FAILED (row count differs from the suite)"
+        if self.criterion is not None and self.criterion.method == "sidak":
+            return text + f": FAILED (p = {self.p_value:.2g} < per-test {self.criterion.per_test_alpha:.2g})"
         return text + f": FAILED (|delta| = {abs(self.standardized):.2f} x factor x sigma > z={self.z:g})"
 
     def properties(self) -> list[tuple[str, str]]:
@@ -108,6 +154,11 @@ class Verdict:
             ("sigma_source", self.sigma.source),
             ("verdict", "ok" if self.ok else "failed"),
         ]
+        if self.binomial_z is not None and self.pool_t is not None:
+            props += [("critical_binomial_z", repr(self.binomial_z)), ("critical_pool_t", repr(self.pool_t)),
+                      ("pool_dof", str(self.sigma.pool_dof)), ("p_value", repr(self.p_value))]
+        if self.criterion is not None:
+            props += self.criterion.properties()
         if self.rows is not None:
             props.append(("rows", str(self.rows)))
         return props
@@ -130,6 +181,14 @@ class Verdict:
             "rows": self.rows,
             "expected_rows": self.expected_rows,
             "ok": self.ok,
+            "critical_binomial_z": self.binomial_z,
+            "critical_pool_t": self.pool_t,
+            "pool_dof": self.sigma.pool_dof,
+            "p_value": self.p_value,
+            "alpha": self.criterion.alpha if self.criterion else None,
+            "family_size": self.criterion.family_size if self.criterion else None,
+            "per_test_alpha": self.criterion.per_test_alpha if self.criterion else None,
+            "method": self.criterion.method if self.criterion else None,
         }
 
 
@@ -152,16 +211,76 @@ def _rms(values: list[float]) -> float:
     return math.sqrt(sum(v * v for v in values) / len(values)) if values else 0.0
 
 
+def budget_verdict(criterion: Criterion, *, subject: str, reproduced: float, canonical: float, factor: float,
+                   sigma: Sigma, reproduced_seeds: int = 1, canonical_seeds: int = 3, rows: int | None = None,
+                   expected_rows: int | None = None) -> Verdict:
+    """A verdict with band ``factor * max(z_a * SE_bin, t_{nu,a} * s_pool)`` under ``criterion``."""
+    z_bin, t_pool = criterion.binomial_z(), criterion.pool_t(sigma.pool_dof)
+    band = factor * max(z_bin * sigma.binomial, t_pool * sigma.seed_pool)
+    effective = band / (factor * sigma.value) if sigma.value > 0 else z_bin
+    return Verdict(
+        subject=subject, reproduced=float(reproduced), canonical=float(canonical),
+        delta=float(reproduced) - float(canonical), band=band, z=effective, factor=factor, sigma=sigma,
+        reproduced_seeds=reproduced_seeds, canonical_seeds=canonical_seeds, rows=rows, expected_rows=expected_rows,
+        criterion=criterion, binomial_z=z_bin, pool_t=t_pool,
+    )
+
+
 @dataclass(frozen=True)
 class ToleranceRule:
-    """The tolerance bands of one release (build with :func:`load_tolerance_rule`)."""
+    """The tolerance bands of one release (build with :func:`load_tolerance_rule`).
 
-    z: float
+    ``z`` is an explicit fixed critical value (``--tolerance-z``); with ``z=None`` the critical values follow from
+    ``criterion`` (the family-wise budget over the planned family; :mod:`trace_lib.aggregation.budget`).
+    """
+
+    z: float | None
     rows: Mapping[str, int]  # benchmark -> suite rows
     categories: Mapping[str, tuple[str, ...]]  # category -> benchmarks
     benchmarks: Mapping[tuple[str, str], CanonicalSummary]  # (model_id, benchmark)
     category_summaries: Mapping[tuple[str, str], CanonicalSummary]  # (model_id, category)
     overall_summaries: Mapping[str, CanonicalSummary]  # model_id
+    criterion: Criterion | None = None
+
+    def __post_init__(self) -> None:
+        if self.criterion is None:
+            if self.z is None:
+                raise ValueError("ToleranceRule needs z or a criterion")
+            object.__setattr__(self, "criterion", Criterion.from_z(self.z, 1, dof=self._max_dof()))
+
+    def _max_dof(self) -> int:
+        return max((self.benchmark_pool_dof(b) for b in self.rows), default=0)
+
+    @property
+    def budget(self) -> Criterion:
+        assert self.criterion is not None
+        return self.criterion
+
+    def family(self, *, models: int | None = None, seeds: int = 3, benchmarks: int | None = None,
+               full_suite: bool = True) -> Family:
+        """The family of a campaign of ``models`` canonical models (default: all) x ``seeds`` x ``benchmarks``."""
+        return Family.for_campaign(
+            models=len(self.model_ids) if models is None else models, seeds=seeds,
+            benchmarks=len(self.rows) if benchmarks is None else benchmarks,
+            categories=len(self.categories), full_suite=full_suite,
+        )
+
+    def with_budget(self, *, alpha: float = DEFAULT_ALPHA, z: float | None = None,
+                    family: Family | int) -> ToleranceRule:
+        """This rule's bands for ``family`` at budget ``alpha`` (or at the fixed ``z``, alpha implied)."""
+        if z is not None:
+            return replace(self, z=float(z), criterion=Criterion.from_z(z, family, dof=self._max_dof()))
+        return replace(self, z=None, criterion=Criterion.from_alpha(alpha, family))
+
+    # -- pooled degrees of freedom -----------------------------------------------------------------------------
+    def benchmark_pool_dof(self, benchmark: str) -> int:
+        return sum(s.seeds - 1 for (_, b), s in self.benchmarks.items() if b == benchmark)
+
+    def category_pool_dof(self, category: str) -> int:
+        return sum(s.seeds - 1 for (_, c), s in self.category_summaries.items() if c == category)
+
+    def overall_pool_dof(self) -> int:
+        return sum(s.seeds - 1 for s in self.overall_summaries.values())
 
     # -- pooled seed stddevs -----------------------------------------------------------------------------------
     def seed_pool(self, benchmark: str) -> float:
@@ -197,7 +316,8 @@ class ToleranceRule:
     # -- sigmas ------------------------------------------------------------------------------------------------
     def slice_sigma(self, model_id: str, benchmark: str) -> Sigma:
         canonical = self._summary(self.benchmarks, (model_id, benchmark), "benchmark summary")
-        return Sigma(binomial_se(canonical.mean, self._benchmark_rows(benchmark)), self.seed_pool(benchmark))
+        return Sigma(binomial_se(canonical.mean, self._benchmark_rows(benchmark)), self.seed_pool(benchmark),
+                     self.benchmark_pool_dof(benchmark))
 
     def _binomial_of_mean(self, model_id: str, benchmarks: tuple[str, ...]) -> float:
         total = sum(self.slice_sigma(model_id, b).binomial ** 2 for b in benchmarks)
@@ -206,10 +326,11 @@ class ToleranceRule:
     def category_sigma(self, model_id: str, category: str) -> Sigma:
         if category not in self.categories:
             raise UsageError(f"unknown category {category!r}", file=identity.SUITE, field="categories")
-        return Sigma(self._binomial_of_mean(model_id, self.categories[category]), self.category_pool(category))
+        return Sigma(self._binomial_of_mean(model_id, self.categories[category]), self.category_pool(category),
+                     self.category_pool_dof(category))
 
     def overall_sigma(self, model_id: str) -> Sigma:
-        return Sigma(self._binomial_of_mean(model_id, tuple(self.rows)), self.overall_pool())
+        return Sigma(self._binomial_of_mean(model_id, tuple(self.rows)), self.overall_pool(), self.overall_pool_dof())
 
     # -- verdicts ----------------------------------------------------------------------------------------------
     def _verdict(
@@ -225,18 +346,9 @@ class ToleranceRule:
         if reproduced_seeds < 1:
             raise ValueError(f"{subject}: reproduced_seeds must be >= 1, got {reproduced_seeds}")
         factor = math.sqrt(1.0 / reproduced_seeds + 1.0 / canonical.seeds)
-        return Verdict(
-            subject=subject,
-            reproduced=float(reproduced),
-            canonical=canonical.mean,
-            delta=float(reproduced) - canonical.mean,
-            band=self.z * factor * sigma.value,
-            z=self.z,
-            factor=factor,
-            sigma=sigma,
-            reproduced_seeds=reproduced_seeds,
-            canonical_seeds=canonical.seeds,
-            rows=rows,
+        return budget_verdict(
+            self.budget, subject=subject, reproduced=reproduced, canonical=canonical.mean, factor=factor,
+            sigma=sigma, reproduced_seeds=reproduced_seeds, canonical_seeds=canonical.seeds, rows=rows,
             expected_rows=expected_rows,
         )
 
@@ -313,25 +425,41 @@ def _summaries(doc: Any, name: str, key_fields: tuple[str, ...]) -> dict[Any, Ca
     return out
 
 
-def load_tolerance_rule(release: ReleaseRoot, *, z: float = DEFAULT_Z) -> ToleranceRule:
-    """The tolerance rule of ``release`` at ``z``, from ``results.json`` summaries and the suite's rows.
+def load_tolerance_rule(
+    release: ReleaseRoot,
+    *,
+    z: float | None = None,
+    alpha: float = DEFAULT_ALPHA,
+    family: Family | int | None = None,
+) -> ToleranceRule:
+    """The tolerance rule of ``release`` from ``results.json`` summaries and the suite's rows.
+
+    Critical values follow from the family-wise budget ``alpha`` over ``family`` (default: the release's whole
+    campaign, every canonical model x seed x benchmark), or are the explicit ``z`` (alpha then implied).
 
     Raises:
-        UsageError: ``z`` is not a positive finite number.
+        UsageError: ``z`` is not a positive finite number or ``alpha`` is not in (0, 1).
         ReleaseFileError: a summary entry lacks a field.
     """
-    if not (math.isfinite(z) and z > 0):
+    if z is not None and not (isinstance(z, (int, float)) and math.isfinite(z) and z > 0):
         raise UsageError("z must be a positive number", field="--tolerance-z", found=z)
     suite = load_suite(release)
     doc = release.read_json(identity.RESULTS)
-    return ToleranceRule(
-        z=float(z),
+    base = ToleranceRule(
+        z=DEFAULT_Z,
         rows=MappingProxyType({b.key: b.rows for b in suite.benchmarks}),
         categories=MappingProxyType(dict(suite.categories)),
         benchmarks=MappingProxyType(_summaries(doc, "benchmark_summaries", ("model_id", "benchmark_id"))),
         category_summaries=MappingProxyType(_summaries(doc, "category_summaries", ("model_id", "category_name"))),
         overall_summaries=MappingProxyType(_summaries(doc, "overall_summaries", ("model_id",))),
     )
+    if family is None:
+        family = base.family(seeds=_release_seed_count(base))
+    return base.with_budget(alpha=alpha, z=z, family=family)
+
+
+def _release_seed_count(rule: ToleranceRule) -> int:
+    return max((s.seeds for s in rule.overall_summaries.values()), default=1)
 
 
 def canonical_seed_verdicts(release: ReleaseRoot, rule: ToleranceRule) -> tuple[list[Verdict], list[Verdict]]:

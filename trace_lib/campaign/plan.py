@@ -1,4 +1,4 @@
-"""The campaign plan: suite x models x seeds -> slices, plus run tag, deltas, GPU plan and tolerance z.
+"""The campaign plan: suite x models x seeds -> slices, plus run tag, deltas, GPU plan and tolerance budget.
 
 Public API (``tests_reproduction`` parametrizes over it)::
 
@@ -8,6 +8,7 @@ Public API (``tests_reproduction`` parametrizes over it)::
     plan.model(slug)     # the ModelDescriptor of a slice's model
     plan.rows(slice)     # the suite's row count of the slice's benchmark
     plan.render()        # the --print-config text (starts nothing, writes nothing)
+    plan.tolerance_rule(release)  # the release's bands with the budget spread over this plan's family
 
 ``add_plan_options(register)`` declares the plan flags once for both surfaces: pass ``parser.add_argument``
 (argparse) or ``group.addoption`` (pytest); ``plan_from_options`` reads them back from either namespace.
@@ -30,6 +31,7 @@ from trace_lib.release.locate import ReleaseRoot
 from trace_lib.release.suite import Suite, load_seeds, load_suite
 
 if TYPE_CHECKING:
+    from trace_lib.aggregation.budget import Family
     from trace_lib.aggregation.tolerance import ToleranceRule
 
 #: Where models, data and campaigns go when no flag or environment variable says otherwise.
@@ -79,10 +81,12 @@ class Plan:
     deltas: tuple[Delta, ...] = ()
     gpu_groups: tuple[tuple[int, ...], ...] = ((0,),)
     tensor_parallel_size: int | None = None  # None: the size of each GPU group
-    tolerance_z: float = 3.0
+    tolerance_z: float | None = None  # explicit critical value (--tolerance-z); None: from tolerance_alpha
+    tolerance_alpha: float = 0.05  # family-wise false-alarm budget over the plan's family (--alpha)
     campaign_root: Path | None = None
     data_root: Path | None = None
     model_root: Path | None = None
+    release_label: str = ""  # how the release is named (``bundled pinned snapshot (...)`` or its directory)
     _slices: tuple[Slice, ...] = field(default=(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -102,6 +106,20 @@ class Plan:
     def rows(self, slice_: Slice) -> int:
         return self.suite.benchmark(slice_.benchmark).rows
 
+    def family(self, rule: ToleranceRule) -> Family:
+        """The tests this plan makes (models with canonical scores x seeds x benchmarks, plus means, categories,
+        overalls and campaign checks): the family the budget is spread over. ``-k`` never changes it."""
+        canonical = sum(1 for m in self.models if m.slug in rule.model_ids)
+        return rule.family(models=canonical, seeds=len(self.seeds), benchmarks=len(self.benchmarks),
+                           full_suite=tuple(self.benchmarks) == tuple(self.suite.keys))
+
+    def tolerance_rule(self, release: ReleaseRoot) -> ToleranceRule:
+        """The release's tolerance rule with this plan's budget (or fixed z) over this plan's family."""
+        from trace_lib.aggregation.tolerance import load_tolerance_rule
+
+        base = load_tolerance_rule(release, z=3.0)
+        return base.with_budget(alpha=self.tolerance_alpha, z=self.tolerance_z, family=self.family(base))
+
     @property
     def tp_size(self) -> int:
         return self.tensor_parallel_size or len(self.gpu_groups[0])
@@ -116,6 +134,7 @@ class Plan:
         lines = [
             f"suite={self.suite.suite_id}",
             f"suite_sha256={self.suite.sha256}",
+            *([f"release={self.release_label}"] if self.release_label else []),
             f"run_tag={self.run_tag}",
             f"seeds={' '.join(str(s) for s in self.seeds)}",
             *(m.render() for m in self.models),
@@ -132,7 +151,9 @@ class Plan:
             f"rows per model and seed)",
             f"gpu_groups={render_gpu_groups(self.gpu_groups)} ({len(self.gpu_groups)} engine(s), "
             f"tensor_parallel_size={self.tp_size})",
-            f"tolerance_z={self.tolerance_z:g}",
+            f"tolerance={rule.budget.describe()}" if rule is not None else
+            (f"tolerance_z={self.tolerance_z:g}" if self.tolerance_z is not None else
+             f"tolerance_alpha={self.tolerance_alpha:g}"),
             f"campaign_root={self.campaign_root or '(not set)'}",
             f"data_root={self.data_root or '(not set)'}",
         ]
@@ -266,7 +287,8 @@ def build_plan(
     deltas: Sequence[str] = (),
     gpu_groups: str | None = None,
     tensor_parallel_size: int | None = None,
-    tolerance_z: float = 3.0,
+    tolerance_z: float | None = None,
+    tolerance_alpha: float = 0.05,
     campaign_root: Path | None = None,
     data_root: Path | None = None,
     with_judge: bool = True,
@@ -309,9 +331,11 @@ def build_plan(
         gpu_groups=groups,
         tensor_parallel_size=tensor_parallel_size,
         tolerance_z=tolerance_z,
+        tolerance_alpha=tolerance_alpha,
         campaign_root=Path(campaign_root) if campaign_root else None,
         data_root=Path(data_root) if data_root else None,
         model_root=root,
+        release_label=release.label,
     )
 
 
@@ -358,6 +382,7 @@ def plan_from_options(release: ReleaseRoot, namespace: Any, *, with_judge: bool 
         gpu_groups=getattr(namespace, "gpu_groups", None),
         tensor_parallel_size=getattr(namespace, "tensor_parallel_size", None),
         tolerance_z=options.resolve(namespace, options.TOLERANCE_Z),
+        tolerance_alpha=options.resolve(namespace, options.ALPHA),
         campaign_root=Path(campaign_root) if campaign_root else None,
         data_root=work_root(getattr(namespace, "data_root", None), DATA_ROOT_ENV, "data"),
         with_judge=with_judge,

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
+from trace_lib.aggregation.campaign_checks import GroupCheck
 from trace_lib.aggregation.tolerance import ToleranceRule, Verdict
 from trace_lib.errors import InputError, UsageError
 from trace_lib.scoring.score import FileRef, ScoredSlice, run_scoring, scores_dir
@@ -187,7 +188,6 @@ class SliceRunner:
         Raises:
             UsageError: unknown backend, or the openai backend without ``base_url``.
         """
-        from trace_lib.aggregation.tolerance import load_tolerance_rule
         from trace_lib.data.manifest import load_manifest, manifest_path
         from trace_lib.data.prepare import load_artifact_sources
         from trace_lib.generation.backends.base import BACKENDS, create_backend
@@ -213,7 +213,7 @@ class SliceRunner:
 
             judge = OpenAIJudge(judge_url)
         return cls(
-            plan=plan, rule=rule or load_tolerance_rule(release, z=plan.tolerance_z),
+            plan=plan, rule=rule or plan.tolerance_rule(release),
             sources=load_artifact_sources(release), campaign_root=Path(campaign_root), engines=engines,
             backend_kind=backend, judge=judge, judge_url=judge_url,
             manifest=load_manifest(manifest_file) if manifest_file.exists() else None, **extra,
@@ -325,14 +325,25 @@ def _check_model_dir(model: ModelDescriptor, *, deep: bool) -> None:
 
 @dataclass(frozen=True)
 class OverallOutcome:
-    """A (model, seed)'s overall verdict and its category verdicts, or why it cannot be judged yet."""
+    """A (model, seed)'s overall verdict, its category verdicts and its campaign checks (count and direction over
+    its slice verdicts), or why it cannot be judged yet."""
 
     overall: Verdict | None
     categories: tuple[Verdict, ...] = ()
     reason: str | None = None  # set when ``overall`` is None
+    campaign: GroupCheck | None = None
+
+    @property
+    def failures(self) -> list[str]:
+        """One line per failed verdict or check (empty: within tolerance)."""
+        out = [v.explain() for v in (self.overall, *self.categories) if v is not None and not v.ok]
+        if self.campaign is not None and not self.campaign.ok:
+            out.append(self.campaign.explain())
+        return out
 
     def properties(self) -> list[tuple[str, str]]:
         props = [] if self.overall is None else self.overall.properties()
+        props += [] if self.campaign is None else self.campaign.properties()
         props += [(f"category[{v.subject.rsplit('[', 1)[-1].rstrip(']')}]", f"{v.reproduced!r} delta {v.delta:+.3f} "
                    f"band {v.band:.3f} {'ok' if v.ok else 'failed'}") for v in self.categories]
         return props
@@ -340,6 +351,7 @@ class OverallOutcome:
 
 def overall_outcome(runner: SliceRunner, model: str, seed: int) -> OverallOutcome:
     """The overall and category verdicts of ``model`` at ``seed`` from the campaign's verified scores."""
+    from trace_lib.aggregation.campaign_checks import group_check
     from trace_lib.aggregation.summaries import category_scores, overall_scores
     from trace_lib.reports.collect import CampaignReader, SliceKey, current_protocol_versions
 
@@ -362,7 +374,10 @@ def overall_outcome(runner: SliceRunner, model: str, seed: int) -> OverallOutcom
     overall = overall_scores(scores, suite)[(model, seed)]
     categories = tuple(runner.rule.check_category(model, c, v, seed=seed)
                        for (_, _, c), v in category_scores(scores, suite).items())
-    return OverallOutcome(runner.rule.check_overall(model, overall, seed=seed), categories)
+    slices = [runner.rule.check_slice(model, key, scores[(model, seed, key)], seed=seed) for key in suite.keys
+              if (model, key) in runner.rule.benchmarks]
+    campaign = group_check(model, seed, slices, runner.rule.budget.per_test_alpha) if slices else None
+    return OverallOutcome(runner.rule.check_overall(model, overall, seed=seed), categories, campaign=campaign)
 
 
 def worker_gpu_group(plan: Plan, worker_id: str | None) -> tuple[int, ...] | None:

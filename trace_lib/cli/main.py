@@ -20,8 +20,11 @@ from trace_lib.exitcodes import ExitCode
 #: Command name -> (module, one-line help). The listing of ``trace-repro --help`` comes from this table; only the
 #: chosen command's module is imported (a broken or heavy module never slows or breaks the others).
 COMMANDS: dict[str, tuple[str, str]] = {
+    "doctor": ("trace_lib.cli.doctor", "what this machine can run (per lane) and how to fix what is missing"),
     "fetch-release": ("trace_lib.cli.fetch_release",
                       "download the paper release's canonical data files at the pinned commit and verify every hash"),
+    "fetch-runs": ("trace_lib.cli.fetch_runs",
+                   "download the paper's archived responses/extractions/scores (maveryn/trace-eval-runs), verified"),
     "check": ("trace_lib.cli.check",
               "offline release preflight: is everything the paper's numbers rest on present and consistent?"),
     "benchmarks": ("trace_lib.cli.benchmarks",
@@ -34,11 +37,21 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("trace_lib.cli.status", "show a campaign's progress (rows, scores, rate, ETA, GPUs)"),
     "verify": ("trace_lib.cli.verify", "check a campaign's coverage and receipts (generation or score)"),
     "summarize": ("trace_lib.cli.summarize", "write Markdown, spreadsheet and plot of a campaign vs canonical"),
+    "diagnose": ("trace_lib.cli.diagnose", "name the pipeline stage at which two runs of a slice diverge"),
     "receipt": ("trace_lib.cli.receipt",
                 "summarize a JUnit XML receipt: counts per marker, failures, the release identity tests recorded"),
     "train": ("trace_lib.cli.train", "RLVR training on verl: check, prepare, smoke, run, merge"),
     "validation": ("trace_lib.cli.validation", "reproduce the TRACE validation table (8 models x 2,000 rows)"),
 }
+
+
+#: The newcomer's path, shown under ``trace-repro --help`` (the README's Quick start).
+FIRST_STEPS = """first steps:
+  trace-repro doctor             what this machine can run, lane by lane, and the command that fixes each gap
+  trace-repro check              release preflight (bundled pinned snapshot unless --trace-root/TRACE_ROOT/a checkout)
+  pytest -m offline -n 2         the offline lane (pip install -e '.[test]')
+  trace-repro plan --print-config   the paper campaign that would run (starts nothing)
+'trace-repro COMMAND --help' describes each command."""
 
 
 def _chosen_command(argv: Sequence[str]) -> str | None:
@@ -54,6 +67,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="trace-repro",
         description="Reproduce and verify the TRACE paper release: preflight, evaluation, training, validation.",
+        epilog=FIRST_STEPS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"trace-repro {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -84,3 +99,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `trace-repro ... | head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return int(ExitCode.OK)

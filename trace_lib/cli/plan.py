@@ -15,19 +15,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("plan", help="print the resolved campaign plan (starts nothing)",
                                    description=__doc__)
     add_plan_options(parser.add_argument)
-    options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT, options.TOLERANCE_Z,
+    options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT, options.ALPHA, options.TOLERANCE_Z,
                             options.PRINT_CONFIG)
     parser.add_argument("--slices-only", action="store_true", help="print only the slice ids, one per line")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> ExitCode:
-    from trace_lib.aggregation.tolerance import load_tolerance_rule
-
     release = locate_release(options.resolve(args, options.TRACE_ROOT))
     plan = plan_from_options(release, args)
     if args.slices_only:
         print("\n".join(s.id for s in plan.slices))
     else:
-        print(plan.render(load_tolerance_rule(release, z=plan.tolerance_z)))
+        print(plan.render(plan.tolerance_rule(release)))
     return ExitCode.OK

@@ -7,7 +7,9 @@ Campaign:   ``trace-repro score --campaign-root DIR [--data-root DIR] [--model-i
 
 Writes ``records.jsonl`` (one line per row: extracted answer, credit, judge calls) and ``scores.json`` into the
 output directory (campaign: ``<root>/scoring/seed_<S>/<model>/<benchmark>/``) and prints one line per slice: the
-score, and the tolerance verdict when the responses' model has canonical scores. Exit 0 when everything scored
+score, and the tolerance verdict when the responses' model has canonical scores (the budget ``--alpha`` is spread
+over the release's whole planned campaign, 984 tests, so a slice's band here equals its band in
+``tests_reproduction``'s full run; ``--tolerance-z`` fixes it instead). Exit 0 when everything scored
 and every verdict is within tolerance, 1 when a verdict fails or (campaign) a slice could not be scored, 2 on
 bad input (one ``error:`` line naming the file and line).
 """
@@ -43,7 +45,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "(trace-repro response files carry it in their header)")
     parser.add_argument("--json", action="store_true", help="print the scores.json documents (with verdicts)")
     options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT, options.JUDGE_URL,
-                            options.TOLERANCE_Z)
+                            options.ALPHA, options.TOLERANCE_Z)
     parser.set_defaults(run=run)
 
 
@@ -84,7 +86,8 @@ def run(args: argparse.Namespace) -> ExitCode:
     from trace_lib.release.locate import locate_release
 
     release = locate_release(options.resolve(args, options.TRACE_ROOT))
-    rule = load_tolerance_rule(release, z=options.resolve(args, options.TOLERANCE_Z))
+    rule = load_tolerance_rule(release, z=options.resolve(args, options.TOLERANCE_Z),
+                               alpha=options.resolve(args, options.ALPHA))  # family: the release's campaign
     judge_url = options.resolve(args, options.JUDGE_URL)
     one_file = [f for f in ("dataset", "responses", "out") if getattr(args, f)]
     if one_file:

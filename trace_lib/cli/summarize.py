@@ -26,7 +26,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--stem", default="summary", help="file name stem (default 'summary')")
     parser.add_argument("--no-xlsx", action="store_true", help="skip the spreadsheet")
     parser.add_argument("--no-plot", action="store_true", help="skip the plot")
-    options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT, options.TOLERANCE_Z)
+    options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT, options.ALPHA, options.TOLERANCE_Z)
     parser.set_defaults(run=run)
 
 
@@ -34,20 +34,27 @@ def run(args: argparse.Namespace) -> ExitCode:
     from trace_lib.aggregation.tolerance import load_tolerance_rule
     from trace_lib.cli.verify import campaign_inputs
     from trace_lib.release.suite import load_eval_models
-    from trace_lib.reports.summarize import build_campaign_summary, write_reports
+    from trace_lib.reports.summarize import build_campaign_summary, summary_rule, write_reports
 
     release, suite, root, models, seeds, keys = campaign_inputs(args)
-    rule = load_tolerance_rule(release, z=options.resolve(args, options.TOLERANCE_Z))
+    rule = summary_rule(load_tolerance_rule(release, z=3.0), suite, models=models, seeds=seeds, benchmarks=keys,
+                        alpha=options.resolve(args, options.ALPHA), z=options.resolve(args, options.TOLERANCE_Z))
     labels = {m.model_id: m.display_name for m in load_eval_models(release)}
-    summary = build_campaign_summary(root, suite, rule, models=models, seeds=seeds, benchmarks=keys, labels=labels)
+    summary = build_campaign_summary(root, suite, rule, models=models, seeds=seeds, benchmarks=keys, labels=labels,
+                                     release=release.label)
     paths = write_reports(summary, Path(args.out) if args.out else root / "results", stem=args.stem,
                           xlsx=not args.no_xlsx, plot=not args.no_plot)
     print(f"[trace-repro summarize] {len(summary.seed_scores)}/{summary.expected_slices} slices scored; "
           f"{len(summary.verdicts) - len(summary.failures)}/{len(summary.verdicts)} verdicts within tolerance "
-          f"(z={summary.z:g})")
+          f"({rule.budget.describe()})")
+    print(f"[trace-repro summarize] release: {release.label}")
+    if summary.campaign is not None:
+        print(f"[trace-repro summarize] campaign verdict: {'within tolerance' if summary.campaign.ok else 'FAILED'}")
     for verdict in summary.failures:
         print(f"[trace-repro summarize:out] {verdict.explain()}")
+    for group in summary.campaign.failed_groups if summary.campaign else ():
+        print(f"[trace-repro summarize:out] {group.explain()}")
     for path in paths:
         print(f"[trace-repro summarize] wrote {path}")
-    complete = not summary.missing and not summary.failures
+    complete = not summary.missing and summary.ok
     return ExitCode.OK if complete else ExitCode.FINDINGS

@@ -65,13 +65,13 @@ def add_parser(subparsers: Any) -> None:
     sub.add_argument("phase", choices=_PHASES, help="release | generation-only | full")
     sub.add_argument("--parquet", default=None, metavar="FILE", help="the validation parquet (default: under inputs/)")
     _model_args(sub, required=False)
-    options.add_to_argparse(sub, options.TOLERANCE_Z)
+    options.add_to_argparse(sub, options.ALPHA, options.TOLERANCE_Z)
 
     sub = stage("run", "one model through every stage, judged against the release table", _run)
     _model_args(sub, required=True)
     _engine_args(sub)
     _judge_args(sub)
-    options.add_to_argparse(sub, options.TOLERANCE_Z)
+    options.add_to_argparse(sub, options.ALPHA, options.TOLERANCE_Z)
 
 
 def _missing_stage(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], ExitCode]:
@@ -321,7 +321,8 @@ def _verify(args: argparse.Namespace) -> ExitCode:
                 report = verify_generation(release, layout, parquet=parquet, expected=expected, models=args.model)[0]
             else:
                 report = verify_full(release, layout, parquet=parquet, expected=expected, models=args.model,
-                                     z=options.resolve(args, options.TOLERANCE_Z))
+                                     z=options.resolve(args, options.TOLERANCE_Z),
+                                     alpha=options.resolve(args, options.ALPHA))
     except VerificationError as exc:
         _print({"error": exc.render(), "phase": args.phase, "status": "failed"})
         return ExitCode.FINDINGS
@@ -338,7 +339,8 @@ def _run(args: argparse.Namespace) -> ExitCode:
     settings = SliceSettings(
         backend=args.backend, backend_options=_backend_options(args), endpoint_url=args.base_url,
         judge_urls=_judge_urls(args), judge_template=_judge_template(args, needed=False),
-        z=options.resolve(args, options.TOLERANCE_Z), expected=_expected(args, layout),
+        z=options.resolve(args, options.TOLERANCE_Z), alpha=options.resolve(args, options.ALPHA),
+        expected=_expected(args, layout),
     )
     status = ExitCode.OK
     for slice_ in plan_validation(release, args.model):

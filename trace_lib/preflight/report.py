@@ -26,6 +26,7 @@ class PreflightReport:
     pinned: bool
     source_present: bool
     outcomes: tuple[GroupOutcome, ...]
+    release_label: str = ""  #: how the header names the release (the bundled snapshot says so; else the root)
 
     @property
     def ok(self) -> bool:
@@ -50,6 +51,7 @@ class PreflightReport:
         summaries = {g.name: g.summary for g in registry.groups()}
         return {
             "release_root": self.release_root,
+            "release": self.release_label or self.release_root,
             "mode": "pinned" if self.pinned else "unpinned",
             "pinned_release": f"{identity.REPOSITORY}@{identity.COMMIT}" if self.pinned else None,
             "source_files": "present" if self.source_present else "absent",
@@ -71,7 +73,7 @@ class PreflightReport:
     def render_text(self) -> str:
         mode = f"pinned to {identity.REPOSITORY}@{identity.COMMIT[:12]}" if self.pinned else "unpinned"
         source = "source files present" if self.source_present else f"data-only copy ({SOURCE_ABSENT})"
-        lines = [f"trace-repro check {self.release_root} ({mode}; {source})"]
+        lines = [f"trace-repro check {self.release_label or self.release_root} ({mode}; {source})"]
         width = max(len(o.group) for o in self.outcomes) if self.outcomes else 0
         for out in self.outcomes:
             lines.append(f"  {out.status.value:<12} {out.group:<{width}}  {_counts(out.counts)}".rstrip())
@@ -129,7 +131,7 @@ def check_release(
     ctx = CheckContext(release, pinned=pinned, require_source=require_source)
     chosen = [registry.group(name) for name in only] if only else list(registry.groups())
     outcomes = tuple(registry.run_group(group, ctx) for group in chosen)
-    return PreflightReport(str(release.path), pinned, ctx.source_present, outcomes)
+    return PreflightReport(str(release.path), pinned, ctx.source_present, outcomes, release.label)
 
 
 __all__ = ["PreflightReport", "Severity", "check_release"]

@@ -22,8 +22,9 @@ def environment_properties() -> list[tuple[str, str]]:
 
 
 def release_properties(release: ReleaseRoot) -> list[tuple[str, str]]:
-    """Properties naming the release: its root, pinned commit (or ``unpinned``) and the files read so far."""
+    """Properties naming the release: its root (or ``bundled pinned snapshot (...)``), pinned commit (or
+    ``unpinned``) and the files read so far."""
     commit = identity.COMMIT if release.is_pinned_release() else "unpinned"
-    props = [("release_root", str(release.path)), ("release_commit", commit)]
+    props = [("release_root", release.label), ("release_commit", commit)]
     props += [(f"sha256:{rel}", sha) for rel, sha in release.hashes_read.items()]
     return props

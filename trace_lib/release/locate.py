@@ -1,8 +1,11 @@
-"""Find the TRACE release under test: ``--trace-root``, then ``TRACE_ROOT``, then discovery.
+"""Find the TRACE release under test: ``--trace-root``, then ``TRACE_ROOT``, then discovery, then the bundled copy.
 
 A release root is a directory holding ``rlvr/`` (a TRACE checkout of the ``rlvr`` branch, or a data-only copy).
 Discovery looks at the working directory and the package's directory, their ancestors, and the direct children
-of those ancestors (a checkout containing, or beside, the suite).
+of those ancestors (a checkout containing, or beside, the suite). When nothing is found, the release is the
+bundled pinned snapshot: the 19 canonical files at the paper's commit, shipped as package data
+(``trace_lib/release/pinned/``, byte-identical to :data:`identity.CANONICAL_SHA256`); reports name it
+:data:`BUNDLED_LABEL` so a check of the bundled copy is never mistaken for a check of a checkout.
 """
 
 from __future__ import annotations
@@ -19,6 +22,10 @@ from trace_lib.release.load import load_json, load_yaml, sha256_file
 ENV_VAR = "TRACE_ROOT"
 _MARKER = identity.SUITE
 HOW_TO_POINT = "pass --trace-root DIR, set TRACE_ROOT, or run 'trace-repro fetch-release --dest DIR'"
+#: The package-data copy of the canonical files (release-relative paths under it).
+BUNDLED_PATH = Path(__file__).resolve().parent / "pinned"
+BUNDLED_SOURCE = "bundled"
+BUNDLED_LABEL = f"bundled pinned snapshot ({identity.COMMIT[:8]})"
 
 
 @dataclass
@@ -29,6 +36,16 @@ class ReleaseRoot:
     source: str = "flag"
     _hashes: dict[str, str] = field(default_factory=dict, repr=False)
     _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def is_bundled(self) -> bool:
+        """True for the package's own pinned snapshot (no checkout was found or named)."""
+        return self.source == BUNDLED_SOURCE
+
+    @property
+    def label(self) -> str:
+        """How reports name this release: :data:`BUNDLED_LABEL` for the bundled copy, else its directory."""
+        return BUNDLED_LABEL if self.is_bundled else str(self.path)
 
     def file(self, rel: str) -> Path:
         """Absolute path of a release-relative path (the file may not exist)."""
@@ -95,7 +112,7 @@ def _normalize(path: Path) -> Path:
 
 
 def _discover(starts: list[Path]) -> Path | None:
-    seen: set[Path] = set()
+    seen: set[Path] = {BUNDLED_PATH}  # the bundled copy is the last resort, never a discovered checkout
     for start in starts:
         for ancestor in [start, *start.parents]:
             if ancestor in seen:
@@ -108,16 +125,22 @@ def _discover(starts: list[Path]) -> Path | None:
             except OSError:
                 continue
             for child in children:
-                if _is_root(child):
+                if child not in seen and _is_root(child):
                     return child
     return None
 
 
-def locate_release(trace_root: str | os.PathLike[str] | None = None, *, env: dict[str, str] | None = None) -> ReleaseRoot:
-    """Resolve the release root by flag, then ``TRACE_ROOT``, then discovery.
+def locate_release(
+    trace_root: str | os.PathLike[str] | None = None,
+    *,
+    env: dict[str, str] | None = None,
+    bundled: bool = True,
+) -> ReleaseRoot:
+    """Resolve the release root by flag, then ``TRACE_ROOT``, then discovery, then (``bundled``) the bundled copy.
 
     Raises:
-        ReleaseNotFoundError: nothing found, or the given directory holds no release (says how to point at one).
+        ReleaseNotFoundError: the given directory holds no release, or nothing was found and ``bundled`` is off
+            or the bundled copy is missing (says how to point at one).
     """
     environ = os.environ if env is None else env
     for value, source in ((trace_root, "--trace-root"), (environ.get(ENV_VAR), ENV_VAR)):
@@ -131,6 +154,8 @@ def locate_release(trace_root: str | os.PathLike[str] | None = None, *, env: dic
                 )
             return ReleaseRoot(path, source=source)
     found = _discover([Path.cwd(), Path(__file__).resolve().parent])
-    if found is None:
-        raise ReleaseNotFoundError("no TRACE release found", hint=HOW_TO_POINT)
-    return ReleaseRoot(found, source="discovery")
+    if found is not None:
+        return ReleaseRoot(found, source="discovery")
+    if bundled and _is_root(BUNDLED_PATH):
+        return ReleaseRoot(BUNDLED_PATH, source=BUNDLED_SOURCE)
+    raise ReleaseNotFoundError("no TRACE release found", hint=HOW_TO_POINT)

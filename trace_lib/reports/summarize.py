@@ -5,7 +5,12 @@
 - each seed score against the canonical 3-seed mean (the slice rule of :mod:`trace_lib.aggregation.tolerance`);
 - each (model, benchmark) mean of the reproduced seeds against the canonical mean (``sqrt(1/k + 1/3)``);
 - each complete (model, seed)'s category and overall scores (means computed by
-  :mod:`trace_lib.aggregation.summaries`, exactly as the release computes its own).
+  :mod:`trace_lib.aggregation.summaries`, exactly as the release computes its own);
+- the campaign-level verdict (:mod:`trace_lib.aggregation.campaign_checks`): slices outside their bands against
+  what chance allows under the budget, and per complete (model, seed) a count and a direction check.
+
+The budget (``alpha``) is spread over the family of the summarized campaign (its canonical models x seeds x
+benchmarks, with means, categories, overalls and campaign checks): :meth:`ToleranceRule.with_budget`.
 
 Writers: :func:`write_markdown`, :func:`write_workbook` (pandas + openpyxl) and :func:`write_plot` (matplotlib:
 reproduced minus canonical per benchmark, with the tolerance band); the last two need the ``report`` extra and
@@ -21,6 +26,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from trace_lib.aggregation.summaries import category_scores, overall_scores
+from trace_lib.aggregation.budget import SCREEN_ALPHA
+from trace_lib.aggregation.campaign_checks import CampaignVerdict, campaign_verdict
 from trace_lib.aggregation.tolerance import ToleranceRule, Verdict
 from trace_lib.atomic import atomic_output, write_text_atomic
 from trace_lib.errors import UsageError
@@ -85,6 +92,13 @@ class CampaignSummary:
     benchmark_means: tuple[BenchmarkMean, ...]
     aggregates: tuple[AggregateScore, ...]
     missing: tuple[SliceState, ...]
+    campaign: CampaignVerdict | None = None
+    release: str = ""  # how the release is named (``bundled pinned snapshot (...)`` or its directory)
+
+    @property
+    def ok(self) -> bool:
+        """Every verdict within and every campaign check within (coverage is separate: ``missing``)."""
+        return not self.failures and (self.campaign is None or self.campaign.ok)
 
     @property
     def verdicts(self) -> list[Verdict]:
@@ -110,6 +124,7 @@ def build_campaign_summary(
     benchmarks: Sequence[str] | None = None,
     labels: Mapping[str, str] | None = None,
     reader: CampaignReader | None = None,
+    release: str = "",
 ) -> CampaignSummary:
     """Collect, aggregate and judge the selected slices of ``root`` (unverified slices are listed as missing)."""
     keys = tuple(benchmarks) if benchmarks else suite.keys
@@ -128,12 +143,27 @@ def build_campaign_summary(
             verdict = rule.check_slice(key.model, key.benchmark, state.score, seed=key.seed, rows=state.rows)
         seed_scores.append(SeedScore(bench.category, bench.key, bench.display, key.model, key.seed, state.rows,
                                      state.score, verdict, state.path))
+    complete = [(m, s) for m in models for s in seeds
+                if tuple(keys) == tuple(suite.keys)
+                and sum(1 for x in seed_scores if x.model == m and x.seed == s and x.verdict) == len(suite.keys)]
+    campaign = campaign_verdict([(s.model, s.seed, s.verdict) for s in seed_scores if s.verdict is not None],
+                                rule.budget, complete_groups=complete)
     return CampaignSummary(
-        campaign_root=str(root), suite_id=suite.suite_id, suite_sha256=suite.sha256, z=rule.z, models=tuple(models),
+        campaign_root=str(root), suite_id=suite.suite_id, suite_sha256=suite.sha256,
+        z=rule.z if rule.z is not None else math.nan, models=tuple(models),
         labels=dict(labels or {}), seeds=tuple(seeds), benchmarks=keys, seed_scores=tuple(seed_scores),
         benchmark_means=tuple(_benchmark_means(seed_scores, suite, rule, models, keys)),
-        aggregates=tuple(aggregate_scores(seed_scores, suite, rule)), missing=tuple(missing),
+        aggregates=tuple(aggregate_scores(seed_scores, suite, rule)), missing=tuple(missing), campaign=campaign,
+        release=release,
     )
+
+
+def summary_rule(rule: ToleranceRule, suite: Suite, *, models: Sequence[str], seeds: Sequence[int],
+                 benchmarks: Sequence[str], alpha: float, z: float | None) -> ToleranceRule:
+    """``rule`` with the budget spread over the summarized campaign's family (``z``: fixed, alpha implied)."""
+    family = rule.family(models=sum(1 for m in models if m in rule.model_ids), seeds=len(seeds),
+                         benchmarks=len(benchmarks), full_suite=tuple(benchmarks) == tuple(suite.keys))
+    return rule.with_budget(alpha=alpha, z=z, family=family)
 
 
 def _benchmark_means(
@@ -200,11 +230,22 @@ def render_markdown(summary: CampaignSummary) -> str:
         "",
         f"- campaign: `{summary.campaign_root}`",
         f"- suite: `{summary.suite_id}` (sha256 `{summary.suite_sha256}`); seeds: {seeds}",
+        *([f"- release: {summary.release}"] if summary.release else []),
         f"- coverage: {len(summary.seed_scores)}/{summary.expected_slices} slices scored and receipt-verified",
-        f"- tolerance: |reproduced - canonical mean| <= z x sqrt(1/k + 1/3) x max(binomial SE, pooled seed stddev), "
-        f"z = {summary.z:g}; {len(summary.verdicts) - len(summary.failures)}/{len(summary.verdicts)} verdicts within",
+        _tolerance_line(summary),
         "",
     ]
+    if summary.campaign is not None:
+        c = summary.campaign
+        lines += ["## Campaign verdict", "", f"**{'within tolerance' if c.ok else 'FAILED'}**", ""] + c.lines() + [""]
+        if c.groups:
+            lines += ["| Model | Seed | Outside 95% band (chance) | Direction S (p) | Deltas > 0 | Mean delta | Verdict |",
+                      "|---|---:|---:|---:|---:|---:|---|"]
+            for g in c.groups:
+                lines.append(f"| {label(g.model)} | {g.seed} | {g.outside_screen}/{g.slices} ({g.expected_screen:.1f}) "
+                             f"| {g.stouffer:+.2f} ({g.direction_p:.2g}) | {g.positive}/{g.slices} | "
+                             f"{_fmt(g.mean_delta, sign=True)} | {'ok' if g.ok else '**' + g.pattern.upper() + '**'} |")
+            lines.append("")
     overall = [a for a in summary.aggregates if a.level == "overall"]
     if overall:
         lines += ["## Overall (complete model-seeds)", "", "| Model | Seed | Overall | Canonical mean | Delta | Band | Verdict |",
@@ -234,8 +275,10 @@ def render_markdown(summary: CampaignSummary) -> str:
             cells.append(f"{_fmt(b.mean)} +/- {_fmt(b.stddev)} k={b.seeds}{extra}")
         lines.append(f"| {row[0].category} | {row[0].display} | " + " | ".join(cells) + " |")
     lines.append("")
-    if summary.failures:
-        lines += ["## Outside tolerance", ""] + [f"- {v.explain()}" for v in summary.failures] + [""]
+    failed_groups = summary.campaign.failed_groups if summary.campaign else []
+    if summary.failures or failed_groups:
+        lines += ["## Outside tolerance", ""] + [f"- {v.explain()}" for v in summary.failures]
+        lines += [f"- {g.explain()}" for g in failed_groups] + [""]
     if summary.missing:
         lines += ["## Not scored or not verified", ""]
         lines += [f"- `{m.key.id}`: {m.detail}" for m in summary.missing[:50]]
@@ -243,6 +286,14 @@ def render_markdown(summary: CampaignSummary) -> str:
             lines.append(f"- ... and {len(summary.missing) - 50} more (see `trace-repro verify --phase score`)")
         lines.append("")
     return "\n".join(lines)
+
+
+def _tolerance_line(summary: CampaignSummary) -> str:
+    within = f"{len(summary.verdicts) - len(summary.failures)}/{len(summary.verdicts)} verdicts within"
+    if summary.campaign is None:
+        return f"- tolerance: z = {summary.z:g}; {within}"
+    return (f"- tolerance: |reproduced - canonical mean| <= sqrt(1/k + 1/3) x max(z x binomial SE, t x pooled seed "
+            f"stddev); {summary.campaign.criterion.describe()}; {within}")
 
 
 def write_markdown(summary: CampaignSummary, path: Path) -> Path:
@@ -281,12 +332,27 @@ def summary_frames(summary: CampaignSummary) -> dict[str, Any]:
     metadata = pd.DataFrame(
         [("suite", summary.suite_id), ("suite_sha256", summary.suite_sha256), ("campaign_root", summary.campaign_root),
          ("seeds", " ".join(map(str, summary.seeds))), ("tolerance_z", summary.z),
+         *_budget_rows(summary),
          ("slices_scored", len(summary.seed_scores)), ("slices_expected", summary.expected_slices),
          *((f"model/{m}", summary.labels.get(m, m)) for m in summary.models)],
         columns=["key", "value"],
     )
     return {"seed_values": seed_values, "benchmark_means": benchmark_means, "aggregates": aggregates,
             "metadata": metadata}
+
+
+def _budget_rows(summary: CampaignSummary) -> list[tuple[str, Any]]:
+    if summary.campaign is None:
+        return []
+    c, crit = summary.campaign, summary.campaign.criterion
+    rows: list[tuple[str, Any]] = [
+        ("tolerance_method", crit.method), ("tolerance_alpha", crit.alpha), ("tolerance_family_size", crit.family_size),
+        ("tolerance_per_test_alpha", crit.per_test_alpha), ("campaign_verdict", "ok" if c.ok else "failed"),
+        ("slices_outside_band", c.outside), ("slices_outside_band_expected", c.expected_outside),
+        ("slices_outside_95", c.outside_screen), ("slices_outside_95_expected", c.expected_screen),
+    ]
+    rows += [(f"campaign/{g.model}/seed{g.seed}", g.explain()) for g in c.groups]
+    return rows
 
 
 def _require(module: str) -> Any:
@@ -312,9 +378,22 @@ def write_workbook(summary: CampaignSummary, path: Path) -> Path:
     return Path(path)
 
 
+def _chance_text(summary: CampaignSummary, model: str) -> str:
+    """Observed vs chance-expected slices outside each band for ``model`` (the plot's title)."""
+    verdicts = [s.verdict for s in summary.seed_scores if s.model == model and s.verdict is not None]
+    if not verdicts or summary.campaign is None:
+        return f"band z={summary.z:g}"
+    a = summary.campaign.criterion.per_test_alpha
+    screen = sum(1 for v in verdicts if abs(v.delta) > v.band_at(SCREEN_ALPHA))
+    out = sum(1 for v in verdicts if not v.ok)
+    failed = [f"seed {g.seed} {g.pattern}" for g in summary.campaign.failed_groups if g.model == model]
+    return (f"outside 95% band {screen} (chance {len(verdicts) * SCREEN_ALPHA:.1f}), outside family-wise band "
+            f"{out} (chance {len(verdicts) * a:.3f}); campaign checks: {', '.join(failed) or 'within'}")
+
+
 def write_plot(summary: CampaignSummary, path: Path) -> Path:
     """A PNG with one panel per model: reproduced minus canonical mean per benchmark (seed dots, mean diamond)
-    over the grey single-seed tolerance band."""
+    over the light family-wise band and the darker nominal 95% band, with observed vs chance counts per band."""
     matplotlib = _require("matplotlib")
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
@@ -330,7 +409,11 @@ def write_plot(summary: CampaignSummary, path: Path) -> Path:
             if not here:
                 continue
             band = here[0].verdict.band  # type: ignore[union-attr]
-            ax.bar(x, 2 * band, bottom=-band, width=0.7, color="0.88", edgecolor="0.7", linewidth=0.5)
+            screen = here[0].verdict.band_at(SCREEN_ALPHA)  # type: ignore[union-attr]
+            ax.bar(x, 2 * band, bottom=-band, width=0.7, color="0.92", edgecolor="0.7", linewidth=0.5,
+                   label="family-wise band" if x == 0 else None)
+            ax.bar(x, 2 * screen, bottom=-screen, width=0.7, color="0.80", linewidth=0,
+                   label="nominal 95% band" if x == 0 else None)
             for s in here:
                 ax.plot(x, s.verdict.delta, "o", ms=4, color="tab:green" if s.verdict.ok else "tab:red")  # type: ignore[union-attr]
             mean = next((b for b in summary.benchmark_means if b.model == model and b.benchmark == key), None)
@@ -340,8 +423,9 @@ def write_plot(summary: CampaignSummary, path: Path) -> Path:
         ax.set_xticks(range(len(keys)))
         ax.set_xticklabels(keys, rotation=60, ha="right", fontsize=7)
         ax.set_ylabel("reproduced - canonical (pp)", fontsize=7)
-        ax.set_title(f"{summary.labels.get(model, model)}: seed scores vs canonical 3-seed mean, band z={summary.z:g}",
+        ax.set_title(f"{summary.labels.get(model, model)}: seed scores vs canonical 3-seed mean; {_chance_text(summary, model)}",
                      fontsize=8)
+        ax.legend(loc="upper right", fontsize=6)
     fig.tight_layout()
 
     try:

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from trace_lib.aggregation.tolerance import DEFAULT_Z, Verdict
+from trace_lib.aggregation.budget import DEFAULT_ALPHA
+from trace_lib.aggregation.tolerance import Verdict
 from trace_lib.errors import InputError
 from trace_lib.release.locate import ReleaseRoot
 from trace_lib.validation import pins
@@ -22,7 +23,7 @@ from trace_lib.validation.judge import JudgeReport, load_pending, run_judge
 from trace_lib.validation.layout import ValidationLayout
 from trace_lib.validation.score import ScoreReport, run_score
 from trace_lib.validation.suite import ReleaseScore, ValidationModel, load_release_scores, load_validation_suite
-from trace_lib.validation.tolerance import check_validation_score
+from trace_lib.validation.tolerance import check_validation_score, validation_criterion
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,8 @@ class SliceSettings:
     media_transport: str = "data-url"  # upstream's transport (base64 data URLs); every backend reads it
     judge_urls: tuple[str, ...] = ()
     judge_template: ChatTemplate | None = None
-    z: float = DEFAULT_Z
+    z: float | None = None  # explicit critical value (--tolerance-z); None: from alpha over the suite's models
+    alpha: float = DEFAULT_ALPHA  # family-wise false-alarm budget (--alpha)
     expected: pins.DatasetIdentity = pins.REPRODUCTION_DATASET
 
 
@@ -130,5 +132,6 @@ def run_validation_slice(
                                  endpoints=settings.judge_urls, output_dir=layout.judge_dir(slug))
     final = run_score(release, layout.manifest, layout.generation_dir(slug), layout.scoring_dir(slug),
                       model_slug=slug, judge_results=layout.judge_results(slug), expected=settings.expected)
-    verdict = check_validation_score(slice_.canonical, final.accuracy_percent, rows=final.rows, z=settings.z)
+    verdict = check_validation_score(slice_.canonical, final.accuracy_percent, rows=final.rows,
+                                     criterion=validation_criterion(release, alpha=settings.alpha, z=settings.z))
     return SliceOutcome(generation=generation, first_score=first, judge=judge_report, score=final, verdict=verdict)

@@ -43,7 +43,7 @@ from trace_lib.validation.score import (
 from trace_lib.validation.suite import (
     ValidationModel, ValidationSuite, load_release_scores, load_system_prompt, load_validation_suite,
 )
-from trace_lib.validation.tolerance import check_validation_score
+from trace_lib.validation.tolerance import check_validation_score, validation_criterion
 
 PHASES = ("release", "generation-only", "full")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -484,7 +484,7 @@ def verify_scoring_model(release: ReleaseRoot, suite: ValidationSuite, data: Ver
 
 def verify_full(release: ReleaseRoot, layout: ValidationLayout, *, parquet: Path | None,
                 expected: pins.DatasetIdentity = pins.REPRODUCTION_DATASET, models: Sequence[str] | None = None,
-                z: float = 3.0) -> dict[str, Any]:
+                z: float | None = None, alpha: float = 0.05) -> dict[str, Any]:
     """The ``full`` phase: generation-only, every scoring folder recomputed, accuracies vs the release table.
 
     Artifact problems raise :class:`VerificationError`; accuracies outside the band give ``status: failed`` with
@@ -493,12 +493,13 @@ def verify_full(release: ReleaseRoot, layout: ValidationLayout, *, parquet: Path
     report, suite, data = verify_generation(release, layout, parquet=parquet, expected=expected, models=models)
     canonical = load_release_scores(release)
     chosen = _models(suite, models)
+    criterion = validation_criterion(release, alpha=alpha, z=z)
     verdicts, totals = [], collections.Counter()
     for model in chosen:
         overall = verify_scoring_model(release, suite, data, model, layout, expected=expected)
         correct = round(overall["combined_semantic_accuracy"] * overall["rows"])
         verdict = check_validation_score(canonical[model.slug], round(100.0 * correct / overall["rows"], 2),
-                                         rows=overall["rows"], z=z)
+                                         rows=overall["rows"], criterion=criterion)
         verdicts.append(verdict)
         totals["scored_rows"] += overall["rows"]
         totals["judge_pending_rows"] += overall["judge_requested_rows"]

@@ -1,0 +1,128 @@
+"""``trace-repro fetch-runs`` through real ``huggingface_hub`` against a loopback stand-in for the Hub: exactly the
+selected parts are downloaded and verified; a tampered part or manifest is refused naming the file and both hashes
+(nothing from it is placed); unknown ids get one line with close matches; a second fetch downloads nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+
+from trace_lib.archive import hashes
+from trace_lib.archive.fetch import RESULTS_REL, Selection, fetch_runs, hub_downloader, release_pins
+from trace_lib.archive.reader import PartDigestError, open_archive
+from trace_lib.errors import UsageError
+from trace_lib.release.locate import locate_release
+from trace_lib.testing.archive_writer import SampleSpec, SliceSpec, write_archive_run
+from trace_lib.testing.hub_server import LoopbackHub
+
+REF = Path(os.environ.get("TRACE_ROOT", "/work/shared/reference/trace-rlvr"))
+REPO = "maveryn/trace-eval-runs"
+REVISION = "c" * 40
+RUN = "qwen2.5-vl-3b-comparison-temp06-seeds42-44-v1"
+MODEL = "trace-qwen2.5-vl-3b"
+
+
+def _samples(n: int) -> tuple[SampleSpec, ...]:
+    return tuple(SampleSpec(str(i), i, hashes.text_sha256(f"r{i}"), f"q{i}", f"a{i}", score=float(i % 2))
+                 for i in range(n))
+
+
+@pytest.fixture
+def world(tmp_path: Path):
+    """A Hub repository directory with one run, and a release copy whose first source artifact pins it."""
+    hub_dir = tmp_path / "hub"
+    written = write_archive_run(hub_dir / "runs" / RUN, RUN, [
+        SliceSpec(MODEL, 42, "mmstar", _samples(4), 50.0), SliceSpec(MODEL, 43, "mmstar", _samples(4), 50.0),
+        SliceSpec(MODEL, 42, "erqa", _samples(2), 50.0),
+    ])
+    release_dir = tmp_path / "release"
+    shutil.copytree(REF, release_dir)
+    results_path = release_dir / RESULTS_REL
+    doc = json.loads(results_path.read_text())
+    art = doc["source_artifacts"][0]
+    assert art["run_id"] == RUN
+    art.update(repository_revision=REVISION, manifest_sha256=written.manifest_sha256,
+               result_sha256=written.result_sha256)
+    results_path.write_text(json.dumps(doc))
+    return locate_release(release_dir), hub_dir, written
+
+
+def _fetch(release, hub, tmp_path, selection, **kw):
+    return fetch_runs(release, tmp_path / "dest", selection, progress=False,
+                      download=hub_downloader(endpoint=hub.url, cache_dir=str(tmp_path / "cache")), **kw)
+
+
+def test_pins_come_from_the_release():
+    pins = release_pins(locate_release(REF))
+    assert [p.run_id for p in pins][-1] == "trace-iid-validation-2000-answer-seed42-8models-v1"
+    assert pins[-1].validation and pins[-1].manifest_sha256 and pins[-1].result_path.startswith("metadata/")
+    assert {p.revision[:8] for p in pins} == {"4178a839", "4ca25af7", "cf0d14ae"}
+
+
+def test_fetch_downloads_exactly_the_selected_slice(world, tmp_path):
+    release, hub_dir, _ = world
+    with LoopbackHub({(REPO, REVISION): hub_dir}) as hub:
+        report = _fetch(release, hub, tmp_path, Selection(model_ids=(MODEL,), seeds=(42,), benchmarks=("mmstar",)))
+        gets = [r for r in hub.requests if r.startswith("GET")]
+        again = _fetch(release, hub, tmp_path, Selection(model_ids=(MODEL,), seeds=(42,), benchmarks=("mmstar",)))
+        assert len([r for r in hub.requests if r.startswith("GET")]) == len(gets)  # nothing downloaded twice
+    assert report.runs == [RUN] and again.reused == len(report.files)
+    assert all("seed=42/benchmark=mmstar" in unquote(g) for g in gets if "/data/" in g)
+    assert len([f for f in report.files if f.endswith(".parquet")]) == 3
+    archive = open_archive(tmp_path / "dest")
+    assert [r.response_text for r in archive.iter_slice(archive.find(MODEL, 42, "mmstar"))] == ["a0", "a1", "a2", "a3"]
+
+
+def test_tampered_part_is_refused_and_not_placed(world, tmp_path):
+    release, hub_dir, _ = world
+    manifest = json.loads((hub_dir / "runs" / RUN / "metadata/manifest.json").read_text())
+    part = next(a for a in manifest["artifacts"] if a["config_name"] == "responses" and a["seed"] == 43)
+    with LoopbackHub({(REPO, REVISION): hub_dir}) as hub:
+        hub.tamper.add(f"runs/{RUN}/{part['parquet_path']}")
+        with pytest.raises(PartDigestError) as info:
+            _fetch(release, hub, tmp_path, Selection(seeds=(43,)))
+    text = info.value.render()
+    assert part["parquet_path"] in text and part["parquet_sha256"] in text and "found '" in text
+    assert not (tmp_path / "dest" / "runs" / RUN / part["parquet_path"]).exists()
+    assert not (tmp_path / "dest" / "runs" / RUN / "metadata/manifest.json").exists()
+
+
+def test_manifest_differing_from_the_release_pin_is_refused(world, tmp_path):
+    release, hub_dir, written = world
+    with LoopbackHub({(REPO, REVISION): hub_dir}) as hub:
+        hub.tamper.add(f"runs/{RUN}/metadata/manifest.json")
+        with pytest.raises(PartDigestError, match=written.manifest_sha256):
+            _fetch(release, hub, tmp_path, Selection())
+
+
+def test_unknown_ids_are_one_line_with_close_matches(world, tmp_path):
+    release, hub_dir, _ = world
+    with LoopbackHub({(REPO, REVISION): hub_dir}) as hub:
+        with pytest.raises(UsageError, match="did you mean: trace-qwen2.5-vl-3b"):
+            _fetch(release, hub, tmp_path, Selection(model_ids=("trace-qwen2.5-vl3b",)))
+        with pytest.raises(UsageError, match="did you mean: mmstar"):
+            _fetch(release, hub, tmp_path, Selection(benchmarks=("mmstr",)), benchmark_ids=["mmstar", "erqa"])
+        assert hub.requests == []
+
+
+def test_cli_fetch_runs_through_hf_endpoint(world, tmp_path):
+    release, hub_dir, _ = world
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HF_HUB_CACHE": str(tmp_path / "c"),
+           "HF_HUB_DISABLE_TELEMETRY": "1", "TRACE_ROOT": str(release.path)}
+    with LoopbackHub({(REPO, REVISION): hub_dir}) as hub:
+        env["HF_ENDPOINT"] = hub.url
+        ok = subprocess.run([sys.executable, "-m", "trace_lib", "fetch-runs", "--dest", str(tmp_path / "d"),
+                             "--model-id", MODEL, "--benchmark", "erqa"], env=env, capture_output=True, text=True)
+        bad = subprocess.run([sys.executable, "-m", "trace_lib", "fetch-runs", "--dest", str(tmp_path / "d"),
+                              "--benchmark", "erqaa"], env=env, capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    assert "verified and placed" in ok.stdout
+    assert open_archive(tmp_path / "d").find(MODEL, 42, "erqa")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --benchmark: unknown benchmark") and "did you mean: erqa" in bad.stderr.splitlines()[0]

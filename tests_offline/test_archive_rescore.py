@@ -1,0 +1,123 @@
+"""Re-scoring archived responses (trace_lib.archive.rescore) through the live protocol code: an archive written from
+a protocol's own scoring re-scores exactly, judge rows included through the replay judge; injected score
+differences are named row by row; unreplayable judge requests void the score instead of being guessed."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from trace_lib.archive.reader import open_archive
+from trace_lib.archive.rescore import rescore_slice
+from trace_lib.benchmarks.protocol import ScoringContext
+from trace_lib.benchmarks.registry import get_protocol
+from trace_lib.data.rowhash import source_row_hash
+from trace_lib.errors import InputError
+from trace_lib.scoring.judge import CallableJudge
+from trace_lib.testing.archive_writer import SampleSpec, SliceSpec, write_archive_run
+
+CHOICES = {"A": "a cat", "B": "a dog", "C": "a bird", "D": "a fish"}
+ANSWERS = "ABCDABCD"
+RESPONSES = ["A", "B", "the answer is C", "A", "B and C", "C", "(C)", "D"]  # row 4 needs the judge (fallback route)
+JUDGE_SAYS = "B"
+
+
+def _rows() -> list[dict]:
+    return [{"index": 10 + i, "question": f"What is in picture {i}?", **CHOICES, "answer": a,
+             "category": "coarse perception", "l2-category": "scene"} for i, a in enumerate(ANSWERS)]
+
+
+def _paper_slice(rows, *, judged=True, tamper_row=None):  # noqa: ANN001, ANN202
+    """Score with the protocol and a judge answering JUDGE_SAYS, and write what the paper archive would hold."""
+    protocol = get_protocol("mmstar")
+    judge = CallableJudge(lambda *_: JUDGE_SAYS)
+    result = protocol.score(rows, RESPONSES, ScoringContext(seed=42, judge=judge))
+    samples = []
+    for i, (row, rec) in enumerate(zip(rows, result.records)):
+        used = judged and rec.judge_calls > 0
+        score = rec.score if i != tamper_row else 1.0 - rec.score
+        samples.append(SampleSpec(str(row["index"]), i, source_row_hash(row), f"prompt {i}", RESPONSES[i],
+                                  extraction_value=rec.extracted, judge_output=JUDGE_SAYS if used else None,
+                                  score=score))
+    return protocol, result, samples
+
+
+@pytest.fixture
+def rows():
+    return _rows()
+
+
+def _archive(tmp_path: Path, samples, aggregate: float):  # noqa: ANN001, ANN202
+    write_archive_run(tmp_path / "runs" / "r", "r", [SliceSpec("m", 42, "mmstar", tuple(samples), aggregate)])
+    archive = open_archive(tmp_path)
+    return archive, archive.find("m", 42, "mmstar")
+
+
+def test_exact_rescore_with_the_replay_judge(tmp_path, rows):
+    protocol, paper, samples = _paper_slice(rows)
+    archive, key = _archive(tmp_path, samples, paper.score)
+    out = rescore_slice(archive, key, protocol, rows, canonical=paper.score)
+    assert out.ok and out.score == paper.score and out.judge_mode == "replay"
+    assert (out.score_agree, out.score_compared) == (8, 8) and out.first_diffs == ()
+    assert (out.replay.recorded, out.replay.keyed, out.replay.missing_count, out.replay.served) == (1, 1, 0, 1)
+    assert dict(out.properties())["verdict"] == "exact"
+
+
+def test_a_differing_canonical_fails_the_exact_check(tmp_path, rows):
+    protocol, paper, samples = _paper_slice(rows)
+    archive, key = _archive(tmp_path, samples, paper.score)
+    out = rescore_slice(archive, key, protocol, rows, canonical=paper.score + 1e-6)
+    assert not out.ok and "vs canonical" in out.explain()
+
+
+def test_injected_row_score_difference_is_named(tmp_path, rows):
+    protocol, paper, samples = _paper_slice(rows, tamper_row=5)
+    archive, key = _archive(tmp_path, samples, paper.score)
+    out = rescore_slice(archive, key, protocol, rows, canonical=paper.score)
+    assert (out.score_agree, out.score_compared) == (7, 8)
+    assert [(d.source_index, d.stage) for d in out.first_diffs] == [("15", "score")]
+    assert "score@15" in out.explain()
+
+
+def test_judge_request_without_a_recorded_output_voids_the_score(tmp_path, rows):
+    protocol, paper, samples = _paper_slice(rows, judged=False)
+    archive, key = _archive(tmp_path, samples, paper.score)
+    out = rescore_slice(archive, key, protocol, rows, canonical=paper.score)
+    assert out.score is None and not out.ok
+    assert out.replay.missing_count == 1 and "without a recorded output" in out.replay.explain()
+
+
+def test_live_judge_is_used_when_given(tmp_path, rows):
+    protocol, paper, samples = _paper_slice(rows, judged=False)
+    archive, key = _archive(tmp_path, samples, paper.score)
+    out = rescore_slice(archive, key, protocol, rows, canonical=paper.score,
+                        judge=CallableJudge(lambda *_: JUDGE_SAYS))
+    assert out.ok and out.judge_mode == "live" and out.replay is None
+
+
+def test_dataset_rows_differing_from_the_archive_are_refused(tmp_path, rows):
+    protocol, paper, samples = _paper_slice(rows)
+    archive, key = _archive(tmp_path, samples, paper.score)
+    edited = [dict(r) for r in rows]
+    edited[3] = {**edited[3], "question": "edited"}
+    with pytest.raises(InputError, match="1 dataset row\\(s\\) without an archived response"):
+        rescore_slice(archive, key, protocol, edited, canonical=paper.score)
+
+
+def test_replay_counts_conflicting_and_multi_prompt_rows_instead_of_guessing():
+    from trace_lib.archive.replay_judge import build_replay
+
+    def score_one(row, response, judge):  # noqa: ANN001, ANN202 - asks one prompt per row, two for row "m"
+        judge.chat([f"judge {row['q']} {response}"])
+        if row["q"] == "m":
+            judge.chat([f"second {response}"])
+
+    rows = [{"q": "same"}, {"q": "same"}, {"q": "m"}, {"q": "solo"}]
+    judge = build_replay(rows, ["r", "r", "r", "r"], [("0", "B"), ("1", "C"), ("2", "A"), ("3", "D")], score_one)
+    stats = judge.stats
+    assert (stats.recorded, stats.keyed, stats.conflict, stats.multi_prompt) == (4, 2, ["1"], ["2"])
+    assert [r.text for r in judge.chat(["judge solo r"])] == ["D"]
+    replies = judge.chat(["judge same r", "judge same r"])  # the conflicting prompt is dropped, never guessed
+    assert [r.ok for r in replies] == [False, False] and stats.missing_count == 1 and not stats.complete

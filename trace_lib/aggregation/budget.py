@@ -1,0 +1,219 @@
+"""The false-alarm budget of a reproduction campaign: family, per-test level and critical values.
+
+A campaign makes ``m`` tests (its *family*, fixed by the plan, never by ``-k``). The user states one family-wise
+false-alarm budget ``alpha`` (``--alpha``, default 0.05): the probability that a faithful re-run reports anything
+FAILED. Each test gets the Šidák level ``a = 1 - (1 - alpha)^(1/m)``; Šidák is exact for independent tests and
+conservative for the positively dependent ones here (seeds of one cell share its canonical mean, models share a
+benchmark's pooled stddev: Šidák's inequality for two-sided tests of multivariate normal and t vectors).
+
+Derivation of a slice band at level ``a`` (``x`` the mean of ``k`` reproduced seeds, ``mu`` the mean of ``n``
+canonical seeds, both draws of one distribution with seed-to-seed stddev ``sigma``): ``D = x - mu ~
+N(0, (1/k + 1/n) sigma^2)``, ``f = sqrt(1/k + 1/n)``. ``sigma`` is unknown; two bounds are available:
+
+- binomial: a score that is a mean of per-row credits in [0, 1], independent across rows given the seed, has
+  ``Var <= sum p_i(1-p_i)/N^2 <= p(1-p)/N`` (Jensen), so ``sigma <= SE_bin`` with no estimation error and
+  ``P(|D| > f * z_a * SE_bin) <= a`` with ``z_a`` the normal quantile ``Phi^-1(1 - a/2)``;
+- seed pool: when the seed spread of a benchmark is common to the release's models, the pooled variance
+  ``s_pool^2`` (mean of the models' sample variances) has ``nu = sum(n_i - 1)`` degrees of freedom (8 models x 2 =
+  16), ``D / (f s_pool) ~ t_nu`` exactly, and ``P(|D| > f * t_{nu,a} * s_pool) = a``.
+
+The band is ``f * max(z_a * SE_bin, t_{nu,a} * s_pool)``: a faithful re-run lands outside with probability <= ``a``
+if *either* bound holds (it is wider than each single-bound band). Category and overall scores use the same form
+with their own binomial term and pool. The TRACE validation has one canonical draw and no seed pool: its band is
+``z_a * sqrt(2) * SE_bin``.
+
+``--tolerance-z Z`` overrides both critical values with ``Z`` (the pre-budget rule; ``alpha`` is then reported as
+implied: ``1 - (1 - a_Z)^m`` with ``a_Z = P(|t_nu| > Z)``, the larger of the two single-bound levels).
+Quantiles use the standard library only (normal: :class:`statistics.NormalDist`; Student t with integer ``nu``:
+the closed-form series of Abramowitz & Stegun 26.7.3-4, inverted by bisection), so the offline lane needs no scipy.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+from trace_lib.errors import UsageError
+
+#: The default family-wise false-alarm budget.
+DEFAULT_ALPHA = 0.05
+#: Per-test level of the "screening" band used by the campaign-level count check (a nominal 95% band).
+SCREEN_ALPHA = 0.05
+
+_NORMAL = NormalDist()
+
+
+def normal_two_sided_quantile(a: float) -> float:
+    """``z`` with ``P(|Z| > z) = a`` for a standard normal ``Z``."""
+    return _NORMAL.inv_cdf(1.0 - a / 2.0)
+
+
+def t_two_sided_tail(t: float, dof: int) -> float:
+    """``P(|T| > t)`` for Student's t with integer ``dof >= 1`` (A&S 26.7.3-4, exact finite series)."""
+    if dof < 1 or int(dof) != dof:
+        raise ValueError(f"dof must be a positive integer, got {dof}")
+    t = abs(t)
+    theta = math.atan(t / math.sqrt(dof))
+    s, c = math.sin(theta), math.cos(theta)
+    if dof % 2 == 0:  # A = sin(theta) * (1 + 1/2 c^2 + 1*3/(2*4) c^4 + ... up to c^(dof-2))
+        term, total = 1.0, 1.0
+        for j in range(1, dof // 2):
+            term *= (2 * j - 1) / (2 * j) * c * c
+            total += term
+        inside = s * total
+    else:  # A = 2/pi * (theta + sin(theta) * (c + 2/3 c^3 + ... up to c^(dof-2)))
+        if dof == 1:
+            inside = 2.0 * theta / math.pi
+        else:
+            term, total = c, c
+            for j in range(1, (dof - 1) // 2):
+                term *= (2 * j) / (2 * j + 1) * c * c
+                total += term
+            inside = 2.0 / math.pi * (theta + s * total)
+    return max(0.0, 1.0 - inside)
+
+
+@functools.lru_cache(maxsize=256)
+def t_two_sided_quantile(a: float, dof: int) -> float:
+    """``t`` with ``P(|T_dof| > t) = a`` (bisection on :func:`t_two_sided_tail` to ~1e-12 relative)."""
+    if not 0.0 < a < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {a}")
+    lo, hi = 0.0, 1.0
+    while t_two_sided_tail(hi, dof) > a:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if t_two_sided_tail(mid, dof) > a:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * hi:
+            break
+    return 0.5 * (lo + hi)
+
+
+def sidak_level(alpha: float, family_size: int) -> float:
+    """Per-test level ``1 - (1 - alpha)^(1/m)`` that holds the family-wise rate at ``alpha`` (independent tests)."""
+    return -math.expm1(math.log1p(-alpha) / max(1, family_size))
+
+
+def family_rate(per_test: float, family_size: int) -> float:
+    """The family-wise rate ``1 - (1 - a)^m`` implied by a per-test level ``a`` (inverse of :func:`sidak_level`)."""
+    return -math.expm1(max(1, family_size) * math.log1p(-min(per_test, 1.0 - 1e-16)))
+
+
+def binomial_upper_tail(k: int, n: int, p: float) -> float:
+    """``P(X >= k)`` for ``X ~ Binomial(n, p)`` (exact sum)."""
+    if k <= 0:
+        return 1.0
+    if k > n or p <= 0.0:
+        return 0.0
+    if p >= 1.0:
+        return 1.0
+    log_p, log_q, log_n = math.log(p), math.log1p(-p), math.lgamma(n + 1)
+    return min(1.0, sum(math.exp(log_n - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * log_p + (n - i) * log_q)
+                        for i in range(k, n + 1)))
+
+
+def check_alpha(alpha: float) -> float:
+    """``alpha`` itself when it is a number in (0, 1).
+
+    Raises:
+        UsageError: otherwise.
+    """
+    if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and 0.0 < alpha < 1.0):
+        raise UsageError("alpha must be a number in (0, 1)", field="--alpha", found=alpha)
+    return float(alpha)
+
+
+@dataclass(frozen=True)
+class Family:
+    """The tests a planned campaign makes (every verdict it reports), counted from the plan's shape."""
+
+    slices: int  # models x seeds x benchmarks
+    means: int = 0  # models x benchmarks when there are >= 2 seeds (mean of the reproduced seeds)
+    overalls: int = 0  # models x seeds (full suite only)
+    categories: int = 0  # models x seeds x categories (full suite only)
+    campaign_checks: int = 0  # models x seeds x 2: the count and direction checks (full suite only)
+
+    @property
+    def size(self) -> int:
+        return self.slices + self.means + self.overalls + self.categories + self.campaign_checks
+
+    @classmethod
+    def for_campaign(cls, *, models: int, seeds: int, benchmarks: int, categories: int, full_suite: bool) -> Family:
+        """The family of ``models`` (with canonical scores) x ``seeds`` x ``benchmarks``."""
+        groups = models * seeds if full_suite else 0
+        return cls(
+            slices=models * seeds * benchmarks,
+            means=models * benchmarks if seeds > 1 else 0,
+            overalls=groups,
+            categories=groups * categories,
+            campaign_checks=2 * groups,
+        )
+
+    def describe(self) -> str:
+        parts = [f"{self.slices} slices"]
+        for count, name in ((self.means, "benchmark means"), (self.overalls, "overalls"),
+                            (self.categories, "categories"), (self.campaign_checks, "campaign checks")):
+            if count:
+                parts.append(f"{count} {name}")
+        return f"{self.size} tests ({' + '.join(parts)})"
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """How a family's per-test critical values follow from the budget (or from an explicit ``--tolerance-z``)."""
+
+    alpha: float  # family-wise false-alarm budget (given, or implied by a fixed z)
+    family_size: int
+    per_test_alpha: float
+    method: str  # "sidak" (from --alpha) or "fixed-z" (from --tolerance-z)
+    fixed_z: float | None = None
+    family_text: str = ""
+
+    @classmethod
+    def from_alpha(cls, alpha: float, family: Family | int) -> Criterion:
+        size = family.size if isinstance(family, Family) else int(family)
+        text = family.describe() if isinstance(family, Family) else f"{size} tests"
+        return cls(check_alpha(alpha), size, sidak_level(alpha, size), "sidak", None, text)
+
+    @classmethod
+    def from_z(cls, z: float, family: Family | int = 1, *, dof: int | None = None) -> Criterion:
+        """The fixed-z criterion; the per-test level reported is the larger of the normal and ``t_dof`` levels."""
+        if not (isinstance(z, (int, float)) and math.isfinite(z) and z > 0):
+            raise UsageError("z must be a positive number", field="--tolerance-z", found=z)
+        size = family.size if isinstance(family, Family) else int(family)
+        text = family.describe() if isinstance(family, Family) else f"{size} tests"
+        per_test = t_two_sided_tail(z, dof) if dof else 2.0 * (1.0 - _NORMAL.cdf(z))
+        return cls(family_rate(per_test, size), size, per_test, "fixed-z", float(z), text)
+
+    def binomial_z(self) -> float:
+        """Critical value for a known-bound (binomial) sigma."""
+        return self.fixed_z if self.fixed_z is not None else normal_two_sided_quantile(self.per_test_alpha)
+
+    def pool_t(self, dof: int) -> float:
+        """Critical value for a pooled seed stddev with ``dof`` degrees of freedom (normal when ``dof`` is 0)."""
+        if self.fixed_z is not None:
+            return self.fixed_z
+        return t_two_sided_quantile(self.per_test_alpha, dof) if dof > 0 else self.binomial_z()
+
+    def describe(self) -> str:
+        """One line for reports and ``--print-config``."""
+        if self.method == "fixed-z":
+            return (f"fixed z={self.fixed_z:g} (--tolerance-z) over {self.family_text}: implied per-test "
+                    f"{self.per_test_alpha:.3g}, implied family-wise alpha {self.alpha:.4g}")
+        return (f"alpha={self.alpha:g} family-wise over {self.family_text}, Sidak per-test "
+                f"{self.per_test_alpha:.3g}")
+
+    def properties(self) -> list[tuple[str, str]]:
+        """JUnit receipt properties of the budget."""
+        return [
+            ("tolerance_method", self.method),
+            ("tolerance_alpha", repr(self.alpha)),
+            ("tolerance_alpha_kind", "implied" if self.method == "fixed-z" else "given"),
+            ("tolerance_family_size", str(self.family_size)),
+            ("tolerance_per_test_alpha", repr(self.per_test_alpha)),
+        ]

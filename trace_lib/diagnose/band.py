@@ -1,0 +1,19 @@
+"""The score difference that sampling alone explains between two single-seed runs of one slice."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from trace_lib.diagnose.views import SliceKey
+from trace_lib.errors import UsageError
+
+
+def sampling_band(rule: Any, key: SliceKey) -> float | None:
+    """``z * sqrt(2) * sigma`` of the release's tolerance rule for ``key`` (two independent single-seed runs,
+    each with the slice's sigma), or ``None`` when the release has no canonical value for the model/benchmark."""
+    try:
+        sigma = rule.slice_sigma(key.model, key.benchmark)
+    except UsageError:
+        return None
+    return rule.z * math.sqrt(2.0) * sigma.value

@@ -1,0 +1,102 @@
+"""Read one slice of a trace-repro campaign directory into a :class:`~trace_lib.diagnose.views.SliceView`.
+
+Responses come from the generation store (``generation/seed_<S>/<model>/<benchmark>.jsonl``), extractions and
+row credits from the scoring records (``scoring/seed_<S>/<model>/<benchmark>/records.jsonl``) and the slice score
+from ``scores.json`` beside them. An unscored slice still diagnoses its prompt and sampling stages.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+from trace_lib.diagnose.views import RowView, SliceKey, SliceView, prompt_sha256
+from trace_lib.errors import InputError
+
+NAMESPACE = "trace-repro-request-v1"
+
+
+def extracted_text(value: Any) -> str:
+    """The canonical text of an extracted answer (what two sources are compared on)."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def campaign_slice_keys(campaign_root: Path) -> list[SliceKey]:
+    """Every slice with a response file under ``campaign_root``, sorted by model, seed, benchmark."""
+    keys = []
+    for path in sorted((Path(campaign_root) / "generation").glob("seed_*/*/*.jsonl")):
+        seed_text = path.parent.parent.name.removeprefix("seed_")
+        if seed_text.isdigit():
+            keys.append(SliceKey(path.parent.name, int(seed_text), path.stem))
+    return sorted(keys, key=lambda k: (k.model, k.seed, k.benchmark))
+
+
+def _records(path: Path) -> Iterator[dict[str, Any]]:
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                raise InputError(f"line {number} is not JSON", file=str(path)) from None
+            if not isinstance(record, dict) or "index" not in record:
+                raise InputError("record has no index", file=str(path), field=f"line {number}.index")
+            yield record
+
+
+def load_campaign_slice(campaign_root: Path, key: SliceKey) -> SliceView | None:
+    """The slice ``key`` of the campaign at ``campaign_root``, or ``None`` when it has no response file.
+
+    Raises:
+        InputError: a corrupt response, records or scores file.
+    """
+    from trace_lib.generation.store import load_responses, response_path
+    from trace_lib.scoring.score import RECORDS_FILE, SCORES_FILE, scores_dir
+
+    root = Path(campaign_root)
+    path = response_path(root, model=key.model, seed=key.seed, benchmark=key.benchmark)
+    if not path.is_file():
+        return None
+    rows: dict[str, RowView] = {}
+    for stored in load_responses(path):
+        rows[stored.index] = RowView(
+            index=stored.index,
+            prompt_sha256=prompt_sha256(stored.prompt) if stored.prompt else None,
+            request_key=stored.request_hash,
+            response=stored.response,
+            finish_reason=stored.finish_reason,
+            prompt_tokens=stored.prompt_tokens,
+            completion_tokens=stored.completion_tokens,
+        )
+    score = None
+    notes: list[str] = []
+    out = scores_dir(root, model=key.model, seed=key.seed, benchmark=key.benchmark)
+    if (out / SCORES_FILE).is_file() and (out / RECORDS_FILE).is_file():
+        for record in _records(out / RECORDS_FILE):
+            index = str(record["index"])
+            if index not in rows:
+                continue  # scored from another response file; the response stage reports the row as missing
+            credit = record.get("score")
+            rows[index] = _with_scoring(rows[index], record, credit)
+        try:
+            summary = json.loads((out / SCORES_FILE).read_text(encoding="utf-8"))
+            score = float(summary["score"])
+        except (ValueError, KeyError, TypeError):
+            raise InputError("unreadable slice score", file=str(out / SCORES_FILE), field="score") from None
+    else:
+        notes.append("not scored (no scores.json): extraction and score stages not compared")
+    return SliceView(key=key, source=f"campaign {root}", rows=rows, score=score, request_namespace=NAMESPACE,
+                     notes=tuple(notes))
+
+
+def _with_scoring(row: RowView, record: dict[str, Any], credit: Any) -> RowView:
+    from dataclasses import replace
+
+    return replace(
+        row,
+        extracted=extracted_text(record.get("extracted")),
+        used_judge=bool(record.get("judge_calls")),
+        score=float(credit) if isinstance(credit, (int, float)) and not isinstance(credit, bool) else None,
+    )
