@@ -128,10 +128,10 @@ def test_a_workbook_openpyxl_cannot_read_is_a_one_line_error() -> None:
 
 
 def test_official_workbook_types_index_and_keeps_prediction_text() -> None:
-    rows = [{"index": 1, "image": "b64", "answer": "A"}, {"index": 2, "image": "b64", "answer": "B"}]
-    table = official_workbook(rows, ["B", None], ["index", "image", "answer", "prediction"])
-    assert (table["index"], "image" in table, table["prediction"][0], math.isnan(table["prediction"][1])) == (
-        [1, 2], False, "B", True)
+    rows = [{"index": i, "image": "b64", "answer": "A"} for i in (1, 2, 3)]
+    table = official_workbook(rows, ["B", None, "=1+1"], ["index", "image", "answer", "prediction"])
+    assert (table["index"], "image" in table, table["prediction"][0]) == ([1, 2, 3], False, "B")
+    assert math.isnan(table["prediction"][1]) and math.isnan(table["prediction"][2])  # formula: re-saved -> NaN
 
 
 def test_paper_constraints_file_pins_the_release_versions(release) -> None:
@@ -158,3 +158,12 @@ def test_round_trip_writes_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.chdir(tmp_path)
     roundtrip_column(["a"], resaved=True)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_prediction_workbook_resaves_only_on_the_official_route() -> None:
+    from trace_lib.benchmarks._math_workbook import prediction_workbook
+
+    rows = [{"index": 1, "image": "b64", "answer": "2"}, {"index": 2, "image": "b64", "answer": "3"}]
+    direct = prediction_workbook(rows, ["=1+1", "x"])
+    official = prediction_workbook(rows, ["=1+1", "x"], resaved=True)
+    assert (direct["prediction"][0], math.isnan(official["prediction"][0]), "image" in direct) == (0, True, False)
