@@ -40,14 +40,18 @@ COMPACT_MEDIA_COLUMNS = frozenset({"image", "images", "image_path", "image_paths
 _ROW_GUARD = "_trace_repro_row"
 
 
-@functools.lru_cache(maxsize=1)
 def library_versions() -> dict[str, str]:
     """The pandas / XlsxWriter / openpyxl versions this process round-trips workbooks with."""
+    return dict(_versions())
+
+
+@functools.lru_cache(maxsize=1)
+def _versions() -> tuple[tuple[str, str], ...]:
     import openpyxl
     import pandas
     import xlsxwriter
 
-    return {"pandas": pandas.__version__, "xlsxwriter": xlsxwriter.__version__, "openpyxl": openpyxl.__version__}
+    return (("pandas", pandas.__version__), ("xlsxwriter", xlsxwriter.__version__), ("openpyxl", openpyxl.__version__))
 
 
 def _resave(data: bytes) -> bytes:
