@@ -57,6 +57,29 @@ def test_workbook_truncates_to_excel_cell_limit():
     assert workbook.roundtrip_text(None) == "nan"
 
 
+def test_workbook_random_cells_read_back_as_pandas_reads_a_file(tmp_path):
+    """Random text cells through the in-memory round trip equal ``to_excel`` + ``read_excel`` on a real file."""
+    import random
+
+    import pandas as pd
+
+    pieces = ["", "A", " ", "=", "{=", "}", "nan", "None", "N/A", "\r", "\n", "\t", "\x01", "\x1f", "http://",
+              "mailto:", "é", "The answer is (B).", "42", "-", "#N/A", "null", "_x0041_", "x" * 900]
+    rng = random.Random(0)
+    values = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 4))) for _ in range(400)]
+    # A link or formula holding a control character makes XlsxWriter emit XML that openpyxl cannot read (upstream
+    # crashes there; trace-repro raises a one-line error, tested in test_vlmeval_workbook.py).
+    values = [v for v in values if not (v.startswith(("http://", "mailto:", "=", "{=")) and any(
+        c in v for c in "\x01\x1f\r"))]
+    path = tmp_path / "t.xlsx"
+    pd.DataFrame({"index": range(len(values)), "prediction": values}).to_excel(path, index=False, engine="xlsxwriter")
+    back = [v.item() if hasattr(v, "item") else v for v in pd.read_excel(path)["prediction"].tolist()]
+    got = workbook.roundtrip_column(values)
+    assert [i for i, (a, b) in enumerate(zip(back, got)) if not (a == b or (workbook.is_na(a) and workbook.is_na(b)))] == []
+
+
+
+
 def test_cli_without_command_prints_help_and_exits_usage():
     proc = subprocess.run([sys.executable, "-m", "trace_lib"], capture_output=True, text=True)
     assert proc.returncode == 2
@@ -66,33 +89,6 @@ def test_cli_without_command_prints_help_and_exits_usage():
 def test_cli_version():
     proc = subprocess.run([sys.executable, "-m", "trace_lib", "--version"], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.startswith("trace-repro ")
-
-
-def test_workbook_emulation_agrees_with_real_excel_roundtrip(tmp_path):
-    """Differential check against pandas.to_excel (XlsxWriter) + read_excel (openpyxl), the upstream path."""
-    import random
-
-    import pandas as pd
-
-    pytest.importorskip("xlsxwriter", reason="the 'test' extra installs XlsxWriter for this differential test")
-    pytest.importorskip("openpyxl", reason="the 'test' extra installs openpyxl for this differential test")
-    pieces = ["", "A", " ", "=", "{=", "}", "nan", "None", "N/A", "\r", "\n", "\t", "\x01", "\x1f", "http://",
-              "mailto:", "é", "The answer is (B).", "42", "-", "#N/A", "null", "_x0041_", "x" * 900]
-    rng = random.Random(0)
-    values = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 4))) for _ in range(400)]
-    # A link or formula holding a control character makes XlsxWriter emit XML that openpyxl cannot read: upstream
-    # would crash there, so there is nothing to emulate.
-    values = [v for v in values if not ((workbook._URL.match(v) or v.startswith(("=", "{="))) and workbook._CONTROL.search(v))]
-    path = tmp_path / "t.xlsx"
-    pd.DataFrame({"index": range(len(values)), "prediction": values}).to_excel(path, index=False, engine="xlsxwriter")
-    back = pd.read_excel(path)["prediction"].tolist()
-    mismatches = []
-    for value, real in zip(values, back):
-        emulated = workbook.roundtrip_cell(value)
-        same = workbook.is_na(emulated) if isinstance(real, float) and math.isnan(real) else emulated == real
-        if not same:
-            mismatches.append((value, real, emulated))
-    assert not mismatches, mismatches[:5]
 
 
 def test_cli_table_help_matches_each_module(monkeypatch):

@@ -10,6 +10,7 @@ import pytest
 
 from trace_lib.benchmarks.protocol import RowScore, ScoringContext, SliceScore
 from trace_lib.errors import InputError, JudgeError
+from trace_lib.extraction.workbook import library_versions
 from trace_lib.generation.store import load_responses
 from trace_lib.scoring.judge import CallableJudge
 from trace_lib.scoring.score import (
@@ -102,6 +103,8 @@ def test_write_slice_scores_writes_records_then_summary(tmp_path, stored):
     scored = write_slice_scores(tmp_path / "out", result, PROTOCOL, seed=42, identity={"model": "m"})
     summary = json.loads(scored.scores_path.read_text())
     assert summary["records"]["path"] == "records.jsonl" and summary["model"] == "m"
+    assert summary["workbook_libraries"] == library_versions() and set(library_versions()) == {
+        "pandas", "xlsxwriter", "openpyxl"}
     assert summary["protocol"] == {"key": "mmstar", "version": "toy-mcq-1",
                                    "upstream": "trace_lib.testing.synthetic_campaign", "judge": "none"}
     assert len(scored.records_path.read_text().splitlines()) == 20

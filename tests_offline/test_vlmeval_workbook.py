@@ -1,36 +1,26 @@
-"""The official route's workbook round trip, differentially against the real XlsxWriter + openpyxl + pandas."""
+"""The prediction-workbook round trip runs the real XlsxWriter + openpyxl + pandas, with upstream's values.
+
+Expected values were checked against upstream's own route code (the generation queue's ``to_excel``, the official
+route's ``_filter_evaluator_input`` re-save, VLMEvalKit's ``dump``/``load``) under the paper's pandas 2.3.3,
+XlsxWriter 3.2.9 and openpyxl 3.1.5.
+"""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
+import openpyxl
+import pandas as pd
 import pytest
 
-from trace_lib.extraction.workbook import official_workbook, roundtrip_column
+from trace_lib.errors import InputError
+from trace_lib.extraction import workbook
+from trace_lib.extraction.workbook import official_workbook, roundtrip_column, roundtrip_table
+from trace_lib.release.pins import workbook_pins
 
-pd = pytest.importorskip("pandas")
-openpyxl = pytest.importorskip("openpyxl", reason="openpyxl (test extra) reproduces the queue-column filter")
-pytest.importorskip("xlsxwriter", reason="XlsxWriter (test extra) writes the prediction workbook")
-
-EDGE_CELLS = [
-    "", "=1+1", "=", "{=x}", "NA", "nan", "None", " NA", "5", "ok", "True", "http://x.com", "mailto:x",
-    "internal:foo", "http://" + "a" * 2100, "a\r\nb", "_x000D_", "a\x01b", "x" * 40000, "_x005F_x000D_",
-    "\ufffe", "Answer: B", "答案：B", "  ", "-", "#N/A",
-]
-NUMERIC_COLUMNS = [["5", "6"], ["5", "5.5"], ["5", ""], ["True", "False"], ["true", ""], [" 5", "inf"], ["007", "=1"]]
-
-
-def _real_chain(values: list[object], tmp: Path) -> list[object]:
-    """Generation queue writes, the official wrapper re-saves without queue columns, the evaluator reads."""
-    path = tmp / "book.xlsx"
-    pd.DataFrame({"index": [str(i) for i in range(len(values))], "c": values, "request_hash": "h"}).to_excel(
-        path, index=False, engine="xlsxwriter")
-    book = openpyxl.load_workbook(path)
-    sheet = book.active
-    sheet.delete_cols([c.value for c in sheet[1]].index("request_hash") + 1)
-    book.save(path)
-    return [v.item() if hasattr(v, "item") else v for v in pd.read_excel(path)["c"]]
+NAN = math.nan
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _same(a: object, b: object) -> bool:
@@ -38,20 +28,142 @@ def _same(a: object, b: object) -> bool:
     return both_nan or (type(a) is type(b) and a == b)
 
 
+def _all_same(got: list[object], expected: list[object]) -> bool:
+    return len(got) == len(expected) and all(_same(g, e) for g, e in zip(got, expected))
+
+
+# (written column, read_excel options, upstream's values): the quirks the former emulation listed, and its mismatches.
+QUIRKS = {
+    "na-tokens": (["", "NA", "nan", "None", "#N/A", " NA", "B", "null", "<NA>"], {},
+                  [NAN, NAN, NAN, NAN, NAN, " NA", "B", NAN, NAN]),
+    "formula-reads-0": (["=1+1", "x", "{=x}", "="], {}, [0, "x", 0, 0]),
+    "formula-resaved-nan": (["=1+1", "x", "{=x}", "="], {"resaved": True}, [NAN, "x", NAN, NAN]),
+    "links": (["mailto:x", "internal:foo", "external:c:\\a.xlsx", "http://x.com", "http://" + "a" * 2100,
+               "file:///a/b", "ftp://h#frag"], {}, ["x", "foo", "c:\\a.xlsx", "http://x.com", NAN, "a\\b", "ftp://h#frag"]),
+    "control-escapes": (["a\x01b", "_x000D_", "_x005F_x000D_", "a\r\nb", "tab\there", "\ufffe"], {},
+                        ["a_x0001_b", "_x000D_", "_x000D_", "a_x000D_\nb", "tab\there", "_xFFFE_"]),
+    "numbers-%.16G": ([0.1 + 0.2, 1e16, 123456789.123456789, float("inf"), 2.0], {},
+                      [0.3, 1e16, 123456789.1234568, math.inf, 2.0]),
+    "20-digit-int-beside-float": ([12345678901234567890, 1.5], {}, [1.234567890123457e19, 1.5]),
+    "20-digit-int-beside-int": ([12345678901234567890, 2], {}, [12345678901234569216, 2]),
+    "20-digit-int-beside-text": ([12345678901234567890, "x", 1.5], {}, [12345678901234569216, "x", 1.5]),
+    "numeric-text-int": (["5", "6"], {}, [5, 6]),
+    "numeric-text-float": (["5", "5.5"], {}, [5.0, 5.5]),
+    "numeric-text-blank": (["5", ""], {}, [5.0, NAN]),
+    "bool-text": (["True", "False"], {}, [True, False]),
+    "bool-text-blank": (["true", ""], {}, [True, NAN]),
+    "padded-and-inf": ([" 5", "inf"], {}, [5.0, math.inf]),
+    "leading-zero-and-formula": (["007", "=1"], {}, [7, 0]),
+    "bool-and-text-one": ([True, "1"], {}, [1, 1]),
+    "int-text-float-one": ([1, "1", 1.0], {}, [1, 1, 1]),
+    "keep-default-na-false": (["", "NA", "x"], {"keep_default_na": False}, ["", "NA", "x"]),
+    "keep-default-na-false-numeric": (["5", ""], {"keep_default_na": False}, ["5", ""]),
+}
+
+
 @pytest.mark.filterwarnings("ignore")
-@pytest.mark.parametrize("column", [EDGE_CELLS, *NUMERIC_COLUMNS], ids=lambda c: f"{len(c)}cells:{c[0][:8]!r}")
-def test_emulation_matches_the_real_libraries(column: list[object], tmp_path: Path) -> None:
-    real = _real_chain(column, tmp_path)
-    emulated = roundtrip_column(column, resaved=True)
-    assert [i for i, (r, e) in enumerate(zip(real, emulated)) if not _same(r, e)] == []
+@pytest.mark.parametrize("case", list(QUIRKS))
+def test_round_trip_gives_upstreams_values(case: str) -> None:
+    written, options, expected = QUIRKS[case]
+    assert _all_same(roundtrip_column(written, **options), expected)
 
 
-def test_formula_without_resave_reads_back_as_zero() -> None:
-    assert roundtrip_column(["=1+1", "x"]) == [0, "x"]
+def test_excel_cell_limit_truncates() -> None:
+    assert roundtrip_column(["x" * 40000, "y"]) == ["x" * workbook.EXCEL_CELL_LIMIT, "y"]
+
+
+# Columns whose reading depends on the library versions: upstream's values under the paper's pins.
+VERSION_DEPENDENT = {
+    "bool-int-text": ([True, 1, "x"], [True, True, "x"]),
+    "int-bool-text": ([0, False, "a"], [0, 0, "a"]),
+    "huge-float": ([1e300], [1e300]),
+}
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("case", list(VERSION_DEPENDENT))
+def test_version_dependent_columns_under_the_paper_pins(case: str, release) -> None:
+    pins = workbook_pins(release)
+    if workbook.library_versions() != pins:
+        pytest.skip(f"upstream's value needs the paper's workbook libraries {pins}; this environment has "
+                    f"{workbook.library_versions()} (install with -c constraints/paper-scoring.txt)")
+    written, expected = VERSION_DEPENDENT[case]
+    assert _all_same(roundtrip_column(written), expected)
+
+
+def _file_chain(values: list[object], tmp: Path) -> list[object]:
+    """The route on files, written independently: queue writes, filter deletes queue columns and saves, load reads."""
+    path = tmp / "book_predictions.xlsx"
+    pd.DataFrame({"index": [str(i) for i in range(len(values))], "c": values, "request_hash": "h",
+                  "source_row_hash": "s"}).to_excel(path, index=False)
+    book = openpyxl.load_workbook(path, read_only=False, data_only=False)
+    sheet = book.active
+    header = [c.value for c in sheet[1]]
+    for name in ("source_row_hash", "request_hash"):
+        sheet.delete_cols(header.index(name) + 1)
+    book.save(path)
+    return [v.item() if hasattr(v, "item") else v for v in pd.read_excel(path)["c"]]
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_in_memory_round_trip_equals_the_file_route(tmp_path: Path) -> None:
+    cases = ["formula-reads-0", "links", "control-escapes", "20-digit-int-beside-float", "numeric-text-blank"]
+    columns = [QUIRKS[c][0] for c in cases] + [written for written, _ in VERSION_DEPENDENT.values()]
+    assert [i for i, c in enumerate(columns) if not _all_same(roundtrip_column(c, resaved=True),
+                                                                _file_chain(c, tmp_path))] == []
+
+
+def test_table_columns_are_typed_on_their_own_and_cycles_repeat() -> None:
+    table = roundtrip_table({"a": ["5", "x"], "b": ["5", "6"], "c": ["mailto:mailto:x", "y"]}, cycles=2)
+    assert table == {"a": ["5", "x"], "b": [5, 6], "c": ["x", "y"]}  # one trip leaves "mailto:x"
+
+
+def test_trailing_blank_rows_are_kept() -> None:
+    assert _all_same(roundtrip_column(["a", "", None]), ["a", NAN, NAN])
+
+
+def test_a_workbook_openpyxl_cannot_read_is_a_one_line_error() -> None:
+    with pytest.raises(InputError, match="cannot be read back by openpyxl"):
+        roundtrip_column(["http://a\x01b", "x"])
 
 
 def test_official_workbook_types_index_and_keeps_prediction_text() -> None:
-    rows = [{"index": 1, "image": "b64", "answer": "A"}, {"index": 2, "image": "b64", "answer": "B"}]
-    table = official_workbook(rows, ["B", None], ["index", "image", "answer", "prediction"])
-    assert (table["index"], "image" in table, table["prediction"][0], math.isnan(table["prediction"][1])) == (
-        [1, 2], False, "B", True)
+    rows = [{"index": i, "image": "b64", "answer": "A"} for i in (1, 2, 3)]
+    table = official_workbook(rows, ["B", None, "=1+1"], ["index", "image", "answer", "prediction"])
+    assert (table["index"], "image" in table, table["prediction"][0]) == ([1, 2, 3], False, "B")
+    assert math.isnan(table["prediction"][1]) and math.isnan(table["prediction"][2])  # formula: re-saved -> NaN
+
+
+def test_paper_constraints_file_pins_the_release_versions(release) -> None:
+    pins = {}
+    for line in (REPO / "constraints" / "paper-scoring.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, version = line.split("==")
+            pins[name.lower()] = version
+    assert pins == workbook_pins(release) == {"pandas": "2.3.3", "xlsxwriter": "3.2.9", "openpyxl": "3.1.5"}
+
+
+def test_scores_and_junit_receipts_record_the_versions_used() -> None:
+    from trace_lib.receipts.properties import environment_properties
+
+    import xlsxwriter
+
+    used = {"pandas": pd.__version__, "xlsxwriter": xlsxwriter.__version__, "openpyxl": openpyxl.__version__}
+    assert workbook.library_versions() == used
+    assert {k: v for k, v in environment_properties() if k.startswith("workbook_")} == {
+        f"workbook_{k}": v for k, v in used.items()}
+
+
+def test_round_trip_writes_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    roundtrip_column(["a"], resaved=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_prediction_workbook_resaves_only_on_the_official_route() -> None:
+    from trace_lib.benchmarks._math_workbook import prediction_workbook
+
+    rows = [{"index": 1, "image": "b64", "answer": "2"}, {"index": 2, "image": "b64", "answer": "3"}]
+    direct = prediction_workbook(rows, ["=1+1", "x"])
+    official = prediction_workbook(rows, ["=1+1", "x"], resaved=True)
+    assert (direct["prediction"][0], math.isnan(official["prediction"][0]), "image" in direct) == (0, True, False)

@@ -3,8 +3,8 @@
 Upstream writes every slice's responses into ``<ALIAS>_predictions.xlsx`` (the dataset's columns without media,
 ``index`` as text, ``prediction`` = the raw response; ``run_external_benchmark_generation_api_queue.py:
 _finalize_spec``) and the scorers read it back with ``pandas.read_excel``; several scorers then write a judged
-or adapted table and read *that* back too. Each write/read is emulated with
-:mod:`trace_lib.extraction.workbook`, column by column (``read_excel`` re-types whole columns).
+or adapted table and read *that* back too. Each write/read runs the real libraries through
+:mod:`trace_lib.extraction.workbook`, one table at a time (``read_excel`` re-types whole columns).
 
 Tables are column-oriented: ``{column: [cell, ...]}`` in dataset row order.
 """

@@ -1,86 +1,139 @@
-"""Emulation of upstream's prediction-workbook round trip (``DataFrame.to_excel`` via XlsxWriter, then
-``pandas.read_excel`` via openpyxl), which is part of the scoring input of most benchmarks.
+"""Upstream's prediction-workbook round trip, run through the real pandas, XlsxWriter and openpyxl.
 
-Quirks reproduced (each deliberate; pinned by a differential test against the real pandas/XlsxWriter/openpyxl):
-- an empty prediction, or one whose whole text is a pandas NA token, reads back as NaN;
-- a string starting with ``=`` (or ``{=...}``) is written as a formula whose stored result is 0: it reads back as 0,
-  or as NaN once openpyxl has re-saved the workbook (``resaved=True``: the official route's queue-column filter
-  loads and saves it with openpyxl, which keeps the formula but drops its cached value);
-- ``mailto:``/``internal:``/``external:`` links lose their prefix; an http(s)/ftp link over 2,079 characters is
-  dropped (NaN); ``file://`` links are rewritten as Windows paths;
-- control characters other than tab and newline come back as ``_xHHHH_`` escapes; XlsxWriter escapes a literal
-  ``_xHHHH_`` as ``_x005F_xHHHH_`` and openpyxl's reader deletes every ``x005F_``;
-- numbers are written with ``%.16G`` and integral ones read back as int; an infinite float is written as ``inf``;
-- a string longer than Excel's 32,767-character cell limit is truncated by XlsxWriter;
-- ``str()`` of NaN is ``"nan"``, which is what scorers that stringify the cell see.
+Upstream's calls (TRACE rlvr af32fe0e, VLMEvalKit a8b12bf1), reproduced per table, in memory:
+- write: ``DataFrame.to_excel(path, index=False)`` (generation queue ``_finalize_spec``, the score queue's judged
+  tables, the official route's adapters; pandas picks XlsxWriter when installed) or VLMEvalKit's
+  ``dump`` (``to_excel(f, index=False, engine='xlsxwriter')``): both are ``engine="xlsxwriter"`` here;
+- re-save (``resaved=True``): the official route's ``_filter_evaluator_input`` loads the staged workbook with
+  ``openpyxl.load_workbook(read_only=False, data_only=False)``, deletes the queue-only columns
+  (``request_hash``, ``source_row_hash``) and saves it; formulas then lose their cached value;
+- read: VLMEvalKit's ``load`` / the score queue's ``pd.read_excel(path)`` (``keep_default_na=False`` where the
+  score queue passes it), through openpyxl.
+
+So every quirk is the libraries' own (NA tokens read as NaN, ``=...`` written as a formula reading 0 or, once
+re-saved, NaN, link prefixes dropped, control characters escaped as ``_xHHHH_``, numbers written with ``%.16G``,
+the 32,767-character cell limit, whole columns re-typed by ``read_excel``). Some of those depend on the versions
+(pandas 3 types a bool + int + text column differently from the paper's pandas 2.3.3): the versions used are in
+:func:`library_versions` (recorded in every ``scores.json`` and JUnit receipt); the release's pins are read by
+:func:`trace_lib.release.pins.workbook_pins` and ``constraints/paper-scoring.txt`` installs them.
 """
 
 from __future__ import annotations
 
+import functools
+import io
 import math
-import re
+import warnings
 from typing import Any, Mapping, Sequence
 
 from trace_lib.errors import InputError
 
-#: pandas' default NA strings for ``read_excel``/``read_csv`` (``pandas._libs.parsers.STR_NA_VALUES``).
-NA_TOKENS = frozenset(
-    {
-        "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
-        "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null",
-    }
-)
+#: XlsxWriter's string cell limit (longer strings are truncated); the URL limit past which a link is not written.
 EXCEL_CELL_LIMIT = 32767
 EXCEL_URL_LIMIT = 2079
-_URL = re.compile(r"(ftp|http)s?://|mailto:|(in|ex)ternal:|file://")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f]")
-_LITERAL_ESCAPE = re.compile(r"(_x[0-9a-fA-F]{4}_)")
+#: Columns the generation queue writes and the official route's filter deletes before its openpyxl re-save.
+QUEUE_ONLY_COLUMNS = ("request_hash", "source_row_hash")
+#: Dataset columns the official route leaves out of the prediction workbook (``--compact-prediction-tables``).
+COMPACT_MEDIA_COLUMNS = frozenset({"image", "images", "image_path", "image_paths"})
+# Every upstream table has a never-blank ``index`` column, so read_excel never trims a trailing blank row; a
+# table written here carries this row-number column for the same reason (dropped after reading).
+_ROW_GUARD = "_trace_repro_row"
 
 
-def _xml_text_roundtrip(text: str) -> str:
-    """XlsxWriter's ``_escape_control_characters`` on write, then openpyxl's ``replace('x005F_', '')`` on read."""
-    text = _LITERAL_ESCAPE.sub(r"_x005F\1", text)
-    text = _CONTROL.sub(lambda m: f"_x{ord(m.group()):04X}_", text)
-    text = text.replace("\ufffe", "_xFFFE_").replace("\uffff", "_xFFFF_")
-    return text.replace("x005F_", "")
+def library_versions() -> dict[str, str]:
+    """The pandas / XlsxWriter / openpyxl versions this process round-trips workbooks with."""
+    return dict(_versions())
 
 
-def _link_text(text: str) -> Any:
-    """The cell text XlsxWriter's ``write_url`` leaves for a link-like string."""
-    link, _, anchor = text.partition("#")
-    if len(link) > EXCEL_URL_LIMIT or len(anchor) > EXCEL_URL_LIMIT:
-        return math.nan  # XlsxWriter refuses over-long URLs and writes nothing
-    if text.startswith(("mailto:", "internal:", "external:")):
-        return text.split(":", 1)[1]
-    if text.startswith("file:///"):
-        return text[len("file:///"):].replace("/", "\\")
-    return text
+@functools.lru_cache(maxsize=1)
+def _versions() -> tuple[tuple[str, str], ...]:
+    import openpyxl
+    import pandas
+    import xlsxwriter
+
+    return (("pandas", pandas.__version__), ("xlsxwriter", xlsxwriter.__version__), ("openpyxl", openpyxl.__version__))
 
 
-def roundtrip_cell(value: str | None, *, resaved: bool = False) -> Any:
-    """What ``pandas.read_excel`` returns for a string cell that ``to_excel`` wrote: str, 0 or NaN.
+def _resave(data: bytes) -> bytes:
+    """``_filter_evaluator_input``: openpyxl loads the workbook, deletes the queue-only columns, saves it."""
+    from openpyxl import load_workbook
 
-    ``resaved``: openpyxl loaded and saved the workbook in between (formulas then read back as NaN).
+    book = load_workbook(io.BytesIO(data), read_only=False, data_only=False)
+    try:
+        sheet = book.active
+        header = [cell.value for cell in next(sheet.iter_rows(min_row=1, max_row=1))]
+        for position in sorted((header.index(c) + 1 for c in QUEUE_ONLY_COLUMNS if c in header), reverse=True):
+            sheet.delete_cols(position)
+        out = io.BytesIO()
+        book.save(out)
+    finally:
+        book.close()
+    return out.getvalue()
+
+
+def _python(value: Any) -> Any:
+    """A cell as a plain Python value (numpy scalars -> int/float/bool)."""
+    return value.item() if hasattr(value, "item") and not isinstance(value, str) else value
+
+
+def _one_trip(columns: Mapping[str, Sequence[Any]], *, resaved: bool, keep_default_na: bool) -> dict[str, list[Any]]:
+    import pandas as pd
+
+    names = list(columns)
+    length = len(next(iter(columns.values()))) if names else 0
+    if any(len(values) != length for values in columns.values()):
+        raise ValueError("workbook columns differ in length")
+    data: dict[str, list[Any]] = {_ROW_GUARD: list(range(length))}
+    data.update({f"c{i}": list(values) for i, values in enumerate(columns.values())})
+    if resaved:
+        data.update({name: ["queue"] * length for name in QUEUE_ONLY_COLUMNS})
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():  # e.g. XlsxWriter's truncation notice: the behaviour is the point, not the note
+        warnings.simplefilter("ignore")
+        pd.DataFrame(data).to_excel(buffer, index=False, engine="xlsxwriter")
+        written = _resave(buffer.getvalue()) if resaved else buffer.getvalue()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            frame = pd.read_excel(io.BytesIO(written), engine="openpyxl", keep_default_na=keep_default_na)
+    except Exception as exc:  # upstream's read_excel fails the same way on this workbook
+        raise InputError(f"the workbook XlsxWriter wrote cannot be read back by openpyxl ({type(exc).__name__}: "
+                         f"{exc}); upstream's read_excel fails on the same cells", field=", ".join(names)) from exc
+    if len(frame) != length:
+        raise InputError("the workbook read back has a different row count", field=", ".join(names),
+                         expected=length, found=len(frame))
+    return {name: [_python(v) for v in frame[f"c{i}"].tolist()] for i, name in enumerate(names)}
+
+
+def roundtrip_table(
+    columns: Mapping[str, Sequence[Any]],
+    *,
+    resaved: bool = False,
+    cycles: int = 1,
+    keep_default_na: bool = True,
+) -> dict[str, list[Any]]:
+    """A table after ``cycles`` ``to_excel`` + ``read_excel`` round trips (the first one optionally re-saved).
+
+    ``columns``: ``{name: [cell, ...]}`` (str, int, float, bool, None/NaN), all of one length, in row order.
     """
-    if value is None:
-        return math.nan
-    if isinstance(value, float) and math.isnan(value):
-        return math.nan
-    text = str(value)
-    if text.startswith("=") or (text.startswith("{=") and text.endswith("}")):
-        # XlsxWriter strings_to_formulas: the stored formula result is 0; an openpyxl re-save drops it
-        return math.nan if resaved else 0
-    if ":" in text and _URL.match(text):
-        linked = _link_text(text)
-        if not isinstance(linked, str):
-            return linked
-        text = linked
-    if len(text) > EXCEL_CELL_LIMIT:
-        text = text[:EXCEL_CELL_LIMIT]  # XlsxWriter truncates before it escapes
-    text = _xml_text_roundtrip(text)
-    if text in NA_TOKENS:
-        return math.nan
-    return text
+    out = {name: list(values) for name, values in columns.items()}
+    if not out:
+        return out
+    for cycle in range(cycles):
+        out = _one_trip(out, resaved=resaved and cycle == 0, keep_default_na=keep_default_na)
+    return out
+
+
+def roundtrip_column(
+    values: list[Any] | tuple[Any, ...], *, keep_default_na: bool = True, resaved: bool = False
+) -> list[Any]:
+    """One column of a table after a round trip (``read_excel`` types each column on its own)."""
+    return roundtrip_table({"c": values}, resaved=resaved, keep_default_na=keep_default_na)["c"]
+
+
+def roundtrip_cell(value: Any, *, resaved: bool = False) -> Any:
+    """A one-cell column after a round trip (a numeric-looking text reads back as a number, as in a column)."""
+    return roundtrip_column([value], resaved=resaved)[0]
 
 
 def is_na(value: Any) -> bool:
@@ -88,103 +141,9 @@ def is_na(value: Any) -> bool:
     return isinstance(value, float) and math.isnan(value)
 
 
-def roundtrip_text(value: str | None) -> str:
+def roundtrip_text(value: Any) -> str:
     """``str()`` of the round-tripped cell, as scorers that stringify the prediction see it (``"nan"``)."""
     return str(roundtrip_cell(value))
-
-
-# -- whole columns ---------------------------------------------------------------------------------------------
-# ``read_excel`` re-infers each column's type from the cells openpyxl returns (``TextParser._infer_types``):
-# when every non-NA cell is numeric-like the column becomes int64 (no NA, all integers) or float64; a column of
-# only True/False spellings becomes bool; anything else keeps its strings. Pinned against pandas 2.3.3.
-_SPACE = "[ \t\n\v\f\r]*"
-_NUMERIC = re.compile(rf"{_SPACE}[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?{_SPACE}")  # ASCII digits only
-_INFINITY = re.compile(r"[+-]?inf(?:inity)?", re.I)  # matched without surrounding whitespace
-_INT64_MIN, _INT64_MAX, _UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
-_TRUE_SPELLINGS = frozenset({"True", "TRUE", "true"})
-_FALSE_SPELLINGS = frozenset({"False", "FALSE", "false"})
-
-
-def _written_cell(value: Any, resaved: bool = False) -> Any:
-    """The Python value openpyxl hands pandas for one written cell (NaN for a blank)."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)):
-        if isinstance(value, float) and math.isnan(value):
-            return math.nan
-        if isinstance(value, float) and math.isinf(value):
-            return roundtrip_cell("inf" if value > 0 else "-inf")  # pandas ExcelFormatter inf_rep
-        stored = float(f"{value:.16G}")  # XlsxWriter writes numbers with %.16G
-        return int(stored) if stored.is_integer() else stored  # pandas' openpyxl reader: integral -> int
-    return roundtrip_cell(value, resaved=resaved)
-
-
-def _as_number(cell: Any) -> int | float | None:
-    """The number ``lib.maybe_convert_numeric`` reads from a cell, or None when the cell is not numeric-like."""
-    if isinstance(cell, bool):
-        return int(cell)
-    if isinstance(cell, (int, float)):
-        return cell
-    if _INFINITY.fullmatch(cell):
-        return float(cell)
-    if _NUMERIC.fullmatch(cell) is None:
-        return None
-    if "." in cell or "e" in cell or "E" in cell:
-        number = float(cell.strip())
-        return None if math.isinf(number) else number  # overflow: pandas keeps the column as text
-    number = int(cell.strip())
-    return number if _INT64_MIN <= number <= _UINT64_MAX else None
-
-
-def roundtrip_column(
-    values: list[Any] | tuple[Any, ...], *, keep_default_na: bool = True, resaved: bool = False
-) -> list[Any]:
-    """What ``pandas.read_excel`` returns for one column that ``DataFrame.to_excel`` wrote (rows kept in order).
-
-    ``values`` are the cells as written (str, int, float, bool, None/NaN). With ``keep_default_na=False`` (a
-    ``read_excel`` option some upstream readers pass) NA tokens and blanks stay strings (``""``). ``resaved``:
-    openpyxl re-saved the workbook before it was read (see :func:`roundtrip_cell`).
-    """
-    cells = [_written_cell(v, resaved) for v in values]
-    if not keep_default_na:
-        cells = [("" if text is None else text) for text in (_undo_na(v, c) for v, c in zip(values, cells))]
-    missing = [is_na(c) for c in cells]
-    present = [c for c, gone in zip(cells, missing) if not gone]
-    if not present:
-        return [math.nan] * len(cells)
-    if all(isinstance(c, bool) for c in present) and not any(missing):
-        return cells
-    numbers = [_as_number(c) for c in present]
-    if all(n is not None for n in numbers):
-        as_float = any(missing) or any(isinstance(n, float) for n in numbers)
-        if not as_float and any(n < 0 for n in numbers) and any(n > _INT64_MAX for n in numbers):
-            return cells  # neither int64 nor uint64 holds both: pandas keeps the column as text
-        converted = iter(float(n) if as_float else n for n in numbers)
-        return [math.nan if gone else next(converted) for gone in missing]
-    if all(isinstance(c, bool) or (isinstance(c, str) and c in _TRUE_SPELLINGS | _FALSE_SPELLINGS) for c in present):
-        return [math.nan if gone else (c if isinstance(c, bool) else c in _TRUE_SPELLINGS)
-                for c, gone in zip(cells, missing)]
-    return cells
-
-
-def _undo_na(written: Any, cell: Any) -> Any:
-    """Under ``keep_default_na=False`` a cell keeps its text (a blank reads as ``""``)."""
-    if not is_na(cell):
-        return cell
-    if written is None or (isinstance(written, float) and math.isnan(written)):
-        return ""
-    text = str(written)
-    return text if text in NA_TOKENS else cell
-
-
-def roundtrip_table(
-    columns: Mapping[str, Sequence[Any]], *, resaved: bool = False, cycles: int = 1
-) -> dict[str, list[Any]]:
-    """Every column of a table after ``cycles`` write/read round trips (the first one optionally re-saved)."""
-    out = {name: list(values) for name, values in columns.items()}
-    for cycle in range(cycles):
-        out = {name: roundtrip_column(values, resaved=resaved and cycle == 0) for name, values in out.items()}
-    return out
 
 
 def roundtrip_rows(
@@ -199,16 +158,12 @@ def roundtrip_rows(
     A column no row has is left out (as upstream's workbook lacks it); a row missing a column others have
     reads that cell as NaN.
     """
-    table: dict[str, list[Any]] = {"prediction": roundtrip_column(list(predictions), keep_default_na=keep_default_na)}
+    table: dict[str, list[Any]] = {"prediction": list(predictions)}
     for name in columns:
         if any(name in row for row in rows):
-            cells = [row.get(name, math.nan) for row in rows]
-            table[name] = roundtrip_column(cells, keep_default_na=keep_default_na)
+            table[name] = [row.get(name, math.nan) for row in rows]
+    table = roundtrip_table(table, keep_default_na=keep_default_na)
     return [{name: values[i] for name, values in table.items()} for i in range(len(rows))]
-
-
-#: Dataset columns the official route leaves out of the prediction workbook (``--compact-prediction-tables``).
-COMPACT_MEDIA_COLUMNS = frozenset({"image", "images", "image_path", "image_paths"})
 
 
 def official_workbook(

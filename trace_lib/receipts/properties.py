@@ -9,16 +9,18 @@ import sys
 from pathlib import Path
 
 from trace_lib import __version__
+from trace_lib.extraction.workbook import library_versions
 from trace_lib.release import identity
 from trace_lib.release.locate import ReleaseRoot
 
 
 def environment_properties() -> list[tuple[str, str]]:
-    """Properties independent of the release: trace-repro version, Python and platform."""
+    """Properties independent of the release: trace-repro version, Python, platform, workbook libraries."""
     return [
         ("trace_repro_version", __version__),
         ("python", platform.python_version()),
         ("platform", f"{sys.platform}-{platform.machine()}"),
+        *((f"workbook_{name}", version) for name, version in library_versions().items()),
     ]
 
 

@@ -6,7 +6,8 @@
 - ``records.jsonl``: one line per row in dataset order: ``index``, ``extracted``, ``score`` (the row's credit),
   ``judge_calls``, ``fallback``, ``detail``;
 - ``scores.json``: the reported score, rows, sub-metrics, counts, judge/fallback totals, the protocol identity,
-  and the SHA-256 of the dataset, responses and records files it was computed from.
+  the SHA-256 of the dataset, responses and records files it was computed from, and the pandas / XlsxWriter /
+  openpyxl versions of the prediction-workbook round trip (``workbook_libraries``).
 
 ``scores.json`` is written last, so its presence means the slice is scored (``reports.verify`` relies on it).
 """
@@ -24,6 +25,7 @@ from trace_lib import __version__
 from trace_lib.atomic import write_json_atomic, write_lines_atomic
 from trace_lib.benchmarks.protocol import Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.errors import InputError, JudgeError
+from trace_lib.extraction.workbook import library_versions
 from trace_lib.scoring.judge import Judge
 
 SCORES_SCHEMA = "trace-repro-slice-score-v1"
@@ -177,6 +179,7 @@ def build_summary(
         },
         "records": {"path": RECORDS_FILE, "sha256": records_sha256},
         "trace_repro_version": __version__,
+        "workbook_libraries": library_versions(),
         "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
 
