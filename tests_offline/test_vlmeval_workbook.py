@@ -17,7 +17,7 @@ import pytest
 from trace_lib.errors import InputError
 from trace_lib.extraction import workbook
 from trace_lib.extraction.workbook import official_workbook, roundtrip_column, roundtrip_table
-from trace_lib.release.pins import workbook_pins
+from trace_lib.environment.requirements import workbook_pins
 
 NAN = math.nan
 REPO = Path(__file__).resolve().parents[1]
@@ -86,7 +86,7 @@ def test_version_dependent_columns_under_the_paper_pins(case: str, release) -> N
     pins = workbook_pins(release)
     if workbook.library_versions() != pins:
         pytest.skip(f"upstream's value needs the paper's workbook libraries {pins}; this environment has "
-                    f"{workbook.library_versions()} (install with -c constraints/paper-scoring.txt)")
+                    f"{workbook.library_versions()} (install them with 'trace-repro env constraints --pypi-only --out paper.txt' and -c paper.txt)")
     written, expected = VERSION_DEPENDENT[case]
     assert _all_same(roundtrip_column(written), expected)
 
@@ -134,12 +134,11 @@ def test_official_workbook_types_index_and_keeps_prediction_text() -> None:
     assert math.isnan(table["prediction"][1]) and math.isnan(table["prediction"][2])  # formula: re-saved -> NaN
 
 
-def test_paper_constraints_file_pins_the_release_versions(release) -> None:
-    pins = {}
-    for line in (REPO / "constraints" / "paper-scoring.txt").read_text().splitlines():
-        if line and not line.startswith("#"):
-            name, version = line.split("==")
-            pins[name.lower()] = version
+def test_paper_constraints_pin_the_release_workbook_versions(release) -> None:
+    from trace_lib.environment.constraints import build_constraints
+
+    pins = {p.name: p.exact_version for p in build_constraints(release, "eval", pypi_only=True).pins
+            if p.name in ("pandas", "xlsxwriter", "openpyxl")}
     assert pins == workbook_pins(release) == {"pandas": "2.3.3", "xlsxwriter": "3.2.9", "openpyxl": "3.1.5"}
 
 

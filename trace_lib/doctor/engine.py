@@ -7,6 +7,7 @@ from __future__ import annotations
 from trace_lib.doctor.context import CheckResult, DoctorContext, Status
 
 FIX = "trace-repro env constraints --out paper.txt && pip install -c paper.txt -e '.[eval]'"
+FIX_WORKBOOK = "trace-repro env constraints --pypi-only --out paper.txt && pip install -c paper.txt -e '.[test]'"
 
 
 def check_engine(ctx: DoctorContext) -> CheckResult:
@@ -24,11 +25,38 @@ def check_engine(ctx: DoctorContext) -> CheckResult:
     return CheckResult("engine", Status.INFO, f"{record.drift()}; for the paper's: {FIX}")
 
 
+def check_workbook(ctx: DoctorContext) -> CheckResult:
+    """pandas / XlsxWriter / openpyxl against the paper's: some prediction-workbook reads differ across versions."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from trace_lib.environment.requirements import workbook_pins
+    from trace_lib.errors import TraceReproError
+
+    try:
+        pins = workbook_pins(ctx.release())
+    except TraceReproError as exc:
+        return CheckResult("workbook", Status.INFO, f"not compared with the paper's: {exc.render()}")
+    found = {}
+    for name in pins:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = None
+    differ = [f"{name} {found[name]} vs {pin}" for name, pin in pins.items() if found[name] != pin]
+    if not differ:
+        return CheckResult("workbook", Status.INFO, "the paper's workbook libraries: " +
+                           ", ".join(f"{n} {v}" for n, v in pins.items()))
+    return CheckResult("workbook", Status.INFO, f"workbook libraries differ from the paper's ({'; '.join(differ)}); "
+                       f"for the paper's: {FIX_WORKBOOK}")
+
+
 def _checks():
     from trace_lib.doctor.registry import Check
 
     return (Check("engine", "vllm/torch/transformers (CUDA with --probe-cuda) against the paper's pins",
-                  check_engine),)
+                  check_engine),
+            Check("workbook", "pandas/XlsxWriter/openpyxl (the prediction-workbook round trip) against the paper's",
+                  check_workbook))
 
 
 CHECKS = _checks()

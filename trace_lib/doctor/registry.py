@@ -61,7 +61,7 @@ LANES: tuple[Lane, ...] = (
 )
 
 #: Checks every report carries whatever lanes were asked for (they never block a lane).
-ALWAYS = ("python", "release", "hf_token", "engine")
+ALWAYS = ("python", "release", "hf_token", "engine", "workbook")
 
 
 def checks() -> tuple[Check, ...]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from trace_lib.errors import ReleaseFileError
+from trace_lib.release import identity
 from trace_lib.release.locate import ReleaseRoot
 
 #: Options that name a package source; they are carried into a derived constraints file (or dropped on request).
@@ -162,3 +163,27 @@ def read_requirements(release: ReleaseRoot, rel: str, *, _seen: tuple[str, ...] 
         else:
             result.pins.append(_parse_requirement(line, rel, number))
     return result
+
+
+#: The packages of upstream's prediction-workbook round trip and the release file that pins each.
+WORKBOOK_PIN_FILES = {
+    "pandas": identity.REQUIREMENTS_CU128,
+    "xlsxwriter": identity.EVAL_REQUIREMENTS,
+    "openpyxl": identity.EVAL_REQUIREMENTS_RUNTIME,
+}
+
+
+def workbook_pins(release: ReleaseRoot) -> dict[str, str]:
+    """The paper's pandas / XlsxWriter / openpyxl versions (``==`` pins of the release's requirement files).
+
+    Raises:
+        ReleaseFileError: a file does not pin one of them exactly.
+    """
+    pins = {}
+    for name, rel in WORKBOOK_PIN_FILES.items():
+        version = next((p.exact_version for p in read_requirements(release, rel).pins
+                        if p.name == name and p.exact_version), None)
+        if version is None:
+            raise ReleaseFileError(f"the release does not pin {name} exactly", file=rel, field=name)
+        pins[name] = version
+    return pins

@@ -15,7 +15,7 @@ re-saved, NaN, link prefixes dropped, control characters escaped as ``_xHHHH_``,
 the 32,767-character cell limit, whole columns re-typed by ``read_excel``). Some of those depend on the versions
 (pandas 3 types a bool + int + text column differently from the paper's pandas 2.3.3): the versions used are in
 :func:`library_versions` (recorded in every ``scores.json`` and JUnit receipt); the release's pins are read by
-:func:`trace_lib.release.pins.workbook_pins` and ``constraints/paper-scoring.txt`` installs them.
+:func:`trace_lib.environment.requirements.workbook_pins`; ``trace-repro env constraints`` installs them.
 """
 
 from __future__ import annotations
