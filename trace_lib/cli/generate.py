@@ -4,6 +4,10 @@ One engine per model per GPU group: with several ``--gpu-groups`` and the vllm b
 group is started (``CUDA_VISIBLE_DEVICES`` = the group) and the slices are shared among them. Responses go to
 ``<campaign-root>/generation/seed_<S>/<model>/<benchmark>.jsonl`` (see ``trace_lib.generation.store``); a
 killed run resumes where it stopped. Exit 0 when every planned slice is complete, 1 when some slice failed.
+
+By default the campaign scheduler (``trace_lib.campaign.scheduler``) streams the pending rows of every selected
+slice of a model (all seeds and benchmarks) through the model's engine, so the engine never idles between
+slices; ``--schedule per-slice`` generates one slice after another instead.
 """
 
 from __future__ import annotations
@@ -40,6 +44,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "the responses are then not bound to a dataset snapshot")
     parser.add_argument("--batch-size", type=int, default=64, help="rows per durable append (default 64)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--schedule", choices=("stream", "per-slice"), default="stream",
+                        help="stream: every pending slice of a model through one engine at once (default); "
+                             "per-slice: one slice after another")
     parser.add_argument("--worker", default=None, metavar="I/N", help=argparse.SUPPRESS)
     parser.set_defaults(run=run)
 
@@ -92,12 +99,10 @@ def _backend_options(args: argparse.Namespace, plan: Plan) -> dict:
 
 
 def run(args: argparse.Namespace) -> ExitCode:
-    from trace_lib.benchmarks.registry import get_protocol
     from trace_lib.data.manifest import load_manifest, manifest_path
     from trace_lib.data.model_dirs import verify_model_dir
     from trace_lib.data.prepare import load_artifact_sources
     from trace_lib.generation.backends.base import create_backend
-    from trace_lib.generation.run import open_slice_store, run_generation
 
     args.backend = options.resolve(args, options.BACKEND)
     from trace_lib.generation.backends.base import BACKENDS
@@ -123,7 +128,6 @@ def run(args: argparse.Namespace) -> ExitCode:
     sources = load_artifact_sources(release)
     mpath = manifest_path(data_root)
     manifest = load_manifest(mpath) if mpath.exists() else None
-    generation = plan.suite.generation
     mine = [s for i, s in enumerate(plan.slices) if i % count == index]
     failures: list[str] = []
     for model in plan.models:
@@ -140,26 +144,84 @@ def run(args: argparse.Namespace) -> ExitCode:
         backend = create_backend(args.backend, model_path=model.local_path, served_name=model.slug,
                                  **_backend_options(args, plan))
         try:
+            jobs = []
             for slice_ in slices:
                 try:
-                    source = sources[slice_.benchmark]
-                    entry = manifest.datasets.get(slice_.benchmark) if manifest else None
-                    if entry is None and not args.unprepared_data:
-                        raise UsageError("benchmark data is not prepared", field=slice_.benchmark,
-                                         hint=f"run 'trace-repro prepare-data --benchmark {slice_.benchmark}'")
-                    protocol = get_protocol(slice_.benchmark)
-                    rows = protocol.load(source.local_path(data_root))
-                    with open_slice_store(plan.campaign_root, slice_, model, generation,
-                                          dataset_snapshot=entry.snapshot_sha256 if entry else None) as store:
-                        result = run_generation(slice_, rows, protocol, backend, store, source.image_dir(data_root),
-                                                generation=generation, progress=not args.no_progress,
-                                                batch_size=args.batch_size, dataset=entry, data_root=data_root)
-                    print(f"[generate] {result.summary()}")
+                    jobs.append(_slice_job(slice_, plan, model, sources, manifest, data_root, args))
                 except TraceReproError as exc:
                     failures.append(slice_.id)
                     print(f"[generate] {slice_.id}: error: {exc.render()}", file=sys.stderr)
+            if args.schedule == "per-slice":
+                results = [_run_one(job, backend, args) for job in jobs]
+            else:
+                results = _stream(jobs, backend, model.slug, args)
+            failures += [r.slice.id for r in results if not r.ok]
         finally:
             backend.close()
     done = len(mine) - len(failures)
     print(f"[generate] {done}/{len(mine)} slice(s) complete" + (f"; failed: {' '.join(failures)}" if failures else ""))
     return ExitCode.FINDINGS if failures else ExitCode.OK
+
+
+def _slice_job(slice_, plan, model, sources, manifest, data_root, args):  # noqa: ANN001, ANN202
+    """The scheduler job of one slice (its protocol, rows, image dir and store).
+
+    Raises:
+        UsageError: the benchmark is not prepared (and ``--unprepared-data`` is not given).
+        ProtocolNotImplementedError: the benchmark has no protocol.
+    """
+    from trace_lib.benchmarks.registry import get_protocol
+    from trace_lib.campaign.scheduler import SliceJob
+    from trace_lib.generation.run import open_slice_store
+
+    source = sources[slice_.benchmark]
+    entry = manifest.datasets.get(slice_.benchmark) if manifest else None
+    if entry is None and not args.unprepared_data:
+        raise UsageError("benchmark data is not prepared", field=slice_.benchmark,
+                         hint=f"run 'trace-repro prepare-data --benchmark {slice_.benchmark}'")
+    protocol = get_protocol(slice_.benchmark)
+    generation = plan.suite.generation
+    path = source.local_path(data_root)
+    return SliceJob(
+        slice=slice_, protocol=protocol, load_rows=lambda: protocol.load(path), image_dir=source.image_dir(data_root),
+        open_store=lambda: open_slice_store(plan.campaign_root, slice_, model, generation,
+                                            dataset_snapshot=entry.snapshot_sha256 if entry else None),
+        generation=generation, dataset=entry, data_root=data_root, expected_rows=plan.rows(slice_),
+    )
+
+
+def _report(result) -> None:  # noqa: ANN001
+    if result.ok:
+        print(f"[generate] {result.run.summary()}", flush=True)
+    else:
+        message = result.error.render() if isinstance(result.error, TraceReproError) else repr(result.error)
+        print(f"[generate] {result.slice.id}: error: {message}", file=sys.stderr, flush=True)
+
+
+def _run_one(job, backend, args):  # noqa: ANN001, ANN202
+    """The per-slice path: one slice through ``run_generation``."""
+    from trace_lib.campaign.scheduler import SliceResult
+    from trace_lib.generation.run import run_generation
+
+    try:
+        with job.open_store() as store:
+            run = run_generation(job.slice, job.load_rows(), job.protocol, backend, store, job.image_dir,
+                                 generation=job.generation, progress=not args.no_progress,
+                                 batch_size=args.batch_size, dataset=job.dataset, data_root=job.data_root)
+        result = SliceResult(job.slice, run=run)
+    except TraceReproError as exc:
+        result = SliceResult(job.slice, error=exc)
+    _report(result)
+    return result
+
+
+def _stream(jobs, backend, description: str, args):  # noqa: ANN001, ANN202
+    """Every job of one model through the campaign scheduler, one summary line per slice as it completes."""
+    from trace_lib.campaign.scheduler import CampaignProgress, CampaignScheduler
+
+    progress = None
+    if not args.no_progress:
+        progress = CampaignProgress(description, expected_rows=sum(j.expected_rows or 0 for j in jobs),
+                                    slices=len(jobs))
+    scheduler = CampaignScheduler(backend, batch_size=args.batch_size, on_complete=_report, progress=progress)
+    return scheduler.run(jobs)
