@@ -70,8 +70,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture(scope="session")
-def slice_runner(pytestconfig: pytest.Config, release, tmp_path_factory):  # noqa: ANN201 - SliceRunner
-    """One runner per session (per xdist worker): plan, tolerance rule, judge, and one engine per model."""
+def slice_runner(pytestconfig: pytest.Config, release, tmp_path_factory, request):  # noqa: ANN201 - SliceRunner
+    """One runner per session (per xdist worker): plan, tolerance rule, judge, and one engine per model; with
+    ``--schedule stream`` (the default) the session's scheduler generates each model's selected slices ahead."""
     from pathlib import Path
 
     from trace_lib.campaign.run_slice import SliceRunner
@@ -91,8 +92,18 @@ def slice_runner(pytestconfig: pytest.Config, release, tmp_path_factory):  # noq
         )
     except TraceReproError as exc:
         pytest.fail(exc.render(), pytrace=False)
+    # -- campaign scheduler (issue 15): generate ahead, each slice test waits for its own slice --
+    from trace_lib.campaign.stream_ahead import session_stream
+
+    try:
+        runner.stream = session_stream(runner, request.session.items,
+                                       schedule=options.resolve(option, options.SCHEDULE),
+                                       dist=getattr(option, "dist", None), worker=os.environ.get("PYTEST_XDIST_WORKER"))
+    except TraceReproError as exc:
+        pytest.fail(exc.render(), pytrace=False)
+    # -- end campaign scheduler --
     yield runner
-    runner.engines.close()
+    runner.close()
 
 
 @pytest.fixture

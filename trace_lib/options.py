@@ -103,8 +103,14 @@ MODEL_VERIFY = Option(
     "files), shallow (marker only) or none", env="TRACE_MODEL_VERIFY", default="deep",
 )
 
+SCHEDULE = Option(
+    "--schedule", "generation order: stream (every pending slice of a model through one engine at once, "
+    "generated ahead of the tests) or per-slice (one slice after another)", env="TRACE_SCHEDULE", default="stream",
+)
+SCHEDULES = ("stream", "per-slice")
+
 #: Options of the slice-running surfaces, beside COMMON and the plan flags.
-REPRODUCTION: tuple[Option, ...] = (BACKEND, BASE_URL, DEVICE, MODEL_VERIFY, PRINT_CONFIG)
+REPRODUCTION: tuple[Option, ...] = (BACKEND, BASE_URL, DEVICE, MODEL_VERIFY, PRINT_CONFIG, SCHEDULE)
 
 
 def add_to_argparse(parser: argparse.ArgumentParser, *options: Option) -> None:

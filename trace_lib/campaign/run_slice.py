@@ -8,7 +8,9 @@ tolerance rule, judge and engine pool. Per slice:
 2. :meth:`SliceRunner.blocker` names what is missing to run it (model directory, dataset file, CUDA GPU, judge
    URL) in one exact sentence, which the tests turn into a skip;
 3. generation into ``<campaign>/generation/seed_<S>/<model>/<benchmark>.jsonl`` (rows already stored are
-   reused; the engine is created only when some row is missing, once per model);
+   reused; the engine is created only when some row is missing, once per model); with ``stream`` set
+   (:class:`~trace_lib.campaign.stream_ahead.StreamAhead`), the session's scheduler generates every selected
+   slice of the model ahead in the background and the slice only waits for its own rows;
 4. scoring into ``<campaign>/scoring/seed_<S>/<model>/<benchmark>/`` (``records.jsonl``, ``scores.json``);
 5. the verdict of :mod:`trace_lib.aggregation.tolerance` when the model has canonical scores.
 """
@@ -28,9 +30,10 @@ if TYPE_CHECKING:
     from trace_lib.benchmarks.protocol import Protocol
     from trace_lib.campaign.models import ModelDescriptor
     from trace_lib.campaign.plan import Plan, Slice
+    from trace_lib.campaign.stream_ahead import StreamAhead
     from trace_lib.data.manifest import DatasetEntry, Manifest
     from trace_lib.data.prepare import ArtifactSource
-    from trace_lib.generation.backends.base import Backend
+    from trace_lib.generation.backends.base import Backend, RequestFeed
     from trace_lib.generation.request import ChatRequest, GenerationResult
     from trace_lib.generation.run import SliceRun
     from trace_lib.scoring.judge import Judge
@@ -97,6 +100,11 @@ class _LazyBackend:
     def generate(self, requests: Sequence[ChatRequest]) -> Iterator[GenerationResult]:
         return self.pool.get(self.model).generate(requests)
 
+    def generate_stream(self, feed: RequestFeed) -> Iterator[GenerationResult]:
+        from trace_lib.generation.backends.base import stream_generate
+
+        return stream_generate(self.pool.get(self.model), feed)
+
     def close(self) -> None:  # the pool owns the engine
         pass
 
@@ -158,6 +166,7 @@ class SliceRunner:
     allow_unprepared: bool = False  # score data files the manifest does not record (tiny-model lanes)
     generation_overrides: Mapping[str, Any] = field(default_factory=dict)  # tiny lanes only (e.g. max_tokens)
     cuda_available: Callable[[], bool] = field(default=lambda: _cuda_available())
+    stream: StreamAhead | None = None  # the session's scheduler generating ahead (None: per-slice generation)
     _dataset_hashes: dict[Path, str] = field(default_factory=dict, repr=False)
     _judge_checked: bool = field(default=False, repr=False)
 
@@ -279,8 +288,15 @@ class SliceRunner:
                 check()
             self._judge_checked = True
 
+    def close(self) -> None:
+        """Stop generating ahead (persisting what was received) and release the engine."""
+        if self.stream is not None:
+            self.stream.close()
+        self.engines.close()
+
     def run(self, slice_: Slice) -> SliceOutcome:
-        """Generate what is missing, score, judge against canonical.
+        """Generate what is missing (or wait for the session's stream to store it), score, judge against
+        canonical.
 
         Raises:
             ProtocolNotImplementedError, UsageError, InputError, BackendError, JudgeError: the slice cannot be
@@ -295,12 +311,14 @@ class SliceRunner:
         dataset_path = self.dataset_path(slice_)
         rows = protocol.load(dataset_path)
         generation = {**self.plan.suite.generation, **self.generation_overrides}
-        with open_slice_store(self.campaign_root, slice_, model, generation,
-                              dataset_snapshot=entry.snapshot_sha256 if entry else None) as store:
-            run = run_generation(slice_, rows, protocol, self.engines.lazy(model, self.backend_kind), store,
-                                 source.image_dir(self.data_root), generation=generation, progress=False,
-                                 dataset=entry, data_root=self.data_root)
-            responses_path = store.path
+        run = self.stream.result(slice_) if self.stream is not None and self.stream.covers(slice_) else None
+        if run is None:
+            with open_slice_store(self.campaign_root, slice_, model, generation,
+                                  dataset_snapshot=entry.snapshot_sha256 if entry else None) as store:
+                run = run_generation(slice_, rows, protocol, self.engines.lazy(model, self.backend_kind), store,
+                                     source.image_dir(self.data_root), generation=generation, progress=False,
+                                     dataset=entry, data_root=self.data_root)
+        responses_path = run.path
         self._check_judge(protocol)
         scored = run_scoring(
             protocol, rows, responses_path,

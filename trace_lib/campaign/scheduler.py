@@ -140,6 +140,11 @@ class CampaignScheduler:
         self._stop = threading.Event()
         self._producer_error: BaseException | None = None
 
+    def stop(self) -> None:
+        """Ask a running :meth:`run` to end after the current result (thread-safe); unfinished slices then end
+        with "generation stopped" after every answer received is persisted."""
+        self._stop.set()
+
     # -- producer ---------------------------------------------------------------------------------------------
 
     def _finish(self, slot: int, result: SliceResult) -> None:
@@ -190,8 +195,9 @@ class CampaignScheduler:
         except BaseException as exc:  # noqa: BLE001 - handed to the writer, which re-raises it
             self._producer_error = exc
         finally:
-            while not self._stop.is_set() and not feed.finish(timeout=0.2):
-                pass
+            while not feed.finish(timeout=0.2):  # a stopped consumer may never drain a full feed
+                if self._stop.is_set():
+                    break
 
     # -- writer -----------------------------------------------------------------------------------------------
 
@@ -208,6 +214,10 @@ class CampaignScheduler:
         failure: BaseException | None = None
         try:
             for result in stream_generate(self.backend, feed, chunk=self.chunk):
+                if self._stop.is_set():
+                    failure = BackendError("generation stopped", field=self.backend.name,
+                                           hint="re-run to generate the missing rows")
+                    break
                 slot_text, _, key = result.request_id.partition("|")
                 active = self._active.get(int(slot_text)) if slot_text.isdigit() else None
                 row = active.work.by_key.get(key) if active is not None else None

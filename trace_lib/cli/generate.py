@@ -30,7 +30,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                                    description=__doc__)
     add_plan_options(parser.add_argument)
     options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT, options.BACKEND, options.BASE_URL,
-                            options.DEVICE)
+                            options.DEVICE, options.SCHEDULE)
     parser.add_argument("--concurrency", type=int, default=None, help="openai backend: requests in flight")
     parser.add_argument("--max-model-len", type=int, default=None, help="vllm backend (default: upstream's 32768)")
     parser.add_argument("--max-num-seqs", type=int, default=None, help="vllm backend (default: upstream's 256)")
@@ -44,9 +44,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "the responses are then not bound to a dataset snapshot")
     parser.add_argument("--batch-size", type=int, default=64, help="rows per durable append (default 64)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
-    parser.add_argument("--schedule", choices=("stream", "per-slice"), default="stream",
-                        help="stream: every pending slice of a model through one engine at once (default); "
-                             "per-slice: one slice after another")
     parser.add_argument("--worker", default=None, metavar="I/N", help=argparse.SUPPRESS)
     parser.set_defaults(run=run)
 
@@ -105,6 +102,10 @@ def run(args: argparse.Namespace) -> ExitCode:
     from trace_lib.generation.backends.base import create_backend
 
     args.backend = options.resolve(args, options.BACKEND)
+    args.schedule = options.resolve(args, options.SCHEDULE)
+    if args.schedule not in options.SCHEDULES:
+        raise UsageError("unknown schedule", field="--schedule", found=args.schedule,
+                         expected=" or ".join(options.SCHEDULES))
     from trace_lib.generation.backends.base import BACKENDS
 
     if args.backend not in BACKENDS:
