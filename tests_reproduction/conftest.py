@@ -89,6 +89,7 @@ def slice_runner(pytestconfig: pytest.Config, release, tmp_path_factory, request
             device=options.resolve(option, options.DEVICE),
             judge_url=options.resolve(option, options.JUDGE_URL),
             model_verify=options.resolve(option, options.MODEL_VERIFY),
+            ray_address=options.resolve(option, options.RAY_ADDRESS),  # campaign scheduler on Ray (issue 15)
         )
     except TraceReproError as exc:
         pytest.fail(exc.render(), pytrace=False)

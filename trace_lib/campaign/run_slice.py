@@ -167,6 +167,7 @@ class SliceRunner:
     generation_overrides: Mapping[str, Any] = field(default_factory=dict)  # tiny lanes only (e.g. max_tokens)
     cuda_available: Callable[[], bool] = field(default=lambda: _cuda_available())
     stream: StreamAhead | None = None  # the session's scheduler generating ahead (None: per-slice generation)
+    ray_address: str | None = None  # engines are Ray actors (GPUs are the cluster's, not this host's)
     _dataset_hashes: dict[Path, str] = field(default_factory=dict, repr=False)
     _judge_checked: bool = field(default=False, repr=False)
 
@@ -184,6 +185,7 @@ class SliceRunner:
         rule: ToleranceRule | None = None,
         backend_overrides: Mapping[str, Any] | None = None,
         model_verify: str = "deep",
+        ray_address: str | None = None,
         **extra: Any,
     ) -> SliceRunner:
         """A runner for ``plan``: sources and manifest from the data root, one ``backend`` engine per model,
@@ -191,7 +193,8 @@ class SliceRunner:
         ``backend_overrides`` replace engine settings (tiny-model lanes: a small ``max_model_len``); ``extra`` sets
         other fields (``allow_unprepared``, ``generation_overrides``). Before a model's engine is created its
         directory is checked against its revision marker (``model_verify``: ``deep`` re-hashes every file,
-        ``shallow`` reads the marker, ``none`` skips; an openai backend is never checked).
+        ``shallow`` reads the marker, ``none`` skips; an openai backend is never checked). With ``ray_address`` the
+        engines are Ray actors on that cluster (:mod:`trace_lib.generation.backends.ray_engines`).
 
         Raises:
             UsageError: unknown backend, or the openai backend without ``base_url``.
@@ -211,6 +214,11 @@ class SliceRunner:
         def engine(model: ModelDescriptor) -> Backend:
             if model_verify != "none" and backend != "openai":
                 _check_model_dir(model, deep=model_verify == "deep")
+            if ray_address:  # engine actors on a Ray cluster, this process writing the stores
+                from trace_lib.generation.backends.ray_engines import ray_engines
+
+                return ray_engines(backend, model_path=model.local_path, served_name=model.slug,
+                                   address=ray_address, options=options, tensor_parallel_size=plan.tp_size)
             return create_backend(backend, model_path=model.local_path, served_name=model.slug, **options)
 
         engines = EnginePool(engine)
@@ -225,7 +233,8 @@ class SliceRunner:
             plan=plan, rule=rule or load_tolerance_rule(release, z=plan.tolerance_z),
             sources=load_artifact_sources(release), campaign_root=Path(campaign_root), engines=engines,
             backend_kind=backend, judge=judge, judge_url=judge_url,
-            manifest=load_manifest(manifest_file) if manifest_file.exists() else None, **extra,
+            manifest=load_manifest(manifest_file) if manifest_file.exists() else None, ray_address=ray_address,
+            **extra,
         )
 
     @property
@@ -249,7 +258,8 @@ class SliceRunner:
         dataset = self.dataset_path(slice_)
         if not dataset.exists():
             return f"dataset missing: {slice_.benchmark} ({dataset})"
-        if self.backend_kind in GPU_BACKENDS and not self._responses_complete(slice_) and not self.cuda_available():
+        if (self.backend_kind in GPU_BACKENDS and not self.ray_address and not self._responses_complete(slice_)
+                and not self.cuda_available()):
             return "no CUDA GPU"
         if protocol.judge != "none" and self.judge is None:
             return f"judge URL not set (--judge-url / TRACE_JUDGE_URL) for judge route {slice_.benchmark}"

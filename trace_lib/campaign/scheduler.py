@@ -14,7 +14,6 @@ The lines written are those of the per-slice path (:func:`~trace_lib.generation.
 
 from __future__ import annotations
 
-import copy
 import sys
 import threading
 import time
@@ -31,6 +30,7 @@ if TYPE_CHECKING:
     from trace_lib.campaign.plan import Slice
     from trace_lib.data.manifest import DatasetEntry
     from trace_lib.generation.backends.base import Backend
+    from trace_lib.generation.request import ChatRequest
     from trace_lib.generation.store import SliceStore, StoredResponse
 
 
@@ -187,8 +187,7 @@ class CampaignScheduler:
                 with self._lock:
                     self._active[slot] = active
                 for request in work.pending:
-                    routed = copy.copy(request)
-                    object.__setattr__(routed, "request_id", f"{slot}|{request.request_id}")
+                    routed = _routed(request, f"{slot}|{request.request_id}")
                     while not feed.put(routed, timeout=0.2):
                         if self._stop.is_set():
                             return
@@ -282,6 +281,14 @@ class CampaignScheduler:
         if self.progress is not None:
             self.progress.update(slices=1)
         self._finish(slot, SliceResult(active.job.slice, run=_summary(active)))
+
+
+def _routed(request: ChatRequest, request_id: str) -> ChatRequest:
+    """``request`` under a campaign-unique id (a shallow copy: the frozen fields are shared, not re-frozen)."""
+    routed = object.__new__(type(request))
+    routed.__dict__.update(request.__dict__)
+    object.__setattr__(routed, "request_id", request_id)
+    return routed
 
 
 def _summary(active: _Active) -> SliceRun:

@@ -7,7 +7,10 @@ killed run resumes where it stopped. Exit 0 when every planned slice is complete
 
 By default the campaign scheduler (``trace_lib.campaign.scheduler``) streams the pending rows of every selected
 slice of a model (all seeds and benchmarks) through the model's engine, so the engine never idles between
-slices; ``--schedule per-slice`` generates one slice after another instead.
+slices; ``--schedule per-slice`` generates one slice after another instead. With ``--ray-address ADDR|auto`` the
+engines are Ray actors on every node of that cluster (one per GPU group, tensor parallel inside a node; see
+``trace_lib.generation.backends.ray_engines``) and this process stays the single writer of the stores; the
+model and data paths must be the same on every node (a shared filesystem).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                                    description=__doc__)
     add_plan_options(parser.add_argument)
     options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT, options.BACKEND, options.BASE_URL,
-                            options.DEVICE, options.SCHEDULE)
+                            options.DEVICE, options.SCHEDULE, options.RAY_ADDRESS)
     parser.add_argument("--concurrency", type=int, default=None, help="openai backend: requests in flight")
     parser.add_argument("--max-model-len", type=int, default=None, help="vllm backend (default: upstream's 32768)")
     parser.add_argument("--max-num-seqs", type=int, default=None, help="vllm backend (default: upstream's 256)")
@@ -117,7 +120,8 @@ def run(args: argparse.Namespace) -> ExitCode:
         raise UsageError("no campaign root", field="--campaign-root", hint="pass --campaign-root DIR or set "
                          "TRACE_CAMPAIGN_ROOT")
     index, count = _worker_share(args)
-    if args.backend == "vllm" and len(plan.gpu_groups) > 1 and count == 1:
+    ray_address = options.resolve(args, options.RAY_ADDRESS)
+    if args.backend == "vllm" and len(plan.gpu_groups) > 1 and count == 1 and not ray_address:
         print(f"[generate] {len(plan.gpu_groups)} GPU groups ({render_gpu_groups(plan.gpu_groups)}): "
               f"one worker per group", file=sys.stderr)
         if "generate" not in sys.argv[1:]:
@@ -142,8 +146,17 @@ def run(args: argparse.Namespace) -> ExitCode:
                     print(f"[generate] {model.slug}: {problem}", file=sys.stderr)
                 failures += [s.id for s in slices]
                 continue
-        backend = create_backend(args.backend, model_path=model.local_path, served_name=model.slug,
-                                 **_backend_options(args, plan))
+        if ray_address:
+            from trace_lib.generation.backends.ray_engines import ray_engines
+
+            backend = ray_engines(args.backend, model_path=model.local_path, served_name=model.slug,
+                                  address=ray_address, options=_backend_options(args, plan),
+                                  tensor_parallel_size=plan.tp_size)
+            print(f"[generate] {model.slug}: {len(backend.actors)} engine actor(s) on Ray nodes "
+                  f"{' '.join(sorted(set(backend.nodes)))}", file=sys.stderr)
+        else:
+            backend = create_backend(args.backend, model_path=model.local_path, served_name=model.slug,
+                                     **_backend_options(args, plan))
         try:
             jobs = []
             for slice_ in slices:

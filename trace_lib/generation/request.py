@@ -67,6 +67,11 @@ class ChatRequest:
         object.__setattr__(self, "sampling", _freeze(dict(self.sampling)))
         object.__setattr__(self, "mm_processor_kwargs", _freeze(dict(self.mm_processor_kwargs)))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # mappingproxy values do not pickle: rebuild from plain JSON values (Ray actors, spawned workers)
+        return (ChatRequest, (self.request_id, self.messages_json(), _thaw(self.sampling),
+                              _thaw(self.mm_processor_kwargs)))
+
     @property
     def seed(self) -> int | None:
         return self.sampling.get("seed")
