@@ -186,3 +186,19 @@ def test_sigkill_mid_campaign_then_resume_loses_and_duplicates_nothing(data, tmp
         prepared = prepare_rows(protocol.load(data / f"{slice_.benchmark}.tsv"), protocol, data / "images",
                                 served_name=MODEL.slug, generation=generation, seed=slice_.seed)
         assert [r.response for r in rows] == [fake_answer(p.request) for p in prepared]
+
+
+def test_progress_line_counts_rows_tokens_and_slices(data, tmp_path, generation):
+    import io
+
+    from trace_lib.campaign.scheduler import CampaignProgress
+
+    stream = io.StringIO()
+    total = sum(ROWS[s.benchmark] for s in SLICES)
+    progress = CampaignProgress("fake-model", expected_rows=total, slices=len(SLICES), interval_s=3600,
+                                stream=stream)
+    CampaignScheduler(FakeStreamBackend(), progress=progress).run(jobs(tmp_path, data, generation))
+    last = stream.getvalue().splitlines()[-1]
+    assert last.startswith(f"[generate] fake-model: 4/4 slices, {total}/{total} rows (0 reused), ")
+    assert "rows/s" in last and "output tokens/s" in last and last.endswith("ETA 0:00:00")
+    assert progress.tokens == 7 * total  # the fake engine's completion_tokens per row

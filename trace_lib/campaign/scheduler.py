@@ -92,8 +92,13 @@ class CampaignProgress:
         elapsed = max(time.monotonic() - self.started, 1e-9)
         rate = self.generated / elapsed
         left = max(self.expected - self.generated - self.reused, 0)
-        eta = time.strftime("%H:%M:%S", time.gmtime(left / rate)) if rate > 0 and left else ("0:00:00" if not left
-                                                                                              else "unknown")
+        if not left:
+            eta = "0:00:00"
+        elif rate > 0:
+            seconds = int(left / rate)
+            eta = f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+        else:
+            eta = "unknown"
         return (f"[generate] {self.description}: {self.slices_done}/{self.slices} slices, "
                 f"{self.generated + self.reused}/{self.expected} rows ({self.reused} reused), "
                 f"{rate:.1f} rows/s, {self.tokens / elapsed:.0f} output tokens/s, ETA {eta}")

@@ -47,6 +47,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "the responses are then not bound to a dataset snapshot")
     parser.add_argument("--batch-size", type=int, default=64, help="rows per durable append (default 64)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--score", action="store_true",
+                        help="score each slice on CPU worker threads the moment its last row is stored, while "
+                             "generation goes on (as 'trace-repro score --campaign-root' would; judge routes need "
+                             "--judge-url)")
+    parser.add_argument("--score-workers", type=options.positive_int, default=2, help="scoring threads (default 2)")
+    options.add_to_argparse(parser, options.JUDGE_URL)
     parser.add_argument("--worker", default=None, metavar="I/N", help=argparse.SUPPRESS)
     parser.set_defaults(run=run)
 
@@ -165,10 +171,15 @@ def run(args: argparse.Namespace) -> ExitCode:
                 except TraceReproError as exc:
                     failures.append(slice_.id)
                     print(f"[generate] {slice_.id}: error: {exc.render()}", file=sys.stderr)
-            if args.schedule == "per-slice":
-                results = [_run_one(job, backend, args) for job in jobs]
-            else:
-                results = _stream(jobs, backend, model.slug, args)
+            scoring = _Scoring(args, plan.campaign_root, data_root, sources) if args.score else None
+            try:
+                if args.schedule == "per-slice":
+                    results = [_run_one(job, backend, args, scoring) for job in jobs]
+                else:
+                    results = _stream(jobs, backend, model.slug, args, scoring)
+            finally:
+                if scoring is not None:
+                    failures += scoring.wait()
             failures += [r.slice.id for r in results if not r.ok]
         finally:
             backend.close()
@@ -212,7 +223,7 @@ def _report(result) -> None:  # noqa: ANN001
         print(f"[generate] {result.slice.id}: error: {message}", file=sys.stderr, flush=True)
 
 
-def _run_one(job, backend, args):  # noqa: ANN001, ANN202
+def _run_one(job, backend, args, scoring=None):  # noqa: ANN001, ANN202
     """The per-slice path: one slice through ``run_generation``."""
     from trace_lib.campaign.scheduler import SliceResult
     from trace_lib.generation.run import run_generation
@@ -226,10 +237,12 @@ def _run_one(job, backend, args):  # noqa: ANN001, ANN202
     except TraceReproError as exc:
         result = SliceResult(job.slice, error=exc)
     _report(result)
+    if scoring is not None:
+        scoring.submit(result)
     return result
 
 
-def _stream(jobs, backend, description: str, args):  # noqa: ANN001, ANN202
+def _stream(jobs, backend, description: str, args, scoring=None):  # noqa: ANN001, ANN202
     """Every job of one model through the campaign scheduler, one summary line per slice as it completes."""
     from trace_lib.campaign.scheduler import CampaignProgress, CampaignScheduler
 
@@ -237,5 +250,61 @@ def _stream(jobs, backend, description: str, args):  # noqa: ANN001, ANN202
     if not args.no_progress:
         progress = CampaignProgress(description, expected_rows=sum(j.expected_rows or 0 for j in jobs),
                                     slices=len(jobs))
-    scheduler = CampaignScheduler(backend, batch_size=args.batch_size, on_complete=_report, progress=progress)
+    def complete(result) -> None:  # noqa: ANN001
+        _report(result)
+        if scoring is not None:
+            scoring.submit(result)
+
+    scheduler = CampaignScheduler(backend, batch_size=args.batch_size, on_complete=complete, progress=progress)
     return scheduler.run(jobs)
+
+
+class _Scoring:
+    """Scores completed slices on worker threads (``--score``): one ``[score]`` line per slice."""
+
+    def __init__(self, args, campaign_root, data_root, sources) -> None:  # noqa: ANN001
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.pool = ThreadPoolExecutor(max_workers=args.score_workers, thread_name_prefix="trace-repro-score")
+        self.campaign_root, self.data_root, self.sources = campaign_root, data_root, sources
+        self.judge_url = options.resolve(args, options.JUDGE_URL)
+        self.judge = None
+        if self.judge_url:
+            from trace_lib.scoring.judge import OpenAIJudge
+
+            self.judge = OpenAIJudge(self.judge_url)
+        self.futures: list = []
+
+    def submit(self, result) -> None:  # noqa: ANN001
+        if result.ok:
+            self.futures.append((result.slice, self.pool.submit(self._score, result)))
+
+    def _score(self, result) -> str:  # noqa: ANN001
+        from trace_lib.benchmarks.registry import get_protocol
+        from trace_lib.release.load import sha256_file
+        from trace_lib.scoring.score import FileRef, run_scoring, scores_dir
+
+        slice_ = result.slice
+        protocol = get_protocol(slice_.benchmark)
+        if protocol.judge != "none" and self.judge is None:
+            raise UsageError(f"judge URL not set (--judge-url / TRACE_JUDGE_URL) for judge route {slice_.benchmark}",
+                             field="--judge-url")
+        dataset = self.sources[slice_.benchmark].local_path(self.data_root)
+        scored = run_scoring(protocol, protocol.load(dataset), result.run.path,
+                             scores_dir(self.campaign_root, model=slice_.model, seed=slice_.seed,
+                                        benchmark=slice_.benchmark),
+                             judge=self.judge, judge_url=self.judge_url, dataset=FileRef(str(dataset),
+                                                                                        sha256_file(dataset)))
+        return f"[score] {slice_.id}: {scored.score.score:.3f} over {scored.score.rows} rows -> {scored.scores_path}"
+
+    def wait(self) -> list[str]:
+        """Wait for every submitted slice; returns the ids of those that could not be scored."""
+        failed = []
+        for slice_, future in self.futures:
+            try:
+                print(future.result(), flush=True)
+            except TraceReproError as exc:
+                failed.append(slice_.id)
+                print(f"[score] {slice_.id}: error: {exc.render()}", file=sys.stderr, flush=True)
+        self.pool.shutdown()
+        return failed
