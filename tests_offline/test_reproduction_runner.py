@@ -237,3 +237,19 @@ def test_a_streamed_engine_failure_fails_each_slice_with_the_per_slice_message(s
             messages.append(info.value.render())
         runner.close()
     assert messages[:2] == messages[2:] and "does not match its descriptor" in messages[0]
+
+
+def test_session_stream_follows_the_selection_schedule_and_xdist_mode(setup, release):
+    from trace_lib.campaign.stream_ahead import session_stream
+
+    plan, sources, rows = setup
+    runner = _runner(plan, release, sources, None)
+    items = [types.SimpleNamespace(callspec=types.SimpleNamespace(params={"eval_slice": s})) for s in plan.slices[1:]]
+    items.append(types.SimpleNamespace(callspec=types.SimpleNamespace(params={"model_seed": (MODEL, 42)})))
+    stream = session_stream(runner, items, schedule="stream", dist=None, worker=None)
+    assert stream.selected == plan.slices[1:] and not stream.covers(plan.slices[0])  # -k deselected slice 0
+    assert session_stream(runner, items, schedule="stream", dist="loadgroup", worker="gw1") is not None
+    assert session_stream(runner, items, schedule="stream", dist="load", worker="gw1") is None  # a model split
+    assert session_stream(runner, items, schedule="per-slice", dist=None, worker=None) is None
+    with pytest.raises(UsageError, match="unknown schedule"):
+        session_stream(runner, items, schedule="fast", dist=None, worker=None)

@@ -3,7 +3,8 @@
 When the first slice test of a model asks for its responses, :class:`StreamAhead` starts the
 :class:`~trace_lib.campaign.scheduler.CampaignScheduler` on a background thread over *every* selected slice
 of that model that can run here (its blockers are checked first; a blocked or unprepared slice is left to
-the per-slice path, which reports it exactly as before), through the runner's engine pool. Each slice test
+the per-slice path, which reports it exactly as before; a slice already complete is reused there without an
+engine), through the runner's engine pool; the engine is created on the calling thread. Each slice test
 then waits for its own slice only, and scores it while the engine keeps generating the next ones. Under
 ``pytest-xdist --dist loadgroup`` all slices of a model run on one worker, so each model is streamed once.
 """
@@ -64,7 +65,7 @@ class StreamAhead:
         return result.run
 
     def _start(self, model: str) -> _ModelStream:
-        from trace_lib.campaign.scheduler import CampaignProgress, CampaignScheduler
+        from trace_lib.campaign.scheduler import CampaignProgress, CampaignScheduler, SliceResult
 
         if self._current is not None:  # the engine pool holds one model: finish the previous one first
             self._join(self._current)
@@ -74,14 +75,19 @@ class StreamAhead:
         self._current = stream
         if not jobs:
             return stream
+        try:  # the engine is created here, on the test's (main) thread; the stream thread only drives it
+            self.runner.engines.get(self.runner.plan.model(model))
+        except TraceReproError as exc:
+            for job in jobs:
+                stream.results[job.slice] = SliceResult(job.slice, error=exc)
+                stream.done[job.slice].set()
+            return stream
 
         def complete(result: SliceResult) -> None:
             stream.results[result.slice] = result
             stream.done[result.slice].set()
 
         def generate() -> None:
-            from trace_lib.campaign.scheduler import SliceResult
-
             try:
                 scheduler.run(jobs)
             except BaseException as exc:  # noqa: BLE001 - every waiting test gets it
@@ -110,8 +116,8 @@ class StreamAhead:
         runner = self.runner
         try:
             protocol = runner.protocol(slice_)
-            if runner.blocker(slice_, protocol) is not None:
-                return None
+            if runner.blocker(slice_, protocol) is not None or runner._responses_complete(slice_):
+                return None  # blocked: skipped as before; complete: reused without an engine
             entry = runner._dataset_entry(slice_)
         except TraceReproError:
             return None
