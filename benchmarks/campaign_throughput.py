@@ -100,6 +100,24 @@ class GpuBusy:
         return sum(self.samples) / len(self.samples) / 100 if self.samples else float("nan")
 
 
+def _wait_gpu_memory_free(index: int, timeout_s: float = 90.0) -> None:
+    """Wait until the offline engine's GPU memory is released (NVML used < 10% of total), at most ``timeout_s``."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+    except Exception:  # noqa: BLE001 - no NVML: give the engine process a moment
+        time.sleep(10)
+        return
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+        if memory.used < 0.1 * memory.total:
+            return
+        time.sleep(1)
+
+
 def _count(campaign: Path) -> tuple[int, int]:
     from trace_lib.generation.store import load_responses
 
@@ -226,17 +244,24 @@ def main() -> int:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
-        cmd = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(model_dir), "--served-model-name",
-               "bench", "--load-format", "dummy", "--trust-remote-code", "--host", "127.0.0.1", "--port", str(port),
-               "--allowed-local-media-path", str(data.resolve()), "--limit-mm-per-prompt",
+        cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
+               "--served-model-name", "bench", "--load-format", "dummy", "--trust-remote-code", "--host", "127.0.0.1",
+               "--port", str(port), "--allowed-local-media-path", str(data.resolve()), "--limit-mm-per-prompt",
                json.dumps({"image": 24, "video": 3}), "--max-model-len", str(args.max_model_len),
                "--max-num-seqs", "256", "--max-num-batched-tokens", "32768", "--gpu-memory-utilization",
-               str(args.gpu_memory_utilization), "--uvicorn-log-level", "warning", *(["--enforce-eager"] if args.enforce_eager else [])]
+               str(args.gpu_memory_utilization), *(["--enforce-eager"] if args.enforce_eager else [])]
+        _wait_gpu_memory_free(args.gpu_index)
         t0 = time.monotonic()
-        server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(work / "vllm-serve.log", "w"))
+        log = open(work / "vllm-serve.log", "w")  # noqa: SIM115 - closed with the server
+        env = dict(os.environ, VLLM_WORKER_MULTIPROC_METHOD="spawn", TOKENIZERS_PARALLELISM="false")
+        server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         try:
+            deadline = time.monotonic() + 420
             while True:
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"vllm serve not ready after 420 s; log: {work / 'vllm-serve.log'}")
                 if server.poll() is not None:
+                    log.flush()
                     print((work / "vllm-serve.log").read_text()[-4000:], file=sys.stderr)
                     raise SystemExit("vllm serve exited")
                 try:
@@ -252,11 +277,15 @@ def main() -> int:
                     work / "campaign-upstream")
             client.close()
         finally:
-            server.terminate()
+            import signal
+
+            os.killpg(server.pid, signal.SIGTERM)
             try:
                 server.wait(timeout=60)
             except subprocess.TimeoutExpired:
-                server.kill()
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait()
+            log.close()
 
     print()
     print("| path | rows | seconds | rows/s | output tokens/s | GPU busy |")
