@@ -19,49 +19,9 @@ import pstats
 import sys
 import tempfile
 import time
-import types
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-
-class _SamplingParams:
-    @classmethod
-    def from_optional(cls, **kwargs):  # noqa: ANN001, ANN206
-        params = cls()
-        params.__dict__.update(kwargs)
-        return params
-
-
-class _Output:
-    def __init__(self, request_id: str) -> None:
-        self.request_id = request_id
-        self.finished = True
-        self.prompt_token_ids = [0] * 64
-        self.outputs = [types.SimpleNamespace(text="The answer is B.", finish_reason="stop", token_ids=[1] * 8)]
-
-
-class StubLLM:
-    """The slice of ``vllm.LLM`` the vllm backend drives; every enqueued request finishes on the next step."""
-
-    def __init__(self) -> None:
-        self._counter = 0
-        self._pending: list[str] = []
-        self.model_config = types.SimpleNamespace(get_diff_sampling_param=lambda: {})
-        self.llm_engine = types.SimpleNamespace(has_unfinished_requests=lambda: bool(self._pending),
-                                                step=self._step, abort_request=lambda ids, internal=False: None)
-
-    def enqueue_chat(self, conversations, sampling_params, use_tqdm, mm_processor_kwargs):  # noqa: ANN001, ANN201
-        ids = []
-        for _ in conversations:
-            ids.append(f"{self._counter}-abcdefgh")
-            self._counter += 1
-        self._pending += ids
-        return ids
-
-    def _step(self) -> list[_Output]:
-        done, self._pending = self._pending[:256], self._pending[256:]
-        return [_Output(i) for i in done]
 
 
 def main() -> int:
@@ -70,7 +30,9 @@ def main() -> int:
     parser.add_argument("--slices", type=int, default=4)
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args()
-    sys.modules.setdefault("vllm", types.SimpleNamespace(SamplingParams=_SamplingParams))
+    from trace_lib.testing.stub_vllm import StubLLM, stub_vllm_module
+
+    sys.modules.setdefault("vllm", stub_vllm_module())
 
     from trace_lib.campaign.models import ModelDescriptor
     from trace_lib.campaign.plan import Slice

@@ -94,6 +94,7 @@ class VLLMBackend:
         self.model_path = model_path
         self._owns_engine = llm is None
         self._max_num_seqs = max_num_seqs
+        self._params: dict[tuple, Any] = {}
         if llm is not None:
             scheduler = getattr(getattr(llm.llm_engine, "vllm_config", None), "scheduler_config", None)
             self._max_num_seqs = int(getattr(scheduler, "max_num_seqs", None) or max_num_seqs)
@@ -127,9 +128,15 @@ class VLLMBackend:
         self._defaults = dict(model_config.get_diff_sampling_param())
 
     def _sampling_params(self, request: ChatRequest) -> Any:
-        from vllm import SamplingParams
+        """The request's ``SamplingParams``; one object per distinct sampling (as ``LLM.chat`` shares one)."""
+        key = tuple(request.sampling.items())
+        params = self._params.get(key)
+        if params is None:
+            from vllm import SamplingParams
 
-        return SamplingParams.from_optional(**sampling_kwargs(request.sampling, self._defaults))
+            params = SamplingParams.from_optional(**sampling_kwargs(request.sampling, self._defaults))
+            self._params[key] = params
+        return params
 
     def generate(self, requests: Sequence[ChatRequest]) -> Iterator[GenerationResult]:
         if not requests:
@@ -149,8 +156,11 @@ class VLLMBackend:
         try:
             while True:
                 unfinished = sent - answered
-                if not feed.finished and unfinished <= target // 2:
-                    batch = feed.take(target - unfinished, wait=unfinished == 0)
+                if not feed.finished and (unfinished <= target // 2 or target - unfinished >= self._max_num_seqs):
+                    # at most max_num_seqs per call: the engine starts on the first ones while the rest are
+                    # rendered and processed (images) between steps
+                    limit = min(target - unfinished, self._max_num_seqs)
+                    batch = feed.take(limit, wait=unfinished == 0)
                     sent += self._enqueue(batch, by_id)
                 if sent == answered:
                     if feed.finished:
