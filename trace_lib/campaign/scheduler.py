@@ -216,8 +216,9 @@ class CampaignScheduler:
         producer.start()
         last_flush = time.monotonic()
         failure: BaseException | None = None
+        answers = stream_generate(self.backend, feed, chunk=self.chunk)
         try:
-            for result in stream_generate(self.backend, feed, chunk=self.chunk):
+            for result in answers:
                 if self._stop.is_set():
                     failure = BackendError("generation stopped", field=self.backend.name,
                                            hint="re-run to generate the missing rows")
@@ -247,6 +248,7 @@ class CampaignScheduler:
             failure = exc
         finally:
             self._stop.set()
+            answers.close()  # an engine still running aborts what it holds (the vllm backend's cleanup)
             self._flush_all()
             producer.join()
             for slot, active in list(self._active.items()):
