@@ -79,3 +79,26 @@ def test_one_engine_serves_both_seeds_and_reruns_reuse_rows(runner):
     assert (first.generation.generated, first.generation.reused) == (0, ROWS)
     assert second.generation.generated == ROWS
     assert runner.engines.loads == [TINY_SLUG]
+
+
+def test_streamed_slices_through_vllm_store_the_per_slice_rows(runner, release, tmp_path, judge):
+    """The campaign scheduler through the offline vllm engine (both seeds in one continuous batch, each
+    request with its own seed): every row stored once, with the per-slice path's row keys and request hashes."""
+    import dataclasses
+
+    from trace_lib.campaign.stream_ahead import StreamAhead
+    from trace_lib.generation.store import load_responses, response_path
+
+    for slice_ in runner.plan.slices:
+        runner.run(slice_)
+    streamed = dataclasses.replace(runner, campaign_root=tmp_path / "campaign", stream=None)
+    streamed.stream = StreamAhead(streamed, streamed.plan.slices)
+    outcomes = [streamed.run(s) for s in streamed.plan.slices]
+    streamed.stream.close()
+    assert [o.generation.generated for o in outcomes] == [ROWS, ROWS]
+    assert runner.engines.loads == [TINY_SLUG]  # the module's engine served the stream too
+    for slice_ in runner.plan.slices:
+        rows = [[(r.row_key, r.request_hash) for r in load_responses(
+            response_path(root, model=TINY_SLUG, seed=slice_.seed, benchmark=slice_.benchmark))]
+            for root in (runner.campaign_root, streamed.campaign_root)]
+        assert rows[0] == rows[1] and len(rows[0]) == ROWS

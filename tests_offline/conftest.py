@@ -10,7 +10,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Everything under tests_offline/ is in the offline lane unless it says otherwise (runs before -m selects)."""
     for item in items:
         if "tests_offline" in item.nodeid.split("/")[0] and not any(
-            item.get_closest_marker(name) for name in ("cpu_model", "gpu", "slow")
+            item.get_closest_marker(name) for name in ("cpu_model", "gpu", "slow", "ray_cluster")
         ):
             item.add_marker(pytest.mark.offline)
     items.sort(key=lambda item: item.nodeid.split("::")[0].endswith(_PATCHES_TRANSFORMERS))

@@ -74,3 +74,15 @@ def test_engine_flags_override_only_what_is_given(release, tmp_path):
     assert _backend_options(args, plan) == {
         "tensor_parallel_size": 2, "allowed_local_media_path": str(tmp_path.resolve()), "max_num_seqs": 128,
     }
+
+
+def test_generate_scores_each_slice_as_it_completes(release, tmp_path, capsys):
+    build_tiny_tsv(tmp_path / "data" / "MMStar.tsv", style="mcq", rows=6)
+    with OpenAIStubServer(lambda route, body: "The answer is B.", model="tiny") as server, \
+            OpenAIStubServer(lambda route, body: "A", model="qwen3-32b-judge") as judge:
+        argv = _argv(release, tmp_path, server.url) + ["--score", "--seeds", "42", "43", "--judge-url", judge.url]
+        assert main(argv) == 0
+    out = capsys.readouterr().out
+    for seed in (42, 43):
+        assert f"[score] tiny-seed{seed}-mmstar: " in out and "over 6 rows" in out
+        assert (tmp_path / "campaign" / "scoring" / f"seed_{seed}" / "tiny" / "mmstar" / "scores.json").is_file()

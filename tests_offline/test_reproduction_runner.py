@@ -201,3 +201,67 @@ def test_a_model_directory_that_fails_verification_is_refused_before_loading(set
                                          r"'.*config.json is missing'\); 3 problem\(s\)"):
         runner.run(plan.slices[0])
     assert runner.engines.loads == []
+
+
+# -- the session's scheduler generating ahead (issue 15) ------------------------------------------------------
+
+def test_streamed_slices_equal_per_slice_ones_and_share_one_engine(setup, release):
+    from trace_lib.campaign.stream_ahead import StreamAhead
+    from trace_lib.generation.store import response_path
+
+    plan, sources, rows = setup
+    erqa = [s for s in plan.slices if s.benchmark == "erqa"]
+    per_slice = [_runner(plan, release, sources, _backend(rows, "erqa", 37)).run(s) for s in erqa]
+    stream_plan = type(plan)(**{**{f: getattr(plan, f) for f in ("suite", "run_tag", "seeds", "models", "benchmarks",
+                                                                  "gpu_groups", "data_root")},
+                                "campaign_root": plan.campaign_root.parent / "streamed"})
+    backend = _backend(rows, "erqa", 37)
+    runner = _runner(stream_plan, release, sources, backend)
+    runner.stream = StreamAhead(runner, erqa)
+    streamed = [runner.run(s) for s in erqa]
+    runner.close()
+    assert runner.engines.loads == [MODEL] and backend.requests == 800 and backend.closed
+    assert [o.generation.generated for o in streamed] == [400, 400]
+    assert [o.score for o in streamed] == [o.score for o in per_slice] == [37.0, 37.0]
+    for slice_ in erqa:
+        files = [response_path(p.campaign_root, model=MODEL, seed=slice_.seed, benchmark="erqa").read_bytes()
+                 for p in (plan, stream_plan)]
+        assert [f.partition(b"\n")[2] for f in files] == [files[0].partition(b"\n")[2]] * 2
+
+
+def test_a_streamed_engine_failure_fails_each_slice_with_the_per_slice_message(setup, release):
+    from trace_lib.campaign.stream_ahead import StreamAhead
+
+    plan, sources, rows = setup
+
+    def broken(model):
+        raise InputError("model directory does not match its descriptor", field=model.slug, found="x")
+
+    messages = []
+    for stream in (False, True):
+        runner = SliceRunner(plan=plan, rule=load_tolerance_rule(release), sources=sources,
+                             campaign_root=plan.campaign_root, engines=EnginePool(broken), backend_kind="hf",
+                             allow_unprepared=True)
+        runner.stream = StreamAhead(runner, plan.slices) if stream else None
+        for slice_ in plan.slices[:2]:
+            with pytest.raises(InputError) as info:
+                runner.run(slice_)
+            messages.append(info.value.render())
+        runner.close()
+    assert messages[:2] == messages[2:] and "does not match its descriptor" in messages[0]
+
+
+def test_session_stream_follows_the_selection_schedule_and_xdist_mode(setup, release):
+    from trace_lib.campaign.stream_ahead import session_stream
+
+    plan, sources, rows = setup
+    runner = _runner(plan, release, sources, None)
+    items = [types.SimpleNamespace(callspec=types.SimpleNamespace(params={"eval_slice": s})) for s in plan.slices[1:]]
+    items.append(types.SimpleNamespace(callspec=types.SimpleNamespace(params={"model_seed": (MODEL, 42)})))
+    stream = session_stream(runner, items, schedule="stream", dist=None, worker=None)
+    assert stream.selected == plan.slices[1:] and not stream.covers(plan.slices[0])  # -k deselected slice 0
+    assert session_stream(runner, items, schedule="stream", dist="loadgroup", worker="gw1") is not None
+    assert session_stream(runner, items, schedule="stream", dist="load", worker="gw1") is None  # a model split
+    assert session_stream(runner, items, schedule="per-slice", dist=None, worker=None) is None
+    with pytest.raises(UsageError, match="unknown schedule"):
+        session_stream(runner, items, schedule="fast", dist=None, worker=None)

@@ -74,8 +74,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture(scope="session")
-def slice_runner(pytestconfig: pytest.Config, release, tmp_path_factory):  # noqa: ANN201 - SliceRunner
-    """One runner per session (per xdist worker): plan, tolerance rule, judge, and one engine per model."""
+def slice_runner(pytestconfig: pytest.Config, release, tmp_path_factory, request):  # noqa: ANN201 - SliceRunner
+    """One runner per session (per xdist worker): plan, tolerance rule, judge, and one engine per model; with
+    ``--schedule stream`` (the default) the session's scheduler generates each model's selected slices ahead."""
     from pathlib import Path
 
     from trace_lib.campaign.run_slice import SliceRunner
@@ -94,11 +95,22 @@ def slice_runner(pytestconfig: pytest.Config, release, tmp_path_factory):  # noq
             judge_url=options.resolve(option, options.JUDGE_URL),
             model_verify=options.resolve(option, options.MODEL_VERIFY),
             progress=logged_progress,
+            ray_address=options.resolve(option, options.RAY_ADDRESS),  # campaign scheduler on Ray (issue 15)
         )
     except TraceReproError as exc:
         pytest.fail(exc.render(), pytrace=False)
+    # -- campaign scheduler (issue 15): generate ahead, each slice test waits for its own slice --
+    from trace_lib.campaign.stream_ahead import session_stream
+
+    try:
+        runner.stream = session_stream(runner, request.session.items,
+                                       schedule=options.resolve(option, options.SCHEDULE),
+                                       dist=getattr(option, "dist", None), worker=os.environ.get("PYTEST_XDIST_WORKER"))
+    except TraceReproError as exc:
+        pytest.fail(exc.render(), pytrace=False)
+    # -- end campaign scheduler --
     yield runner
-    runner.engines.close()
+    runner.close()
 
 
 @pytest.fixture

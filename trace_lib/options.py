@@ -139,8 +139,19 @@ SLICE_TIMEOUT = Option(
     default=0.0, type=non_negative_number,
 )
 
+SCHEDULE = Option(
+    "--schedule", "generation order: stream (every pending slice of a model through one engine at once, "
+    "generated ahead of the tests) or per-slice (one slice after another)", env="TRACE_SCHEDULE", default="stream",
+)
+SCHEDULES = ("stream", "per-slice")
+RAY_ADDRESS = Option(
+    "--ray-address", "run the engines as Ray actors on this cluster (ADDR or 'auto'): one per GPU group on every "
+    "node, this process writing the stores", env="TRACE_RAY_ADDRESS",
+)
+
 #: Options of the slice-running surfaces, beside COMMON and the plan flags.
-REPRODUCTION: tuple[Option, ...] = (BACKEND, BASE_URL, DEVICE, MODEL_VERIFY, PRINT_CONFIG, ARCHIVE_ROOT, SLICE_TIMEOUT)
+REPRODUCTION: tuple[Option, ...] = (BACKEND, BASE_URL, DEVICE, MODEL_VERIFY, PRINT_CONFIG, ARCHIVE_ROOT, SLICE_TIMEOUT,
+                                    SCHEDULE, RAY_ADDRESS)
 
 
 def add_to_argparse(parser: argparse.ArgumentParser, *options: Option) -> None:

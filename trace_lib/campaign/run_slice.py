@@ -8,7 +8,9 @@ tolerance rule, judge and engine pool. Per slice:
 2. :meth:`SliceRunner.blocker` names what is missing to run it (model directory, dataset file, CUDA GPU, judge
    URL) in one exact sentence, which the tests turn into a skip;
 3. generation into ``<campaign>/generation/seed_<S>/<model>/<benchmark>.jsonl`` (rows already stored are
-   reused; the engine is created only when some row is missing, once per model);
+   reused; the engine is created only when some row is missing, once per model); with ``stream`` set
+   (:class:`~trace_lib.campaign.stream_ahead.StreamAhead`), the session's scheduler generates every selected
+   slice of the model ahead in the background and the slice only waits for its own rows;
 4. scoring into ``<campaign>/scoring/seed_<S>/<model>/<benchmark>/`` (``records.jsonl``, ``scores.json``);
 5. the verdict of :mod:`trace_lib.aggregation.tolerance` when the model has canonical scores.
 """
@@ -31,9 +33,10 @@ if TYPE_CHECKING:
     from trace_lib.benchmarks.protocol import Protocol
     from trace_lib.campaign.models import ModelDescriptor
     from trace_lib.campaign.plan import Plan, Slice
+    from trace_lib.campaign.stream_ahead import StreamAhead
     from trace_lib.data.manifest import DatasetEntry, Manifest
     from trace_lib.data.prepare import ArtifactSource
-    from trace_lib.generation.backends.base import Backend
+    from trace_lib.generation.backends.base import Backend, RequestFeed
     from trace_lib.generation.request import ChatRequest, GenerationResult
     from trace_lib.generation.run import SliceRun
     from trace_lib.scoring.judge import Judge
@@ -100,6 +103,11 @@ class _LazyBackend:
     def generate(self, requests: Sequence[ChatRequest]) -> Iterator[GenerationResult]:
         return self.pool.get(self.model).generate(requests)
 
+    def generate_stream(self, feed: RequestFeed) -> Iterator[GenerationResult]:
+        from trace_lib.generation.backends.base import stream_generate
+
+        return stream_generate(self.pool.get(self.model), feed)
+
     def close(self) -> None:  # the pool owns the engine
         pass
 
@@ -164,6 +172,8 @@ class SliceRunner:
     cuda_available: Callable[[], bool] = field(default=lambda: _cuda_available())
     engine: Mapping[str, Any] | None = None  # generation engine record for new response files (environment.engine)
     progress: Any = False  # run_generation's progress: False (quiet), True (bar) or a factory (logged_progress)
+    stream: StreamAhead | None = None  # the session's scheduler generating ahead (None: per-slice generation)
+    ray_address: str | None = None  # engines are Ray actors (GPUs are the cluster's, not this host's)
     _dataset_hashes: dict[Path, str] = field(default_factory=dict, repr=False)
     _judge_checked: bool = field(default=False, repr=False)
 
@@ -181,6 +191,7 @@ class SliceRunner:
         rule: ToleranceRule | None = None,
         backend_overrides: Mapping[str, Any] | None = None,
         model_verify: str = "deep",
+        ray_address: str | None = None,
         **extra: Any,
     ) -> SliceRunner:
         """A runner for ``plan``: sources and manifest from the data root, one ``backend`` engine per model,
@@ -188,7 +199,8 @@ class SliceRunner:
         ``backend_overrides`` replace engine settings (tiny-model lanes: a small ``max_model_len``); ``extra`` sets
         other fields (``allow_unprepared``, ``generation_overrides``). Before a model's engine is created its
         directory is checked against its revision marker (``model_verify``: ``deep`` re-hashes every file,
-        ``shallow`` reads the marker, ``none`` skips; an openai backend is never checked).
+        ``shallow`` reads the marker, ``none`` skips; an openai backend is never checked). With ``ray_address`` the
+        engines are Ray actors on that cluster (:mod:`trace_lib.generation.backends.ray_engines`).
 
         Raises:
             UsageError: unknown backend, or the openai backend without ``base_url``.
@@ -207,6 +219,11 @@ class SliceRunner:
         def engine(model: ModelDescriptor) -> Backend:
             if model_verify != "none" and backend != "openai":
                 _check_model_dir(model, deep=model_verify == "deep")
+            if ray_address:  # engine actors on a Ray cluster, this process writing the stores
+                from trace_lib.generation.backends.ray_engines import ray_engines
+
+                return ray_engines(backend, model_path=model.local_path, served_name=model.slug,
+                                   address=ray_address, options=options, tensor_parallel_size=plan.tp_size)
             return create_backend(backend, model_path=model.local_path, served_name=model.slug, **options)
 
         engines = EnginePool(engine)
@@ -224,7 +241,8 @@ class SliceRunner:
             plan=plan, rule=rule or plan.tolerance_rule(release),
             sources=load_artifact_sources(release), campaign_root=Path(campaign_root), engines=engines,
             backend_kind=backend, judge=judge, judge_url=judge_url,
-            manifest=load_manifest(manifest_file) if manifest_file.exists() else None, **extra,
+            manifest=load_manifest(manifest_file) if manifest_file.exists() else None, ray_address=ray_address,
+            **extra,
         )
 
     @property
@@ -249,7 +267,8 @@ class SliceRunner:
         dataset = self.dataset_path(slice_)
         if not dataset.exists():
             return f"dataset missing: {slice_.benchmark} ({dataset})"
-        if self.backend_kind in GPU_BACKENDS and not self._responses_complete(slice_) and not self.cuda_available():
+        if (self.backend_kind in GPU_BACKENDS and not self.ray_address and not self._responses_complete(slice_)
+                and not self.cuda_available()):
             return "no CUDA GPU"
         if need_judge and protocol.judge != "none" and self.judge is None:
             return f"judge URL not set (--judge-url / TRACE_JUDGE_URL) for judge route {slice_.benchmark}"
@@ -317,8 +336,15 @@ class SliceRunner:
                                  dataset=entry, data_root=self.data_root)
             return run, store.path
 
+    def close(self) -> None:
+        """Stop generating ahead (persisting what was received) and release the engine."""
+        if self.stream is not None:
+            self.stream.close()
+        self.engines.close()
+
     def run(self, slice_: Slice) -> SliceOutcome:
-        """Generate what is missing, score, judge against canonical.
+        """Generate what is missing (or wait for the session's stream to store it), score, judge against
+        canonical.
 
         Raises:
             ProtocolNotImplementedError, UsageError, InputError, BackendError, JudgeError: the slice cannot be
@@ -327,7 +353,11 @@ class SliceRunner:
         protocol = self.protocol(slice_)
         dataset_path = self.dataset_path(slice_)
         rows = protocol.load(dataset_path)
-        run, responses_path = self._generate(slice_, protocol, rows)
+        run = self.stream.result(slice_) if self.stream is not None and self.stream.covers(slice_) else None
+        if run is None:
+            run, responses_path = self._generate(slice_, protocol, rows)
+        else:
+            responses_path = run.path
         self._check_judge(protocol)
         scored = run_scoring(
             protocol, rows, responses_path,

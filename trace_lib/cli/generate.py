@@ -4,6 +4,13 @@ One engine per model per GPU group: with several ``--gpu-groups`` and the vllm b
 group is started (``CUDA_VISIBLE_DEVICES`` = the group) and the slices are shared among them. Responses go to
 ``<campaign-root>/generation/seed_<S>/<model>/<benchmark>.jsonl`` (see ``trace_lib.generation.store``); a
 killed run resumes where it stopped. Exit 0 when every planned slice is complete, 1 when some slice failed.
+
+By default the campaign scheduler (``trace_lib.campaign.scheduler``) streams the pending rows of every selected
+slice of a model (all seeds and benchmarks) through the model's engine, so the engine never idles between
+slices; ``--schedule per-slice`` generates one slice after another instead. With ``--ray-address ADDR|auto`` the
+engines are Ray actors on every node of that cluster (one per GPU group, tensor parallel inside a node; see
+``trace_lib.generation.backends.ray_engines``) and this process stays the single writer of the stores; the
+model and data paths must be the same on every node (a shared filesystem).
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                                    description=__doc__)
     add_plan_options(parser.add_argument)
     options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT, options.BACKEND, options.BASE_URL,
-                            options.DEVICE)
+                            options.DEVICE, options.SCHEDULE, options.RAY_ADDRESS)
     parser.add_argument("--concurrency", type=int, default=None, help="openai backend: requests in flight")
     parser.add_argument("--max-model-len", type=int, default=None, help="vllm backend (default: upstream's 32768)")
     parser.add_argument("--max-num-seqs", type=int, default=None, help="vllm backend (default: upstream's 256)")
@@ -40,6 +47,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "the responses are then not bound to a dataset snapshot")
     parser.add_argument("--batch-size", type=int, default=64, help="rows per durable append (default 64)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--score", action="store_true",
+                        help="score each slice on CPU worker threads the moment its last row is stored, while "
+                             "generation goes on (as 'trace-repro score --campaign-root' would; judge routes need "
+                             "--judge-url)")
+    parser.add_argument("--score-workers", type=options.positive_int, default=2, help="scoring threads (default 2)")
+    options.add_to_argparse(parser, options.JUDGE_URL)
     parser.add_argument("--worker", default=None, metavar="I/N", help=argparse.SUPPRESS)
     parser.set_defaults(run=run)
 
@@ -92,15 +105,17 @@ def _backend_options(args: argparse.Namespace, plan: Plan) -> dict:
 
 
 def run(args: argparse.Namespace) -> ExitCode:
-    from trace_lib.benchmarks.registry import get_protocol
     from trace_lib.data.manifest import load_manifest, manifest_path
     from trace_lib.data.model_dirs import verify_model_dir
     from trace_lib.data.prepare import load_artifact_sources
     from trace_lib.generation.backends.base import create_backend
     from trace_lib.environment.engine import engine_drift_text, generation_engine
-    from trace_lib.generation.run import open_slice_store, run_generation
 
     args.backend = options.resolve(args, options.BACKEND)
+    args.schedule = options.resolve(args, options.SCHEDULE)
+    if args.schedule not in options.SCHEDULES:
+        raise UsageError("unknown schedule", field="--schedule", found=args.schedule,
+                         expected=" or ".join(options.SCHEDULES))
     from trace_lib.generation.backends.base import BACKENDS
 
     if args.backend not in BACKENDS:
@@ -112,7 +127,8 @@ def run(args: argparse.Namespace) -> ExitCode:
         raise UsageError("no campaign root", field="--campaign-root", hint="pass --campaign-root DIR or set "
                          "TRACE_CAMPAIGN_ROOT")
     index, count = _worker_share(args)
-    if args.backend == "vllm" and len(plan.gpu_groups) > 1 and count == 1:
+    ray_address = options.resolve(args, options.RAY_ADDRESS)
+    if args.backend == "vllm" and len(plan.gpu_groups) > 1 and count == 1 and not ray_address:
         print(f"[generate] {len(plan.gpu_groups)} GPU groups ({render_gpu_groups(plan.gpu_groups)}): "
               f"one worker per group", file=sys.stderr)
         if "generate" not in sys.argv[1:]:
@@ -124,7 +140,6 @@ def run(args: argparse.Namespace) -> ExitCode:
     sources = load_artifact_sources(release)
     mpath = manifest_path(data_root)
     manifest = load_manifest(mpath) if mpath.exists() else None
-    generation = plan.suite.generation
     mine = [s for i, s in enumerate(plan.slices) if i % count == index]
     failures: list[str] = []
     for model in plan.models:
@@ -139,32 +154,163 @@ def run(args: argparse.Namespace) -> ExitCode:
                 failures += [s.id for s in slices]
                 continue
         backend_opts = _backend_options(args, plan)
-        backend = create_backend(args.backend, model_path=model.local_path, served_name=model.slug, **backend_opts)
+        if ray_address:
+            from trace_lib.generation.backends.ray_engines import ray_engines
+
+            backend = ray_engines(args.backend, model_path=model.local_path, served_name=model.slug,
+                                  address=ray_address, options=backend_opts,
+                                  tensor_parallel_size=plan.tp_size)
+            print(f"[generate] {model.slug}: {len(backend.actors)} engine actor(s) on Ray nodes "
+                  f"{' '.join(sorted(set(backend.nodes)))}", file=sys.stderr)
+        else:
+            backend = create_backend(args.backend, model_path=model.local_path, served_name=model.slug,
+                                     **backend_opts)
         engine = generation_engine(release, args.backend, base_url=backend_opts.get("base_url"))
         if engine.get("matches_paper") is not True:
             print(f"[generate] {model.slug}: {engine_drift_text(engine)}", file=sys.stderr)
         try:
+            jobs = []
             for slice_ in slices:
                 try:
-                    source = sources[slice_.benchmark]
-                    entry = manifest.datasets.get(slice_.benchmark) if manifest else None
-                    if entry is None and not args.unprepared_data:
-                        raise UsageError("benchmark data is not prepared", field=slice_.benchmark,
-                                         hint=f"run 'trace-repro prepare-data --benchmark {slice_.benchmark}'")
-                    protocol = get_protocol(slice_.benchmark)
-                    rows = protocol.load(source.local_path(data_root))
-                    with open_slice_store(plan.campaign_root, slice_, model, generation,
-                                          dataset_snapshot=entry.snapshot_sha256 if entry else None,
-                                          engine=engine) as store:
-                        result = run_generation(slice_, rows, protocol, backend, store, source.image_dir(data_root),
-                                                generation=generation, progress=not args.no_progress,
-                                                batch_size=args.batch_size, dataset=entry, data_root=data_root)
-                    print(f"[generate] {result.summary()}")
+                    jobs.append(_slice_job(slice_, plan, model, sources, manifest, data_root, args, engine))
                 except TraceReproError as exc:
                     failures.append(slice_.id)
                     print(f"[generate] {slice_.id}: error: {exc.render()}", file=sys.stderr)
+            scoring = _Scoring(args, plan.campaign_root, data_root, sources) if args.score else None
+            try:
+                if args.schedule == "per-slice":
+                    results = [_run_one(job, backend, args, scoring) for job in jobs]
+                else:
+                    results = _stream(jobs, backend, model.slug, args, scoring)
+            finally:
+                if scoring is not None:
+                    failures += scoring.wait()
+            failures += [r.slice.id for r in results if not r.ok]
         finally:
             backend.close()
     done = len(mine) - len(failures)
     print(f"[generate] {done}/{len(mine)} slice(s) complete" + (f"; failed: {' '.join(failures)}" if failures else ""))
     return ExitCode.FINDINGS if failures else ExitCode.OK
+
+
+def _slice_job(slice_, plan, model, sources, manifest, data_root, args, engine):  # noqa: ANN001, ANN202
+    """The scheduler job of one slice (its protocol, rows, image dir and store, ``engine`` recorded in its header).
+
+    Raises:
+        UsageError: the benchmark is not prepared (and ``--unprepared-data`` is not given).
+        ProtocolNotImplementedError: the benchmark has no protocol.
+    """
+    from trace_lib.benchmarks.registry import get_protocol
+    from trace_lib.campaign.scheduler import SliceJob
+    from trace_lib.generation.run import open_slice_store
+
+    source = sources[slice_.benchmark]
+    entry = manifest.datasets.get(slice_.benchmark) if manifest else None
+    if entry is None and not args.unprepared_data:
+        raise UsageError("benchmark data is not prepared", field=slice_.benchmark,
+                         hint=f"run 'trace-repro prepare-data --benchmark {slice_.benchmark}'")
+    protocol = get_protocol(slice_.benchmark)
+    generation = plan.suite.generation
+    path = source.local_path(data_root)
+    return SliceJob(
+        slice=slice_, protocol=protocol, load_rows=lambda: protocol.load(path), image_dir=source.image_dir(data_root),
+        open_store=lambda: open_slice_store(plan.campaign_root, slice_, model, generation,
+                                            dataset_snapshot=entry.snapshot_sha256 if entry else None,
+                                            engine=engine),
+        generation=generation, dataset=entry, data_root=data_root, expected_rows=plan.rows(slice_),
+    )
+
+
+def _report(result) -> None:  # noqa: ANN001
+    if result.ok:
+        print(f"[generate] {result.run.summary()}", flush=True)
+    else:
+        message = result.error.render() if isinstance(result.error, TraceReproError) else repr(result.error)
+        print(f"[generate] {result.slice.id}: error: {message}", file=sys.stderr, flush=True)
+
+
+def _run_one(job, backend, args, scoring=None):  # noqa: ANN001, ANN202
+    """The per-slice path: one slice through ``run_generation``."""
+    from trace_lib.campaign.scheduler import SliceResult
+    from trace_lib.generation.run import run_generation
+
+    try:
+        with job.open_store() as store:
+            run = run_generation(job.slice, job.load_rows(), job.protocol, backend, store, job.image_dir,
+                                 generation=job.generation, progress=not args.no_progress,
+                                 batch_size=args.batch_size, dataset=job.dataset, data_root=job.data_root)
+        result = SliceResult(job.slice, run=run)
+    except TraceReproError as exc:
+        result = SliceResult(job.slice, error=exc)
+    _report(result)
+    if scoring is not None:
+        scoring.submit(result)
+    return result
+
+
+def _stream(jobs, backend, description: str, args, scoring=None):  # noqa: ANN001, ANN202
+    """Every job of one model through the campaign scheduler, one summary line per slice as it completes."""
+    from trace_lib.campaign.scheduler import CampaignProgress, CampaignScheduler
+
+    progress = None
+    if not args.no_progress:
+        progress = CampaignProgress(description, expected_rows=sum(j.expected_rows or 0 for j in jobs),
+                                    slices=len(jobs))
+    def complete(result) -> None:  # noqa: ANN001
+        _report(result)
+        if scoring is not None:
+            scoring.submit(result)
+
+    scheduler = CampaignScheduler(backend, batch_size=args.batch_size, on_complete=complete, progress=progress)
+    return scheduler.run(jobs)
+
+
+class _Scoring:
+    """Scores completed slices on worker threads (``--score``): one ``[score]`` line per slice."""
+
+    def __init__(self, args, campaign_root, data_root, sources) -> None:  # noqa: ANN001
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.pool = ThreadPoolExecutor(max_workers=args.score_workers, thread_name_prefix="trace-repro-score")
+        self.campaign_root, self.data_root, self.sources = campaign_root, data_root, sources
+        self.judge_url = options.resolve(args, options.JUDGE_URL)
+        self.judge = None
+        if self.judge_url:
+            from trace_lib.scoring.judge import OpenAIJudge
+
+            self.judge = OpenAIJudge(self.judge_url)
+        self.futures: list = []
+
+    def submit(self, result) -> None:  # noqa: ANN001
+        if result.ok:
+            self.futures.append((result.slice, self.pool.submit(self._score, result)))
+
+    def _score(self, result) -> str:  # noqa: ANN001
+        from trace_lib.benchmarks.registry import get_protocol
+        from trace_lib.release.load import sha256_file
+        from trace_lib.scoring.score import FileRef, run_scoring, scores_dir
+
+        slice_ = result.slice
+        protocol = get_protocol(slice_.benchmark)
+        if protocol.judge != "none" and self.judge is None:
+            raise UsageError(f"judge URL not set (--judge-url / TRACE_JUDGE_URL) for judge route {slice_.benchmark}",
+                             field="--judge-url")
+        dataset = self.sources[slice_.benchmark].local_path(self.data_root)
+        scored = run_scoring(protocol, protocol.load(dataset), result.run.path,
+                             scores_dir(self.campaign_root, model=slice_.model, seed=slice_.seed,
+                                        benchmark=slice_.benchmark),
+                             judge=self.judge, judge_url=self.judge_url, dataset=FileRef(str(dataset),
+                                                                                        sha256_file(dataset)))
+        return f"[score] {slice_.id}: {scored.score.score:.3f} over {scored.score.rows} rows -> {scored.scores_path}"
+
+    def wait(self) -> list[str]:
+        """Wait for every submitted slice; returns the ids of those that could not be scored."""
+        failed = []
+        for slice_, future in self.futures:
+            try:
+                print(future.result(), flush=True)
+            except TraceReproError as exc:
+                failed.append(slice_.id)
+                print(f"[score] {slice_.id}: error: {exc.render()}", file=sys.stderr, flush=True)
+        self.pool.shutdown()
+        return failed

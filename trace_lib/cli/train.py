@@ -43,6 +43,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
             sub.add_argument("--wandb", action="store_true", help="also log to Weights & Biases")
             sub.add_argument("--wandb-project", help="W&B project (trainer.project_name; default: the profile's)")
             sub.add_argument("--wandb-entity", help="W&B entity (requires --wandb)")
+        if name in ("smoke", "run", "print-config"):
+            sub.add_argument("--nnodes", type=options.positive_int, default=1,
+                             help="spread the run's GPUs over N nodes of a Ray cluster (verl trainer.nnodes; same "
+                                  "world size, n_gpus_per_node = GPUs / N)")
+            sub.add_argument("--ray-address", default=None, metavar="ADDR",
+                             help="the Ray cluster verl joins (ray_kwargs.ray_init.address; 'auto' or HOST:PORT)")
         if name in ("smoke", "print-config"):
             sub.add_argument("--gpus", type=options.positive_int, help="smoke only: GPUs to use (default: the profile's count)")
             sub.add_argument("--scale", default="profile", help="smoke only: 'profile' or 'tiny' (small batch/length)")
@@ -73,6 +79,8 @@ def _request(args: argparse.Namespace) -> object:
         scale=getattr(args, "scale", "profile"),
         base_model_dir=getattr(args, "base_model_dir", None),
         dataset_dir=getattr(args, "dataset_dir", None),
+        nnodes=args.nnodes,
+        ray_address=args.ray_address,
     )
 
 
@@ -102,6 +110,8 @@ def _print_config(release: object, profile: object, args: argparse.Namespace) ->
         gpu_memory_utilization=scale.gpu_memory_utilization,
         enforce_eager=scale.enforce_eager,
         use_torch_compile=scale.use_torch_compile,
+        nnodes=args.nnodes,
+        ray_address=args.ray_address,
     )
     config = build_overrides(profile, launch)
     if args.composed:

@@ -27,18 +27,28 @@ _SUITE_SAMPLING_FIELDS: tuple[str, ...] = (
 FILE_URL_TRANSPORT = "file-url"
 
 
+_SCALARS = (str, int, float, bool, type(None))
+_MAPPINGS = (dict, MappingProxyType)
+
+
 def _freeze(value: Any) -> Any:
-    if isinstance(value, Mapping):
+    kind = type(value)
+    if kind in _SCALARS:  # exact type checks first: abc isinstance checks dominated request building
+        return value
+    if kind in _MAPPINGS or isinstance(value, Mapping):
         return MappingProxyType({k: _freeze(v) for k, v in value.items()})
-    if isinstance(value, (list, tuple)):
+    if kind in (list, tuple):
         return tuple(_freeze(v) for v in value)
     return value
 
 
 def _thaw(value: Any) -> Any:
-    if isinstance(value, Mapping):
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind in _MAPPINGS or isinstance(value, Mapping):
         return {k: _thaw(v) for k, v in value.items()}
-    if isinstance(value, tuple):
+    if kind is tuple:
         return [_thaw(v) for v in value]
     return value
 
@@ -56,6 +66,11 @@ class ChatRequest:
         object.__setattr__(self, "messages", tuple(_freeze(m) for m in self.messages))
         object.__setattr__(self, "sampling", _freeze(dict(self.sampling)))
         object.__setattr__(self, "mm_processor_kwargs", _freeze(dict(self.mm_processor_kwargs)))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # mappingproxy values do not pickle: rebuild from plain JSON values (Ray actors, spawned workers)
+        return (ChatRequest, (self.request_id, self.messages_json(), _thaw(self.sampling),
+                              _thaw(self.mm_processor_kwargs)))
 
     @property
     def seed(self) -> int | None:

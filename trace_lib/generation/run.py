@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from trace_lib.data.rowhash import row_key, source_row_hash
 from trace_lib.errors import BackendError, InputError
-from trace_lib.generation.request import ChatRequest, build_eval_request, prompt_text
+from trace_lib.generation.request import ChatRequest, GenerationResult, build_eval_request, prompt_text
 from trace_lib.generation.store import SliceIdentity, SliceStore, StoredResponse, response_path
 
 if TYPE_CHECKING:
@@ -146,6 +146,49 @@ def check_against_manifest(prepared: Sequence[PreparedRow], dataset: DatasetEntr
             if hashed[path] != sha:
                 raise InputError("image content differs from the dataset manifest", file=str(path),
                                  field=f"{where}[{row.ordinal}]", hint="re-run 'trace-repro prepare-data'")
+
+
+@dataclass(frozen=True)
+class SliceWork:
+    """A slice's prepared rows checked against its open store: what is reused, dropped and still pending."""
+
+    prepared: list[PreparedRow]
+    by_key: dict[str, PreparedRow]
+    dropped: int
+    reused: int
+    pending: list[ChatRequest]
+
+
+def plan_slice_rows(
+    slice_: Slice, rows: Sequence[Row], protocol: Protocol, store: SliceStore, image_dir: Path, *,
+    generation: Mapping[str, Any], dataset: DatasetEntry | None = None, data_root: Path | None = None,
+) -> SliceWork:
+    """Build every row's request (checked against the manifest when ``dataset`` is given), drop stored rows
+    whose request changed (atomic rewrite of ``store``) and list the requests still to generate.
+
+    Raises:
+        InputError: bad rows or prompts (see :func:`prepare_rows`, :func:`check_against_manifest`).
+    """
+    prepared = prepare_rows(rows, protocol, image_dir, served_name=slice_.model, generation=generation,
+                            seed=slice_.seed)
+    if dataset is not None:
+        check_against_manifest(prepared, dataset, data_root if data_root is not None else image_dir)
+    by_key = {p.request.request_id: p for p in prepared}
+    dropped = store.retain(lambda r: r.row_key in by_key and by_key[r.row_key].request_hash == r.request_hash)
+    reused = len(store.done)
+    pending = [p.request for p in prepared if p.request.request_id not in store.done]
+    return SliceWork(prepared, by_key, dropped, reused, pending)
+
+
+def stored_response(row: PreparedRow, result: GenerationResult, store: SliceStore, backend: str) -> StoredResponse:
+    """The store line for ``result``, the answer to ``row`` (one definition for every generation path)."""
+    return StoredResponse(
+        row_key=row.request.request_id, index=row.index, ordinal=row.ordinal,
+        source_row_hash=row.source_row_hash, request_hash=row.request_hash, response=result.text,
+        finish_reason=result.finish_reason, prompt_tokens=result.prompt_tokens,
+        completion_tokens=result.completion_tokens, model_revision=store.header["model_revision"],
+        backend=backend, prompt=row.prompt,
+    )
 
 
 @dataclass(frozen=True)
@@ -287,14 +330,10 @@ def run_generation(
         BackendError: the backend failed, answered an unknown or repeated request, or left requests unanswered.
     """
     started = time.monotonic()
-    prepared = prepare_rows(rows, protocol, image_dir, served_name=slice_.model, generation=generation,
-                            seed=slice_.seed)
-    if dataset is not None:
-        check_against_manifest(prepared, dataset, data_root if data_root is not None else image_dir)
-    by_key = {p.request.request_id: p for p in prepared}
-    dropped = store.retain(lambda r: r.row_key in by_key and by_key[r.row_key].request_hash == r.request_hash)
-    reused = len(store.done)
-    pending = [p.request for p in prepared if p.request.request_id not in store.done]
+    work = plan_slice_rows(slice_, rows, protocol, store, image_dir, generation=generation, dataset=dataset,
+                           data_root=data_root)
+    prepared, by_key, dropped, reused, pending = (work.prepared, work.by_key, work.dropped, work.reused,
+                                                  work.pending)
     factory = default_progress if progress is True else (_no_progress if progress is False else progress)
     bar = factory(len(prepared), reused, slice_.id)
     buffer: list[StoredResponse] = []
@@ -320,13 +359,7 @@ def run_generation(
                     raise BackendError("backend answered a request twice", field=backend.name,
                                        found=result.request_id)
                 answered.add(result.request_id)
-                buffer.append(StoredResponse(
-                    row_key=row.request.request_id, index=row.index, ordinal=row.ordinal,
-                    source_row_hash=row.source_row_hash, request_hash=row.request_hash, response=result.text,
-                    finish_reason=result.finish_reason, prompt_tokens=result.prompt_tokens,
-                    completion_tokens=result.completion_tokens, model_revision=store.header["model_revision"],
-                    backend=backend.name, prompt=row.prompt,
-                ))
+                buffer.append(stored_response(row, result, store, backend.name))
                 if len(buffer) >= batch_size or time.monotonic() - last_flush >= flush_interval_s:
                     flush()
     finally:

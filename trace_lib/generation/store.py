@@ -41,7 +41,7 @@ import datetime as _dt
 import errno
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -112,7 +112,7 @@ class StoredResponse:
     prompt: str = ""
 
     def to_line(self) -> bytes:
-        record = {"kind": "row", **asdict(self)}
+        record = {"kind": "row", **self.__dict__}  # the fields in order (all scalars; asdict() deep-copies, slowly)
         return (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
     @classmethod

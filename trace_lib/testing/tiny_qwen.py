@@ -296,3 +296,45 @@ def build_tiny_qwen25vl(dest: Path, *, seed: int = 0) -> Path:
         dest.rmdir()
     os.replace(staging, dest)
     return dest
+
+
+# -- release-shaped configs without weights (benchmarks/campaign_throughput.py; issue 15) ------------------------
+
+#: The layer shapes of the ``Qwen/Qwen2.5-VL-3B-Instruct`` release (its config.json); the vocabulary stays the
+#: tiny tokenizer's, so every sampled id decodes and random weights stop at ``<|im_end|>`` now and then.
+QWEN25VL_3B_SHAPES = {
+    "text": {"hidden_size": 2048, "intermediate_size": 11008, "num_hidden_layers": 36, "num_attention_heads": 16,
+             "num_key_value_heads": 2, "max_window_layers": 70,
+             "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [16, 24, 24]}},
+    "vision": {"depth": 32, "hidden_size": 1280, "intermediate_size": 3420, "num_heads": 16, "out_hidden_size": 2048,
+               "fullatt_block_indexes": [7, 15, 23, 31]},
+}
+
+
+def write_qwen25vl_shaped_config(dest: Path, shapes: dict = QWEN25VL_3B_SHAPES) -> Path:
+    """Write a Qwen2.5-VL checkpoint directory with ``shapes`` (default: the 3B release's layers) and *no*
+    weights -- load it with vLLM's ``load_format="dummy"`` (random weights). Same tokenizer, chat template,
+    processor and generation config as :func:`build_tiny_qwen25vl`; returns ``dest``.
+
+    Raises:
+        FileExistsError: ``dest`` exists and is not empty.
+    """
+    from transformers import Qwen2_5_VLConfig
+
+    dest = Path(dest)
+    if dest.exists() and any(dest.iterdir()):
+        raise FileExistsError(f"{dest}: directory is not empty")
+    dest.mkdir(parents=True, exist_ok=True)
+    tok = _build_tokenizer(_CORPUS)
+    ids = _write_tokenizer_files(tok, dest)
+    config_dict = _config_dict(tok.get_vocab_size(with_added_tokens=True), ids)
+    config_dict["text_config"].update(shapes["text"])
+    config_dict["vision_config"].update(shapes["vision"])
+    config = Qwen2_5_VLConfig(**config_dict)
+    config.architectures = ["Qwen2_5_VLForConditionalGeneration"]
+    config.dtype = "bfloat16"
+    config.save_pretrained(dest)
+    _write_json(dest / "generation_config.json", _generation_config(ids))
+    _write_json(dest / "preprocessor_config.json", _preprocessor_config())
+    _write_json(dest / "chat_template.json", {"chat_template": QWEN25VL_CHAT_TEMPLATE})
+    return dest

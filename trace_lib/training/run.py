@@ -84,6 +84,8 @@ class TrainingRequest:
     scale: str = "profile"
     base_model_dir: Path | None = None
     dataset_dir: Path | None = None
+    nnodes: int = 1  # multi-node: the GPUs are spread over this many nodes of the Ray cluster at ray_address
+    ray_address: str | None = None
 
 
 @dataclass
@@ -102,6 +104,9 @@ def _check_request(request: TrainingRequest) -> None:
         raise UsageError("unknown training mode", expected="canonical or smoke", found=request.mode)
     if request.wandb_entity and not request.wandb:
         raise UsageError("--wandb-entity requires --wandb")
+    if request.nnodes > 1 and not request.ray_address:
+        raise UsageError("--nnodes above 1 needs the Ray cluster's address", field="--ray-address",
+                         hint="start Ray on every node ('ray start'), then pass --ray-address HEAD:6379 or auto")
     if request.scale not in SCALES:
         raise UsageError("unknown scale", field="--scale", expected=sorted(SCALES), found=request.scale)
     if request.mode == "canonical":
@@ -181,6 +186,8 @@ def _launch(profile: TrainingProfile, request: TrainingRequest, gpus: int, input
         use_torch_compile=scale.use_torch_compile,
         attention=attention,
         generations_dir=str(output / GENERATIONS_DIR) if smoke else None,
+        nnodes=request.nnodes,
+        ray_address=request.ray_address,
     )
     deviations = list(inputs.deviations)
     if gpus != profile.gpu_count:
@@ -288,7 +295,7 @@ def run_training(release: ReleaseRoot, profile: TrainingProfile, request: Traini
         if not 1 <= gpus <= inventory.visible:
             raise InputError("not enough visible GPUs for the smoke run", field="--gpus", expected=f"1..{inventory.visible}",
                              found=gpus)
-    elif inventory.visible != profile.gpu_count:
+    elif request.nnodes == 1 and inventory.visible != profile.gpu_count:
         raise InputError(f"canonical training requires exactly {profile.gpu_count} distinct visible CUDA devices",
                          expected=profile.gpu_count, found=inventory.visible)
     output = empty_directory(request.output_dir, "--output-dir")

@@ -30,7 +30,8 @@ DATASET_CLASS_NAME = "TraceRLHFDataset"
 REWARD_PATH = "pkg://trace_lib.training.reward"
 REWARD_NAME = "compute_score"
 #: verl keys absent from ppo_trainer.yaml (Hydra needs a ``+`` to add them).
-NEW_KEYS = frozenset({"data.trace_min_pixels", "data.trace_max_pixels", f"{ARR}.model.override_config.attn_implementation"})
+NEW_KEYS = frozenset({"data.trace_min_pixels", "data.trace_max_pixels", f"{ARR}.model.override_config.attn_implementation",
+                      "ray_kwargs.ray_init.address"})
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,8 @@ class Launch:
     use_torch_compile: bool | None = None
     attention: str = "flash_attention_2"  # 'sdpa' (padded, no padding-free) only for smoke without flash-attn
     generations_dir: str | None = None  # smoke: dump every rollout/validation sample with its reward (JSONL)
+    nnodes: int = 1  # the run's GPUs spread evenly over this many nodes of a Ray cluster (trainer.nnodes)
+    ray_address: str | None = None  # the cluster verl's driver joins (ray_kwargs.ray_init.address); None: local
 
 
 @dataclass
@@ -330,8 +333,10 @@ FIELD_MAP: Mapping[str, FieldMapping] = {
     "trainer.project_name": FieldMapping("exact", lambda v, c: {"trainer.project_name": c.launch.project_name or v}),
     "trainer.experiment_name": FieldMapping("exact", lambda v, c: {"trainer.experiment_name": c.launch.experiment_name}),
     "trainer.logger": FieldMapping("exact", lambda v, c: {"trainer.logger": list(c.launch.logger)}),
-    "trainer.nnodes": FieldMapping("exact", _require(1, _to("trainer.nnodes"))),
-    "trainer.n_gpus_per_node": FieldMapping("exact", lambda v, c: {"trainer.n_gpus_per_node": c.launch.gpus}),
+    "trainer.nnodes": FieldMapping("exact", _require(1, lambda v, c: {"trainer.nnodes": c.launch.nnodes}),
+                                   "--nnodes spreads the same GPUs (same world size) over N nodes"),
+    "trainer.n_gpus_per_node": FieldMapping(
+        "exact", lambda v, c: {"trainer.n_gpus_per_node": c.launch.gpus // c.launch.nnodes}),
     "trainer.max_try_make_batch": FieldMapping("inert", _none, "no online filtering"),
     "trainer.critic_warmup": FieldMapping("exact", lambda v, c: {"trainer.critic_warmup": v, "critic.enable": False}),
     "trainer.val_freq": FieldMapping("exact", lambda v, c: {"trainer.test_freq": c.launch.test_freq}),
@@ -375,6 +380,8 @@ def _fixed(ctx: _Ctx) -> dict[str, Any]:
     }
     if launch.attention != "flash_attention_2":
         out[f"{ARR}.model.override_config.attn_implementation"] = launch.attention
+    if launch.ray_address:
+        out["ray_kwargs.ray_init.address"] = launch.ray_address
     if launch.generations_dir is not None:
         out["trainer.rollout_data_dir"] = f"{launch.generations_dir}/rollout"
         out["trainer.validation_data_dir"] = f"{launch.generations_dir}/validation"
@@ -423,6 +430,10 @@ def build_overrides(profile: TrainingProfile, launch: Launch) -> VerlConfig:
     if launch.gpus % launch.tensor_parallel:
         raise UsageError("rollout tensor-parallel size must divide the GPU count",
                          expected=f"a divisor of {launch.gpus}", found=launch.tensor_parallel)
+    if launch.nnodes < 1 or launch.gpus % launch.nnodes or (launch.gpus // launch.nnodes) % launch.tensor_parallel:
+        raise UsageError("the node count must split the GPUs evenly, tensor-parallel groups inside one node",
+                         field="--nnodes", expected=f"a divisor of {launch.gpus} leaving a multiple of "
+                         f"{launch.tensor_parallel} GPUs per node", found=launch.nnodes)
     ctx = _Ctx(profile, launch)
     overrides: dict[str, Any] = {}
     sources: dict[str, str] = {}

@@ -5,13 +5,18 @@ A backend turns :class:`~trace_lib.generation.request.ChatRequest` objects into
 matches them by ``request_id``) and should yield each as soon as it is final, so that the caller can make it
 durable. A request the backend cannot answer raises :class:`~trace_lib.errors.BackendError` -- after every
 result it *could* produce has been yielded -- never a made-up response.
+
+Streaming (the campaign scheduler): a backend may also offer ``generate_stream(feed)``, pulling requests from a
+:class:`RequestFeed` whenever it has room (vLLM: while the engine keeps running), so that many slices' requests
+share one continuous batch; :func:`stream_generate` falls back to ``generate`` on chunks for the others.
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
-from typing import Any, Iterator, Protocol, Sequence, runtime_checkable
+import queue
+from typing import Any, Iterable, Iterator, Protocol, Sequence, runtime_checkable
 
 from trace_lib.errors import UsageError
 from trace_lib.generation.request import ChatRequest, GenerationResult
@@ -56,3 +61,75 @@ def create_backend(name: str, *, model_path: str, served_name: str, **options: A
     module_name, _, attr = BACKENDS[name].partition(":")
     factory = getattr(importlib.import_module(module_name), attr)
     return factory(model_path=model_path, served_name=served_name, **options)
+
+
+_END = object()
+
+
+class RequestFeed:
+    """A bounded, thread-safe stream of requests from one producer to one consuming backend.
+
+    The producer calls :meth:`put` (blocks while ``capacity`` requests wait) and finally :meth:`finish`; the
+    backend calls :meth:`take`.
+    """
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=max(1, capacity))
+        self.finished = False  # set once the consumer has seen the end
+
+    @classmethod
+    def of(cls, requests: Iterable[ChatRequest]) -> RequestFeed:
+        """A finished feed holding ``requests`` (the per-slice path)."""
+        items = list(requests)
+        feed = cls(capacity=len(items) + 1)
+        for request in items:
+            feed.put(request)
+        feed.finish()
+        return feed
+
+    def put(self, request: ChatRequest, *, timeout: float | None = None) -> bool:
+        """Queue ``request`` (blocking while the feed is full); False when ``timeout`` passed first."""
+        try:
+            self._queue.put(request, timeout=timeout)
+        except queue.Full:
+            return False
+        return True
+
+    def finish(self, *, timeout: float | None = None) -> bool:
+        """Mark the end of the feed (after every request); False when ``timeout`` passed first."""
+        try:
+            self._queue.put(_END, timeout=timeout)
+        except queue.Full:
+            return False
+        return True
+
+    def take(self, limit: int, *, wait: bool) -> list[ChatRequest]:
+        """Up to ``limit`` requests. With ``wait`` block until at least one arrives or the feed ends; without,
+        return what is ready now (possibly nothing). ``[]`` with ``finished`` set means the feed ended."""
+        taken: list[ChatRequest] = []
+        if self.finished:
+            return taken
+        while len(taken) < limit:
+            try:
+                item = self._queue.get(block=wait and not taken)
+            except queue.Empty:
+                break
+            if item is _END:
+                self.finished = True
+                break
+            taken.append(item)
+        return taken
+
+
+def stream_generate(backend: Backend, feed: RequestFeed, *, chunk: int = 256) -> Iterator[GenerationResult]:
+    """Every result for the requests of ``feed``: through ``backend.generate_stream`` when the backend has it,
+    else ``backend.generate`` on successive chunks of up to ``chunk`` requests."""
+    native = getattr(backend, "generate_stream", None)
+    if callable(native):
+        yield from native(feed)
+        return
+    while True:
+        batch = feed.take(chunk, wait=True)
+        if not batch:
+            return
+        yield from backend.generate(batch)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from trace_lib.errors import BackendError
+from trace_lib.generation.backends.base import RequestFeed
 from trace_lib.generation.request import ChatRequest, GenerationResult
 
 #: vLLM's OpenAI server defaults for fields a chat request leaves unset (chat_completion/protocol.py).
@@ -97,7 +98,11 @@ class VLLMBackend:
         self.served_name = served_name
         self.model_path = model_path
         self._owns_engine = llm is None
+        self._max_num_seqs = max_num_seqs
+        self._params: dict[tuple, Any] = {}
         if llm is not None:
+            scheduler = getattr(getattr(llm.llm_engine, "vllm_config", None), "scheduler_config", None)
+            self._max_num_seqs = int(getattr(scheduler, "max_num_seqs", None) or max_num_seqs)
             self.llm = llm
             self._defaults = dict(_model_config(llm).get_diff_sampling_param())
             return
@@ -127,50 +132,76 @@ class VLLMBackend:
         self._defaults = dict(_model_config(self.llm).get_diff_sampling_param())
 
     def _sampling_params(self, request: ChatRequest) -> Any:
-        from vllm import SamplingParams
+        """The request's ``SamplingParams``; one object per distinct sampling (as ``LLM.chat`` shares one)."""
+        key = tuple(request.sampling.items())
+        params = self._params.get(key)
+        if params is None:
+            from vllm import SamplingParams
 
-        return SamplingParams.from_optional(**sampling_kwargs(request.sampling, self._defaults))
+            params = SamplingParams.from_optional(**sampling_kwargs(request.sampling, self._defaults))
+            self._params[key] = params
+        return params
 
     def generate(self, requests: Sequence[ChatRequest]) -> Iterator[GenerationResult]:
         if not requests:
             return
+        yield from self.generate_stream(RequestFeed.of(requests), in_flight=len(requests))
+
+    def generate_stream(self, feed: RequestFeed, *, in_flight: int | None = None) -> Iterator[GenerationResult]:
+        """Answer every request of ``feed``, keeping up to ``in_flight`` (default ``4 x max_num_seqs``) requests
+        in the engine: new requests are added while the engine runs, so rows of many slices (each with its own
+        seed) share the continuous batch; each finished request is yielded at once."""
         engine = self.llm.llm_engine
         if engine.has_unfinished_requests():
             raise BackendError("engine already has unfinished requests", field="vllm")
-        by_id: dict[str, ChatRequest] = {}
-        engine_ids: list[str] = []
-        groups: dict[tuple, list[ChatRequest]] = {}
-        for request in requests:
-            groups.setdefault(tuple(sorted(request.mm_processor_kwargs.items())), []).append(request)
+        target = max(1, in_flight or 4 * self._max_num_seqs)
+        by_id = _InFlight()
+        sent = answered = 0
         try:
-            for mm_key, group in groups.items():
-                ids = enqueue_chat(self.llm, [r.messages_json() for r in group],
-                                   [self._sampling_params(r) for r in group], dict(mm_key) or None)
-                engine_ids += ids
-                if len(ids) != len(group):
-                    raise BackendError("engine accepted fewer requests than sent", field="vllm",
-                                       expected=len(group), found=len(ids))
-                for engine_id, request in zip(ids, group):
-                    by_id[engine_id] = request
-                    by_id.setdefault(_external_id(engine_id), request)
-            remaining = len(requests)
-            while engine.has_unfinished_requests():
+            while True:
+                unfinished = sent - answered
+                if not feed.finished and (unfinished <= target // 2 or target - unfinished >= self._max_num_seqs):
+                    # at most max_num_seqs per call: the engine starts on the first ones while the rest are
+                    # rendered and processed (images) between steps
+                    limit = min(target - unfinished, self._max_num_seqs)
+                    batch = feed.take(limit, wait=unfinished == 0)
+                    sent += self._enqueue(batch, by_id)
+                if sent == answered:
+                    if feed.finished:
+                        break
+                    continue
                 for output in engine.step():
                     if not output.finished:
                         continue
-                    request = by_id.get(output.request_id) or by_id.get(_external_id(output.request_id))
+                    request = by_id.pop(output.request_id)
                     if request is None:
                         raise BackendError("engine returned an unknown request id", field="vllm",
                                            found=output.request_id)
-                    remaining -= 1
+                    answered += 1
                     yield _result(request.request_id, output)
+                if sent != answered and not engine.has_unfinished_requests():
+                    raise BackendError("engine finished without answering every request", field="vllm",
+                                       expected=sent, found=answered)
         except BaseException:
-            if engine_ids and engine.has_unfinished_requests():
-                abort_requests(engine, engine_ids)
+            unfinished_ids = by_id.engine_ids()
+            if unfinished_ids and engine.has_unfinished_requests():
+                abort_requests(engine, unfinished_ids)
             raise
-        if remaining:
-            raise BackendError("engine finished without answering every request", field="vllm",
-                               expected=len(requests), found=len(requests) - remaining)
+
+    def _enqueue(self, batch: Sequence[ChatRequest], by_id: _InFlight) -> int:
+        """Add ``batch`` to the engine (grouped by ``mm_processor_kwargs``); returns how many were added."""
+        groups: dict[tuple, list[ChatRequest]] = {}
+        for request in batch:
+            groups.setdefault(tuple(sorted(request.mm_processor_kwargs.items())), []).append(request)
+        for mm_key, group in groups.items():
+            ids = enqueue_chat(self.llm, [r.messages_json() for r in group],
+                               [self._sampling_params(r) for r in group], dict(mm_key) or None)
+            if len(ids) != len(group):
+                raise BackendError("engine accepted fewer requests than sent", field="vllm",
+                                   expected=len(group), found=len(ids))
+            for engine_id, request in zip(ids, group):
+                by_id.add(engine_id, request)
+        return len(batch)
 
     def close(self) -> None:
         llm = getattr(self, "llm", None)
@@ -229,6 +260,28 @@ def abort_requests(engine: Any, request_ids: list[str]) -> None:
         engine.abort_request(request_ids, internal=True)
     else:
         engine.abort_request(request_ids)
+
+
+class _InFlight:
+    """Requests in the engine by engine id; outputs may carry the engine id or its external part."""
+
+    def __init__(self) -> None:
+        self._by_engine: dict[str, ChatRequest] = {}
+        self._engine_of: dict[str, str] = {}  # external id -> engine id
+
+    def add(self, engine_id: str, request: ChatRequest) -> None:
+        self._by_engine[engine_id] = request
+        self._engine_of[_external_id(engine_id)] = engine_id
+
+    def pop(self, output_id: str) -> ChatRequest | None:
+        engine_id = output_id if output_id in self._by_engine else self._engine_of.get(_external_id(output_id))
+        if engine_id is None or engine_id not in self._by_engine:
+            return None
+        self._engine_of.pop(_external_id(engine_id), None)
+        return self._by_engine.pop(engine_id)
+
+    def engine_ids(self) -> list[str]:
+        return list(self._by_engine)
 
 
 def _result(request_id: str, output: Any) -> GenerationResult:

@@ -1,0 +1,306 @@
+"""Campaign throughput on one GPU: per-slice generation (the previous design), the streaming campaign scheduler,
+and upstream's design (``vllm serve`` + an HTTP client with 32 requests in flight, one slice after another),
+side by side in one run on the same requests.
+
+The model is a random-weight Qwen2.5-VL with the 3B release's layer shapes (36 layers, hidden 2048, a 32-block
+vision tower; config only, loaded with vLLM's ``load_format="dummy"``; the vocabulary is the tiny test
+tokenizer's, so random weights stop at ``<|im_end|>`` now and then and output lengths vary). The mini campaign is
+``--benchmarks`` x ``--seeds`` slices of ``--rows`` rows (default 8 x 3 x 200 = 24 slices, 4,800 rows per
+path): each benchmark has its own prompt length and image sizes (224x224 up to 1024x768, some rows with two
+images), every image distinct. Decoding is the suite's except ``max_tokens`` (``--max-tokens``, default 256).
+Engine settings are upstream's server flags except ``max_model_len`` (8192) and ``gpu_memory_utilization``.
+
+Prints rows/s, output tokens/s and the GPU's busy fraction (NVML utilisation sampled every 0.1 s) per path,
+and the ratios. Targets: streaming >= 1.2x per-slice and >= 2.5x upstream's design.
+
+    python benchmarks/campaign_throughput.py [--benchmarks 8] [--seeds 3] [--rows 200] [--max-tokens 256]
+        [--skip-upstream] [--work-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+IMAGE_SIZES = ((224, 224), (336, 252), (448, 448), (640, 480), (800, 600), (1024, 768), (512, 384), (720, 540))
+FILLER = ("Read the figure carefully and consider every labelled part before answering. "
+          "The options may differ only in small details. ")
+
+
+def _table(path: str, bench: int, rows: int) -> str:
+    """Write one benchmark's MCQ table (tiny_bench's mcq columns), images distinct per row."""
+    import base64
+
+    import pandas as pd
+
+    from trace_lib.testing.tiny_bench import tiny_png
+
+    rng = random.Random(bench)
+    size = IMAGE_SIZES[bench % len(IMAGE_SIZES)]
+    records = []
+    for i in range(rows):
+        count = 1 + (i + bench) % 2 if bench % 4 == 3 else 1
+        blobs = [base64.b64encode(tiny_png(bench * 100_000 + i * 10 + j, size=size)).decode() for j in range(count)]
+        question = FILLER * (bench % 5 * 3) + f"Question {i}: how many shapes are drawn in the image?"
+        records.append({"index": i, "question": question, "A": "1", "B": "2", "C": "3", "D": "4",
+                        "answer": "ABCD"[rng.randrange(4)],
+                        "image": blobs[0] if count == 1 else json.dumps(blobs)})
+    pd.DataFrame(records).to_csv(path, sep="\t", index=False)
+    return path
+
+
+class GpuBusy:
+    """Mean NVML GPU utilisation (percent of time a kernel ran) sampled every 0.1 s while active."""
+
+    def __init__(self, index: int) -> None:
+        self.samples: list[int] = []
+        self._stop = threading.Event()
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            self._read = lambda: pynvml.nvmlDeviceGetUtilizationRates(self._handle).gpu
+        except Exception:  # noqa: BLE001 - fall back to nvidia-smi
+            self._read = lambda: int(subprocess.run(
+                ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", f"--id={index}"],
+                capture_output=True, text=True, check=True).stdout.strip())
+
+    def __enter__(self) -> GpuBusy:
+        def loop() -> None:
+            while not self._stop.wait(0.1):
+                try:
+                    self.samples.append(self._read())
+                except Exception:  # noqa: BLE001
+                    return
+
+        self._thread = threading.Thread(target=loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def fraction(self) -> float:
+        return sum(self.samples) / len(self.samples) / 100 if self.samples else float("nan")
+
+
+def _wait_gpu_memory_free(index: int, timeout_s: float = 90.0) -> None:
+    """Wait until the offline engine's GPU memory is released (NVML used < 10% of total), at most ``timeout_s``."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+    except Exception:  # noqa: BLE001 - no NVML: give the engine process a moment
+        time.sleep(10)
+        return
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+        if memory.used < 0.1 * memory.total:
+            return
+        time.sleep(1)
+
+
+def _count(campaign: Path) -> tuple[int, int]:
+    from trace_lib.generation.store import load_responses
+
+    rows = tokens = 0
+    for path in campaign.rglob("*.jsonl"):
+        stored = load_responses(path)
+        rows += len(stored)
+        tokens += sum(r.completion_tokens or 0 for r in stored)
+    return rows, tokens
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--benchmarks", type=int, default=8)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--rows", type=int, default=200)
+    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--in-flight", type=int, default=32, help="upstream design: HTTP requests in flight")
+    parser.add_argument("--gpu-memory-utilization", type=float, default=0.85)
+    parser.add_argument("--max-model-len", type=int, default=8192)
+    parser.add_argument("--enforce-eager", action="store_true")
+    parser.add_argument("--skip-upstream", action="store_true", help="no 'vllm serve' run")
+    parser.add_argument("--gpu-index", type=int, default=0, help="NVML index of the GPU to sample")
+    parser.add_argument("--work-dir", default=None)
+    args = parser.parse_args()
+    os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+    started = time.monotonic()
+
+    from trace_lib.campaign.models import ModelDescriptor
+    from trace_lib.campaign.plan import Slice
+    from trace_lib.campaign.scheduler import CampaignScheduler, SliceJob
+    from trace_lib.generation.run import open_slice_store, prepare_rows, run_generation
+    from trace_lib.release.locate import locate_release
+    from trace_lib.release.suite import load_suite
+    from trace_lib.testing.tiny_bench import tiny_tsv_protocol
+    from trace_lib.testing.tiny_qwen import write_qwen25vl_shaped_config
+
+    work = Path(args.work_dir or tempfile.mkdtemp(prefix="campaign-throughput-"))
+    model_dir = work / "qwen25vl-3b-shapes"
+    if not model_dir.exists():
+        write_qwen25vl_shaped_config(model_dir)
+    data = work / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    tables = [data / f"bench{b:02d}.tsv" for b in range(args.benchmarks)]
+    with ProcessPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:
+        list(pool.map(_table, [str(t) for t in tables], range(args.benchmarks), [args.rows] * args.benchmarks))
+    generation = {**load_suite(locate_release()).generation, "max_tokens": args.max_tokens}
+    model = ModelDescriptor("bench", str(model_dir), "sha256set:" + "0" * 64, f"org/bench@{'0' * 40}", "Bench")
+    seeds = [42 + s for s in range(args.seeds)]
+    slices = [Slice("bench", seed, t.stem) for seed in seeds for t in tables]
+
+    def jobs(campaign: Path) -> list[SliceJob]:
+        out = []
+        for slice_ in slices:
+            protocol = tiny_tsv_protocol(slice_.benchmark)
+            table = data / f"{slice_.benchmark}.tsv"
+            out.append(SliceJob(slice=slice_, protocol=protocol, load_rows=lambda p=protocol, t=table: p.load(t),
+                                image_dir=data / "images" / slice_.benchmark, generation=generation,
+                                open_store=lambda s=slice_: open_slice_store(campaign, s, model, generation)))
+        return out
+
+    def per_slice(backend, campaign: Path) -> None:
+        for job in jobs(campaign):
+            with job.open_store() as store:
+                run_generation(job.slice, job.load_rows(), job.protocol, backend, store, job.image_dir,
+                               generation=generation, progress=False)
+
+    def streaming(backend, campaign: Path) -> None:
+        results = CampaignScheduler(backend).run(jobs(campaign))
+        failed = [r.error for r in results if not r.ok]
+        assert not failed, failed[0]
+
+    for job in jobs(work / "prebuild"):  # materialise every image once (both paths then read the same files)
+        prepare_rows(job.load_rows(), job.protocol, job.image_dir, served_name="bench", generation=generation,
+                     seed=job.slice.seed)
+    print(f"[setup] {len(slices)} slices x {args.rows} rows, max_tokens {args.max_tokens}; "
+          f"built in {time.monotonic() - started:.0f} s under {work}", flush=True)
+
+    engine_flags = dict(max_model_len=args.max_model_len, max_num_seqs=256, max_num_batched_tokens=32768,
+                        gpu_memory_utilization=args.gpu_memory_utilization)
+    results: dict[str, tuple[float, int, int, float]] = {}
+
+    def measure(name: str, fn, backend, campaign: Path) -> None:  # noqa: ANN001
+        with GpuBusy(args.gpu_index) as busy:
+            t0 = time.perf_counter()
+            fn(backend, campaign)
+            seconds = time.perf_counter() - t0
+        rows, tokens = _count(campaign)
+        results[name] = (seconds, rows, tokens, busy.fraction)
+        print(f"[{name}] {rows} rows in {seconds:.1f} s: {rows / seconds:.1f} rows/s, {tokens / seconds:.0f} "
+              f"output tokens/s, GPU busy {busy.fraction:.2f}", flush=True)
+
+    from vllm import LLM
+
+    from trace_lib.generation.backends.vllm import VLLMBackend
+
+    t0 = time.monotonic()
+    llm = LLM(model=str(model_dir), load_format="dummy", trust_remote_code=True, served_model_name="bench",
+              allowed_local_media_path=str(data.resolve()), limit_mm_per_prompt={"image": 24, "video": 3},
+              enforce_eager=args.enforce_eager, **engine_flags)
+    backend = VLLMBackend(model_path=str(model_dir), served_name="bench", llm=llm)
+    print(f"[engine] offline LLM up in {time.monotonic() - t0:.0f} s", flush=True)
+    warm = jobs(work / "warmup")[0]
+
+    def warmup_requests(seed: int) -> list:
+        return [r.request for r in prepare_rows(warm.load_rows()[:32], warm.protocol, warm.image_dir,
+                                                served_name="bench", generation=generation, seed=seed)]
+
+    list(backend.generate(warmup_requests(41)))
+    measure("per-slice", per_slice, backend, work / "campaign-per-slice")
+    measure("streaming", streaming, backend, work / "campaign-streaming")
+    backend.close()
+    shutdown = getattr(getattr(llm.llm_engine, "engine_core", None), "shutdown", None)
+    if shutdown is not None:  # free the GPU for 'vllm serve'
+        shutdown()
+    del llm, backend
+    import gc
+
+    gc.collect()
+
+    if not args.skip_upstream:
+        from trace_lib.generation.backends.openai import OpenAIBackend
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
+               "--served-model-name", "bench", "--load-format", "dummy", "--trust-remote-code", "--host", "127.0.0.1",
+               "--port", str(port), "--allowed-local-media-path", str(data.resolve()), "--limit-mm-per-prompt",
+               json.dumps({"image": 24, "video": 3}), "--max-model-len", str(args.max_model_len),
+               "--max-num-seqs", "256", "--max-num-batched-tokens", "32768", "--gpu-memory-utilization",
+               str(args.gpu_memory_utilization), *(["--enforce-eager"] if args.enforce_eager else [])]
+        _wait_gpu_memory_free(args.gpu_index)
+        t0 = time.monotonic()
+        log = open(work / "vllm-serve.log", "w")  # noqa: SIM115 - closed with the server
+        env = dict(os.environ, VLLM_WORKER_MULTIPROC_METHOD="spawn", TOKENIZERS_PARALLELISM="false")
+        server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 420
+            while True:
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"vllm serve not ready after 420 s; log: {work / 'vllm-serve.log'}")
+                if server.poll() is not None:
+                    log.flush()
+                    print((work / "vllm-serve.log").read_text()[-4000:], file=sys.stderr)
+                    raise SystemExit("vllm serve exited")
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
+                    break
+                except OSError:
+                    time.sleep(1)
+            print(f"[engine] vllm serve up in {time.monotonic() - t0:.0f} s", flush=True)
+            client = OpenAIBackend(model_path=str(model_dir), served_name="bench",
+                                   base_url=f"http://127.0.0.1:{port}/v1", concurrency=args.in_flight)
+            list(client.generate(warmup_requests(41)))
+            measure(f"upstream design (vllm serve, {args.in_flight} in flight)", per_slice, client,
+                    work / "campaign-upstream")
+            client.close()
+        finally:
+            import signal
+
+            os.killpg(server.pid, signal.SIGTERM)
+            try:
+                server.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait()
+            log.close()
+
+    print()
+    print("| path | rows | seconds | rows/s | output tokens/s | GPU busy |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for name, (seconds, rows, tokens, busy) in results.items():
+        print(f"| {name} | {rows} | {seconds:.1f} | {rows / seconds:.1f} | {tokens / seconds:.0f} | {busy:.2f} |")
+    rate = {name: rows / seconds for name, (seconds, rows, _, _) in results.items()}
+    stream_rate = rate["streaming"]
+    print(f"\nstreaming / per-slice = {stream_rate / rate['per-slice']:.2f} (target >= 1.2)")
+    upstream = next((v for k, v in rate.items() if k.startswith("upstream")), None)
+    if upstream:
+        print(f"streaming / upstream design = {stream_rate / upstream:.2f} (target >= 2.5)")
+    print(f"total wall time {time.monotonic() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

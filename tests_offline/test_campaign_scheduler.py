@@ -1,0 +1,204 @@
+"""The campaign scheduler on a deterministic fake backend: interleaving across slices, stores identical to the
+per-slice path, per-slice errors, reuse on re-run, and SIGKILL mid-campaign then resume (nothing lost or
+duplicated)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from trace_lib.campaign.models import ModelDescriptor
+from trace_lib.campaign.plan import Slice
+from trace_lib.campaign.scheduler import CampaignScheduler, SliceJob
+from trace_lib.generation.run import open_slice_store, run_generation
+from trace_lib.generation.store import load_responses, response_path
+from trace_lib.release.suite import load_suite
+from trace_lib.testing.fake_backend import FakeStreamBackend, fake_answer
+from trace_lib.testing.tiny_bench import build_tiny_tsv, tiny_tsv_protocol
+
+pytestmark = pytest.mark.offline
+
+MODEL = ModelDescriptor("fake-model", "/nonexistent", "c" * 40, f"org/repo@{'c' * 40}", "Fake")
+SLICES = [Slice("fake-model", seed, bench) for seed in (42, 43) for bench in ("tinya", "tinyb")]
+ROWS = {"tinya": 10, "tinyb": 7}
+
+
+@pytest.fixture(scope="module")
+def generation(release):
+    return dict(load_suite(release).generation)
+
+
+@pytest.fixture
+def data(tmp_path):
+    for bench, rows in ROWS.items():
+        build_tiny_tsv(tmp_path / "data" / f"{bench}.tsv", style="mcq", rows=rows, seed=len(bench) + rows)
+    return tmp_path / "data"
+
+
+def jobs(campaign: Path, data: Path, generation: dict, slices=SLICES) -> list[SliceJob]:
+    out = []
+    for slice_ in slices:
+        protocol = tiny_tsv_protocol(slice_.benchmark)
+        table = data / f"{slice_.benchmark}.tsv"
+        out.append(SliceJob(
+            slice=slice_, protocol=protocol, load_rows=lambda table=table, p=protocol: p.load(table),
+            image_dir=data / "images", generation=generation,
+            open_store=lambda s=slice_: open_slice_store(campaign, s, MODEL, generation),
+        ))
+    return out
+
+
+def _rows_bytes(path: Path) -> tuple[dict, bytes]:
+    header, _, rows = path.read_bytes().partition(b"\n")
+    record = json.loads(header)
+    record.pop("created_at")
+    return record, rows
+
+
+def test_slices_share_engine_windows_and_results_reach_their_stores(data, tmp_path, generation):
+    backend = FakeStreamBackend(window=16)
+    done = []
+    results = CampaignScheduler(backend, on_complete=done.append).run(jobs(tmp_path / "c", data, generation))
+    assert [r.ok for r in results] == [True] * 4 and sorted(r.slice.id for r in done) == sorted(s.id for s in SLICES)
+    mixed = [w for w in backend.windows if len({rid.split("|")[0] for rid in w}) > 1]
+    assert mixed, backend.windows  # a window held rows of two slices
+    for slice_ in SLICES:
+        stored = load_responses(response_path(tmp_path / "c", model=slice_.model, seed=slice_.seed,
+                                              benchmark=slice_.benchmark))
+        assert len(stored) == ROWS[slice_.benchmark]
+        assert all(r.response.startswith(f"seed {slice_.seed}: ") for r in stored)
+
+
+def test_stores_equal_the_per_slice_path_byte_for_byte(data, tmp_path, generation):
+    CampaignScheduler(FakeStreamBackend(window=5), batch_size=3).run(jobs(tmp_path / "stream", data, generation))
+    for job in jobs(tmp_path / "per-slice", data, generation):
+        with job.open_store() as store:
+            run_generation(job.slice, job.load_rows(), job.protocol, FakeStreamBackend(), store, job.image_dir,
+                           generation=generation, progress=False)
+    for slice_ in SLICES:
+        paths = [response_path(tmp_path / root, model=slice_.model, seed=slice_.seed, benchmark=slice_.benchmark)
+                 for root in ("stream", "per-slice")]
+        assert _rows_bytes(paths[0]) == _rows_bytes(paths[1])
+        rows = load_responses(paths[0])
+        assert len({r.request_hash for r in rows}) == ROWS[slice_.benchmark]
+
+
+def test_rerun_reuses_everything_and_sends_nothing(data, tmp_path, generation):
+    CampaignScheduler(FakeStreamBackend()).run(jobs(tmp_path, data, generation))
+    backend = FakeStreamBackend()
+    results = CampaignScheduler(backend).run(jobs(tmp_path, data, generation))
+    assert [(r.run.generated, r.run.reused) for r in results] == [(0, ROWS[s.benchmark]) for s in SLICES]
+    assert backend.answered == 0
+
+
+def test_unanswered_row_fails_only_its_slice(data, tmp_path, generation):
+    skip = "|00000003:"  # row 3 of the first slice only (ids are "<slot>|<row key>")
+    results = CampaignScheduler(_SkipFirst(FakeStreamBackend(), "0" + skip)).run(jobs(tmp_path, data, generation))
+    assert [r.ok for r in results] == [False, True, True, True]
+    assert "backend left requests unanswered" in results[0].error.render()
+    path = response_path(tmp_path, model=MODEL.slug, seed=42, benchmark="tinya")
+    assert len(load_responses(path)) == ROWS["tinya"] - 1  # every answer received is kept
+
+
+def test_answer_to_an_unsent_request_fails_the_unfinished_slices(data, tmp_path, generation):
+    results = CampaignScheduler(FakeStreamBackend(window=4, unknown_after=5)).run(jobs(tmp_path, data, generation))
+    assert not any(r.ok for r in results)
+    assert "backend answered a request it was not sent" in results[0].error.render()
+
+
+class _SkipFirst:
+    name = "fake"
+
+    def __init__(self, inner: FakeStreamBackend, prefix: str) -> None:
+        self.inner, self.prefix = inner, prefix
+
+    def generate_stream(self, feed):  # noqa: ANN001, ANN201
+        for result in self.inner.generate_stream(feed):
+            if not result.request_id.startswith(self.prefix):
+                yield result
+
+
+CHILD = r"""
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[4])
+from test_campaign_scheduler import jobs
+from trace_lib.campaign.scheduler import CampaignScheduler
+from trace_lib.testing.fake_backend import FakeStreamBackend
+results = CampaignScheduler(FakeStreamBackend(window=8, delay_s=0.003), batch_size=4, flush_interval_s=0.02).run(
+    jobs(Path(sys.argv[2]), Path(sys.argv[1]), json.loads(sys.argv[3])))
+print(json.dumps([[r.run.reused, r.run.generated] for r in results]))
+"""
+
+
+def _stored(campaign: Path) -> int:
+    return sum(max(0, p.read_bytes().count(b"\n") - 1) for p in campaign.rglob("*.jsonl"))
+
+
+def _child(data: Path, campaign: Path, generation: dict) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+                                                        os.environ.get("PYTHONPATH", "")]))
+    return subprocess.Popen([sys.executable, "-c", CHILD, str(data), str(campaign), json.dumps(generation),
+                             str(Path(__file__).parent)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+
+
+def _kill_after(proc: subprocess.Popen, campaign: Path, lines: int) -> None:
+    deadline = time.monotonic() + 60
+    while _stored(campaign) < lines:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "child made no progress"
+        time.sleep(0.003)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def test_sigkill_mid_campaign_then_resume_loses_and_duplicates_nothing(data, tmp_path, generation):
+    campaign = tmp_path / "campaign"
+    total = sum(ROWS[s.benchmark] for s in SLICES)
+    _kill_after(_child(data, campaign, generation), campaign, 12)
+    first = _stored(campaign)
+    assert 12 <= first < total
+    torn = response_path(campaign, model=MODEL.slug, seed=42, benchmark="tinyb")
+    if torn.exists():
+        with open(torn, "ab") as handle:  # what a kill during a write leaves behind
+            handle.write(b'{"kind":"row","row_key":"000000')
+    proc = _child(data, campaign, generation)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    summary = json.loads(out.splitlines()[-1])
+    assert sum(reused for reused, _ in summary) == first and sum(map(sum, summary)) == total
+    for slice_ in SLICES:
+        path = response_path(campaign, model=slice_.model, seed=slice_.seed, benchmark=slice_.benchmark)
+        rows = load_responses(path)
+        assert [r.ordinal for r in rows] == list(range(ROWS[slice_.benchmark]))  # none lost, none twice
+        assert path.read_bytes().count(b"\n") == ROWS[slice_.benchmark] + 1  # no torn or superseded line left
+        protocol = tiny_tsv_protocol(slice_.benchmark)
+        from trace_lib.generation.run import prepare_rows
+
+        prepared = prepare_rows(protocol.load(data / f"{slice_.benchmark}.tsv"), protocol, data / "images",
+                                served_name=MODEL.slug, generation=generation, seed=slice_.seed)
+        assert [r.response for r in rows] == [fake_answer(p.request) for p in prepared]
+
+
+def test_progress_line_counts_rows_tokens_and_slices(data, tmp_path, generation):
+    import io
+
+    from trace_lib.campaign.scheduler import CampaignProgress
+
+    stream = io.StringIO()
+    total = sum(ROWS[s.benchmark] for s in SLICES)
+    progress = CampaignProgress("fake-model", expected_rows=total, slices=len(SLICES), interval_s=3600,
+                                stream=stream)
+    CampaignScheduler(FakeStreamBackend(), progress=progress).run(jobs(tmp_path, data, generation))
+    last = stream.getvalue().splitlines()[-1]
+    assert last.startswith(f"[generate] fake-model: 4/4 slices, {total}/{total} rows (0 reused), ")
+    assert "rows/s" in last and "output tokens/s" in last and last.endswith("ETA 0:00:00")
+    assert progress.tokens == 7 * total  # the fake engine's completion_tokens per row

@@ -1,0 +1,59 @@
+"""The vllm backend's request flow on a stub ``vllm.LLM`` (no engine): the feed is consumed while the engine
+runs, at most ``max_num_seqs`` requests per ``enqueue_chat`` call and never more than ``in_flight`` held, each
+request with its own seed, every request answered once under its own id."""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+import pytest
+
+from trace_lib.generation.backends.base import RequestFeed
+from trace_lib.generation.request import ChatRequest
+from trace_lib.testing.stub_vllm import StubLLM, stub_vllm_module
+
+
+@pytest.fixture
+def backend(monkeypatch):
+    monkeypatch.setitem(sys.modules, "vllm", stub_vllm_module())
+    from trace_lib.generation.backends.vllm import VLLMBackend
+
+    return VLLMBackend(model_path="stub", served_name="stub", llm=StubLLM(per_step=40), max_num_seqs=64)
+
+
+def _request(i: int, seed: int) -> ChatRequest:
+    return ChatRequest(f"{seed}|row{i}", ({"role": "user", "content": [{"type": "text", "text": f"q{i}"}]},),
+                       {"temperature": 0.6, "top_p": 0.95, "max_tokens": 16, "seed": seed},
+                       {"min_pixels": 3136, "max_pixels": 12845056})
+
+
+def test_a_stream_of_two_seeds_is_answered_once_each_with_its_seed(backend):
+    requests = [_request(i, seed) for seed in (42, 43) for i in range(300)]
+    results = list(backend.generate_stream(RequestFeed.of(requests), in_flight=200))
+    assert sorted(r.request_id for r in results) == sorted(r.request_id for r in requests)
+    assert all(r.text == f"answer with seed {r.request_id.split('|')[0]}" for r in results)
+    llm = backend.llm
+    assert max(len(batch) for batch in llm.batches) <= 64 and 64 < llm.most_held <= 200  # topped up while running
+    assert llm.most_seeds_held == 2  # the engine held both seeds' requests at once (no drain between them)
+
+
+def test_a_producer_thread_feeding_a_bounded_queue_loses_nothing(backend):
+    feed = RequestFeed(capacity=50)
+    requests = [_request(i, 5) for i in range(500)]
+
+    def produce() -> None:
+        for request in requests:
+            feed.put(request)
+        feed.finish()
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    results = list(backend.generate_stream(feed, in_flight=200))
+    producer.join()
+    assert sorted(r.request_id for r in results) == sorted(r.request_id for r in requests)
+
+
+def test_a_slice_is_fed_in_chunks_while_the_engine_runs(backend):
+    results = list(backend.generate([_request(i, 7) for i in range(150)]))
+    assert len(results) == 150 and [len(b) for b in backend.llm.batches][:3] == [64, 64, 22]

@@ -1,0 +1,304 @@
+"""The campaign scheduler: every pending slice of a model streams through one engine; per-slice stores stay the
+unit of durability and resume.
+
+A producer thread prepares the slices one after another (rows -> requests, manifest check, store opened with
+its identity check and stale rows dropped; exactly :func:`~trace_lib.generation.run.plan_slice_rows`) and puts
+their pending requests on a bounded :class:`~trace_lib.generation.backends.base.RequestFeed`. The engine pulls
+from the feed while it runs (the vllm backend keeps its continuous batch full across slice boundaries; each
+request carries its own slice's seed). The thread calling :meth:`CampaignScheduler.run` is the single writer:
+it routes each result by a campaign-unique request id to its slice's store, appends in durable batches
+(``batch_size`` rows of a slice, or every ``flush_interval_s``), and the moment a slice's last row is stored
+closes that store and hands the slice to ``on_complete`` (scoring, a waiting test) while generation goes on.
+The lines written are those of the per-slice path (:func:`~trace_lib.generation.run.stored_response`).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+from trace_lib.errors import BackendError, TraceReproError
+from trace_lib.generation.backends.base import RequestFeed, stream_generate
+from trace_lib.generation.run import SliceRun, SliceWork, plan_slice_rows, stored_response
+
+if TYPE_CHECKING:
+    from trace_lib.benchmarks.protocol import Protocol, Row
+    from trace_lib.campaign.plan import Slice
+    from trace_lib.data.manifest import DatasetEntry
+    from trace_lib.generation.backends.base import Backend
+    from trace_lib.generation.request import ChatRequest
+    from trace_lib.generation.store import SliceStore, StoredResponse
+
+
+@dataclass(frozen=True)
+class SliceJob:
+    """One slice to stream: how to load its rows and open its store (called on the producer thread)."""
+
+    slice: Slice
+    protocol: Protocol
+    load_rows: Callable[[], Sequence[Row]]
+    image_dir: Path
+    open_store: Callable[[], SliceStore]
+    generation: Mapping[str, Any]
+    dataset: DatasetEntry | None = None
+    data_root: Path | None = None
+    expected_rows: int | None = None  # for the progress display's ETA (the suite's row count)
+
+
+@dataclass(frozen=True)
+class SliceResult:
+    """How one slice ended: its generation summary, or the error that stopped it (never both)."""
+
+    slice: Slice
+    run: SliceRun | None = None
+    error: BaseException | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass
+class _Active:
+    job: SliceJob
+    store: SliceStore
+    work: SliceWork
+    started: float
+    backend: str
+    answered: set[str] = field(default_factory=set)
+    buffer: list[StoredResponse] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return len(self.answered) == len(self.work.pending)
+
+
+class CampaignProgress:
+    """One status line per model every ``interval_s`` on stderr: slices and rows done, rows/s, output tokens/s,
+    ETA (from the rows still expected at the current rate)."""
+
+    def __init__(self, description: str, *, expected_rows: int, slices: int, interval_s: float = 10.0,
+                 stream: Any = None) -> None:
+        self.description, self.expected, self.slices, self.interval = description, expected_rows, slices, interval_s
+        self.stream = stream if stream is not None else sys.stderr
+        self.started = self.last = time.monotonic()
+        self.generated = self.reused = self.tokens = self.slices_done = 0
+
+    def line(self) -> str:
+        elapsed = max(time.monotonic() - self.started, 1e-9)
+        rate = self.generated / elapsed
+        left = max(self.expected - self.generated - self.reused, 0)
+        if not left:
+            eta = "0:00:00"
+        elif rate > 0:
+            seconds = int(left / rate)
+            eta = f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+        else:
+            eta = "unknown"
+        return (f"[generate] {self.description}: {self.slices_done}/{self.slices} slices, "
+                f"{self.generated + self.reused}/{self.expected} rows ({self.reused} reused), "
+                f"{rate:.1f} rows/s, {self.tokens / elapsed:.0f} output tokens/s, ETA {eta}")
+
+    def update(self, *, generated: int = 0, tokens: int = 0, reused: int = 0, slices: int = 0,
+               force: bool = False) -> None:
+        self.generated += generated
+        self.tokens += tokens
+        self.reused += reused
+        self.slices_done += slices
+        now = time.monotonic()
+        if force or now - self.last >= self.interval:
+            self.last = now
+            print(self.line(), file=self.stream, flush=True)
+
+
+class CampaignScheduler:
+    """Stream the pending rows of many slices through ``backend`` (see the module docstring).
+
+    ``on_complete(result)`` is called once per job, on the writer thread or (for a slice with nothing to
+    generate, or one that failed to prepare) on the producer thread; it must be quick and thread-safe
+    (set an event, submit to a pool).
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        feed_capacity: int = 4096,
+        batch_size: int = 256,
+        flush_interval_s: float = 1.0,
+        chunk: int = 256,
+        on_complete: Callable[[SliceResult], Any] | None = None,
+        progress: CampaignProgress | None = None,
+    ) -> None:
+        self.backend = backend
+        self.feed_capacity, self.batch_size, self.flush_interval_s, self.chunk = (
+            feed_capacity, batch_size, flush_interval_s, chunk)
+        self.on_complete = on_complete or (lambda result: None)
+        self.progress = progress
+        self._lock = threading.Lock()
+        self._active: dict[int, _Active] = {}
+        self._results: dict[int, SliceResult] = {}
+        self._stop = threading.Event()
+        self._producer_error: BaseException | None = None
+
+    def stop(self) -> None:
+        """Ask a running :meth:`run` to end after the current result (thread-safe); unfinished slices then end
+        with "generation stopped" after every answer received is persisted."""
+        self._stop.set()
+
+    # -- producer ---------------------------------------------------------------------------------------------
+
+    def _finish(self, slot: int, result: SliceResult) -> None:
+        with self._lock:
+            if slot in self._results:
+                return
+            self._results[slot] = result
+        self.on_complete(result)
+
+    def _produce(self, jobs: Sequence[SliceJob], feed: RequestFeed) -> None:
+        try:
+            for slot, job in enumerate(jobs):
+                if self._stop.is_set():
+                    return
+                started = time.monotonic()
+                try:
+                    store = job.open_store()
+                except TraceReproError as exc:
+                    self._finish(slot, SliceResult(job.slice, error=exc))
+                    continue
+                try:
+                    work = plan_slice_rows(job.slice, job.load_rows(), job.protocol, store, job.image_dir,
+                                           generation=job.generation, dataset=job.dataset,
+                                           data_root=job.data_root)
+                except BaseException as exc:
+                    store.close()
+                    if not isinstance(exc, TraceReproError):
+                        raise
+                    self._finish(slot, SliceResult(job.slice, error=exc))
+                    continue
+                if self.progress is not None:
+                    self.progress.update(reused=work.reused)
+                active = _Active(job, store, work, started, self.backend.name)
+                if not work.pending:
+                    store.close()
+                    if self.progress is not None:
+                        self.progress.update(slices=1)
+                    self._finish(slot, SliceResult(job.slice, run=_summary(active)))
+                    continue
+                with self._lock:
+                    self._active[slot] = active
+                for request in work.pending:
+                    routed = _routed(request, f"{slot}|{request.request_id}")
+                    while not feed.put(routed, timeout=0.2):
+                        if self._stop.is_set():
+                            return
+        except BaseException as exc:  # noqa: BLE001 - handed to the writer, which re-raises it
+            self._producer_error = exc
+        finally:
+            while not feed.finish(timeout=0.2):  # a stopped consumer may never drain a full feed
+                if self._stop.is_set():
+                    break
+
+    # -- writer -----------------------------------------------------------------------------------------------
+
+    def run(self, jobs: Sequence[SliceJob]) -> list[SliceResult]:
+        """Generate every pending row of ``jobs``; one result per job, in job order.
+
+        A backend failure (or an answer to an unknown or repeated request) ends every unfinished slice with
+        that error after persisting every answer received; ``KeyboardInterrupt`` persists, then propagates.
+        """
+        feed = RequestFeed(self.feed_capacity)
+        producer = threading.Thread(target=self._produce, args=(jobs, feed), name="trace-repro-feed", daemon=True)
+        producer.start()
+        last_flush = time.monotonic()
+        failure: BaseException | None = None
+        answers = stream_generate(self.backend, feed, chunk=self.chunk)
+        try:
+            for result in answers:
+                if self._stop.is_set():
+                    failure = BackendError("generation stopped", field=self.backend.name,
+                                           hint="re-run to generate the missing rows")
+                    break
+                slot_text, _, key = result.request_id.partition("|")
+                active = self._active.get(int(slot_text)) if slot_text.isdigit() else None
+                row = active.work.by_key.get(key) if active is not None else None
+                if active is None or row is None or key in active.store.done:
+                    raise BackendError("backend answered a request it was not sent", field=self.backend.name,
+                                       found=result.request_id)
+                if key in active.answered:
+                    raise BackendError("backend answered a request twice", field=self.backend.name,
+                                       found=result.request_id)
+                active.answered.add(key)
+                active.buffer.append(stored_response(row, result, active.store, self.backend.name))
+                if self.progress is not None:
+                    self.progress.update(generated=1, tokens=result.completion_tokens or 0)
+                if active.complete:
+                    self._complete(int(slot_text), active)
+                elif len(active.buffer) >= self.batch_size:
+                    active.store.append(active.buffer)
+                    active.buffer.clear()
+                if time.monotonic() - last_flush >= self.flush_interval_s:
+                    self._flush_all()
+                    last_flush = time.monotonic()
+        except TraceReproError as exc:
+            failure = exc
+        finally:
+            self._stop.set()
+            answers.close()  # an engine still running aborts what it holds (the vllm backend's cleanup)
+            self._flush_all()
+            producer.join()
+            for slot, active in list(self._active.items()):
+                active.store.close()
+                if failure is None and self._producer_error is None and not active.complete:
+                    failure_here: BaseException = BackendError(
+                        "backend left requests unanswered", field=self.backend.name,
+                        expected=len(active.work.pending), found=len(active.answered),
+                        hint="re-run to generate the missing rows")
+                else:
+                    failure_here = failure or self._producer_error or BackendError("generation stopped")
+                if not isinstance(sys.exc_info()[1], KeyboardInterrupt):
+                    self._finish(slot, SliceResult(active.job.slice, error=failure_here))
+            self._active.clear()
+            if self.progress is not None:
+                self.progress.update(force=True)
+        if self._producer_error is not None:
+            raise self._producer_error
+        if failure is not None:
+            for slot, job in enumerate(jobs):  # slices never reached
+                self._finish(slot, SliceResult(job.slice, error=failure))
+        return [self._results[slot] for slot in range(len(jobs))]
+
+    def _flush_all(self) -> None:
+        for active in list(self._active.values()):
+            if active.buffer:
+                active.store.append(active.buffer)
+                active.buffer.clear()
+
+    def _complete(self, slot: int, active: _Active) -> None:
+        if active.buffer:
+            active.store.append(active.buffer)
+            active.buffer.clear()
+        active.store.close()
+        with self._lock:
+            self._active.pop(slot, None)
+        if self.progress is not None:
+            self.progress.update(slices=1)
+        self._finish(slot, SliceResult(active.job.slice, run=_summary(active)))
+
+
+def _routed(request: ChatRequest, request_id: str) -> ChatRequest:
+    """``request`` under a campaign-unique id (a shallow copy: the frozen fields are shared, not re-frozen)."""
+    routed = object.__new__(type(request))
+    routed.__dict__.update(request.__dict__)
+    object.__setattr__(routed, "request_id", request_id)
+    return routed
+
+
+def _summary(active: _Active) -> SliceRun:
+    work = active.work
+    return SliceRun(active.job.slice.id, active.store.path, len(work.prepared), work.reused, work.dropped,
+                    len(active.answered), active.store.repaired_bytes, time.monotonic() - active.started)

@@ -1,0 +1,222 @@
+"""Engines on a Ray cluster: one engine actor per GPU group on every node, the driver the single writer.
+
+:class:`RayEngines` is a backend whose ``generate_stream`` spreads the requests of a
+:class:`~trace_lib.generation.backends.base.RequestFeed` over engine actors. Each actor (:class:`_EngineActor`)
+wraps an ordinary backend (``vllm``, ``hf`` or ``openai``) created *on its node* and runs that backend's own
+``generate_stream`` over a local feed, so a vLLM actor keeps its continuous batch full; the driver keeps up to
+``per_actor_in_flight`` requests on each actor, polls finished results and yields them to the caller (the
+campaign scheduler, which writes the stores). GPU actors get a placement group of one bundle
+``{"GPU": tensor_parallel_size, "CPU": 1}`` with ``STRICT_PACK`` (tensor parallelism inside one node).
+
+Loss: when an actor or its node dies, every request it had not returned is queued again for the other actors;
+a result counts only when the driver receives it, and each request is answered once (the scheduler refuses a
+second answer), so nothing is lost or duplicated. When no actor is left the stream raises ``BackendError``.
+"""
+
+from __future__ import annotations
+
+import collections
+import queue
+import threading
+import time
+from typing import Any, Iterator, Mapping
+
+from trace_lib.errors import BackendError, TraceReproError
+from trace_lib.generation.backends.base import RequestFeed
+from trace_lib.generation.request import ChatRequest, GenerationResult
+
+
+class _EngineActor:
+    """Runs one backend on its node; ``submit`` requests, ``poll`` finished results (body of a Ray actor)."""
+
+    def __init__(self, kind: str, model_path: str, served_name: str, options: Mapping[str, Any]) -> None:
+        from trace_lib.generation.backends.base import create_backend, stream_generate
+
+        self.backend = create_backend(kind, model_path=model_path, served_name=served_name, **dict(options))
+        self.feed = RequestFeed(capacity=1 << 20)
+        self.results: queue.Queue[Any] = queue.Queue()
+
+        def run() -> None:
+            try:
+                for result in stream_generate(self.backend, self.feed):
+                    self.results.put(result)
+            except BaseException as exc:  # noqa: BLE001 - reported to the driver by poll()
+                self.results.put(exc)
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def node(self) -> str:
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
+    def submit(self, requests: list[ChatRequest]) -> int:
+        for request in requests:
+            self.feed.put(request)
+        return len(requests)
+
+    def poll(self, wait_s: float) -> list[Any]:
+        """Finished results (or the engine's exception) waiting up to ``wait_s`` for the first one."""
+        out: list[Any] = []
+        try:
+            out.append(self.results.get(timeout=wait_s))
+            while True:
+                out.append(self.results.get_nowait())
+        except queue.Empty:
+            pass
+        return out
+
+    def close(self) -> None:
+        self.feed.finish()
+        self.backend.close()
+
+
+class RayEngines:
+    """Engine actors on the Ray cluster at ``address`` (``auto``, ``ray://...`` or ``HOST:PORT``).
+
+    Options: ``kind`` (the backend each actor runs), ``backend_options`` (its keyword arguments),
+    ``actors`` (default: one per ``tensor_parallel_size`` GPUs of the cluster for GPU kinds, else one per alive
+    node), ``gpus_per_actor`` (0 for CPU kinds), ``cpus_per_actor`` (1), ``per_actor_in_flight`` (requests kept on
+    each actor; default 1024 for vllm, 8 otherwise), ``ray_init`` (further ``ray.init`` arguments).
+    """
+
+    def __init__(
+        self,
+        *,
+        model_path: str,
+        served_name: str,
+        address: str,
+        kind: str,
+        backend_options: Mapping[str, Any] | None = None,
+        actors: int | None = None,
+        gpus_per_actor: int = 0,
+        cpus_per_actor: float = 1,
+        per_actor_in_flight: int | None = None,
+        ray_init: Mapping[str, Any] | None = None,
+    ) -> None:
+        try:
+            import ray
+            from ray.util.placement_group import placement_group
+            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+        except ImportError as exc:
+            raise BackendError(f"ray is not importable ({exc})", field="--ray-address",
+                               hint="install the 'ray' extra") from None
+        self.name = kind
+        self._ray = ray
+        if not ray.is_initialized():
+            try:
+                ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, **dict(ray_init or {}))
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                raise BackendError(f"cannot connect to the Ray cluster ({exc})", field="--ray-address",
+                                   found=address) from None
+        if actors is None:
+            if gpus_per_actor:
+                actors = int(ray.cluster_resources().get("GPU", 0)) // gpus_per_actor
+            else:
+                actors = sum(1 for node in ray.nodes() if node.get("Alive") and node["Resources"].get("CPU", 0)
+                             >= cpus_per_actor)
+        if actors < 1:
+            raise BackendError("the Ray cluster has no room for an engine actor", field="--ray-address",
+                               found=ray.cluster_resources(), hint=f"each needs {gpus_per_actor} GPU(s)")
+        self.in_flight = per_actor_in_flight or (1024 if kind == "vllm" else 8)
+        remote = ray.remote(_EngineActor)
+        self._groups = []
+        self.actors: list[Any] = []
+        for _ in range(actors):
+            if gpus_per_actor:
+                group = placement_group([{"GPU": gpus_per_actor, "CPU": cpus_per_actor}], strategy="STRICT_PACK")
+                self._groups.append(group)
+                strategy = PlacementGroupSchedulingStrategy(placement_group=group)
+                options: dict[str, Any] = dict(num_gpus=gpus_per_actor, num_cpus=cpus_per_actor,
+                                               scheduling_strategy=strategy)
+            else:
+                options = dict(num_cpus=cpus_per_actor, scheduling_strategy="SPREAD")
+            self.actors.append(remote.options(max_restarts=0, **options).remote(
+                kind, model_path, served_name, dict(backend_options or {})))
+        self.nodes = ray.get([a.node.remote() for a in self.actors])
+        self.lost: list[str] = []  # nodes of actors lost during a stream (receipts, tests)
+
+    def generate(self, requests: list[ChatRequest]) -> Iterator[GenerationResult]:
+        yield from self.generate_stream(RequestFeed.of(requests))
+
+    def generate_stream(self, feed: RequestFeed) -> Iterator[GenerationResult]:
+        ray = self._ray
+        outstanding: dict[int, dict[str, ChatRequest]] = {i: {} for i in range(len(self.actors))}
+        alive = set(outstanding)
+        retry: collections.deque[ChatRequest] = collections.deque()
+        polls: dict[Any, int] = {}
+
+        def lose(index: int, why: BaseException) -> None:
+            if index in alive:
+                alive.discard(index)
+                self.lost.append(self.nodes[index])
+                retry.extend(outstanding[index].values())
+                outstanding[index].clear()
+            if not alive:
+                raise BackendError("every engine actor was lost", field="--ray-address", found=repr(why)[:200])
+
+        while True:
+            for index in sorted(alive):
+                room = self.in_flight - len(outstanding[index])
+                batch = [retry.popleft() for _ in range(min(room, len(retry)))]
+                if len(batch) < room and not feed.finished:
+                    idle = not any(outstanding.values()) and not batch
+                    batch += feed.take(room - len(batch), wait=idle)
+                if batch:
+                    for request in batch:
+                        outstanding[index][request.request_id] = request
+                    self.actors[index].submit.remote(batch)
+            if not any(outstanding.values()) and not retry:
+                if feed.finished:
+                    return
+                continue
+            for index in alive:
+                if outstanding[index] and index not in polls.values():
+                    polls[self.actors[index].poll.remote(0.2)] = index
+            if not polls:
+                continue
+            ready, _ = ray.wait(list(polls), num_returns=1, timeout=5.0)
+            for ref in ready:
+                index = polls.pop(ref)
+                try:
+                    answers = ray.get(ref)
+                except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
+                        ray.exceptions.NodeDiedError) as exc:
+                    lose(index, exc)
+                    continue
+                for answer in answers:
+                    if isinstance(answer, TraceReproError):
+                        raise answer  # the engine refused a request: a failure of the request, not of the node
+                    if isinstance(answer, BaseException):
+                        lose(index, answer)
+                        break
+                    request = outstanding[index].pop(answer.request_id, None)
+                    if request is not None:  # an answer of a request already re-queued elsewhere is dropped
+                        yield answer
+            for ref in [r for r, i in polls.items() if i not in alive]:
+                polls.pop(ref)
+            time.sleep(0)
+
+    def close(self) -> None:
+        ray = self._ray
+        for actor in self.actors:
+            try:
+                ray.get(actor.close.remote(), timeout=30)
+            except Exception:  # noqa: BLE001 - a lost actor has nothing to close
+                pass
+            ray.kill(actor)
+        for group in self._groups:
+            ray.util.remove_placement_group(group)
+        self.actors = []
+
+
+def ray_engines(kind: str, *, model_path: str, served_name: str, address: str, options: Mapping[str, Any],
+                tensor_parallel_size: int = 1) -> RayEngines:
+    """The :class:`RayEngines` of a campaign: ``kind``'s engine with ``options`` in each actor; vllm actors get
+    ``tensor_parallel_size`` GPUs of one node each (and vLLM's own multiprocessing inside the actor)."""
+    options = dict(options)
+    if kind == "vllm":
+        options["llm_kwargs"] = {"distributed_executor_backend": "mp", **dict(options.get("llm_kwargs") or {})}
+    return RayEngines(model_path=model_path, served_name=served_name, address=address, kind=kind,
+                      backend_options=options, gpus_per_actor=tensor_parallel_size if kind == "vllm" else 0)

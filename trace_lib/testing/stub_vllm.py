@@ -1,0 +1,66 @@
+"""A stand-in for the slice of ``vllm.LLM`` the vllm backend drives (no model, no GPU): for CPU tests of the
+backend's request flow and for profiling the harness path (``benchmarks/harness_profile.py``).
+
+:class:`StubLLM` accepts ``enqueue_chat`` and finishes at most ``per_step`` requests per ``llm_engine.step()``
+in arrival order; it records every enqueued batch (size, sampling seeds) and the most requests it ever held.
+:func:`stub_vllm_module` is a module object providing ``SamplingParams.from_optional`` for ``sys.modules``.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+
+class StubSamplingParams:
+    @classmethod
+    def from_optional(cls, **kwargs: Any) -> StubSamplingParams:
+        params = cls()
+        params.__dict__.update(kwargs)
+        return params
+
+
+def stub_vllm_module() -> types.ModuleType:
+    module = types.ModuleType("vllm")
+    module.SamplingParams = StubSamplingParams  # type: ignore[attr-defined]
+    return module
+
+
+class _Output:
+    def __init__(self, request_id: str, seed: Any) -> None:
+        self.request_id = request_id
+        self.finished = True
+        self.prompt_token_ids = [0] * 64
+        self.outputs = [types.SimpleNamespace(text=f"answer with seed {seed}", finish_reason="stop",
+                                              token_ids=[1] * 8)]
+
+
+class StubLLM:
+    """See the module docstring; engine ids are ``"<counter>-abcdefgh"`` and outputs carry the external part."""
+
+    def __init__(self, *, per_step: int = 256) -> None:
+        self.per_step = per_step
+        self._counter = 0
+        self._pending: list[tuple[str, Any]] = []
+        self.batches: list[list[Any]] = []  # the seeds of each enqueue_chat call
+        self.most_held = 0
+        self.most_seeds_held = 0  # distinct seeds held at once (slices sharing the batch)
+        self.model_config = types.SimpleNamespace(get_diff_sampling_param=lambda: {})
+        self.llm_engine = types.SimpleNamespace(has_unfinished_requests=lambda: bool(self._pending),
+                                                step=self._step, abort_request=lambda ids, internal=False: None)
+
+    def enqueue_chat(self, conversations: list, sampling_params: list, use_tqdm: bool = False,
+                     mm_processor_kwargs: Any = None) -> list[str]:
+        ids = []
+        for params in sampling_params:
+            ids.append(f"{self._counter}-abcdefgh")
+            self._pending.append((ids[-1], getattr(params, "seed", None)))
+            self._counter += 1
+        self.batches.append([getattr(p, "seed", None) for p in sampling_params])
+        self.most_held = max(self.most_held, len(self._pending))
+        self.most_seeds_held = max(self.most_seeds_held, len({seed for _, seed in self._pending}))
+        return ids
+
+    def _step(self) -> list[_Output]:
+        done, self._pending = self._pending[:self.per_step], self._pending[self.per_step:]
+        return [_Output(engine_id.split("-", 1)[0], seed) for engine_id, seed in done]
