@@ -19,9 +19,10 @@ Every campaign is judged by three rules as trace-repro applies them to a full ca
 3-seed benchmark means, 24 overalls, 144 category scores): ``old`` = z = 3 per test on the pooled stddev, no
 campaign checks; ``pooled`` = the budget (alpha 0.05 Sidak over the 984-test family) with
 ``max(z_a SE_bin, t16_a s_pool)`` plus the count and direction checks per model-seed (the first budgeted rule);
-``moderated`` = the budget with ``max(z_a SE_bin, t_{d0+2,a} s_mod)`` (the default now; d0, s0 refitted from each
-simulated canonical side) plus the same checks. The vectorized rules are checked against ``trace_lib.aggregation``
-verdict by verdict on the first campaigns before anything is counted.
+``moderated`` = the budget with ``max(z_a SE_bin, t_{d_eff+2,a} s_mod)`` (the default now; d0, s0 refitted from
+each simulated canonical side, d_eff discounting d0 for s0's estimation; categories and overalls on the composite
+of their benchmarks' moderated variances) plus the same checks. The vectorized rules are checked against
+``trace_lib.aggregation`` verdict by verdict on the first campaigns before anything is counted.
 
 Printed: (a) faithful campaigns: the fraction that report anything FAILED, with a 95% Clopper-Pearson interval;
 (b) injected shifts: the fraction that report anything FAILED when one random (model, benchmark) cell is shifted
@@ -29,6 +30,7 @@ by 1, 2, 3 or 5 points, or every benchmark of one random model by 1 point; (c) C
 spread; (d) the fitted prior and its bootstrap. Needs numpy and scipy (benchmarks only; the product has neither).
 
     python benchmarks/tolerance_power.py [--campaigns 4000] [--seed 0] [--trace-root DIR] [--power-scenarios ...]
+        [--scenarios ...] [--seeds 3]
 """
 
 from __future__ import annotations
@@ -51,8 +53,9 @@ from trace_lib.aggregation.moderation import fit_variance_prior  # noqa: E402
 from trace_lib.aggregation.tolerance import CanonicalSummary, ToleranceRule, load_tolerance_rule  # noqa: E402
 from trace_lib.release.locate import locate_release  # noqa: E402
 
-SEEDS = 3  # canonical and reproduced
-CELL_DOF = SEEDS - 1
+RELEASE_SEEDS = 3  # seeds per cell in the release (its fitted prior rests on RELEASE_SEEDS - 1 dof per cell)
+RELEASE_DOF = RELEASE_SEEDS - 1
+SEEDS = RELEASE_SEEDS  # canonical and reproduced seeds of a simulated campaign (--seeds: what more seeds buy)
 
 
 # -- the moderated-variance fit, vectorized over campaigns (checked against trace_lib's in self_check) -------------
@@ -69,12 +72,12 @@ def trigamma_inverse(y: np.ndarray) -> np.ndarray:
     return x
 
 
-def fit_prior(sd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """d0 (R,) and s0^2 (R, B) from cell stddevs (R, M, B) on CELL_DOF dof each (inf d0: no excess spread)."""
-    e = np.log(sd**2) - (special.digamma(CELL_DOF / 2) - math.log(CELL_DOF / 2))
+def fit_prior(sd: np.ndarray, dof: int) -> tuple[np.ndarray, np.ndarray]:
+    """d0 (R,) and s0^2 (R, B) from cell stddevs (R, M, B) on ``dof`` each (inf d0: no excess spread)."""
+    e = np.log(sd**2) - (special.digamma(dof / 2) - math.log(dof / 2))
     mean = e.mean(axis=1)  # (R, B)
     m, b = sd.shape[1:]
-    excess = ((e - mean[:, None]) ** 2).sum(axis=(1, 2)) / (b * (m - 1)) - special.polygamma(1, CELL_DOF / 2)
+    excess = ((e - mean[:, None]) ** 2).sum(axis=(1, 2)) / (b * (m - 1)) - special.polygamma(1, dof / 2)
     d0 = np.full(excess.shape, np.inf)
     pos = excess > 0
     d0[pos] = 2 * trigamma_inverse(excess[pos])
@@ -83,20 +86,20 @@ def fit_prior(sd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return d0, np.exp(mean + shift[:, None])
 
 
-def effective_dof(d0: np.ndarray, cells: int) -> np.ndarray:
+def effective_dof(d0: np.ndarray, cells: int, dof: int) -> np.ndarray:
     """d_eff with trigamma(d_eff/2) = trigamma(d0/2) + (trigamma(1) + trigamma(d0/2)) / cells (s0 estimated)."""
     prior_tri = np.where(np.isinf(d0), 0.0, special.polygamma(1, np.minimum(d0, 1e300) / 2))
-    return 2 * trigamma_inverse(prior_tri + (special.polygamma(1, CELL_DOF / 2) + prior_tri) / cells)
+    return 2 * trigamma_inverse(prior_tri + (special.polygamma(1, dof / 2) + prior_tri) / cells)
 
 
-def moderated(sd: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(s_mod (R, M, B), posterior dof (R,), d0 (R,), s0^2 (R, B))."""
-    d0, s0_sq = fit_prior(sd)
-    d0 = effective_dof(d0, sd.shape[1])
+def moderated(sd: np.ndarray, dof: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(s_mod (R, M, B), posterior dof (R,), d_eff (R,), s0^2 (R, B)) of cell stddevs on ``dof`` each."""
+    d0, s0_sq = fit_prior(sd, dof)
+    d0 = effective_dof(d0, sd.shape[1], dof)
     d0c = d0[:, None, None]
     with np.errstate(invalid="ignore"):
-        s_mod_sq = np.where(np.isinf(d0c), s0_sq[:, None], (d0c * s0_sq[:, None] + CELL_DOF * sd**2) / (d0c + CELL_DOF))
-    return np.sqrt(s_mod_sq), d0 + CELL_DOF, d0, s0_sq
+        s_mod_sq = np.where(np.isinf(d0c), s0_sq[:, None], (d0c * s0_sq[:, None] + dof * sd**2) / (d0c + dof))
+    return np.sqrt(s_mod_sq), d0 + dof, d0, s0_sq
 
 
 # -- the release ----------------------------------------------------------------------------------------------------
@@ -128,11 +131,11 @@ class Release:
     def bootstrap_d0(self, rng: np.random.Generator, reps: int = 4000) -> np.ndarray:
         """Parametric bootstrap of d0: cells drawn from the fitted prior, 3 seeds each, prior refitted."""
         sigma_sq = self.d0 * self.s0_sq / rng.chisquare(self.d0, (reps, *self.mu.shape))
-        sd = np.sqrt(sigma_sq * rng.chisquare(CELL_DOF, sigma_sq.shape) / CELL_DOF)
-        return fit_prior(sd)[0]
+        sd = np.sqrt(sigma_sq * rng.chisquare(RELEASE_DOF, sigma_sq.shape) / RELEASE_DOF)
+        return fit_prior(sd, RELEASE_DOF)[0]
 
     def posterior_sq(self, d0: float) -> np.ndarray:
-        return (d0 * self.s0_sq + CELL_DOF * self.cell_sd**2) / (d0 + CELL_DOF)
+        return (d0 * self.s0_sq + RELEASE_DOF * self.cell_sd**2) / (d0 + RELEASE_DOF)
 
     def scenario(self, name: str):  # noqa: ANN201 - size, rng -> sigma (R, M, B) or (M, B)
         if name in self.fixed:
@@ -141,7 +144,7 @@ class Release:
             return lambda size, rng: np.sqrt(self.d0 * self.s0_sq / rng.chisquare(self.d0, (size, *self.mu.shape)))
         d0 = self.d0 if name == "eb-posterior" else self.d0_lo
         scale_sq = self.posterior_sq(d0)
-        post = d0 + CELL_DOF
+        post = d0 + RELEASE_DOF
         return lambda size, rng: np.sqrt(post * scale_sq / rng.chisquare(post, (size, *self.mu.shape)))
 
 
@@ -207,12 +210,18 @@ def judge(rel: Release, canon: np.ndarray, repro: np.ndarray, rules: list[Rule],
         c_sd = c_scores.std(axis=1, ddof=1)  # (R, M)
         agg.append((r_scores - c_scores.mean(axis=1)[:, None], np.sqrt((se[..., idx] ** 2).sum(-1)) / len(idx),
                     np.sqrt((c_sd**2).mean(axis=1, keepdims=True)), c_sd))
-    # moderated aggregates: one prior over the categories (a scale each), one over the overalls
-    cat_mod, cat_dof, _, _ = moderated(np.stack([a[3] for a in agg[1:]], axis=-1))  # (R, M, C), (R,)
-    ov_mod, ov_dof, _, _ = moderated(agg[0][3][..., None])
-    agg_mod = [(ov_mod[..., 0], ov_dof)] + [(cat_mod[..., c], cat_dof) for c in range(len(agg) - 1)]
-    s_mod, post_dof, _, _ = moderated(sd)
-    out: dict[str, np.ndarray] = {"d0": fit_prior(sd)[0]}
+    s_mod, post_dof, _, _ = moderated(sd, SEEDS - 1)
+    # moderated aggregates: the composite of the benchmarks' moderated variances, inflated by kappa (the canonical
+    # composite variances over what independent benchmarks give, >= 1), on the benchmarks' dof
+    observed = sum((a[3] ** 2).sum(axis=1) for a in agg)  # (R,)
+    independent = sum(((sd[..., idx] ** 2).sum(axis=-1) / len(idx) ** 2).sum(axis=1) for idx in groups.values())
+    kappa = np.maximum(1.0, observed / independent)[:, None]  # (R, 1)
+    agg_mod = []
+    for idx in groups.values():
+        total = (s_mod[..., idx] ** 2).sum(axis=-1)  # (R, M)
+        dof = np.broadcast_to(post_dof[:, None], total.shape)  # Hsu: the smallest benchmark dof (all equal here)
+        agg_mod.append((np.sqrt(kappa * total) / len(idx), dof))
+    out: dict[str, np.ndarray] = {"d0": fit_prior(sd, SEEDS - 1)[0]}
     for rule in rules:
         if rule.moderated:
             s, dof = s_mod, post_dof[:, None, None]  # (R, M, B), (R, 1, 1)
@@ -224,14 +233,14 @@ def judge(rel: Release, canon: np.ndarray, repro: np.ndarray, rules: list[Rule],
         model = cell.any(axis=-1)  # (R, M)
         for k, (d, a_se, a_pool, _) in enumerate(agg):
             if rule.moderated:
-                z_agg, t_agg = rule.critical(agg_mod[k][1][:, None])
+                z_agg, t_agg = rule.critical(agg_mod[k][1])
                 a_s = agg_mod[k][0]
             else:
                 (z_agg, t_agg), a_s = rule.critical(rule.dof), a_pool
             band = _band(f1, z_agg, t_agg, a_se, a_s)  # (R, M)
             model |= (np.abs(d) > band[:, None]).any(axis=1)
-            if detail and k == 0:
-                out[rule.name + ":overall_band"] = band
+            if detail and k < 2:
+                out[rule.name + (":overall_band" if k == 0 else ":category_band")] = band
         if rule.checks:
             # per model-seed count check: slices outside their 95% band vs Binomial(B, 0.05)
             z_s, t_s = rule.critical(dof, screen=True)
@@ -241,7 +250,8 @@ def judge(rel: Release, canon: np.ndarray, repro: np.ndarray, rules: list[Rule],
             model |= (outside >= k_crit).any(axis=1)
             # per model-seed direction check: Stouffer of signed normal scores of p = max(p_bin, p_seed)
             p_seed = 2 * stats.t.sf(np.abs(delta) / (f1 * s[:, None]), dof[..., None] if np.ndim(dof) else dof)
-            p_bin = 2 * stats.norm.sf(np.abs(delta) / (f1 * se[:, None]))
+            with np.errstate(divide="ignore"):  # SE_bin = 0 at a 0% or 100% mean: p_bin = 0, as in trace_lib
+                p_bin = 2 * stats.norm.sf(np.abs(delta) / (f1 * se[:, None]))
             u = np.sign(delta) * stats.norm.isf(np.maximum(p_seed, p_bin) / 2)
             stouffer = u.sum(axis=-1) / math.sqrt(b)
             model |= (np.abs(stouffer) > stats.norm.isf(rule.per_test / 2)).any(axis=1)
@@ -268,14 +278,17 @@ def self_check(rel: Release, rules: list[Rule], rng: np.random.Generator, campai
             for j, bench in enumerate(rel.benchmarks):
                 col = canon[r, :, i, j]
                 summaries[(model, bench)] = CanonicalSummary(col.mean(), col.std(ddof=1), SEEDS)
-        overall = {}
+        overall, categories = {}, {}
         for i, model in enumerate(rel.models):
             scores = canon[r, :, i, :].mean(axis=-1)
             overall[model] = CanonicalSummary(scores.mean(), scores.std(ddof=1), SEEDS)
+            for category, idx in rel.categories.items():
+                scores = canon[r][:, i][:, idx].mean(axis=-1)
+                categories[(model, category)] = CanonicalSummary(scores.mean(), scores.std(ddof=1), SEEDS)
         for new in budgeted:
             rule = ToleranceRule(z=None, rows=rel.rule.rows, categories=rel.rule.categories, benchmarks=summaries,
-                                 category_summaries=rel.rule.category_summaries, overall_summaries=overall,
-                                 criterion=rel.rule.budget, seed_sd="moderated" if new.moderated else "pooled")
+                                 category_summaries=categories, overall_summaries=overall,
+                                 criterion=new.criterion, seed_sd="moderated" if new.moderated else "pooled")
             if new.moderated:
                 assert math.isclose(rule.variance_prior.prior_dof, got["d0"][r], rel_tol=1e-6)
             for i, model in enumerate(rel.models):
@@ -292,7 +305,9 @@ def self_check(rel: Release, rules: list[Rule], rng: np.random.Generator, campai
                     assert math.isclose(ov.band, got[new.name + ":overall_band"][r, i], rel_tol=1e-6)
                     category = next(iter(rel.categories))
                     cat = rule.check_category(model, category, repro[r, s, i, rel.categories[category]].mean())
-                    assert cat.sigma.method == ("moderated" if new.moderated else "pooled")
+                    assert cat.sigma.method == ("composite" if new.moderated else "pooled")
+                    assert math.isclose(cat.band, got[new.name + ":category_band"][r, i], rel_tol=1e-6), \
+                        (new.name, cat.explain(), got[new.name + ":category_band"][r, i])
 
 
 def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
@@ -327,21 +342,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace-root", default=os.environ.get("TRACE_ROOT"))
     parser.add_argument("--power-scenarios", default="pooled,observed,eb-posterior",
                         help="comma-separated scenarios for the power table (default: pooled,observed,eb-posterior)")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS),
+                        help="comma-separated scenarios for the faithful table (default: all)")
+    parser.add_argument("--seeds", type=int, default=RELEASE_SEEDS,
+                        help="canonical and reproduced seeds per simulated cell (default 3, the release's): what "
+                             "more seeds buy, the true sigmas still drawn from the release")
     args = parser.parse_args(argv)
+    global SEEDS
+    SEEDS = args.seeds
     release = locate_release(args.trace_root)
     rule = load_tolerance_rule(release)  # the default budget over the release's full campaign (984 tests)
     rng = np.random.default_rng(args.seed)
     rel = Release(rule, rng)
-    dof = rule.benchmark_pool_dof(rel.benchmarks[0])
-    rules = [Rule("old", Criterion.from_z(3.0, rule.budget.family_size, dof=dof), dof, checks=False),
-             Rule("pooled", rule.budget, dof, checks=True),
-             Rule("moderated", rule.budget, dof, checks=True, moderated=True)]
+    budget = Criterion.from_alpha(rule.budget.alpha, rule.family(seeds=SEEDS))
+    dof = len(rel.models) * (SEEDS - 1)
+    rules = [Rule("old", Criterion.from_z(3.0, budget.family_size, dof=dof), dof, checks=False),
+             Rule("pooled", budget, dof, checks=True),
+             Rule("moderated", budget, dof, checks=True, moderated=True)]
     self_check(rel, rules, rng)
     n, batch = args.campaigns, 500
-    print(f"tolerance_power: {n} simulated full campaigns per row; old = z 3 per test (pooled sd), pooled = "
-          f"{rule.budget.describe()} with t{dof} on s_pool, moderated = the same budget with t(d_eff+2) on s_mod; "
-          f"z_a = {rules[1].z:.3f}, t{dof}_a = {rules[1].t:.3f}, t(d_eff+2)_a at the release's d0 "
-          f"{rel.d0:.2f} (d_eff {rel.d_eff:.2f}) = {rule.budget.pool_t(rel.d_eff + CELL_DOF):.3f}")
+    print(f"tolerance_power: {n} simulated full campaigns per row, {SEEDS} canonical and {SEEDS} reproduced seeds; "
+          f"old = z 3 per test (pooled sd), pooled = {budget.describe()} with t{dof} on s_pool, moderated = the "
+          f"same budget with t(d_eff+{SEEDS - 1}) on s_mod; z_a = {rules[1].z:.3f}, t{dof}_a = {rules[1].t:.3f}; "
+          f"the release's prior: d0 {rel.d0:.2f}, d_eff {rel.d_eff:.2f}, "
+          f"t(d_eff+2)_a = {rule.budget.pool_t(rel.d_eff + RELEASE_DOF):.3f} at the release's per-test level")
     names = [r.name for r in rules]
 
     def rate(draw, make_shift=None) -> dict[str, int]:  # noqa: ANN001
@@ -372,9 +396,9 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     print(f"\n(a) faithful campaigns: fraction reporting anything FAILED (95% CI); target for the budget <= "
           f"{rule.budget.alpha:g}")
-    print(f"| {'true sigma':<12} | {'old (z=3)':<20} | {'pooled (t16)':<20} | {'moderated':<20} |")
+    print(f"| {'true sigma':<12} | {'old (z=3)':<20} | {f'pooled (t{dof})':<20} | {'moderated':<20} |")
     print(f"|{'-' * 14}|{'-' * 22}|{'-' * 22}|{'-' * 22}|")
-    for name in SCENARIOS:
+    for name in args.scenarios.split(","):
         res = rate(rel.scenario(name))
         print(f"| {name:<12} | " + " | ".join(f"{fmt(res[r]):<20}" for r in names) + " |")
 
@@ -408,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
           "benchmark, p-value under equal variances (simulated); benchmarks with p < 0.05:")
     sd = rel.cell_sd
     observed = ((sd**2) / (sd**2).sum(axis=0)).max(axis=0)
-    sims = rng.standard_normal((20000, SEEDS, m, b)).std(axis=1, ddof=1) ** 2
+    sims = rng.standard_normal((20000, RELEASE_SEEDS, m, b)).std(axis=1, ddof=1) ** 2
     simulated = (sims / sims.sum(axis=1, keepdims=True)).max(axis=1)  # (sims, B)
     pvals = (simulated >= observed).mean(axis=0)
     for j in np.argsort(pvals):
@@ -424,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
           f"inf in {np.isinf(boot).mean():.1%}); per benchmark s0 vs s_pool (mean prior variance "
           f"s0^2 d0/(d0-2) when d0 > 2):")
     s_pool = rel.fixed["pooled"][0]
-    ratio = np.sqrt(rel.posterior_sq(rel.d0)) / s_pool
+    ratio = np.array([[rule.slice_sigma(mo, be).seed_pool for be in rel.benchmarks] for mo in rel.models]) / s_pool
     print(f"  s0/s_pool median {np.median(np.sqrt(rel.s0_sq) / s_pool):.2f}; s_mod/s_pool over the 192 cells: "
           f"median {np.median(ratio):.2f}, min {ratio.min():.2f}, max {ratio.max():.2f}")
     bands = np.array([[rule.check_slice(mo, be, 0.0).band for be in rel.benchmarks] for mo in rel.models])

@@ -299,8 +299,21 @@ def test_the_release_noisy_cell_gets_the_wider_band(release):
     calm = [rule.check_slice(m, "cvbench_3d", 50.0) for m in rule.model_ids if m != "qwen2.5-vl-3b-base"]
     assert all(noisy.band > v.band for v in calm)
     assert noisy.band > pooled.check_slice("qwen2.5-vl-3b-base", "cvbench_3d", 50.0).band
-    assert "moderated seed sd" in noisy.explain() and rule.category_sigma(rule.model_ids[0], "Visual Math").method \
-        == "moderated" and rule.overall_sigma(rule.model_ids[0]).method == "moderated"
+    assert "moderated seed sd" in noisy.explain()
+
+
+def test_category_and_overall_bands_compose_the_benchmarks_moderated_variances(release):
+    rule, model = load_tolerance_rule(release), "qwen2.5-vl-3b-base"
+    benchmarks = rule.categories["Spatial Reasoning"]  # holds the noisy cvbench_3d cell
+    cells = [rule.slice_sigma(model, b) for b in benchmarks]
+    kappa = rule.covariance_inflation
+    assert 1.0 <= kappa < 1.5  # the release's composites vs independent benchmarks: ~1.11
+    sigma = rule.category_sigma(model, "Spatial Reasoning")
+    assert sigma.method == "composite" and sigma.covariance_inflation == kappa
+    assert sigma.seed_pool == pytest.approx(math.sqrt(kappa * sum(c.seed_pool**2 for c in cells)) / 4)
+    assert sigma.pool_dof == min(c.pool_dof for c in cells)  # Hsu: the worst-known part's dof
+    assert rule.overall_sigma(model).method == "composite"
+    assert dict(rule.check_overall(model, 40.0).properties())["covariance_inflation"] == repr(kappa)
     assert load_tolerance_rule(release, z=3.0).check_slice("qwen2.5-vl-3b-base", "cvbench_3d", 50.0).sigma.method \
         == "pooled"  # --tolerance-z is the pre-budget rule
 

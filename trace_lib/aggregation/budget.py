@@ -24,7 +24,8 @@ N(0, (1/k + 1/n) sigma^2)``, ``f = sqrt(1/k + 1/n)``. ``sigma`` is unknown; thre
   the cell's own ``s^2`` (2 dof), ``D / (f s_mod) ~ t_{d_eff+2}`` with ``s_mod^2 = (d_eff s0^2 + 2 s^2) /
   (d_eff + 2)``, where ``d_eff <= d0`` discounts the prior for ``s0`` being estimated from 8 cells. So
   ``P(|D| > f * t_{d_eff+2,a} * s_mod | s) ~= a`` for every cell, whatever its own spread: a noisy cell gets a
-  wider band, a quiet one a narrower band than the pool gives. Category and overall scores get their own prior.
+  wider band, a quiet one a narrower band than the pool gives. Category and overall scores compose their
+  benchmarks' moderated variances (:meth:`~trace_lib.aggregation.tolerance.ToleranceRule.category_sigma`).
 
 The band is ``f * max(z_a * SE_bin, t_{nu,a} * s)`` with ``s`` the pool or the moderated stddev: a faithful re-run
 lands outside with probability <= ``a`` if *either* model holds (the max is wider than each single-model band, so

@@ -11,8 +11,10 @@ test (:mod:`trace_lib.aggregation.budget`, which holds the derivation), or both 
   prior fitted to every cell of the release; :mod:`trace_lib.aggregation.moderation`), under a fixed z (or when
   the release has too few cells for a prior) the benchmark's ``s_pool`` = RMS over the release's models of the
   canonical seed stddev on ``nu = sum(seeds - 1)`` dof;
-- category (model, category) and overall (model): the seed pool is the RMS of the canonical category/overall
-  stddevs and the binomial term ``sqrt(sum SE_bin^2) / count`` over the benchmarks averaged.
+- category (model, category) and overall (model): the binomial term is ``sqrt(sum SE_bin^2) / count`` over the
+  benchmarks averaged; under the budget the seed term is the composite of the benchmarks' moderated stddevs
+  (``sqrt(kappa * sum s_mod^2) / count`` on the smallest benchmark dof, ``kappa`` >= 1 the release's covariance
+  inflation), under a fixed z the RMS of the canonical category/overall stddevs on ``sum(seeds - 1)`` dof.
 
 Every input (means, stddevs, seed counts, rows, categories) is read from the release at run time.
 """
@@ -63,6 +65,7 @@ class Sigma:
     prior_sd: float | None = None
     cell_sd: float | None = None
     effective_prior_dof: float | None = None  # d0 discounted for the estimation of s0 (moderation module)
+    covariance_inflation: float | None = None  # composite only: kappa (ToleranceRule.covariance_inflation)
 
     @property
     def value(self) -> float:
@@ -70,7 +73,8 @@ class Sigma:
 
     @property
     def seed_label(self) -> str:
-        return "moderated seed sd" if self.method == "moderated" else "seed pool"
+        return {"moderated": "moderated seed sd", "composite": "composite moderated seed sd"}.get(self.method,
+                                                                                                "seed pool")
 
     @property
     def source(self) -> str:
@@ -83,6 +87,9 @@ class Sigma:
             props += [("prior_dof", format_dof(self.prior_dof)), ("prior_sd", repr(self.prior_sd)),
                       ("effective_prior_dof", format_dof(self.effective_prior_dof)),
                       ("cell_sd", repr(self.cell_sd)), ("moderated_sd", repr(self.seed_pool))]
+        elif self.method == "composite":
+            props += [("prior_dof", format_dof(self.prior_dof)), ("moderated_sd", repr(self.seed_pool)),
+                      ("covariance_inflation", repr(self.covariance_inflation))]
         return props
 
 
@@ -155,6 +162,8 @@ class Verdict:
         if self.sigma.method == "moderated":
             seed += (f" [cell {self.sigma.cell_sd:.3f}, prior {self.sigma.prior_sd:.3f} on "
                      f"{format_dof(self.sigma.effective_prior_dof)} dof]")
+        elif self.sigma.method == "composite":
+            seed += f" [benchmarks' moderated sds, x sqrt(kappa {self.sigma.covariance_inflation:.3f})]"
         return (f"{k_n} x max(z={self.binomial_z:.3f} x binomial {self.sigma.binomial:.3f}, "
                 f"t{format_dof(self.sigma.pool_dof)}={self.pool_t:.3f} x {seed})")
 
@@ -344,19 +353,34 @@ class ToleranceRule:
         return fit_variance_prior(groups)
 
     @functools.cached_property
-    def category_variance_prior(self) -> VariancePrior | None:
-        """The same prior over the (model, category) seed variances, one scale per category."""
-        groups: dict[str, list[tuple[float, float]]] = {}
-        for (_, category), summary in self.category_summaries.items():
-            if summary.seeds > 1:
-                groups.setdefault(category, []).append((summary.stddev**2, summary.seeds - 1))
-        return fit_variance_prior(groups)
+    def covariance_inflation(self) -> float:
+        """``kappa >= 1``: the release's composite seed variances (category and overall stddevs squared, summed over
+        every model) over what independent benchmarks would give (``sum_b stddev_b^2 / n^2``, summed likewise);
+        > 1 when a seed moves a model's benchmarks together. Composite bands scale their variance by it."""
+        composites = [(self.category_summaries.get((m, c)), m, bs) for m in self.model_ids
+                      for c, bs in self.categories.items()]
+        composites += [(self.overall_summaries.get(m), m, tuple(self.rows)) for m in self.model_ids]
+        observed = independent = 0.0
+        for summary, model, benchmarks in composites:
+            cells = [self.benchmarks.get((model, b)) for b in benchmarks]
+            if summary is None or not cells or any(c is None for c in cells):
+                continue
+            observed += summary.stddev**2
+            independent += sum(c.stddev**2 for c in cells) / len(cells) ** 2
+        return max(1.0, observed / independent) if independent > 0 else 1.0
 
-    @functools.cached_property
-    def overall_variance_prior(self) -> VariancePrior | None:
-        """The same prior over the models' overall seed variances (one group)."""
-        cells = [(s.stddev**2, s.seeds - 1) for s in self.overall_summaries.values() if s.seeds > 1]
-        return fit_variance_prior({"overall": cells})
+    def _composite(self, model_id: str, benchmarks: tuple[str, ...], binomial: float) -> Sigma:
+        """The moderated Sigma of a mean over ``benchmarks``: ``s^2 = kappa * sum(s_mod_b^2) / n^2`` on the smallest
+        of the benchmarks' dof (Hsu's conservative choice: a positive combination of variance estimates is known at
+        least as well as its worst-known part; Welch-Satterthwaite's larger dof ran over the level in
+        ``benchmarks/tolerance_power.py``); benchmarks independent given the seed, up to
+        :attr:`covariance_inflation`."""
+        cells = [self.slice_sigma(model_id, b) for b in benchmarks]
+        total = sum(c.seed_pool**2 for c in cells)
+        dof = min(c.pool_dof for c in cells)
+        kappa = self.covariance_inflation
+        return Sigma(binomial, math.sqrt(kappa * total) / len(cells), dof, "composite", cells[0].prior_dof,
+                     None, None, None, kappa)
 
     def _moderated(self, prior: VariancePrior | None, group: str, canonical: CanonicalSummary, binomial: float,
                    pool: float, pool_dof: int) -> Sigma:
@@ -430,19 +454,15 @@ class ToleranceRule:
         if category not in self.categories:
             raise UsageError(f"unknown category {category!r}", file=identity.SUITE, field="categories")
         binomial = self._binomial_of_mean(model_id, self.categories[category])
-        canonical = self.category_summaries.get((model_id, category))
-        if canonical is None or self.seed_sd != "moderated":
-            return Sigma(binomial, self.category_pool(category), self.category_pool_dof(category))
-        return self._moderated(self.category_variance_prior, category, canonical, binomial,
-                               self.category_pool(category), self.category_pool_dof(category))
+        if self.seed_sd == "moderated" and self.variance_prior is not None:
+            return self._composite(model_id, self.categories[category], binomial)
+        return Sigma(binomial, self.category_pool(category), self.category_pool_dof(category))
 
     def overall_sigma(self, model_id: str) -> Sigma:
         binomial = self._binomial_of_mean(model_id, tuple(self.rows))
-        canonical = self.overall_summaries.get(model_id)
-        if canonical is None or self.seed_sd != "moderated":
-            return Sigma(binomial, self.overall_pool(), self.overall_pool_dof())
-        return self._moderated(self.overall_variance_prior, "overall", canonical, binomial, self.overall_pool(),
-                               self.overall_pool_dof())
+        if self.seed_sd == "moderated" and self.variance_prior is not None:
+            return self._composite(model_id, tuple(self.rows), binomial)
+        return Sigma(binomial, self.overall_pool(), self.overall_pool_dof())
 
     # -- verdicts ----------------------------------------------------------------------------------------------
     def _verdict(
