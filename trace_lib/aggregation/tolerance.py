@@ -134,8 +134,9 @@ class Verdict:
 
     @property
     def p_value(self) -> float:
-        """Two-sided p-value of ``delta`` valid when either sigma bound holds: the larger of the binomial-bound
-        (normal) and the seed-term (``t_nu``: pooled or moderated) p-values (the band at level ``a`` excludes exactly ``p_value < a``)."""
+        """Two-sided p-value of ``delta`` valid when either sigma model holds: the larger of the binomial-bound
+        (normal) and the seed-term (``t_nu``: pooled or moderated) p-values (the band at level ``a`` excludes
+        exactly ``p_value < a``)."""
         if not math.isfinite(self.delta):
             return 0.0
         p_bin = 2.0 * (1.0 - NormalDist().cdf(abs(self.delta) / (self.factor * self.sigma.binomial))) \
