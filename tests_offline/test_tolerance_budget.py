@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import random
 import statistics
 
 import pytest
@@ -22,7 +23,8 @@ from trace_lib.aggregation.budget import (
     t_two_sided_tail,
 )
 from trace_lib.aggregation.campaign_checks import campaign_verdict
-from trace_lib.aggregation.tolerance import CanonicalSummary, budget_verdict, load_tolerance_rule
+from trace_lib.aggregation.moderation import VariancePrior, digamma, fit_variance_prior, trigamma, trigamma_inverse
+from trace_lib.aggregation.tolerance import CanonicalSummary, Sigma, budget_verdict, load_tolerance_rule
 from trace_lib.campaign.plan import add_plan_options, build_plan, plan_from_options
 from trace_lib.release import identity
 from trace_lib.validation.tolerance import validation_criterion
@@ -72,13 +74,23 @@ def test_the_release_campaign_family_and_its_critical_values(release):
         (576, 192, 24, 144, 48)
     assert rule.budget.family_size == 984 and rule.budget.method == "sidak"
     verdict = rule.check_slice("qwen2.5-vl-3b-base", "phyx_mini_mc", 50.0, seed=42)
-    assert verdict.sigma.pool_dof == 16 and verdict.binomial_z == pytest.approx(4.0459, abs=1e-4)
-    assert verdict.pool_t == pytest.approx(t_two_sided_quantile(sidak_level(0.05, 984), 16))
+    prior = rule.variance_prior
+    assert 3.0 < prior.prior_dof < 5.0 and prior.cells == 192 and prior.residual_dof == 168
+    d_eff = prior.effective_prior_dof("phyx_mini_mc")
+    assert verdict.sigma.method == "moderated" and verdict.sigma.pool_dof == pytest.approx(d_eff + 2)
+    assert 2.0 < d_eff < prior.prior_dof and verdict.binomial_z == pytest.approx(4.0459, abs=1e-4)
+    assert verdict.pool_t == pytest.approx(t_two_sided_quantile(sidak_level(0.05, 984), d_eff + 2))
     assert verdict.band == pytest.approx(math.sqrt(4 / 3) * verdict.pool_t * verdict.sigma.seed_pool)
     props = dict(verdict.properties())
     assert (props["tolerance_family_size"], props["tolerance_alpha"], props["tolerance_method"]) == \
         ("984", "0.05", "sidak")
-    assert float(props["critical_pool_t"]) == verdict.pool_t and props["pool_dof"] == "16"
+    assert float(props["critical_pool_t"]) == verdict.pool_t and props["seed_sd_method"] == "moderated"
+    assert float(props["pool_dof"]) == pytest.approx(d_eff + 2, abs=1e-3)
+    assert float(props["prior_dof"]) == pytest.approx(prior.prior_dof, abs=1e-3)
+    assert float(props["prior_sd"]) == pytest.approx(prior.prior_sd("phyx_mini_mc"))
+    pooled = load_tolerance_rule(release, seed_sd="pooled").check_slice("qwen2.5-vl-3b-base", "phyx_mini_mc", 50.0)
+    assert pooled.sigma.pool_dof == 16 and dict(pooled.properties())["pool_dof"] == "16"
+    assert pooled.pool_t == pytest.approx(t_two_sided_quantile(sidak_level(0.05, 984), 16))
 
 
 def test_band_is_the_wider_of_the_two_single_bound_bands(release):
@@ -222,3 +234,107 @@ def test_summary_shows_the_campaign_verdict_and_the_plot_marks_both_bands(releas
     pytest.importorskip("matplotlib", reason="the 'report' extra (matplotlib) draws the plot")
     one = dataclasses.replace(summary, models=("qwen2.5-vl-7b-base",))
     assert write_plot(one, tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
+
+
+# -- moderated seed variances ------------------------------------------------------------------------------------
+
+def _prior_table(d0, s0_sq, groups=40, cells=8, dof=2, seed=7):  # noqa: ANN001, ANN202
+    """Cells whose true variance is a draw of ``d0 s0^2 / chi2_d0`` (s0^2 per group), each seen through ``dof``."""
+    rng = random.Random(seed)
+    table = {}
+    for g in range(groups):
+        scale = s0_sq * (1 + g % 5)
+        table[f"g{g}"] = [(scale * d0 / rng.gammavariate(d0 / 2, 2) * rng.gammavariate(dof / 2, 2) / dof, dof)
+                          for _ in range(cells)]
+    return table
+
+
+def test_digamma_trigamma_and_the_inverse():
+    assert digamma(1.0) == pytest.approx(-0.5772156649015329, abs=1e-10)
+    assert digamma(0.5) == pytest.approx(-1.9635100260214235, abs=1e-10)
+    assert trigamma(1.0) == pytest.approx(math.pi**2 / 6, abs=1e-10)
+    assert trigamma(2.0) == pytest.approx(math.pi**2 / 6 - 1, abs=1e-10)
+    assert trigamma_inverse(trigamma(1.95)) == pytest.approx(1.95, rel=1e-9)
+    assert t_two_sided_tail(2.0, 5.5) == pytest.approx(0.0967543902, rel=1e-7)  # fractional dof: incomplete beta
+    assert t_two_sided_quantile(0.05, 5.0) == pytest.approx(t_two_sided_quantile(0.05, 5.0 + 1e-9), rel=1e-6)
+    assert t_two_sided_quantile(1e-3, math.inf) == pytest.approx(normal_two_sided_quantile(1e-3))
+
+
+def test_the_prior_fit_recovers_a_known_d0_and_s0():
+    prior = fit_variance_prior(_prior_table(4.0, 2.0))
+    assert prior.residual_dof == 40 * 7 and prior.cells == 320
+    assert 2.8 < prior.prior_dof < 6.0
+    ratios = [prior.prior_var[f"g{g}"] / (2.0 * (1 + g % 5)) for g in range(40)]
+    assert 0.8 < statistics.geometric_mean(ratios) < 1.25
+    homogeneous = fit_variance_prior(_prior_table(1e6, 2.0))  # no spread beyond chi-square noise
+    assert homogeneous.prior_dof > 8
+    assert fit_variance_prior({"a": [(1.0, 2), (2.0, 2)]}) is None  # 1 within-group dof: nothing to fit
+
+
+def test_moderated_band_at_known_values_and_the_noisy_cell_gets_a_wider_band():
+    prior = VariancePrior(4.0, {"b": 1.0}, 8, 7, {"b": 8}, trigamma(1.0))
+    d_eff = prior.effective_prior_dof("b")
+    assert 2.0 < d_eff < 4.0  # s0 estimated from 8 cells: a weaker prior than d0
+    assert trigamma(d_eff / 2) == pytest.approx(trigamma(2.0) + (trigamma(1.0) + trigamma(2.0)) / 8)
+    assert prior.moderated_var("b", 9.0, 2) == pytest.approx((d_eff * 1.0 + 2 * 9.0) / (d_eff + 2))
+    criterion = Criterion.from_alpha(0.05, 984)
+    rule_sigma = {}
+    for name, sd in (("quiet", 0.5), ("noisy", 3.0)):
+        sigma = Sigma(0.1, math.sqrt(prior.moderated_var("b", sd**2, 2)), prior.posterior_dof("b", 2), "moderated",
+                      4.0, 1.0, sd, d_eff)
+        rule_sigma[name] = budget_verdict(criterion, subject=name, reproduced=0.0, canonical=0.0,
+                                          factor=math.sqrt(4 / 3), sigma=sigma)
+    quiet, noisy = rule_sigma["quiet"], rule_sigma["noisy"]
+    assert noisy.band > 2 * quiet.band
+    t = t_two_sided_quantile(criterion.per_test_alpha, d_eff + 2)
+    assert noisy.band == pytest.approx(math.sqrt(4 / 3) * t * noisy.sigma.seed_pool)
+    props = dict(noisy.properties())
+    assert props["seed_sd_method"] == "moderated" and props["prior_dof"] == "4"
+    assert float(props["pool_dof"]) == pytest.approx(d_eff + 2, abs=1e-3)
+
+
+def test_the_release_noisy_cell_gets_the_wider_band(release):
+    rule, pooled = load_tolerance_rule(release), load_tolerance_rule(release, seed_sd="pooled")
+    noisy = rule.check_slice("qwen2.5-vl-3b-base", "cvbench_3d", 50.0)  # stddev 8.3 vs pooled 3.3 (Cochran p~3e-4)
+    calm = [rule.check_slice(m, "cvbench_3d", 50.0) for m in rule.model_ids if m != "qwen2.5-vl-3b-base"]
+    assert all(noisy.band > v.band for v in calm)
+    assert noisy.band > pooled.check_slice("qwen2.5-vl-3b-base", "cvbench_3d", 50.0).band
+    assert "moderated seed sd" in noisy.explain()
+
+
+def test_category_and_overall_bands_compose_the_benchmarks_moderated_variances(release):
+    rule, model = load_tolerance_rule(release), "qwen2.5-vl-3b-base"
+    benchmarks = rule.categories["Spatial Reasoning"]  # holds the noisy cvbench_3d cell
+    cells = [rule.slice_sigma(model, b) for b in benchmarks]
+    kappa = rule.covariance_inflation
+    assert 1.0 <= kappa < 1.5  # the release's composites vs independent benchmarks: ~1.11
+    sigma = rule.category_sigma(model, "Spatial Reasoning")
+    assert sigma.method == "composite" and sigma.covariance_inflation == kappa
+    assert sigma.seed_pool == pytest.approx(math.sqrt(kappa * sum(c.seed_pool**2 for c in cells)) / 4)
+    assert sigma.pool_dof == min(c.pool_dof for c in cells)  # Hsu: the worst-known part's dof
+    assert rule.overall_sigma(model).method == "composite"
+    assert dict(rule.check_overall(model, 40.0).properties())["covariance_inflation"] == repr(kappa)
+    assert load_tolerance_rule(release, z=3.0).check_slice("qwen2.5-vl-3b-base", "cvbench_3d", 50.0).sigma.method \
+        == "pooled"  # --tolerance-z is the pre-budget rule
+
+
+def test_the_moderated_band_holds_its_level_on_a_constructed_heterogeneous_benchmark():
+    """Cells with variances from a known prior (d0 = 4): the per-test exceedance of the moderated band for a fresh
+    draw stays near its level ``a`` (the pooled band's runs several times over it)."""
+    rng = random.Random(11)
+    a, cells, d0, reps = 0.01, 8, 4.0, 300
+    out_mod = out_pool = trials = 0
+    for _ in range(reps):
+        sigmas = [math.sqrt(d0 / rng.gammavariate(d0 / 2, 2)) for _ in range(cells)]
+        seeds = [[rng.gauss(0, s) for _ in range(3)] for s in sigmas]
+        sds = [statistics.stdev(x) for x in seeds]
+        prior = fit_variance_prior({"b": [(v * v, 2) for v in sds]})
+        pool = math.sqrt(statistics.fmean(v * v for v in sds))
+        for s, x, sd in zip(sigmas, seeds, sds):
+            delta = rng.gauss(0, s) - statistics.fmean(x)
+            f = math.sqrt(4 / 3)
+            s_mod = math.sqrt(prior.moderated_var("b", sd * sd, 2))
+            out_mod += abs(delta) > f * t_two_sided_quantile(a, prior.posterior_dof("b", 2)) * s_mod
+            out_pool += abs(delta) > f * t_two_sided_quantile(a, 16) * pool
+            trials += 1
+    assert out_mod / trials < 1.5 * a and out_pool > 1.5 * out_mod  # 24 vs 42 of 2400 at a = 0.01

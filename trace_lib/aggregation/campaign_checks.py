@@ -7,7 +7,7 @@ the Šidák per-test level ``a``):
 - count: ``X`` = slices outside their nominal 95% band (:data:`~trace_lib.aggregation.budget.SCREEN_ALPHA`).
   Under the null each is out with probability <= 0.05, so ``X`` is at most ``Binomial(n, 0.05)``; the check fails
   when ``P(Binomial(n, 0.05) >= X) < a`` (many small misses that no single band flags);
-- direction: each slice's two-sided p-value (the larger of the binomial-bound and pooled-t p-values, valid when
+- direction: each slice's two-sided p-value (the larger of the binomial-bound and seed-term t p-values, valid when
   either sigma bound holds) becomes a signed normal score ``u = sign(delta) Phi^-1(1 - p/2)``; under the null the
   ``u`` are independent, symmetric, with variance <= 1, so Stouffer's ``S = sum(u)/sqrt(n)`` is ~N(0, <=1) and the
   check fails when ``2(1 - Phi(|S|)) < a`` (a model shifted one way across benchmarks, a real regression, rather

@@ -1,21 +1,27 @@
 """The reproduction tolerance rule: is a reproduced score an ordinary draw of the canonical seed distribution?
 
 A reproduced score ``x`` (the mean of ``k`` reproduced seeds) passes against the canonical mean ``mu`` of ``n``
-seeds iff ``|x - mu| <= sqrt(1/k + 1/n) * max(z_a * SE_bin, t_{nu,a} * s_pool)`` (one seed: ``sqrt(4/3)``), with
-the critical values ``z_a``, ``t_{nu,a}`` of the per-test level ``a`` that the campaign's false-alarm budget gives
-each test (:mod:`trace_lib.aggregation.budget`, which holds the derivation), or both equal to an explicit
+seeds iff ``|x - mu| <= sqrt(1/k + 1/n) * max(z_a * SE_bin, t_{nu,a} * s)`` (one seed: ``sqrt(4/3)``), with the
+critical values ``z_a``, ``t_{nu,a}`` of the per-test level ``a`` that the campaign's false-alarm budget gives each
+test (:mod:`trace_lib.aggregation.budget`, which holds the derivation), or both equal to an explicit
 ``--tolerance-z`` (the pre-budget rule ``z * sqrt(1/k + 1/n) * max(SE_bin, s_pool)``):
 
-- slice (model, benchmark): ``SE_bin = 100*sqrt(p(1-p)/rows)`` at ``p = mu/100`` with the suite's row count,
-  ``s_pool`` = RMS over the release's models of the canonical seed stddev (``nu = sum(seeds - 1)`` over them);
-- category (model, category) and overall (model): the seed pool is the RMS of the canonical category/overall
-  stddevs and the binomial term ``sqrt(sum SE_bin^2) / count`` over the benchmarks averaged.
+- slice (model, benchmark): ``SE_bin = 100*sqrt(p(1-p)/rows)`` at ``p = mu/100`` with the suite's row count;
+  under the budget ``s`` is the cell's moderated seed stddev ``s_mod`` on ``nu = d0 + 2`` dof (an empirical-Bayes
+  prior fitted to every cell of the release; :mod:`trace_lib.aggregation.moderation`), under a fixed z (or when
+  the release has too few cells for a prior) the benchmark's ``s_pool`` = RMS over the release's models of the
+  canonical seed stddev on ``nu = sum(seeds - 1)`` dof;
+- category (model, category) and overall (model): the binomial term is ``sqrt(sum SE_bin^2) / count`` over the
+  benchmarks averaged; under the budget the seed term is the composite of the benchmarks' moderated stddevs
+  (``sqrt(kappa * sum s_mod^2) / count`` on the smallest benchmark dof, ``kappa`` >= 1 the release's covariance
+  inflation), under a fixed z the RMS of the canonical category/overall stddevs on ``sum(seeds - 1)`` dof.
 
 Every input (means, stddevs, seed counts, rows, categories) is read from the release at run time.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 from statistics import NormalDist
@@ -23,6 +29,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from trace_lib.aggregation.budget import DEFAULT_ALPHA, Criterion, Family, normal_two_sided_quantile, t_two_sided_tail
+from trace_lib.aggregation.moderation import VariancePrior, fit_variance_prior
 from trace_lib.errors import ReleaseFileError, UsageError
 from trace_lib.release import identity
 from trace_lib.release.locate import ReleaseRoot
@@ -32,21 +39,58 @@ from trace_lib.release.suite import load_suite
 DEFAULT_Z = 3.0
 
 
+#: How a slice's seed stddev is estimated: the cell's moderated variance (default) or the benchmark's pool.
+SEED_SD_METHODS = ("moderated", "pooled")
+
+
+def format_dof(dof: float) -> str:
+    """Degrees of freedom for messages and receipts: ``16``, ``5.87``, ``inf``."""
+    return "inf" if math.isinf(dof) else f"{dof:.4g}" if dof != int(dof) else str(int(dof))
+
+
 @dataclass(frozen=True)
 class Sigma:
-    """The standard deviation a band is built from, with both candidates kept for the message."""
+    """The standard deviation a band is built from, with both candidates kept for the message.
+
+    ``seed_pool`` is the seed-spread estimate with ``pool_dof`` degrees of freedom: the benchmark's pooled stddev
+    (``method`` "pooled") or the cell's moderated one (``method`` "moderated", with the prior's ``prior_dof``,
+    ``prior_sd`` and the cell's own canonical ``cell_sd``; :mod:`trace_lib.aggregation.moderation`).
+    """
 
     binomial: float
     seed_pool: float
-    pool_dof: int = 0  # degrees of freedom of the pooled variance (0: no pool)
+    pool_dof: float = 0  # degrees of freedom of the seed-spread estimate (0: none)
+    method: str = "pooled"
+    prior_dof: float | None = None
+    prior_sd: float | None = None
+    cell_sd: float | None = None
+    effective_prior_dof: float | None = None  # d0 discounted for the estimation of s0 (moderation module)
+    covariance_inflation: float | None = None  # composite only: kappa (ToleranceRule.covariance_inflation)
 
     @property
     def value(self) -> float:
         return max(self.binomial, self.seed_pool)
 
     @property
+    def seed_label(self) -> str:
+        return {"moderated": "moderated seed sd", "composite": "composite moderated seed sd"}.get(self.method,
+                                                                                                "seed pool")
+
+    @property
     def source(self) -> str:
-        return "binomial" if self.binomial >= self.seed_pool else "seed pool"
+        return "binomial" if self.binomial >= self.seed_pool else self.seed_label
+
+    def properties(self) -> list[tuple[str, str]]:
+        """Receipt properties of the seed-spread estimate (method, per-test dof, prior)."""
+        props = [("seed_sd_method", self.method), ("pool_dof", format_dof(self.pool_dof))]
+        if self.method == "moderated":
+            props += [("prior_dof", format_dof(self.prior_dof)), ("prior_sd", repr(self.prior_sd)),
+                      ("effective_prior_dof", format_dof(self.effective_prior_dof)),
+                      ("cell_sd", repr(self.cell_sd)), ("moderated_sd", repr(self.seed_pool))]
+        elif self.method == "composite":
+            props += [("prior_dof", format_dof(self.prior_dof)), ("moderated_sd", repr(self.seed_pool)),
+                      ("covariance_inflation", repr(self.covariance_inflation))]
+        return props
 
 
 @dataclass(frozen=True)
@@ -91,8 +135,9 @@ class Verdict:
 
     @property
     def p_value(self) -> float:
-        """Two-sided p-value of ``delta`` valid when either sigma bound holds: the larger of the binomial-bound
-        (normal) and the pooled (``t_nu``) p-values (the band at level ``a`` excludes exactly ``p_value < a``)."""
+        """Two-sided p-value of ``delta`` valid when either sigma model holds: the larger of the binomial-bound
+        (normal) and the seed-term (``t_nu``: pooled or moderated) p-values (the band at level ``a`` excludes
+        exactly ``p_value < a``)."""
         if not math.isfinite(self.delta):
             return 0.0
         p_bin = 2.0 * (1.0 - NormalDist().cdf(abs(self.delta) / (self.factor * self.sigma.binomial))) \
@@ -115,8 +160,14 @@ class Verdict:
         if self.binomial_z is None or self.pool_t is None or self.binomial_z == self.pool_t:
             return (f"z={self.z:g} x {k_n} x sigma {self.sigma.value:.3f} [{self.sigma.source}; binomial "
                     f"{self.sigma.binomial:.3f}, seed pool {self.sigma.seed_pool:.3f}]")
+        seed = f"{self.sigma.seed_label} {self.sigma.seed_pool:.3f}"
+        if self.sigma.method == "moderated":
+            seed += (f" [cell {self.sigma.cell_sd:.3f}, prior {self.sigma.prior_sd:.3f} on "
+                     f"{format_dof(self.sigma.effective_prior_dof)} dof]")
+        elif self.sigma.method == "composite":
+            seed += f" [benchmarks' moderated sds, x sqrt(kappa {self.sigma.covariance_inflation:.3f})]"
         return (f"{k_n} x max(z={self.binomial_z:.3f} x binomial {self.sigma.binomial:.3f}, "
-                f"t{self.sigma.pool_dof}={self.pool_t:.3f} x seed pool {self.sigma.seed_pool:.3f})")
+                f"t{format_dof(self.sigma.pool_dof)}={self.pool_t:.3f} x {seed})")
 
     def explain(self) -> str:
         """One line: reproduced, canonical, delta, allowed band, z, sigma, rows and the outcome."""
@@ -158,7 +209,7 @@ class Verdict:
         ]
         if self.binomial_z is not None and self.pool_t is not None:
             props += [("critical_binomial_z", repr(self.binomial_z)), ("critical_pool_t", repr(self.pool_t)),
-                      ("pool_dof", str(self.sigma.pool_dof)), ("p_value", repr(self.p_value))]
+                      *self.sigma.properties(), ("p_value", repr(self.p_value))]
         if self.criterion is not None:
             props += self.criterion.properties()
         if self.rows is not None:
@@ -187,7 +238,11 @@ class Verdict:
             "ok": self.ok,
             "critical_binomial_z": self.binomial_z,
             "critical_pool_t": self.pool_t,
-            "pool_dof": self.sigma.pool_dof,
+            "pool_dof": _finite_or_none(self.sigma.pool_dof),  # None: infinite (normal critical value)
+            "seed_sd_method": self.sigma.method,
+            "prior_dof": _finite_or_none(self.sigma.prior_dof),
+            "prior_sd": self.sigma.prior_sd,
+            "cell_sd": self.sigma.cell_sd,
             "p_value": self.p_value,
             "alpha": self.criterion.alpha if self.criterion else None,
             "family_size": self.criterion.family_size if self.criterion else None,
@@ -209,6 +264,10 @@ def binomial_se(mean_percent: float, rows: int) -> float:
     """``100*sqrt(p(1-p)/rows)`` at ``p = mean_percent/100`` (clamped into [0, 1])."""
     p = min(1.0, max(0.0, mean_percent / 100.0))
     return 100.0 * math.sqrt(p * (1.0 - p) / rows)
+
+
+def _finite_or_none(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
 
 
 def _rms(values: list[float]) -> float:
@@ -236,6 +295,10 @@ class ToleranceRule:
 
     ``z`` is an explicit fixed critical value (``--tolerance-z``); with ``z=None`` the critical values follow from
     ``criterion`` (the family-wise budget over the planned family; :mod:`trace_lib.aggregation.budget`).
+    ``seed_sd`` says how a slice's seed stddev is estimated (:data:`SEED_SD_METHODS`): "moderated" (the budgeted
+    default: the cell's empirical-Bayes variance, t on ``d0 + 2`` dof) or "pooled" (the benchmark's pool, t on
+    ``sum(seeds - 1)`` dof; the pre-budget ``--tolerance-z`` rule, and the fallback when the release has too few
+    cells to fit a prior).
     """
 
     z: float | None
@@ -245,15 +308,21 @@ class ToleranceRule:
     category_summaries: Mapping[tuple[str, str], CanonicalSummary]  # (model_id, category)
     overall_summaries: Mapping[str, CanonicalSummary]  # model_id
     criterion: Criterion | None = None
+    seed_sd: str = "pooled"
 
     def __post_init__(self) -> None:
+        if self.seed_sd not in SEED_SD_METHODS:
+            raise ValueError(f"seed_sd must be one of {SEED_SD_METHODS}, got {self.seed_sd!r}")
         if self.criterion is None:
             if self.z is None:
                 raise ValueError("ToleranceRule needs z or a criterion")
             object.__setattr__(self, "criterion", Criterion.from_z(self.z, 1, dof=self._max_dof()))
 
-    def _max_dof(self) -> int:
-        return max((self.benchmark_pool_dof(b) for b in self.rows), default=0)
+    def _max_dof(self) -> float:
+        """The slices' seed-spread dof for the implied level of a fixed z (the pooled ``sum(seeds - 1)``, or the
+        moderated ``d0 + 2``)."""
+        dofs = [self.slice_sigma(m, b).pool_dof for m, b in self.benchmarks if b in self.rows]
+        return max(dofs, default=0)
 
     @property
     def budget(self) -> Criterion:
@@ -269,12 +338,69 @@ class ToleranceRule:
             categories=len(self.categories), full_suite=full_suite,
         )
 
-    def with_budget(self, *, alpha: float = DEFAULT_ALPHA, z: float | None = None,
-                    family: Family | int) -> ToleranceRule:
-        """This rule's bands for ``family`` at budget ``alpha`` (or at the fixed ``z``, alpha implied)."""
+    def with_budget(self, *, alpha: float = DEFAULT_ALPHA, z: float | None = None, family: Family | int,
+                    seed_sd: str | None = None) -> ToleranceRule:
+        """This rule's bands for ``family`` at budget ``alpha`` (or at the fixed ``z``, alpha implied), with slice
+        seed stddevs by ``seed_sd`` (default: "moderated" under a budget, "pooled" under a fixed ``z``)."""
         if z is not None:
-            return replace(self, z=float(z), criterion=Criterion.from_z(z, family, dof=self._max_dof()))
-        return replace(self, z=None, criterion=Criterion.from_alpha(alpha, family))
+            rule = replace(self, seed_sd=seed_sd or "pooled")
+            return replace(rule, z=float(z), criterion=Criterion.from_z(z, family, dof=rule._max_dof()))
+        return replace(self, z=None, criterion=Criterion.from_alpha(alpha, family), seed_sd=seed_sd or "moderated")
+
+    # -- the moderated seed variances --------------------------------------------------------------------------
+    @functools.cached_property
+    def variance_prior(self) -> VariancePrior | None:
+        """The empirical-Bayes prior of the cells' seed variances, one scale per benchmark (None: too few cells)."""
+        groups: dict[str, list[tuple[float, float]]] = {}
+        for (_, bench), summary in self.benchmarks.items():
+            if summary.seeds > 1:
+                groups.setdefault(bench, []).append((summary.stddev**2, summary.seeds - 1))
+        return fit_variance_prior(groups)
+
+    @functools.cached_property
+    def covariance_inflation(self) -> float:
+        """``kappa >= 1``: the release's composite seed variances (category and overall stddevs squared, summed over
+        every model) over what independent benchmarks would give (``sum_b stddev_b^2 / n^2``, summed likewise);
+        > 1 when a seed moves a model's benchmarks together. Composite bands scale their variance by it."""
+        composites = [(self.category_summaries.get((m, c)), m, bs) for m in self.model_ids
+                      for c, bs in self.categories.items()]
+        composites += [(self.overall_summaries.get(m), m, tuple(self.rows)) for m in self.model_ids]
+        observed = independent = 0.0
+        for summary, model, benchmarks in composites:
+            cells = [self.benchmarks.get((model, b)) for b in benchmarks]
+            if summary is None or not cells or any(c is None for c in cells):
+                continue
+            observed += summary.stddev**2
+            independent += sum(c.stddev**2 for c in cells) / len(cells) ** 2
+        return max(1.0, observed / independent) if independent > 0 else 1.0
+
+    def _composite(self, model_id: str, benchmarks: tuple[str, ...], binomial: float) -> Sigma:
+        """The moderated Sigma of a mean over ``benchmarks``: ``s^2 = kappa * sum(s_mod_b^2) / n^2`` on the smallest
+        of the benchmarks' dof (Hsu's conservative choice: a positive combination of variance estimates is known at
+        least as well as its worst-known part; Welch-Satterthwaite's larger dof ran over the level in
+        ``benchmarks/tolerance_power.py``); benchmarks independent given the seed, up to
+        :attr:`covariance_inflation`."""
+        cells = [self.slice_sigma(model_id, b) for b in benchmarks]
+        total = sum(c.seed_pool**2 for c in cells)
+        dof = min(c.pool_dof for c in cells)
+        kappa = self.covariance_inflation
+        return Sigma(binomial, math.sqrt(kappa * total) / len(cells), dof, "composite", cells[0].prior_dof,
+                     None, None, None, kappa)
+
+    def _moderated(self, prior: VariancePrior | None, group: str, canonical: CanonicalSummary, binomial: float,
+                   pool: float, pool_dof: int) -> Sigma:
+        """The moderated Sigma of one cell (the pooled one when not moderated or no prior could be fitted)."""
+        if self.seed_sd != "moderated" or prior is None or group not in prior.prior_var or canonical.seeds < 2:
+            return Sigma(binomial, pool, pool_dof)
+        dof = canonical.seeds - 1
+        moderated = math.sqrt(prior.moderated_var(group, canonical.stddev**2, dof))
+        return Sigma(binomial, moderated, prior.posterior_dof(group, dof), "moderated", prior.prior_dof,
+                     prior.prior_sd(group), canonical.stddev, prior.effective_prior_dof(group))
+
+    def describe_seed_sd(self) -> str:
+        """One line: how slice seed stddevs are estimated (``--print-config``, reports)."""
+        prior = self.variance_prior if self.seed_sd == "moderated" else None
+        return prior.describe() if prior is not None else "pooled seed stddev per benchmark"
 
     # -- pooled degrees of freedom -----------------------------------------------------------------------------
     def benchmark_pool_dof(self, benchmark: str) -> int:
@@ -320,8 +446,10 @@ class ToleranceRule:
     # -- sigmas ------------------------------------------------------------------------------------------------
     def slice_sigma(self, model_id: str, benchmark: str) -> Sigma:
         canonical = self._summary(self.benchmarks, (model_id, benchmark), "benchmark summary")
-        return Sigma(binomial_se(canonical.mean, self._benchmark_rows(benchmark)), self.seed_pool(benchmark),
-                     self.benchmark_pool_dof(benchmark))
+        binomial = binomial_se(canonical.mean, self._benchmark_rows(benchmark))
+        prior = self.variance_prior if self.seed_sd == "moderated" else None
+        return self._moderated(prior, benchmark, canonical, binomial, self.seed_pool(benchmark),
+                               self.benchmark_pool_dof(benchmark))
 
     def _binomial_of_mean(self, model_id: str, benchmarks: tuple[str, ...]) -> float:
         total = sum(self.slice_sigma(model_id, b).binomial ** 2 for b in benchmarks)
@@ -330,11 +458,16 @@ class ToleranceRule:
     def category_sigma(self, model_id: str, category: str) -> Sigma:
         if category not in self.categories:
             raise UsageError(f"unknown category {category!r}", file=identity.SUITE, field="categories")
-        return Sigma(self._binomial_of_mean(model_id, self.categories[category]), self.category_pool(category),
-                     self.category_pool_dof(category))
+        binomial = self._binomial_of_mean(model_id, self.categories[category])
+        if self.seed_sd == "moderated" and self.variance_prior is not None:
+            return self._composite(model_id, self.categories[category], binomial)
+        return Sigma(binomial, self.category_pool(category), self.category_pool_dof(category))
 
     def overall_sigma(self, model_id: str) -> Sigma:
-        return Sigma(self._binomial_of_mean(model_id, tuple(self.rows)), self.overall_pool(), self.overall_pool_dof())
+        binomial = self._binomial_of_mean(model_id, tuple(self.rows))
+        if self.seed_sd == "moderated" and self.variance_prior is not None:
+            return self._composite(model_id, tuple(self.rows), binomial)
+        return Sigma(binomial, self.overall_pool(), self.overall_pool_dof())
 
     # -- verdicts ----------------------------------------------------------------------------------------------
     def _verdict(
@@ -435,11 +568,14 @@ def load_tolerance_rule(
     z: float | None = None,
     alpha: float = DEFAULT_ALPHA,
     family: Family | int | None = None,
+    seed_sd: str = "moderated",
 ) -> ToleranceRule:
     """The tolerance rule of ``release`` from ``results.json`` summaries and the suite's rows.
 
     Critical values follow from the family-wise budget ``alpha`` over ``family`` (default: the release's whole
-    campaign, every canonical model x seed x benchmark), or are the explicit ``z`` (alpha then implied).
+    campaign, every canonical model x seed x benchmark), or are the explicit ``z`` (alpha then implied, slices on
+    the pooled seed stddev: the pre-budget rule). ``seed_sd`` picks the slices' seed-spread estimate under the
+    budget (:data:`SEED_SD_METHODS`).
 
     Raises:
         UsageError: ``z`` is not a positive finite number or ``alpha`` is not in (0, 1).
@@ -456,10 +592,11 @@ def load_tolerance_rule(
         benchmarks=MappingProxyType(_summaries(doc, "benchmark_summaries", ("model_id", "benchmark_id"))),
         category_summaries=MappingProxyType(_summaries(doc, "category_summaries", ("model_id", "category_name"))),
         overall_summaries=MappingProxyType(_summaries(doc, "overall_summaries", ("model_id",))),
+        seed_sd=seed_sd,
     )
     if family is None:
         family = base.family(seeds=_release_seed_count(base))
-    return base.with_budget(alpha=alpha, z=z, family=family)
+    return base.with_budget(alpha=alpha, z=z, family=family, seed_sd=None if z is not None else seed_sd)
 
 
 def _release_seed_count(rule: ToleranceRule) -> int:
