@@ -212,7 +212,8 @@ def archive_check(pytestconfig: pytest.Config, release, receipt) -> Callable:
 
 @pytest.fixture
 def validation_archive_check(pytestconfig: pytest.Config, release, receipt) -> Callable:
-    """``validation_archive_check(slice_) -> ValidationRescore`` against the prepared validation dataset."""
+    """``validation_archive_check(slice_) -> ValidationArchiveResult``: the exact re-score against the prepared
+    validation dataset and, with its images, prompt identity."""
     from pathlib import Path
 
     from trace_lib.archive.lane import NO_ARCHIVE
@@ -227,7 +228,9 @@ def validation_archive_check(pytestconfig: pytest.Config, release, receipt) -> C
     layout = ValidationLayout(Path(value).expanduser().resolve())
 
     def check(slice_):  # noqa: ANN001, ANN202
-        from trace_lib.archive.validation import VALIDATION_SEED, rescore_validation, validation_benchmark_id
+        from trace_lib.archive.validation import (
+            VALIDATION_SEED, rescore_validation, validation_archive_identity, validation_benchmark_id,
+        )
         from trace_lib.archive.schema import SliceKey
         from trace_lib.errors import UsageError
         from trace_lib.validation.manifest import load_manifest
@@ -248,10 +251,11 @@ def validation_archive_check(pytestconfig: pytest.Config, release, receipt) -> C
             manifest = load_manifest(layout.manifest, verify_media=False)
             outcome = rescore_validation(lane.archive, slice_.model.slug, manifest.rows,
                                          canonical=slice_.canonical.score, benchmark_id=benchmark_id)
+            result = validation_archive_identity(lane.archive, key, outcome, release, layout.manifest)
         except TraceReproError as exc:
             pytest.fail(exc.render(), pytrace=False)
-        for name, value in outcome.properties():
+        for name, value in result.properties():
             receipt(name, value)
-        return outcome
+        return result
 
     return check
