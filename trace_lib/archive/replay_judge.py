@@ -120,17 +120,23 @@ def build_replay(
 
     Args:
         rows, responses: the dataset rows and the archived responses, aligned.
-        recorded: per row, ``(source_index, judge_output or None)`` from the archive.
+        recorded: per row, ``(source_index, outputs)`` from the archive (:meth:`ArchiveRow.judge_outputs`; a
+            single text or None is accepted too). A row with several different outputs is ``multi_prompt``.
         score_one: ``(row, response, judge) -> anything``: scores one row alone through the protocol.
     """
     stats = ReplayStats()
     outputs: dict[Key, str] = {}
     owners: dict[Key, str] = {}
     conflicted: set[Key] = set()
-    for row, response, (index, output) in zip(rows, responses, recorded):
-        if output is None:
+    for row, response, (index, recorded_outputs) in zip(rows, responses, recorded):
+        calls = (recorded_outputs,) if isinstance(recorded_outputs, str) else tuple(recorded_outputs or ())
+        if not calls:
             continue
         stats.recorded += 1
+        if len(set(calls)) > 1:  # several calls with different outputs and no prompts: which answered what is unknown
+            stats.multi_prompt.append(index)
+            continue
+        output = calls[0]
         probe = _RowJudge(output)
         try:
             score_one(row, response, probe)

@@ -103,8 +103,9 @@ def rescore_validation(archive: ArchiveRoot, model_id: str, manifest_rows: Seque
     agree = compared = 0
     total = 0
     for a in sorted(archived, key=lambda r: r.source_ordinal):
+        calls = a.judge_outputs()
         credit, route = score_validation_row(a.response_text, manifest_rows[a.source_ordinal],
-                                             a.judge_output if a.used_judge else None)
+                                             calls[-1] if len(set(calls)) == 1 else None)
         counts[route] += 1
         total += credit
         if a.has_row_score and a.score_value is not None and not a.excluded:
