@@ -84,6 +84,10 @@ def test_validation_prompts_identical_to_the_archive(tmp_path, release):
     archive, archived = _identity_archive(tmp_path / "i", suite, rows, index=lambda r: r["instance_id"])
     assert compare_validation_identity(archive.find("trace-qwen2.5-vl-3b", 42, BENCH), archived, rows,
                                        suite=suite).ok
+    # a source_index naming no row (the producer's naming is not public) does not contradict the ordinal
+    archive, archived = _identity_archive(tmp_path / "n", suite, rows, index=lambda r: "None")
+    assert compare_validation_identity(archive.find("trace-qwen2.5-vl-3b", 42, BENCH), archived, rows,
+                                       suite=suite).ok
 
 
 def test_validation_prompt_decoding_and_row_differences_are_named(tmp_path, release):

@@ -8,7 +8,8 @@ to upstream's validation request (``trace_validation/generate.py``), so per row:
 - **row**: the archived ``source_ordinal`` is the manifest's ``row_index`` (the exporter copies the producer's
   ordinal and orders rows by it; upstream's validation rows are the split's rows in order, ``row_index`` ==
   position, and the dataset-equivalence bridge requires the historical and the current split to agree in row
-  order); ``source_index`` must name the same row (its ``row_index`` as text or its ``instance_id``);
+  order); a ``source_index`` that names a manifest row (its ``row_index`` as text or its ``instance_id``) must
+  name that same row;
 - ``prompt_sha256`` = SHA-256 of ``prompt_answer`` (upstream's request summary ``prompt_sha256``: the user prompt
   with its ``<image>`` markers, without the system prompt);
 - ``ordered_media_sha256`` = the SHA-256 of each image's exact bytes, in prompt order (sent as data URLs);
@@ -44,14 +45,26 @@ NOT_COMPARED = {
 }
 
 
-def row_for(archived: ArchiveRow, manifest_rows: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
-    """The manifest row an archived validation row stands for (by ordinal = ``row_index``; its ``source_index``
-    must be that row's index as text or its ``instance_id``), or None."""
+def row_names(manifest_rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Every name a manifest row goes by (its ``row_index`` as text, its ``instance_id``) -> its position."""
+    names: dict[str, int] = {}
+    for position, row in enumerate(manifest_rows):
+        names[str(row.get("row_index", position))] = position
+        if row.get("instance_id") is not None:
+            names[str(row["instance_id"])] = position
+    return names
+
+
+def row_for(archived: ArchiveRow, manifest_rows: Sequence[Mapping[str, Any]],
+            names: Mapping[str, int] | None = None) -> Mapping[str, Any] | None:
+    """The manifest row an archived validation row stands for: the row at its ordinal (= ``row_index``), unless its
+    ``source_index`` names another manifest row (then None: a ``dataset row`` difference). A ``source_index`` that
+    names no row (the producer's naming is not public) does not contradict the ordinal."""
     if not 0 <= archived.source_ordinal < len(manifest_rows):
         return None
-    row = manifest_rows[archived.source_ordinal]
-    names = {str(row.get("row_index", archived.source_ordinal)), str(row.get("instance_id"))}
-    return row if archived.source_index in names else None
+    names = row_names(manifest_rows) if names is None else names
+    named = names.get(archived.source_index)
+    return manifest_rows[archived.source_ordinal] if named in (None, archived.source_ordinal) else None
 
 
 def _archived_contract_digest(settings_json: str) -> Any:
@@ -90,8 +103,9 @@ def compare_validation_identity(key: SliceKey, archived: Sequence[ArchiveRow],
     """Compare each archived validation row with trace-repro's request of its manifest row (see the module
     docstring); a row no manifest row matches is a ``dataset row`` difference."""
     tally = IdentityTally()
+    names = row_names(manifest_rows)
     for a in archived:
-        row = row_for(a, manifest_rows)
+        row = row_for(a, manifest_rows, names)
         if row is None:
             tally.add(RowDifference(a.source_index, ("source_index",), ("dataset row",)))
             continue
