@@ -97,7 +97,7 @@ def slice_runner(pytestconfig: pytest.Config, release, tmp_path_factory):  # noq
 
 
 @pytest.fixture
-def run_slice(slice_runner, receipt, pytestconfig: pytest.Config) -> Callable:
+def run_slice(slice_runner, receipt, pytestconfig: pytest.Config, release) -> Callable:
     """``run_slice(slice_) -> SliceOutcome`` inside the test: skips with the exact reason when the slice cannot
     run here, fails (no traceback) on any trace-repro error, records the receipt properties. With an archive
     (``--archive-root``), a slice outside tolerance fails naming its first stage diverging from the paper's run."""
@@ -123,8 +123,11 @@ def run_slice(slice_runner, receipt, pytestconfig: pytest.Config) -> Callable:
             from trace_lib.diagnose.hint import archive_divergence_hint
             from trace_lib.diagnose.views import SliceKey
 
+            from trace_lib.archive.extraction_form import benchmark_routes
+
             hint = archive_divergence_hint(slice_runner.campaign_root, archive_root,
-                                           SliceKey(slice_.model, slice_.seed, slice_.benchmark))
+                                           SliceKey(slice_.model, slice_.seed, slice_.benchmark),
+                                           routes=benchmark_routes(release))
             pytest.fail(f"{outcome.verdict.explain()}\n{hint}", pytrace=False)
         return outcome
 
