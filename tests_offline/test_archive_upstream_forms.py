@@ -47,9 +47,16 @@ def test_direct_route_judge_call_lists_are_read_as_calls(tmp_path):
     assert out.ok and out.judge_mode == "replay" and out.replay.keyed == 4  # the list replays as "B", not as text
 
 
-def test_several_different_recorded_calls_are_counted_never_guessed():
-    stats = build_replay(_rows()[:1], ["x"], [("0", ("A", "B"))], lambda *a: None).stats
-    assert stats.multi_prompt == ["0"] and stats.keyed == 0
+def test_recorded_calls_map_to_distinct_prompts_in_order_or_are_counted():
+    def score_one(row, response, judge):  # noqa: ANN001, ANN202 - MathVerse-like: extract, then score the extraction
+        extracted = judge.chat([f"extract {row['q']}"])[0].text
+        if row["q"] != "one":
+            judge.chat([f"score {extracted}"])
+
+    rows = [{"q": "two"}, {"q": "one"}, {"q": "three"}]
+    judge = build_replay(rows, ["r"] * 3, [("0", ("7", "1")), ("1", ("A", "B")), ("2", ("5", "0", "1"))], score_one)
+    assert (judge.stats.keyed, judge.stats.multi_prompt) == (1, ["1", "2"])  # 1 prompt/2 calls, 2 prompts/3 calls
+    assert [r.text for r in judge.chat(["extract two", "score 7"])] == ["7", "1"]
 
 
 def test_official_route_values_are_predictions_not_compared(tmp_path):
