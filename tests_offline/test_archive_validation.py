@@ -108,3 +108,13 @@ def test_validation_prompt_decoding_and_row_differences_are_named(tmp_path, rele
     archive, archived = _identity_archive(tmp_path / "s", suite, rows, index=lambda r: f"task-{(r['row_index'] + 1) % 4}")
     report = compare_validation_identity(archive.find(*key), archived, rows, suite=suite)
     assert dict(report.reasons) == {"dataset row": 4}
+
+
+def test_validation_judge_call_list_uses_its_final_call(tmp_path):
+    calls = json.dumps(["not json", OK], separators=(",", ":"))  # a recorded list of attempts, final one last
+    samples = tuple(SampleSpec(str(i), i, hashes.text_sha256(str(i)), "p", text,
+                               judge_output=(calls if i == 1 else out), score=float(i in (0, 1)))
+                    for i, (text, out) in enumerate(RESPONSES))
+    write_archive_run(tmp_path / "runs" / "v", "v", [SliceSpec("m", 42, BENCH, samples, 50.0)])
+    out = rescore_validation(open_archive(tmp_path), "m", ROWS, canonical=50.0, benchmark_id=BENCH)
+    assert out.ok and out.judged == 1

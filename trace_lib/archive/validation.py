@@ -103,9 +103,9 @@ def rescore_validation(archive: ArchiveRoot, model_id: str, manifest_rows: Seque
     agree = compared = 0
     total = 0
     for a in sorted(archived, key=lambda r: r.source_ordinal):
-        calls = a.judge_outputs()
+        calls = a.judge_outputs()  # the validation judge asks one prompt per row: the last call is its final output
         credit, route = score_validation_row(a.response_text, manifest_rows[a.source_ordinal],
-                                             calls[-1] if len(set(calls)) == 1 else None)
+                                             calls[-1] if calls else None)
         counts[route] += 1
         total += credit
         if a.has_row_score and a.score_value is not None and not a.excluded:
