@@ -72,6 +72,7 @@ def test_official_route_values_are_predictions_not_compared(tmp_path):
     out = rescore_slice(archive, key, protocol, rwq, canonical=result.score,
                         compare_extraction=comparable("official_vlmevalkit"))
     assert out.ok and out.extraction_compared == 0
+    assert dict(out.properties())["extraction_compared"].startswith("official route") and compared.extraction_note is None
     assert comparable("direct_score") and comparable("dedicated_score") and rows
 
 

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from trace_lib.archive.extraction_form import extraction_key
+from trace_lib.archive.extraction_form import NOT_COMPARABLE_NOTE, extraction_key
 from trace_lib.archive.reader import ArchiveRoot
 from trace_lib.archive.replay_judge import ReplayStats, build_replay
 from trace_lib.archive.schema import ArchiveRow, SliceKey
@@ -55,6 +55,7 @@ class RescoreOutcome:
     first_diffs: tuple[RowDiff, ...]
     judge_mode: str  # "none", "live" or "replay"
     replay: ReplayStats | None = None
+    extraction_note: str | None = None  # why extractions were not compared (the route archives no extracted answer)
 
     @property
     def delta(self) -> float | None:
@@ -82,6 +83,8 @@ class RescoreOutcome:
                  ("rows_extraction_agree", f"{self.extraction_agree}/{self.extraction_compared}"),
                  ("judge_mode", self.judge_mode), ("verdict", "exact" if self.ok else "differs")]
         props += [(f"first_diff[{i}]", d.render()) for i, d in enumerate(self.first_diffs)]
+        if self.extraction_note:
+            props.append(("extraction_compared", self.extraction_note))
         if self.replay is not None:
             props += self.replay.properties()
         return props
@@ -154,7 +157,8 @@ def rescore_slice(
         if stats is None or stats.complete:
             raise
         # the replay could not answer what the protocol asked: no score, the counts say why
-        return RescoreOutcome(key, len(archived), None, aggregate.score, canonical, 0, 0, 0, 0, (), mode, stats)
+        return RescoreOutcome(key, len(archived), None, aggregate.score, canonical, 0, 0, 0, 0, (), mode, stats,
+                              None if compare_extraction else NOT_COMPARABLE_NOTE)
     score: float | None = result.score
     if stats is not None and not stats.complete:
         score = None
@@ -172,4 +176,4 @@ def rescore_slice(
             if extraction_key(rec.extracted) == extraction_key(a.extraction_value()):
                 e_agree += 1
     return RescoreOutcome(key, len(archived), score, aggregate.score, canonical, s_agree, s_n, e_agree, e_n,
-                          tuple(diffs), mode, stats)
+                          tuple(diffs), mode, stats, None if compare_extraction else NOT_COMPARABLE_NOTE)
