@@ -1,4 +1,4 @@
-"""The archive lane end to end (``pytest tests_reproduction/test_archive.py`` in a subprocess): a slice whose
+"""The archive lane end to end (``pytest tests_reproduction/test_archive.py``, run in-process by pytester): a slice whose
 archive was written from the protocol's own scoring and trace-repro's own requests passes with an exact score and
 byte-identical prompts, recorded in the JUnit receipt; an injected prompt difference fails naming the row."""
 
@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
@@ -65,15 +63,15 @@ def _world(tmp: Path) -> tuple[Path, Path, Path]:
     return release, archive, data
 
 
-def _lane(tmp: Path, release: Path, archive: Path, data: Path) -> tuple[subprocess.CompletedProcess, ET.Element]:
+def _lane(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp: Path, release: Path, archive: Path,
+          data: Path) -> tuple[pytest.RunResult, ET.Element]:
     junit = tmp / "archive.xml"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TRACE_ROOT": str(release)}
-    env.pop("TRACE_ARCHIVE_ROOT", None)
-    proc = subprocess.run([sys.executable, "-m", "pytest", str(REPO / "tests_reproduction" / "test_archive.py"),
-                           "-m", "reproduction", "-k", f"{GOOD} or {TAMPERED}", "--archive-root", str(archive), "--data-root", str(data),
-                           "-p", "no:cacheprovider", "-p", "no:randomly", "-q", f"--junitxml={junit}"],
-                          env=env, capture_output=True, text=True, cwd=REPO)
-    return proc, ET.parse(junit).getroot()
+    monkeypatch.setenv("TRACE_ROOT", str(release))
+    monkeypatch.delenv("TRACE_ARCHIVE_ROOT", raising=False)
+    result = pytester.runpytest_inprocess(
+        str(REPO / "tests_reproduction" / "test_archive.py"), "-m", "reproduction", "-k", f"{GOOD} or {TAMPERED}",
+        "--archive-root", str(archive), "--data-root", str(data), "-p", "no:randomly", "-p", "no:benchmark", "-q", f"--junitxml={junit}")
+    return result, ET.parse(junit).getroot()
 
 
 def _props(root: ET.Element, slice_id: str) -> dict[str, str]:
@@ -81,14 +79,15 @@ def _props(root: ET.Element, slice_id: str) -> dict[str, str]:
     return {p.get("name"): p.get("value") for p in case.iter("property")}
 
 
-def test_lane_passes_exactly_and_fails_on_an_injected_prompt_difference(tmp_path):
+def test_lane_passes_exactly_and_fails_on_an_injected_prompt_difference(tmp_path, pytester, monkeypatch):
     release, archive, data = _world(tmp_path)
-    proc, root = _lane(tmp_path, release, archive, data)
-    assert proc.returncode == 1 and "1 failed, 1 passed" in proc.stdout, proc.stdout[-2000:]
+    result, root = _lane(pytester, monkeypatch, tmp_path, release, archive, data)
+    stdout = result.stdout.str()
+    assert result.ret == 1 and (result.parseoutcomes()["failed"], result.parseoutcomes()["passed"]) == (1, 1), stdout[-2000:]
     good = _props(root, GOOD)
     assert (good["verdict"], good["rows_score_agree"], good["identity_rows"], good["judge_mode"]) == (
         "exact", "5/5", "5/5", "replay")
     assert good["replay_keyed"] == "1" and good["delta"] == "0.0"
-    assert "1/5 rows differ from the paper's requests (1 prompt text); first: 3: prompt text" in proc.stdout
+    assert "1/5 rows differ from the paper's requests (1 prompt text); first: 3: prompt text" in stdout
     tampered = _props(root, TAMPERED)
     assert tampered["verdict"] == "exact" and tampered["identity_prompt_text"] == "1"

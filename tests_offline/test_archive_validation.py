@@ -44,3 +44,77 @@ def test_rows_not_covering_the_dataset_are_refused(tmp_path):
 
     with pytest.raises(InputError, match="do not cover the dataset"):
         rescore_validation(_archive(tmp_path), "m", ROWS + ROWS[:1], canonical=50.0, benchmark_id=BENCH)
+
+
+# -- prompt identity of the validation rows (trace_lib.archive.validation_identity) --------------------------------
+
+def _manifest_rows():  # noqa: ANN202
+    return [{"row_index": i, "instance_id": f"task-{i}", "answer_type": "integer", "answer_gt": {"value": 7},
+             "prompt_answer": f"<image>How many dots? ({i})", "images": [{"sha256": hashes.text_sha256(f"img{i}")}]}
+            for i in range(4)]
+
+
+def _identity_archive(tmp_path, suite, rows, *, prompt=lambda r: r["prompt_answer"], index=lambda r: str(r["row_index"]),
+                      sampling=None):  # noqa: ANN001, ANN202
+    from trace_lib.validation.request import sampling_fields
+
+    bounds = suite.mm_processor_kwargs()
+    media = {"media_contract_version": "trace_eval_media_v1", "source_media_contract_sha256": "c" * 64,
+             "media_transport": "data-url", "min_image_pixels": bounds["min_pixels"],
+             "max_image_pixels": bounds["max_pixels"], "max_image_side": None, "image_jpeg_quality": None}
+    samples = tuple(SampleSpec(index(r), r["row_index"], "d" * 64, prompt(r), "Final answer: 7",
+                               ordered_media_sha256=tuple(i["sha256"] for i in r["images"]), score=1.0) for r in rows)
+    sampling = sampling or {k: v for k, v in sampling_fields(suite).items() if k != "seed"}
+    write_archive_run(tmp_path / "runs" / "v", "v", [SliceSpec("trace-qwen2.5-vl-3b", 42, BENCH, samples, 100.0,
+                                                               sampling=sampling)], media_inputs=media)
+    archive = open_archive(tmp_path)
+    return archive, list(archive.iter_slice(archive.find("trace-qwen2.5-vl-3b", 42, BENCH)))
+
+
+def test_validation_prompts_identical_to_the_archive(tmp_path, release):
+    from trace_lib.archive.validation_identity import compare_validation_identity
+    from trace_lib.validation.suite import load_validation_suite
+
+    suite, rows = load_validation_suite(release), _manifest_rows()
+    archive, archived = _identity_archive(tmp_path, suite, rows)
+    report = compare_validation_identity(archive.find("trace-qwen2.5-vl-3b", 42, BENCH), archived, rows, suite=suite)
+    assert report.ok and report.identical == 4, report.explain()
+    assert "source_row_sha256" in report.not_compared
+    # instance ids as source_index name the same rows
+    archive, archived = _identity_archive(tmp_path / "i", suite, rows, index=lambda r: r["instance_id"])
+    assert compare_validation_identity(archive.find("trace-qwen2.5-vl-3b", 42, BENCH), archived, rows,
+                                       suite=suite).ok
+    # a source_index naming no row (the producer's naming is not public) does not contradict the ordinal
+    archive, archived = _identity_archive(tmp_path / "n", suite, rows, index=lambda r: "None")
+    assert compare_validation_identity(archive.find("trace-qwen2.5-vl-3b", 42, BENCH), archived, rows,
+                                       suite=suite).ok
+
+
+def test_validation_prompt_decoding_and_row_differences_are_named(tmp_path, release):
+    from trace_lib.archive.validation_identity import compare_validation_identity
+    from trace_lib.validation.request import sampling_fields
+    from trace_lib.validation.suite import load_validation_suite
+
+    suite, rows = load_validation_suite(release), _manifest_rows()
+    key = ("trace-qwen2.5-vl-3b", 42, BENCH)
+    archive, archived = _identity_archive(tmp_path / "p", suite, rows, prompt=lambda r: r["prompt_answer"] + (
+        " " if r["row_index"] == 2 else ""))
+    report = compare_validation_identity(archive.find(*key), archived, rows, suite=suite)
+    assert (report.identical, dict(report.reasons)) == (3, {"prompt text": 1}) and report.first[0].source_index == "2"
+    hot = {k: v for k, v in sampling_fields(suite).items() if k != "seed"} | {"temperature": 1.0}
+    archive, archived = _identity_archive(tmp_path / "t", suite, rows, sampling=hot)
+    report = compare_validation_identity(archive.find(*key), archived, rows, suite=suite)
+    assert report.identical == 0 and "temperature=0.6!=1.0" in report.first[0].render()
+    archive, archived = _identity_archive(tmp_path / "s", suite, rows, index=lambda r: f"task-{(r['row_index'] + 1) % 4}")
+    report = compare_validation_identity(archive.find(*key), archived, rows, suite=suite)
+    assert dict(report.reasons) == {"dataset row": 4}
+
+
+def test_validation_judge_call_list_uses_its_final_call(tmp_path):
+    calls = json.dumps(["not json", OK], separators=(",", ":"))  # a recorded list of attempts, final one last
+    samples = tuple(SampleSpec(str(i), i, hashes.text_sha256(str(i)), "p", text,
+                               judge_output=(calls if i == 1 else out), score=float(i in (0, 1)))
+                    for i, (text, out) in enumerate(RESPONSES))
+    write_archive_run(tmp_path / "runs" / "v", "v", [SliceSpec("m", 42, BENCH, samples, 50.0)])
+    out = rescore_validation(open_archive(tmp_path), "m", ROWS, canonical=50.0, benchmark_id=BENCH)
+    assert out.ok and out.judged == 1

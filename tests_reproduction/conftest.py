@@ -114,7 +114,7 @@ def slice_runner(pytestconfig: pytest.Config, release, tmp_path_factory, request
 
 
 @pytest.fixture
-def run_slice(slice_runner, receipt, trace_phase, pytestconfig: pytest.Config) -> Callable:
+def run_slice(slice_runner, receipt, trace_phase, pytestconfig: pytest.Config, release) -> Callable:
     """``run_slice(slice_) -> SliceOutcome`` inside the test: skips with the exact reason when the slice cannot
     run here, fails (no traceback) on any trace-repro error, records the receipt properties. With an archive
     (``--archive-root``), a slice outside tolerance fails naming its first stage diverging from the paper's run."""
@@ -150,8 +150,11 @@ def run_slice(slice_runner, receipt, trace_phase, pytestconfig: pytest.Config) -
             from trace_lib.diagnose.hint import archive_divergence_hint
             from trace_lib.diagnose.views import SliceKey
 
+            from trace_lib.archive.extraction_form import benchmark_routes
+
             hint = archive_divergence_hint(slice_runner.campaign_root, archive_root,
-                                           SliceKey(slice_.model, slice_.seed, slice_.benchmark))
+                                           SliceKey(slice_.model, slice_.seed, slice_.benchmark),
+                                           routes=benchmark_routes(release))
             pytest.fail(f"{outcome.verdict.explain()}\n{hint}", pytrace=False)
         return outcome
 
@@ -241,7 +244,8 @@ def archive_check(pytestconfig: pytest.Config, release, receipt) -> Callable:
 
 @pytest.fixture
 def validation_archive_check(pytestconfig: pytest.Config, release, receipt) -> Callable:
-    """``validation_archive_check(slice_) -> ValidationRescore`` against the prepared validation dataset."""
+    """``validation_archive_check(slice_) -> ValidationArchiveResult``: the exact re-score against the prepared
+    validation dataset and, with its images, prompt identity."""
     from pathlib import Path
 
     from trace_lib.archive.lane import NO_ARCHIVE
@@ -256,7 +260,9 @@ def validation_archive_check(pytestconfig: pytest.Config, release, receipt) -> C
     layout = ValidationLayout(Path(value).expanduser().resolve())
 
     def check(slice_):  # noqa: ANN001, ANN202
-        from trace_lib.archive.validation import VALIDATION_SEED, rescore_validation, validation_benchmark_id
+        from trace_lib.archive.validation import (
+            VALIDATION_SEED, rescore_validation, validation_archive_identity, validation_benchmark_id,
+        )
         from trace_lib.archive.schema import SliceKey
         from trace_lib.errors import UsageError
         from trace_lib.validation.manifest import load_manifest
@@ -277,10 +283,11 @@ def validation_archive_check(pytestconfig: pytest.Config, release, receipt) -> C
             manifest = load_manifest(layout.manifest, verify_media=False)
             outcome = rescore_validation(lane.archive, slice_.model.slug, manifest.rows,
                                          canonical=slice_.canonical.score, benchmark_id=benchmark_id)
+            result = validation_archive_identity(lane.archive, key, outcome, release, layout.manifest)
         except TraceReproError as exc:
             pytest.fail(exc.render(), pytrace=False)
-        for name, value in outcome.properties():
+        for name, value in result.properties():
             receipt(name, value)
-        return outcome
+        return result
 
     return check

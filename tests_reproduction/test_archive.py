@@ -25,5 +25,6 @@ def test_archive_slice(archive_slice, archive_check):
 
 
 def test_validation_archive(validation_archive_slice, validation_archive_check):
-    outcome = validation_archive_check(validation_archive_slice)
-    assert outcome.ok, outcome.explain()
+    result = validation_archive_check(validation_archive_slice)
+    assert result.rescore.ok, result.rescore.explain()
+    assert result.identity is None or result.identity.ok, result.identity.explain()

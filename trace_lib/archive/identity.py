@@ -11,7 +11,7 @@ and compares them with the archive. A differing row says why: ``dataset row`` (t
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -91,6 +91,7 @@ class IdentityReport:
     identical: int
     reasons: Mapping[str, int]  # reason -> rows
     first: tuple[RowDifference, ...]
+    not_compared: Mapping[str, str] = field(default_factory=dict)  # hash field -> why it cannot be compared
 
     @property
     def ok(self) -> bool:
@@ -107,6 +108,7 @@ class IdentityReport:
         props = [("identity_rows", f"{self.identical}/{self.compared}")]
         props += [(f"identity_{r.replace(' ', '_')}", str(n)) for r, n in sorted(self.reasons.items())]
         props += [(f"identity_diff[{i}]", d.render()) for i, d in enumerate(self.first)]
+        props += [(f"identity_not_compared[{name}]", why) for name, why in sorted(self.not_compared.items())]
         return props
 
 
@@ -119,41 +121,61 @@ def _decoding_diff(ours: Mapping[str, Any], archived_json: str) -> list[str]:
     return [f"{k}={ours.get(k)!r}!={theirs.get(k)!r}" for k in keys if ours.get(k) != theirs.get(k)]
 
 
+def difference(archived: ArchiveRow, ours: OurIdentity, fields: Sequence[str] = HASH_FIELDS) -> RowDifference | None:
+    """The difference between an archived row and trace-repro's hashes of the same row over ``fields`` (None when
+    equal): ``dataset row``, ``prompt text``, ``image count``/``image bytes``, ``decoding field k=ours!=theirs``."""
+    differing = tuple(f for f in fields if getattr(ours, f) != getattr(archived, f))
+    if not differing:
+        return None
+    why = []
+    if "source_row_sha256" in differing:
+        why.append("dataset row")
+    if "prompt_sha256" in differing:
+        why.append("prompt text")
+    if "media_set_sha256" in differing:
+        why.append("image count" if len(ours.ordered_media_sha256) != len(archived.ordered_media_sha256)
+                   else "image bytes")
+    if "request_sha256" in differing and not {"prompt_sha256", "media_set_sha256"} & set(differing):
+        why.append("decoding field " + " ".join(_decoding_diff(ours.settings, archived.generation_settings_json)))
+    return RowDifference(archived.source_index, differing, tuple(why) or ("source record",))
+
+
+class IdentityTally:
+    """Accumulates per-row differences into an :class:`IdentityReport` (counts per reason, the first rows)."""
+
+    def __init__(self) -> None:
+        self.compared = 0
+        self.identical = 0
+        self.reasons: dict[str, int] = {}
+        self.first: list[RowDifference] = []
+
+    def add(self, diff: RowDifference | None) -> None:
+        self.compared += 1
+        if diff is None:
+            self.identical += 1
+            return
+        for r in diff.reasons:
+            name = "decoding field" if r.startswith("decoding field") else r
+            self.reasons[name] = self.reasons.get(name, 0) + 1
+        if len(self.first) < FIRST_ROWS:
+            self.first.append(diff)
+
+    def report(self, key: SliceKey, *, not_compared: Mapping[str, str] | None = None) -> IdentityReport:
+        return IdentityReport(key, self.compared, self.identical, dict(self.reasons), tuple(self.first),
+                              dict(not_compared or {}))
+
+
 def compare_identity(key: SliceKey, archived: Sequence[ArchiveRow], prepared: Sequence[Any], *,
                      model_id: str) -> IdentityReport:
     """Compare each archived row with trace-repro's prepared request of the same row (matched by row key,
     ordinal and index; a dataset row trace-repro does not have is a ``dataset row`` difference)."""
-    by_key = {}
-    for p in prepared:
-        by_key[(p.ordinal, p.index)] = p
+    by_key = {(p.ordinal, p.index): p for p in prepared}
     cache: dict[Path, str] = {}
-    reasons: dict[str, int] = {}
-    first: list[RowDifference] = []
-    identical = 0
+    tally = IdentityTally()
     for a in archived:
         p = by_key.get((a.source_ordinal, a.source_index))
         if p is None:
-            diff = RowDifference(a.source_index, ("source_index",), ("dataset row",))
+            tally.add(RowDifference(a.source_index, ("source_index",), ("dataset row",)))
         else:
-            ours = our_identity(p, model_id=model_id, file_hashes=cache)
-            fields = tuple(f for f in HASH_FIELDS if getattr(ours, f) != getattr(a, f))
-            if not fields:
-                identical += 1
-                continue
-            why = []
-            if "source_row_sha256" in fields:
-                why.append("dataset row")
-            if "prompt_sha256" in fields:
-                why.append("prompt text")
-            if "media_set_sha256" in fields:
-                why.append("image count" if len(ours.ordered_media_sha256) != len(a.ordered_media_sha256)
-                           else "image bytes")
-            if "request_sha256" in fields and not {"prompt_sha256", "media_set_sha256"} & set(fields):
-                why.append("decoding field " + " ".join(_decoding_diff(ours.settings, a.generation_settings_json)))
-            diff = RowDifference(a.source_index, fields, tuple(why) or ("source record",))
-        for r in diff.reasons:
-            name = "decoding field" if r.startswith("decoding field") else r
-            reasons[name] = reasons.get(name, 0) + 1
-        if len(first) < FIRST_ROWS:
-            first.append(diff)
-    return IdentityReport(key, len(archived), identical, reasons, tuple(first))
+            tally.add(difference(a, our_identity(p, model_id=model_id, file_hashes=cache)))
+    return tally.report(key)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trace_lib.archive.extraction_form import benchmark_routes, comparable
 from trace_lib.archive.identity import IdentityReport, compare_identity
 from trace_lib.archive.reader import ArchiveRoot, open_archive
 from trace_lib.archive.rescore import RescoreOutcome, canonical_seed_scores, rescore_slice
@@ -43,6 +44,7 @@ class ArchiveLane:
     archive_problem: str | None
     judge: Any = None
     _canonical: dict[tuple[str, int, str], float] = field(default_factory=dict)
+    routes: dict[str, str] = field(default_factory=dict)  # benchmark -> the suite's scoring route
     _sources: Any = None
 
     @classmethod
@@ -60,7 +62,7 @@ class ArchiveLane:
             from trace_lib.scoring.judge import OpenAIJudge
 
             judge = OpenAIJudge(judge_url)
-        return cls(release, plan, archive, problem, judge, canonical_seed_scores(release))
+        return cls(release, plan, archive, problem, judge, canonical_seed_scores(release), benchmark_routes(release))
 
     @property
     def data_root(self) -> Path:
@@ -107,7 +109,8 @@ class ArchiveLane:
         dataset = self.dataset_path(slice_.benchmark)
         rows = protocol.load(dataset)
         outcome = rescore_slice(self.archive, key, protocol, rows, judge=self.judge, dataset=str(dataset),
-                                canonical=self._canonical.get((key.model_id, key.seed, key.benchmark_id)))
+                                canonical=self._canonical.get((key.model_id, key.seed, key.benchmark_id)),
+                                compare_extraction=comparable(self.routes.get(slice_.benchmark)))
         identity = None
         try:
             prepared = prepare_rows(rows, protocol, self._sources[slice_.benchmark].image_dir(self.data_root),

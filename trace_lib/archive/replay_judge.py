@@ -5,12 +5,13 @@ retries) and ``used_judge``, but not the judge prompt. A benchmark's judge promp
 row and the response, so the replay is keyed by the exact prompt text trace-repro builds for that (row, response):
 
 1. :func:`build_replay` scores each row whose archived extraction used the judge *on its own*, with a
-   :class:`_RowJudge` that answers every prompt of that row with the row's recorded output and records the
-   prompts asked. A row asking exactly one distinct prompt maps ``(system, prompt) -> output``.
+   :class:`_RowJudge` that answers that row's prompts from its recorded calls and records the prompts asked. A row
+   asking one distinct prompt with one recorded output, or as many distinct prompts as recorded calls (in order),
+   maps ``(system, prompt) -> output``.
 2. :class:`ReplayJudge` then serves the whole slice from that map.
 
 Rows that cannot be replayed are counted, never guessed (:class:`ReplayStats`): ``multi_prompt`` (the row asks
-several distinct prompts but one output is recorded), ``conflict`` (two rows ask the same prompt with different
+a number of distinct prompts other than its recorded calls), ``conflict`` (two rows ask the same prompt with different
 recorded outputs), and at scoring time ``missing`` (trace-repro asks a prompt no archived judge output answers,
 e.g. its deterministic parser failed where upstream's succeeded). Any miss invalidates the replayed slice score.
 """
@@ -31,19 +32,26 @@ def _reply(text: str) -> JudgeReply:
 
 
 class _RowJudge(Judge):
-    """Answers every prompt with one recorded output and records the prompts asked."""
+    """Answers the k-th distinct prompt of one row with its k-th recorded call (the last one past the end) and
+    records the prompts asked."""
 
-    def __init__(self, output: str) -> None:
-        self.output = output
+    def __init__(self, calls: Sequence[str]) -> None:
+        self.calls = tuple(calls)
         self.asked: list[Key] = []
 
+    def _answer(self, keys: Sequence[Key]) -> list[JudgeReply]:
+        replies = []
+        for key in keys:
+            self.asked.append(key)
+            distinct = list(dict.fromkeys(self.asked))
+            replies.append(_reply(self.calls[min(distinct.index(key), len(self.calls) - 1)]))
+        return replies
+
     def chat(self, prompts: Sequence[str], *, max_tokens: int = 256, temperature: float = 0.0) -> list[JudgeReply]:
-        self.asked.extend((None, p) for p in prompts)
-        return [_reply(self.output) for _ in prompts]
+        return self._answer([(None, p) for p in prompts])
 
     def complete(self, prompts, *, max_tokens=256, temperature=0.0, top_p=1.0, system=None):  # type: ignore[override]
-        self.asked.extend((system, p) for p in prompts)
-        return [_reply(self.output) for _ in prompts]
+        return self._answer([(system, p) for p in prompts])
 
 
 @dataclass
@@ -120,18 +128,23 @@ def build_replay(
 
     Args:
         rows, responses: the dataset rows and the archived responses, aligned.
-        recorded: per row, ``(source_index, judge_output or None)`` from the archive.
+        recorded: per row, ``(source_index, outputs)`` from the archive (:meth:`ArchiveRow.judge_outputs`; a
+            single text or None is accepted too). A row asking as many distinct prompts as it recorded calls maps
+            them in order (upstream lists a row's calls by cache file name, which for MathVerse's
+            ``..._extract.jsonl`` / ``..._score.jsonl`` is the order they are asked); any other count is
+            ``multi_prompt``.
         score_one: ``(row, response, judge) -> anything``: scores one row alone through the protocol.
     """
     stats = ReplayStats()
     outputs: dict[Key, str] = {}
     owners: dict[Key, str] = {}
     conflicted: set[Key] = set()
-    for row, response, (index, output) in zip(rows, responses, recorded):
-        if output is None:
+    for row, response, (index, recorded_outputs) in zip(rows, responses, recorded):
+        calls = (recorded_outputs,) if isinstance(recorded_outputs, str) else tuple(recorded_outputs or ())
+        if not calls:
             continue
         stats.recorded += 1
-        probe = _RowJudge(output)
+        probe = _RowJudge(calls)
         try:
             score_one(row, response, probe)
         except Exception:  # noqa: BLE001 - a row that cannot be scored alone is simply not keyed
@@ -140,16 +153,21 @@ def build_replay(
         if not asked:
             stats.not_asked += 1
             continue
-        if len(asked) > 1:
+        if len(set(calls)) == 1 and len(asked) == 1:
+            pairs = [(asked[0], calls[0])]
+        elif len(asked) == len(calls):
+            pairs = list(zip(asked, calls))  # one recorded call per distinct prompt, in asking order
+        else:
             stats.multi_prompt.append(index)
             continue
-        key = asked[0]
-        if key in outputs and outputs[key] != output:
-            conflicted.add(key)
+        clash = [key for key, output in pairs if key in outputs and outputs[key] != output]
+        if clash:
+            conflicted.update(clash)
             stats.conflict.append(index)
             continue
-        outputs[key] = output
-        owners.setdefault(key, index)
+        for key, output in pairs:
+            outputs[key] = output
+            owners.setdefault(key, index)
         stats.keyed += 1
     for key in conflicted:
         outputs.pop(key, None)

@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from trace_lib.archive.extraction_form import NOT_COMPARABLE_NOTE, extraction_key
 from trace_lib.archive.reader import ArchiveRoot
 from trace_lib.archive.replay_judge import ReplayStats, build_replay
 from trace_lib.archive.schema import ArchiveRow, SliceKey
@@ -54,6 +55,7 @@ class RescoreOutcome:
     first_diffs: tuple[RowDiff, ...]
     judge_mode: str  # "none", "live" or "replay"
     replay: ReplayStats | None = None
+    extraction_note: str | None = None  # why extractions were not compared (the route archives no extracted answer)
 
     @property
     def delta(self) -> float | None:
@@ -81,6 +83,8 @@ class RescoreOutcome:
                  ("rows_extraction_agree", f"{self.extraction_agree}/{self.extraction_compared}"),
                  ("judge_mode", self.judge_mode), ("verdict", "exact" if self.ok else "differs")]
         props += [(f"first_diff[{i}]", d.render()) for i, d in enumerate(self.first_diffs)]
+        if self.extraction_note:
+            props.append(("extraction_compared", self.extraction_note))
         if self.replay is not None:
             props += self.replay.properties()
         return props
@@ -115,21 +119,14 @@ def align_rows(archived: Sequence[ArchiveRow], rows: Sequence[Mapping[str, Any]]
     return [by_key[k] for k in expected]
 
 
-def _norm(value: Any) -> str:
-    from trace_lib.scoring.score import _jsonable
-
-    try:
-        return json.dumps(_jsonable(value), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
 def rescore_slice(
     archive: ArchiveRoot, key: SliceKey, protocol: Any, rows: Sequence[Mapping[str, Any]], *,
-    canonical: float | None, judge: Any = None, dataset: str = "dataset",
+    canonical: float | None, judge: Any = None, dataset: str = "dataset", compare_extraction: bool = True,
 ) -> RescoreOutcome:
     """Re-score one archived slice (see the module docstring). ``judge``: a live judge; None on a judge route
-    builds the replay judge from the archive.
+    builds the replay judge from the archive. ``compare_extraction``: whether the archive's extraction values are
+    extracted answers (:func:`trace_lib.archive.extraction_form.comparable` of the benchmark's route); when not,
+    no extraction agreement is counted.
 
     Raises:
         InputError: the archive does not cover the dataset rows; PartDigestError: a tampered part.
@@ -151,8 +148,8 @@ def rescore_slice(
             def score_one(row: Any, response: str, probe: Any) -> Any:
                 return protocol.score([row], [response], ScoringContext(seed=key.seed, judge=probe))
 
-            judge = build_replay(rows, responses, [(a.source_index, a.judge_output if a.used_judge else None)
-                                                   for a in archived], score_one)
+            judge = build_replay(rows, responses, [(a.source_index, a.judge_outputs()) for a in archived],
+                                 score_one)
             stats = judge.stats
     try:
         result = score_slice(protocol, rows, responses, ScoringContext(seed=key.seed, judge=judge))
@@ -160,7 +157,8 @@ def rescore_slice(
         if stats is None or stats.complete:
             raise
         # the replay could not answer what the protocol asked: no score, the counts say why
-        return RescoreOutcome(key, len(archived), None, aggregate.score, canonical, 0, 0, 0, 0, (), mode, stats)
+        return RescoreOutcome(key, len(archived), None, aggregate.score, canonical, 0, 0, 0, 0, (), mode, stats,
+                              None if compare_extraction else NOT_COMPARABLE_NOTE)
     score: float | None = result.score
     if stats is not None and not stats.complete:
         score = None
@@ -173,9 +171,9 @@ def rescore_slice(
                 s_agree += 1
             elif len(diffs) < FIRST_DIFFS:
                 diffs.append(RowDiff(a.source_index, "score", a.score_value, rec.score))
-        if a.extraction_value_json is not None and a.extraction_status == "resolved":
+        if compare_extraction and a.extraction_value_json is not None and a.extraction_status == "resolved":
             e_n += 1
-            if _norm(rec.extracted) == _norm(a.extraction_value()):
+            if extraction_key(rec.extracted) == extraction_key(a.extraction_value()):
                 e_agree += 1
     return RescoreOutcome(key, len(archived), score, aggregate.score, canonical, s_agree, s_n, e_agree, e_n,
-                          tuple(diffs), mode, stats)
+                          tuple(diffs), mode, stats, None if compare_extraction else NOT_COMPARABLE_NOTE)

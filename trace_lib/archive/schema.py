@@ -167,6 +167,29 @@ class ArchiveRow:
         """trace-repro's (and upstream's) row identity ``<ordinal:08d>:<index>:<source_row_sha256[:16]>``."""
         return f"{self.source_ordinal:08d}:{self.source_index}:{self.source_row_sha256[:16]}"
 
+    def judge_outputs(self) -> tuple[str, ...]:
+        """The judge outputs this row records, one per judge call.
+
+        Upstream's direct-route scorer (``run_external_benchmark_score_queue.py``) archives a row's judge calls as
+        the canonical JSON *list* of their outputs (``"[]"`` when it called no judge, which the exporter still
+        marks ``used_judge``); the official route archives none (``used_judge`` false); the dedicated and
+        validation scorers archive one output as text. A list of strings is read as the calls, anything else
+        as one output.
+        """
+        import json
+
+        if not self.used_judge or self.judge_output is None:
+            return ()
+        text = self.judge_output
+        if text.startswith("["):
+            try:
+                value = json.loads(text)
+            except ValueError:
+                value = None
+            if isinstance(value, list) and all(isinstance(v, str) for v in value):
+                return tuple(value)
+        return (text,)
+
     def extraction_value(self) -> Any:
         """The extracted value decoded from its canonical JSON (None when absent)."""
         import json

@@ -103,8 +103,9 @@ def rescore_validation(archive: ArchiveRoot, model_id: str, manifest_rows: Seque
     agree = compared = 0
     total = 0
     for a in sorted(archived, key=lambda r: r.source_ordinal):
+        calls = a.judge_outputs()  # the validation judge asks one prompt per row: the last call is its final output
         credit, route = score_validation_row(a.response_text, manifest_rows[a.source_ordinal],
-                                             a.judge_output if a.used_judge else None)
+                                             calls[-1] if calls else None)
         counts[route] += 1
         total += credit
         if a.has_row_score and a.score_value is not None and not a.excluded:
@@ -116,3 +117,34 @@ def rescore_validation(archive: ArchiveRoot, model_id: str, manifest_rows: Seque
     score = 100.0 * total / len(archived)
     return ValidationRescore(key, len(archived), score, canonical, counts["deterministic"], counts["judge"],
                              counts["unresolved"], agree, compared, tuple(diffs))
+
+
+@dataclass(frozen=True)
+class ValidationArchiveResult:
+    """One ``MODEL-validation-archive`` check: the exact re-score and, with the prepared images, prompt identity."""
+
+    rescore: ValidationRescore
+    identity: Any  # trace_lib.archive.identity.IdentityReport | None
+
+    def properties(self) -> list[tuple[str, str]]:
+        props = self.rescore.properties()
+        if self.identity is None:
+            return props + [("identity", "not checked: the prepared validation images are missing or changed")]
+        return props + self.identity.properties()
+
+
+def validation_archive_identity(archive: ArchiveRoot, key: SliceKey, rescore: ValidationRescore, release: Any,
+                                manifest_path: Any) -> ValidationArchiveResult:
+    """Attach prompt identity (:mod:`trace_lib.archive.validation_identity`) to a validation re-score; identity is
+    None when the manifest's images cannot be verified byte for byte here."""
+    from trace_lib.archive.validation_identity import compare_validation_identity
+    from trace_lib.validation.manifest import load_manifest
+    from trace_lib.validation.suite import load_validation_suite
+
+    try:
+        manifest = load_manifest(manifest_path, verify_media=True)
+    except InputError:
+        return ValidationArchiveResult(rescore, None)
+    identity = compare_validation_identity(key, list(archive.iter_slice(key)), manifest.rows,
+                                           suite=load_validation_suite(release))
+    return ValidationArchiveResult(rescore, identity)

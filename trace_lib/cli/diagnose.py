@@ -57,6 +57,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     if not keys:
         raise UsageError("the campaign has no response files", file=str(root / "generation"))
 
+    release = locate_release(options.resolve(args, options.TRACE_ROOT))
     if args.against:
         other = Path(args.against)
         if not other.is_dir():
@@ -66,14 +67,15 @@ def run(args: argparse.Namespace) -> ExitCode:
         def reference(key):  # noqa: ANN001, ANN202
             return load_campaign_slice(other, key)
     else:
+        from trace_lib.archive.extraction_form import benchmark_routes
         from trace_lib.diagnose.archive_view import ArchiveReference
 
-        archive = ArchiveReference.open(Path(args.archive_root))
+        archive = ArchiveReference.open(Path(args.archive_root), routes=benchmark_routes(release))
         reference_name = archive.description
         reference = archive.slice
 
-    rule = load_tolerance_rule(locate_release(options.resolve(args, options.TRACE_ROOT)),
-                               alpha=options.resolve(args, options.ALPHA), z=options.resolve(args, options.TOLERANCE_Z))
+    rule = load_tolerance_rule(release, alpha=options.resolve(args, options.ALPHA),
+                               z=options.resolve(args, options.TOLERANCE_Z))
     diagnoses, unmatched = [], []
     for key in keys:
         left = load_campaign_slice(root, key)

@@ -18,8 +18,11 @@ NAMESPACE = "trace-repro-request-v1"
 
 
 def extracted_text(value: Any) -> str:
-    """The canonical text of an extracted answer (what two sources are compared on)."""
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    """The form-free key of an extracted answer, what two sources are compared on (the archive lane's own
+    :func:`~trace_lib.archive.extraction_form.extraction_key`)."""
+    from trace_lib.archive.extraction_form import extraction_key
+
+    return extraction_key(value)
 
 
 def campaign_slice_keys(campaign_root: Path) -> list[SliceKey]:

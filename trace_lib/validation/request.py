@@ -92,13 +92,22 @@ class ValidationRequest:
     request_hash: str
 
 
-def _chat(row: Mapping[str, Any], manifest: Manifest, *, system_prompt: str, suite: ValidationSuite,
-          media_transport: str) -> ChatRequest:
+def sampling_fields(suite: ValidationSuite) -> dict[str, Any]:
+    """The sampling fields every request carries: the suite's decoding without ``stream`` and ``n``.
+
+    Raises:
+        InputError: the suite asks for more than one response per prompt.
+    """
     decoding = suite.decoding()
     if decoding["n"] != 1:
         raise InputError("only one response per prompt is supported", file="suite.v1.json",
                          field="generation.responses_per_prompt", expected=1, found=decoding["n"])
-    sampling = {key: value for key, value in decoding.items() if key not in ("stream", "n")}
+    return {key: value for key, value in decoding.items() if key not in ("stream", "n")}
+
+
+def _chat(row: Mapping[str, Any], manifest: Manifest, *, system_prompt: str, suite: ValidationSuite,
+          media_transport: str) -> ChatRequest:
+    sampling = sampling_fields(suite)
     return ChatRequest(
         request_id=str(row["row_index"]),
         messages=(
