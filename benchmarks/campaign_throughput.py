@@ -10,7 +10,7 @@ path): each benchmark has its own prompt length and image sizes (224x224 up to 1
 images), every image distinct. Decoding is the suite's except ``max_tokens`` (``--max-tokens``, default 256).
 Engine settings are upstream's server flags except ``max_model_len`` (8192) and ``gpu_memory_utilization``.
 
-Prints rows/s, output tokens/s and the GPU's busy fraction (NVML utilisation sampled every 0.1 s) per path,
+Prints rows/s, output tokens/s and the GPU's busy fraction (utilisation sampled every 0.1 s by nvidia-smi) per path,
 and the ratios. Targets: streaming >= 1.2x per-slice and >= 2.5x upstream's design.
 
     python benchmarks/campaign_throughput.py [--benchmarks 8] [--seeds 3] [--rows 200] [--max-tokens 256]
@@ -27,7 +27,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from concurrent.futures import ProcessPoolExecutor
@@ -63,37 +62,27 @@ def _table(path: str, bench: int, rows: int) -> str:
 
 
 class GpuBusy:
-    """Mean NVML GPU utilisation (percent of time a kernel ran) sampled every 0.1 s while active."""
+    """Mean GPU utilisation (percent of time a kernel ran) while active, sampled every 0.1 s by a separate
+    ``nvidia-smi -lms 100`` process (a sampler thread in this process would share the GIL with the scheduler's
+    threads and miss samples exactly when the harness is busiest)."""
 
     def __init__(self, index: int) -> None:
+        self.index = index
         self.samples: list[int] = []
-        self._stop = threading.Event()
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            self._read = lambda: pynvml.nvmlDeviceGetUtilizationRates(self._handle).gpu
-        except Exception:  # noqa: BLE001 - fall back to nvidia-smi
-            self._read = lambda: int(subprocess.run(
-                ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", f"--id={index}"],
-                capture_output=True, text=True, check=True).stdout.strip())
 
     def __enter__(self) -> GpuBusy:
-        def loop() -> None:
-            while not self._stop.wait(0.1):
-                try:
-                    self.samples.append(self._read())
-                except Exception:  # noqa: BLE001
-                    return
-
-        self._thread = threading.Thread(target=loop, daemon=True)
-        self._thread.start()
+        self._log = tempfile.TemporaryFile(mode="w+")
+        self._proc = subprocess.Popen(
+            ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-lms", "100",
+             f"--id={self.index}"], stdout=self._log, stderr=subprocess.DEVNULL)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+        self._proc.terminate()
+        self._proc.wait(timeout=10)
+        self._log.seek(0)
+        self.samples = [int(line) for line in self._log.read().split() if line.isdigit()]
+        self._log.close()
 
     @property
     def fraction(self) -> float:
@@ -130,6 +119,10 @@ def _count(campaign: Path) -> tuple[int, int]:
 
 
 def main() -> int:
+    import signal
+
+    # `timeout` and schedulers stop a run with SIGTERM: exit through the finally blocks so `vllm serve` is stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--benchmarks", type=int, default=8)
     parser.add_argument("--seeds", type=int, default=3)
