@@ -156,7 +156,7 @@ def test_cli_writes_reports_and_exits_on_band(pair, capsys, release):
     doc = json.loads((out / "diagnose.json").read_text())
     [entry] = doc["slices"]
     assert entry["first_stage"] == "score" and entry["delta"] == pytest.approx(50.0)
-    assert 0 < entry["band"] < 10 and entry["within_band"] is False
+    assert 0 < entry["band"] < 50 and entry["within_band"] is False  # +50 points: outside any sampling band
     assert "| trace-qwen2.5-vl-3b-seed42-mmstar |" in (out / "diagnose.md").read_text()
     assert (out / f"diagnose-{MODEL}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
