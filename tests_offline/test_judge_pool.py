@@ -157,12 +157,15 @@ def test_ctrl_c_while_waiting_stops_every_server(release, env, tmp_path):
                "--chat-template", str(env["template"]), "--vllm", str(env["vllm"]), "--log-dir", str(env["logs"])]
     process = subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
+        # interrupt once the command is waiting for readiness: it has printed its start line (so the server is
+        # in its pool) and the fake server has recorded itself
+        started = process.stdout.readline()
         deadline = time.monotonic() + 60
         while not list(env["record"].glob("*.json")) and time.monotonic() < deadline and process.poll() is None:
             time.sleep(0.05)
-        if not list(env["record"].glob("*.json")):
+        if not started.startswith("[judge] start") or not list(env["record"].glob("*.json")):
             process.kill()
-            pytest.fail(f"the fake server never started: {process.communicate(timeout=10)}")
+            pytest.fail(f"the fake server never started: {started!r} {process.communicate(timeout=10)}")
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=20)
     finally:
