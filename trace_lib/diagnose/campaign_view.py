@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from trace_lib.diagnose.views import RowView, SliceKey, SliceView, prompt_sha256
+from trace_lib.archive.hashes import prompt_sha256
+from trace_lib.diagnose.views import RowView, SliceKey, SliceView
 from trace_lib.errors import InputError
 
 NAMESPACE = "trace-repro-request-v1"

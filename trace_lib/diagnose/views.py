@@ -7,27 +7,12 @@ comparison skips that stage for the row instead of guessing.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from trace_lib.reports.collect import SliceKey  # (model, seed, benchmark); .id is the test id
 
-def prompt_sha256(prompt_text: str) -> str:
-    """SHA-256 of the UTF-8 prompt text (the public archive's ``prompt_sha256`` definition)."""
-    return hashlib.sha256(prompt_text.encode("utf-8")).hexdigest()
-
-
-@dataclass(frozen=True)
-class SliceKey:
-    """One (model, seed, benchmark) slice; ``id`` is the test id ``MODEL-seedSEED-BENCHMARK``."""
-
-    model: str
-    seed: int
-    benchmark: str
-
-    @property
-    def id(self) -> str:
-        return f"{self.model}-seed{self.seed}-{self.benchmark}"
+__all__ = ["RowView", "SliceKey", "SliceView"]
 
 
 @dataclass(frozen=True)
