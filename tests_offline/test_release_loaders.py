@@ -46,6 +46,14 @@ def test_discovery_of_a_release_beside_the_working_directory(data_copy, monkeypa
     assert locate_release(None, env={}).path == data_copy.resolve()
 
 
+def test_discovery_does_not_climb_beyond_the_parent(data_copy, monkeypatch):
+    """A release beside a grandparent (say /tmp/other-checkout next to /tmp/a/b/work) is not this suite's."""
+    work = data_copy.parent / "a" / "b"
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    assert locate_release(None, env={}).path != data_copy.resolve()
+
+
 @pytest.mark.parametrize("make", ["missing", "empty"])
 def test_bad_root_says_how_to_point_at_a_release(tmp_path, make):
     target = tmp_path / "x"

@@ -1,8 +1,9 @@
 """Find the TRACE release under test: ``--trace-root``, then ``TRACE_ROOT``, then discovery, then the bundled copy.
 
 A release root is a directory holding ``rlvr/`` (a TRACE checkout of the ``rlvr`` branch, or a data-only copy).
-Discovery looks at the working directory and the package's directory, their ancestors, and the direct children
-of those ancestors (a checkout containing, or beside, the suite). When nothing is found, the release is the
+Discovery looks at the working directory and the suite's own checkout (the directory above ``trace_lib``): each of
+them and their ancestors (a checkout containing them), and the direct children of each and of its parent (a
+checkout inside or beside them), never further up the tree. When nothing is found, the release is the
 bundled pinned snapshot: the 19 canonical files at the paper's commit, shipped as package data
 (``trace_lib/release/pinned/``, byte-identical to :data:`identity.CANONICAL_SHA256`); reports name it
 :data:`BUNDLED_LABEL` so a check of the bundled copy is never mistaken for a check of a checkout.
@@ -114,12 +115,14 @@ def _normalize(path: Path) -> Path:
 def _discover(starts: list[Path]) -> Path | None:
     seen: set[Path] = {BUNDLED_PATH}  # the bundled copy is the last resort, never a discovered checkout
     for start in starts:
-        for ancestor in [start, *start.parents]:
+        for depth, ancestor in enumerate([start, *start.parents]):
             if ancestor in seen:
                 continue
             seen.add(ancestor)
             if _is_root(ancestor):
                 return ancestor
+            if depth > 1:  # beside means in the start directory or its parent, not anywhere up the tree
+                continue
             try:
                 children = sorted(p for p in ancestor.iterdir() if p.is_dir())
             except OSError:
@@ -153,7 +156,7 @@ def locate_release(
                     f"{source} {value}: not a TRACE release (no {_MARKER})", hint=HOW_TO_POINT
                 )
             return ReleaseRoot(path, source=source)
-    found = _discover([Path.cwd(), Path(__file__).resolve().parent])
+    found = _discover([Path.cwd(), Path(__file__).resolve().parents[2]])
     if found is not None:
         return ReleaseRoot(found, source="discovery")
     if bundled and _is_root(BUNDLED_PATH):
