@@ -151,7 +151,7 @@ class Plan:
             f"rows per model and seed)",
             f"gpu_groups={render_gpu_groups(self.gpu_groups)} ({len(self.gpu_groups)} engine(s), "
             f"tensor_parallel_size={self.tp_size})",
-            f"tolerance={rule.budget.describe()}" if rule is not None else
+            f"tolerance={rule.budget.describe()}; seed sd: {rule.describe_seed_sd()}" if rule is not None else
             (f"tolerance_z={self.tolerance_z:g}" if self.tolerance_z is not None else
              f"tolerance_alpha={self.tolerance_alpha:g}"),
             f"campaign_root={self.campaign_root or '(not set)'}",
