@@ -136,7 +136,14 @@ def test_reachable_judge_lists_what_it_serves(release, tmp_path):
 def test_archive_root_from_flag_or_environment(tmp_path):
     assert check_archive(_ctx(tmp_path)).status is Status.MISSING
     assert check_archive(_ctx(tmp_path, archive_root=str(tmp_path / "no"))).status is Status.MISSING
-    assert check_archive(_ctx(tmp_path, env={"TRACE_ARCHIVE_ROOT": str(tmp_path)})).status is Status.OK
+    assert check_archive(_ctx(tmp_path, env={"TRACE_ARCHIVE_ROOT": str(tmp_path)})).status is Status.MISSING  # no run
+    from trace_lib.testing.archive_writer import SampleSpec, SliceSpec, write_archive_run
+
+    sample = SampleSpec(source_index="0", source_ordinal=0, source_row_sha256="a" * 64, prompt_text="q?",
+                        response_text="A", extraction_value="A", score=1.0)
+    write_archive_run(tmp_path / "runs" / "r1", "r1", [SliceSpec("m", 42, "mmstar", (sample,), aggregate_score=100.0)])
+    result = check_archive(_ctx(tmp_path, env={"TRACE_ARCHIVE_ROOT": str(tmp_path)}))
+    assert result.status is Status.OK and result.detail.endswith("1 run(s), 1/1 listed slices fetched")
 
 
 # -- lanes and the CLI -----------------------------------------------------------------------------------------
