@@ -9,6 +9,9 @@ Upstream's calls (TRACE rlvr af32fe0e, VLMEvalKit a8b12bf1), reproduced per tabl
   (``request_hash``, ``source_row_hash``) and saves it; formulas then lose their cached value;
 - read: VLMEvalKit's ``load`` / the score queue's ``pd.read_excel(path)`` (``keep_default_na=False`` where the
   score queue passes it), through openpyxl.
+No benchmark of the suite skips the workbook: the 16 ``official_vlmevalkit`` benchmarks read it re-saved, the
+``direct_score`` ones and MME-Reasoning (``dedicated_score``) read the queue's workbook as written; scorers that
+write their own judged/adapted tables add further write/read trips (``roundtrip_table(..., cycles=...)``).
 
 So every quirk is the libraries' own (NA tokens read as NaN, ``=...`` written as a formula reading 0 or, once
 re-saved, NaN, link prefixes dropped, control characters escaped as ``_xHHHH_``, numbers written with ``%.16G``,
