@@ -256,6 +256,18 @@ def _generation_config(ids: dict[str, int]) -> dict:
     }
 
 
+def staging_dir(dest: Path) -> Path:
+    """A fresh directory beside ``dest`` to build a checkpoint in, later moved to ``dest`` in one rename.
+
+    Raises:
+        FileExistsError: ``dest`` exists and is not empty.
+    """
+    if dest.exists() and any(dest.iterdir()):
+        raise FileExistsError(f"{dest}: directory is not empty")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+
+
 def build_tiny_qwen25vl(dest: Path, *, seed: int = 0) -> Path:
     """Write a tiny random Qwen2.5-VL checkpoint into ``dest`` (created; must be empty or absent) and return it.
 
@@ -267,10 +279,7 @@ def build_tiny_qwen25vl(dest: Path, *, seed: int = 0) -> Path:
     from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
 
     dest = Path(dest)
-    if dest.exists() and any(dest.iterdir()):
-        raise FileExistsError(f"{dest}: directory is not empty")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    staging = staging_dir(dest)
 
     tok = _build_tokenizer(_CORPUS)
     ids = _write_tokenizer_files(tok, staging)

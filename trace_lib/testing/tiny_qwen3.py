@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 #: A Qwen3-like chat template: thinking off renders ``<think>\n\n</think>\n\n`` after the assistant header.
@@ -42,13 +41,11 @@ def build_tiny_qwen3_judge(dest: Path, *, seed: int = 0) -> Path:
     from tokenizers import AddedToken
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from trace_lib.testing.tiny_qwen import _CORPUS, _build_tokenizer, _write_json, _write_tokenizer_files
+    from trace_lib.testing.tiny_qwen import (_CORPUS, _build_tokenizer, _write_json, _write_tokenizer_files,
+                                             staging_dir)
 
     dest = Path(dest)
-    if dest.exists() and any(dest.iterdir()):
-        raise FileExistsError(f"{dest}: directory is not empty")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    staging = staging_dir(dest)
 
     tok = _build_tokenizer(_CORPUS)
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in THINK_TOKENS])
