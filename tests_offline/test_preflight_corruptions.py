@@ -248,6 +248,20 @@ def test_corruption_is_reported_in_one_line(data_copy, corrupt):
     assert all("\n" not in line for line in lines)
 
 
+@pytest.mark.parametrize(("key", "value", "expected"), [
+    ("policy", None, "rlvr/release_files.v1.json: policy: the release-file allowlist must be default-deny"),
+    ("public_release_base", None, "rlvr/release_files.v1.json: public_release_base: differs from "
+                                  "rlvr/source_map.v1.json public_base"),
+    ("files", None, "rlvr/release_files.v1.json: files"),
+])
+def test_release_file_manifest_fields_found_by_the_random_corruptions(data_copy, key, value, expected):
+    """Regressions from the random structural corruption test below: each was silent (or, for ``files: null``,
+    a crash) before."""
+    edit_json(data_copy, identity.RELEASE_FILES, lambda doc: doc.__setitem__(key, value))
+    lines = [f.line() for f in check_release(ReleaseRoot(data_copy), pinned=False).failures]
+    assert any(line.startswith(expected) for line in lines), "\n".join(lines)
+
+
 def test_pinned_mode_names_every_changed_canonical_file(data_copy):
     validation_score_multiple(data_copy)
     report = check_release(ReleaseRoot(data_copy), pinned=True)

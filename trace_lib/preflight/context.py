@@ -125,13 +125,15 @@ class CheckContext:
         """Release-relative source (non-data) paths the release's own manifests list."""
         paths: set[str] = set()
         try:
-            files = self.release.read_json(identity.RELEASE_FILES).get("files", [])
-            paths.update(f"rlvr/{e['path']}" for e in files if isinstance(e, dict) and isinstance(e.get("path"), str))
+            files = self.release.read_json(identity.RELEASE_FILES).get("files")
+            paths.update(f"rlvr/{e['path']}" for e in (files if isinstance(files, list) else [])
+                         if isinstance(e, dict) and isinstance(e.get("path"), str))
         except (ReleaseFileError, AttributeError):
             pass
         try:
             doc = self.release.read_json(identity.SOURCE_MAP)
-            for entry in [*doc.get("files", []), *doc.get("public_authored_files", [])]:
+            listed = [doc.get("files"), doc.get("public_authored_files")]
+            for entry in [e for group in listed if isinstance(group, list) for e in group]:
                 if isinstance(entry, dict):
                     for key in ("destination_path", "path"):
                         if isinstance(entry.get(key), str):

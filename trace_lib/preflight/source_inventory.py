@@ -39,6 +39,7 @@ def check_source_inventory(ctx: CheckContext, out: GroupOutcome) -> None:
 
 def _check_release_files(ctx: CheckContext, f: Fields, doc: dict[str, Any]) -> None:
     f.expect("schema_version", SCHEMA, doc.get("schema_version"), "unexpected release-file manifest schema")
+    f.expect("policy", "default_deny", doc.get("policy"), "the release-file allowlist must be default-deny")
     _check_identities(ctx, f, doc)
     listed: dict[str, Any] = {}
     for i, entry in f.items(doc, "files"):
@@ -57,6 +58,8 @@ def _check_release_files(ctx: CheckContext, f: Fields, doc: dict[str, Any]) -> N
         f.fail(f"files[{FILE.removeprefix('rlvr/')}]", "the manifest cannot list itself")
     source_map = views.document(ctx, identity.SOURCE_MAP)
     if source_map is not None:
+        f.expect("public_release_base", source_map.get("public_base"), doc.get("public_release_base"),
+                 f"differs from {identity.SOURCE_MAP} public_base")
         mapped = {hashable(e.get("destination_path")) for e in _list(source_map, "files") if isinstance(e, dict)} | \
                  {hashable(e.get("path")) for e in _list(source_map, "public_authored_files") if isinstance(e, dict)}
         mapped.discard(FILE)
