@@ -1,6 +1,7 @@
-"""Campaign throughput on one GPU: per-slice generation (the previous design), the streaming campaign scheduler,
-and upstream's design (``vllm serve`` + an HTTP client with 32 requests in flight, one slice after another),
-side by side in one run on the same requests.
+"""Campaign throughput on one GPU: per-slice generation (the previous design), the streaming campaign scheduler
+(every slice through one engine; a benchmark's seeds queued in lockstep chunks), and upstream's design
+(``vllm serve`` + an HTTP client with 32 requests in flight, one slice after another), side by side in one run
+on the same requests.
 
 The model is a random-weight Qwen2.5-VL with the 3B release's layer shapes (36 layers, hidden 2048, a 32-block
 vision tower; config only, loaded with vLLM's ``load_format="dummy"``; the vocabulary is the tiny test

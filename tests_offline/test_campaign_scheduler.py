@@ -1,6 +1,6 @@
 """The campaign scheduler on a deterministic fake backend: interleaving across slices, stores identical to the
-per-slice path, per-slice errors, reuse on re-run, and SIGKILL mid-campaign then resume (nothing lost or
-duplicated)."""
+per-slice path, per-slice errors, a fresh slice queued while it is prepared, reuse on re-run, and SIGKILL
+mid-campaign then resume (nothing lost or duplicated)."""
 
 from __future__ import annotations
 
@@ -202,3 +202,64 @@ def test_progress_line_counts_rows_tokens_and_slices(data, tmp_path, generation)
     assert last.startswith(f"[generate] fake-model: 4/4 slices, {total}/{total} rows (0 reused), ")
     assert "rows/s" in last and "output tokens/s" in last and last.endswith("ETA 0:00:00")
     assert progress.tokens == 7 * total  # the fake engine's completion_tokens per row
+
+
+def _with_build_prompt(job: SliceJob, build_prompt) -> SliceJob:  # noqa: ANN001
+    from dataclasses import replace
+
+    return replace(job, protocol=replace(job.protocol, build_prompt=build_prompt))
+
+
+def test_a_fresh_slice_reaches_the_engine_before_its_last_row_is_prepared(data, tmp_path, generation):
+    import threading
+
+    answered_one = threading.Event()
+    waited: list[bool] = []
+    [job] = jobs(tmp_path, data, generation, slices=SLICES[:1])
+    build = job.protocol.build_prompt
+
+    def build_prompt(row, image_dir):  # noqa: ANN001, ANN202 - row 4 on waits for an answer to an earlier row
+        if int(row["index"]) >= 4 and not waited:
+            waited.append(answered_one.wait(timeout=20))
+        return build(row, image_dir)
+
+    class _Signalling(FakeStreamBackend):
+        def _answer(self, request):  # noqa: ANN001, ANN202
+            answered_one.set()
+            return super()._answer(request)
+
+    [result] = CampaignScheduler(_Signalling(window=4), chunk_rows=4).run([_with_build_prompt(job, build_prompt)])
+    assert waited == [True]  # the first chunk was answered while the slice was still being prepared
+    assert result.ok and (result.run.rows, result.run.generated) == (ROWS["tinya"], ROWS["tinya"])
+
+
+def test_a_row_failing_after_earlier_chunks_ends_only_its_slice_and_keeps_the_rows_queued(data, tmp_path, generation):
+    from trace_lib.errors import InputError
+
+    first, *others = jobs(tmp_path, data, generation)
+    build = first.protocol.build_prompt
+
+    def build_prompt(row, image_dir):  # noqa: ANN001, ANN202
+        if int(row["index"]) == 6:
+            raise InputError("prompt image does not exist", field="tinya[6]")
+        return build(row, image_dir)
+
+    results = CampaignScheduler(FakeStreamBackend(window=2), chunk_rows=3).run(
+        [_with_build_prompt(first, build_prompt), *others])
+    assert [r.ok for r in results] == [False, True, True, True]
+    assert results[0].error.render() == "tinya[6]: prompt image does not exist"
+    path = response_path(tmp_path, model=MODEL.slug, seed=42, benchmark="tinya")
+    assert [r.ordinal for r in load_responses(path)] == [0, 1, 2, 3, 4, 5]  # the two chunks queued before row 6
+    rerun = CampaignScheduler(FakeStreamBackend()).run(jobs(tmp_path, data, generation, slices=SLICES[:1]))
+    assert (rerun[0].run.reused, rerun[0].run.generated) == (6, ROWS["tinya"] - 6)
+
+
+def test_the_seeds_of_a_benchmark_are_queued_in_lockstep_chunks(data, tmp_path, generation):
+    backend = FakeStreamBackend(window=1)
+    results = CampaignScheduler(backend, chunk_rows=3).run(jobs(tmp_path, data, generation))
+    assert all(r.ok for r in results)
+    order = [(rid.split("|")[0], int(rid.split("|")[1].split(":")[0])) for [rid] in backend.windows]
+    # slots 0 and 2 are tinya at seeds 42 and 43; 1 and 3 are tinyb: rows 0-2 of both seeds, then 3-5, ...
+    assert order[:12] == [("0", 0), ("0", 1), ("0", 2), ("2", 0), ("2", 1), ("2", 2),
+                          ("0", 3), ("0", 4), ("0", 5), ("2", 3), ("2", 4), ("2", 5)]
+    assert [slot for slot, _ in order[2 * ROWS["tinya"]:]] == ["1"] * 3 + ["3"] * 3 + ["1"] * 3 + ["3"] * 3 + ["1", "3"]

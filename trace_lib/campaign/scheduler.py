@@ -1,29 +1,42 @@
 """The campaign scheduler: every pending slice of a model streams through one engine; per-slice stores stay the
 unit of durability and resume.
 
-A producer thread prepares the slices one after another (rows -> requests, manifest check, store opened with
-its identity check and stale rows dropped; exactly :func:`~trace_lib.generation.run.plan_slice_rows`) and puts
-their pending requests on a bounded :class:`~trace_lib.generation.backends.base.RequestFeed`. The engine pulls
-from the feed while it runs (the vllm backend keeps its continuous batch full across slice boundaries; each
-request carries its own slice's seed). The thread calling :meth:`CampaignScheduler.run` is the single writer:
-it routes each result by a campaign-unique request id to its slice's store, appends in durable batches
-(``batch_size`` rows of a slice, or every ``flush_interval_s``), and the moment a slice's last row is stored
-closes that store and hands the slice to ``on_complete`` (scoring, a waiting test) while generation goes on.
-The lines written are those of the per-slice path (:func:`~trace_lib.generation.run.stored_response`).
+A producer thread prepares the slices (store opened with its identity check, rows -> requests, manifest check;
+what :func:`~trace_lib.generation.run.plan_slice_rows` does) one benchmark at a time and puts their pending
+requests on a bounded :class:`~trace_lib.generation.backends.base.RequestFeed`. The fresh slices of a benchmark
+(nothing stored yet; one per seed) are queued in lockstep, ``chunk_rows`` rows at a time as they are prepared:
+the engine starts on the first rows at once, and each row's seeds arrive back to back, so vLLM's multimodal-
+processor and prefix caches process each image and prompt once rather than once per seed. A resumed slice is
+planned whole first (stale rows are dropped before anything is sent). A row that fails to prepare ends its slice
+with that error once the rows already queued are answered and stored (valid rows, kept for the re-run). The
+engine pulls from the feed while it runs (the vllm backend keeps its continuous batch full across slice
+boundaries; each request carries its own slice's seed). The thread calling :meth:`CampaignScheduler.run` is the
+single writer: it routes each result by a campaign-unique request id to its slice's store, appends in durable
+batches (``batch_size`` rows of a slice, or every ``flush_interval_s``), and the moment a slice's last row is
+stored closes that store and hands the slice to ``on_complete`` (scoring, a waiting test) while generation goes
+on. The lines written are those of the per-slice path (:func:`~trace_lib.generation.run.stored_response`).
 """
 
 from __future__ import annotations
 
+import itertools
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from trace_lib.errors import BackendError, TraceReproError
 from trace_lib.generation.backends.base import RequestFeed, stream_generate
-from trace_lib.generation.run import SliceRun, SliceWork, plan_slice_rows, stored_response
+from trace_lib.generation.run import (
+    ManifestCheck,
+    PreparedRow,
+    SliceRun,
+    iter_prepared_rows,
+    plan_slice_rows,
+    stored_response,
+)
 
 if TYPE_CHECKING:
     from trace_lib.benchmarks.protocol import Protocol, Row
@@ -64,17 +77,25 @@ class SliceResult:
 
 @dataclass
 class _Active:
+    """A slice whose requests are (being) queued; the producer grows it, the writer answers it."""
+
     job: SliceJob
     store: SliceStore
-    work: SliceWork
     started: float
     backend: str
+    by_key: dict[str, PreparedRow] = field(default_factory=dict)  # every prepared row, by row key
+    rows: int = 0  # rows prepared
+    pending: int = 0  # requests queued
+    reused: int = 0
+    dropped: int = 0
+    planned: bool = False  # every row is prepared and queued; set before the last requests are queued
+    error: TraceReproError | None = None  # a row failed to prepare after earlier rows were queued
     answered: set[str] = field(default_factory=set)
     buffer: list[StoredResponse] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
-        return len(self.answered) == len(self.work.pending)
+        return self.planned and len(self.answered) == self.pending
 
 
 class CampaignProgress:
@@ -131,12 +152,13 @@ class CampaignScheduler:
         batch_size: int = 256,
         flush_interval_s: float = 1.0,
         chunk: int = 256,
+        chunk_rows: int = 64,
         on_complete: Callable[[SliceResult], Any] | None = None,
         progress: CampaignProgress | None = None,
     ) -> None:
         self.backend = backend
-        self.feed_capacity, self.batch_size, self.flush_interval_s, self.chunk = (
-            feed_capacity, batch_size, flush_interval_s, chunk)
+        self.feed_capacity, self.batch_size, self.flush_interval_s, self.chunk, self.chunk_rows = (
+            feed_capacity, batch_size, flush_interval_s, chunk, max(1, chunk_rows))
         self.on_complete = on_complete or (lambda result: None)
         self.progress = progress
         self._lock = threading.Lock()
@@ -160,48 +182,127 @@ class CampaignScheduler:
         self.on_complete(result)
 
     def _produce(self, jobs: Sequence[SliceJob], feed: RequestFeed) -> None:
+        opened: list[_Active] = []
         try:
-            for slot, job in enumerate(jobs):
-                if self._stop.is_set():
-                    return
-                started = time.monotonic()
-                try:
-                    store = job.open_store()
-                except TraceReproError as exc:
-                    self._finish(slot, SliceResult(job.slice, error=exc))
-                    continue
-                try:
-                    work = plan_slice_rows(job.slice, job.load_rows(), job.protocol, store, job.image_dir,
-                                           generation=job.generation, dataset=job.dataset,
-                                           data_root=job.data_root)
-                except BaseException as exc:
-                    store.close()
-                    if not isinstance(exc, TraceReproError):
-                        raise
-                    self._finish(slot, SliceResult(job.slice, error=exc))
-                    continue
-                if self.progress is not None:
-                    self.progress.update(reused=work.reused)
-                active = _Active(job, store, work, started, self.backend.name)
-                if not work.pending:
-                    store.close()
-                    if self.progress is not None:
-                        self.progress.update(slices=1)
-                    self._finish(slot, SliceResult(job.slice, run=_summary(active)))
-                    continue
-                with self._lock:
-                    self._active[slot] = active
-                for request in work.pending:
-                    routed = _routed(request, f"{slot}|{request.request_id}")
-                    while not feed.put(routed, timeout=0.2):
-                        if self._stop.is_set():
-                            return
+            for group in _benchmark_groups(jobs):
+                fresh: list[tuple[int, _Active]] = []
+                for slot in group:
+                    if self._stop.is_set():
+                        return
+                    job = jobs[slot]
+                    try:
+                        store = job.open_store()
+                    except TraceReproError as exc:
+                        self._finish(slot, SliceResult(job.slice, error=exc))
+                        continue
+                    active = _Active(job, store, time.monotonic(), self.backend.name)
+                    opened.append(active)
+                    if not store.done:
+                        fresh.append((slot, active))
+                        continue
+                    try:
+                        if not self._queue_planned(slot, active, feed):
+                            self._nothing_to_queue(slot, active)
+                    except TraceReproError as exc:
+                        self._failed_preparing(slot, active, exc)
+                self._queue_fresh(fresh, feed)
         except BaseException as exc:  # noqa: BLE001 - handed to the writer, which re-raises it
             self._producer_error = exc
+            with self._lock:
+                owned = {id(a) for a in self._active.values()}
+            for active in opened:
+                if id(active) not in owned:  # the writer closes the stores of slices it answers
+                    active.store.close()
         finally:
             while not feed.finish(timeout=0.2):  # a stopped consumer may never drain a full feed
                 if self._stop.is_set():
                     break
+
+    def _nothing_to_queue(self, slot: int, active: _Active) -> None:
+        active.store.close()
+        if self.progress is not None:
+            self.progress.update(slices=1)
+        self._finish(slot, SliceResult(active.job.slice, run=_summary(active)))
+
+    def _failed_preparing(self, slot: int, active: _Active, error: TraceReproError) -> None:
+        """End a slice whose rows failed to prepare: at once if nothing was queued, else by the writer once the
+        rows already queued are answered and stored."""
+        with self._lock:
+            writer_owns = slot in self._active
+            active.error, active.planned = error, True
+        if not writer_owns:
+            active.store.close()
+            self._finish(slot, SliceResult(active.job.slice, error=error))
+
+    def _queue_planned(self, slot: int, active: _Active, feed: RequestFeed) -> bool:
+        """A resumed slice: plan it whole (stale rows dropped), then queue what is missing; False if nothing is."""
+        job = active.job
+        work = plan_slice_rows(job.slice, job.load_rows(), job.protocol, active.store, job.image_dir,
+                               generation=job.generation, dataset=job.dataset, data_root=job.data_root)
+        active.by_key, active.rows, active.reused, active.dropped = (
+            work.by_key, len(work.prepared), work.reused, work.dropped)
+        if self.progress is not None:
+            self.progress.update(reused=work.reused)
+        if not work.pending:
+            return False
+        self._queue(slot, active, feed, [work.by_key[r.request_id] for r in work.pending], last=True)
+        return True
+
+    def _queue_fresh(self, members: Sequence[tuple[int, _Active]], feed: RequestFeed) -> None:
+        """Slices of one benchmark with nothing stored (its seeds): prepared, checked and queued ``chunk_rows``
+        rows at a time, in lockstep, so each chunk of rows is queued once per seed back to back (the engine's
+        multimodal-processor and prefix caches then serve the repeated images and prompts)."""
+        streams: list[tuple[int, _Active, int, Iterator[PreparedRow], ManifestCheck | None]] = []
+        for slot, active in members:
+            job = active.job
+            try:
+                rows = job.load_rows()
+                active.rows = len(rows)
+                check = (ManifestCheck(job.dataset, job.data_root if job.data_root is not None else job.image_dir)
+                         if job.dataset is not None else None)
+                if check is not None:
+                    check.row_count(len(rows))
+            except TraceReproError as exc:
+                self._failed_preparing(slot, active, exc)
+                continue
+            if not rows:
+                self._nothing_to_queue(slot, active)
+                continue
+            prepared = iter_prepared_rows(rows, job.protocol, job.image_dir, served_name=job.slice.model,
+                                          generation=job.generation, seed=job.slice.seed)
+            streams.append((slot, active, len(rows), prepared, check))
+        while streams:
+            for stream in list(streams):
+                if self._stop.is_set():
+                    return
+                slot, active, total, prepared, check = stream
+                try:
+                    chunk = list(itertools.islice(prepared, self.chunk_rows))
+                    if check is not None:
+                        check.rows(chunk)
+                except TraceReproError as exc:
+                    self._failed_preparing(slot, active, exc)
+                    streams.remove(stream)
+                    continue
+                last = chunk[-1].ordinal == total - 1
+                self._queue(slot, active, feed, chunk, last=last)
+                if last:
+                    streams.remove(stream)
+
+    def _queue(self, slot: int, active: _Active, feed: RequestFeed, rows: list[PreparedRow], *, last: bool) -> None:
+        """Register ``rows`` with their slice (the writer may answer them as soon as they are queued), then queue
+        their requests; ``last`` marks the slice planned first, so its final answers find it complete."""
+        with self._lock:
+            for row in rows:
+                active.by_key[row.request.request_id] = row
+            active.pending += len(rows)
+            active.planned = last
+            self._active[slot] = active
+        for row in rows:
+            routed = _routed(row.request, f"{slot}|{row.request.request_id}")
+            while not feed.put(routed, timeout=0.2):
+                if self._stop.is_set():
+                    return
 
     # -- writer -----------------------------------------------------------------------------------------------
 
@@ -225,7 +326,7 @@ class CampaignScheduler:
                     break
                 slot_text, _, key = result.request_id.partition("|")
                 active = self._active.get(int(slot_text)) if slot_text.isdigit() else None
-                row = active.work.by_key.get(key) if active is not None else None
+                row = active.by_key.get(key) if active is not None else None
                 if active is None or row is None or key in active.store.done:
                     raise BackendError("backend answered a request it was not sent", field=self.backend.name,
                                        found=result.request_id)
@@ -243,6 +344,7 @@ class CampaignScheduler:
                     active.buffer.clear()
                 if time.monotonic() - last_flush >= self.flush_interval_s:
                     self._flush_all()
+                    self._complete_answered()
                     last_flush = time.monotonic()
         except TraceReproError as exc:
             failure = exc
@@ -251,12 +353,13 @@ class CampaignScheduler:
             answers.close()  # an engine still running aborts what it holds (the vllm backend's cleanup)
             self._flush_all()
             producer.join()
+            self._complete_answered()
             for slot, active in list(self._active.items()):
                 active.store.close()
                 if failure is None and self._producer_error is None and not active.complete:
                     failure_here: BaseException = BackendError(
                         "backend left requests unanswered", field=self.backend.name,
-                        expected=len(active.work.pending), found=len(active.answered),
+                        expected=active.pending, found=len(active.answered),
                         hint="re-run to generate the missing rows")
                 else:
                     failure_here = failure or self._producer_error or BackendError("generation stopped")
@@ -278,6 +381,13 @@ class CampaignScheduler:
                 active.store.append(active.buffer)
                 active.buffer.clear()
 
+    def _complete_answered(self) -> None:
+        """Complete the slices whose last answer came before the producer marked them planned (a row that failed
+        to prepare after earlier rows were queued)."""
+        for slot, active in list(self._active.items()):
+            if active.complete:
+                self._complete(slot, active)
+
     def _complete(self, slot: int, active: _Active) -> None:
         if active.buffer:
             active.store.append(active.buffer)
@@ -287,7 +397,18 @@ class CampaignScheduler:
             self._active.pop(slot, None)
         if self.progress is not None:
             self.progress.update(slices=1)
-        self._finish(slot, SliceResult(active.job.slice, run=_summary(active)))
+        if active.error is not None:
+            self._finish(slot, SliceResult(active.job.slice, error=active.error))
+        else:
+            self._finish(slot, SliceResult(active.job.slice, run=_summary(active)))
+
+
+def _benchmark_groups(jobs: Sequence[SliceJob]) -> list[list[int]]:
+    """Job slots grouped by (model, benchmark), groups in order of first appearance, slots in job order."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for slot, job in enumerate(jobs):
+        groups.setdefault((job.slice.model, job.slice.benchmark), []).append(slot)
+    return list(groups.values())
 
 
 def _routed(request: ChatRequest, request_id: str) -> ChatRequest:
@@ -299,6 +420,5 @@ def _routed(request: ChatRequest, request_id: str) -> ChatRequest:
 
 
 def _summary(active: _Active) -> SliceRun:
-    work = active.work
-    return SliceRun(active.job.slice.id, active.store.path, len(work.prepared), work.reused, work.dropped,
+    return SliceRun(active.job.slice.id, active.store.path, active.rows, active.reused, active.dropped,
                     len(active.answered), active.store.repaired_bytes, time.monotonic() - active.started)

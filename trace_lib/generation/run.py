@@ -12,7 +12,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from trace_lib.data.rowhash import row_key, source_row_hash
 from trace_lib.errors import BackendError, InputError
@@ -84,16 +84,12 @@ class PreparedRow:
     prompt: str
 
 
-def prepare_rows(
+def iter_prepared_rows(
     rows: Sequence[Row], protocol: Protocol, image_dir: Path, *, served_name: str, generation: Mapping[str, Any],
     seed: int,
-) -> list[PreparedRow]:
-    """Every row's request, built from the protocol's prompt (materialising its images under ``image_dir``).
-
-    Raises:
-        InputError: a row has no ``index``, two rows share a row key, or a prompt image does not exist.
-    """
-    prepared: list[PreparedRow] = []
+) -> Iterator[PreparedRow]:
+    """:func:`prepare_rows` one row at a time, in order (the campaign scheduler queues a slice's first rows while
+    the rest are still being prepared)."""
     seen: set[str] = set()
     for ordinal, row in enumerate(rows):
         if "index" not in row:
@@ -109,9 +105,61 @@ def prepare_rows(
                 raise InputError("prompt image does not exist", field=f"{protocol.key}[{ordinal}]",
                                  found=item.value, hint="run 'trace-repro prepare-data' for this benchmark")
         request = build_eval_request(items, request_id=key, generation=generation, seed=seed)
-        prepared.append(PreparedRow(ordinal, str(row["index"]), row_hash, request,
-                                    request.request_hash(served_name), prompt_text(items)))
-    return prepared
+        yield PreparedRow(ordinal, str(row["index"]), row_hash, request, request.request_hash(served_name),
+                          prompt_text(items))
+
+
+def prepare_rows(
+    rows: Sequence[Row], protocol: Protocol, image_dir: Path, *, served_name: str, generation: Mapping[str, Any],
+    seed: int,
+) -> list[PreparedRow]:
+    """Every row's request, built from the protocol's prompt (materialising its images under ``image_dir``).
+
+    Raises:
+        InputError: a row has no ``index``, two rows share a row key, or a prompt image does not exist.
+    """
+    return list(iter_prepared_rows(rows, protocol, image_dir, served_name=served_name, generation=generation,
+                                   seed=seed))
+
+
+class ManifestCheck:
+    """Prepared rows against a dataset's manifest entry: the row count once, then rows in any batches (each
+    image re-hashed once per check)."""
+
+    def __init__(self, dataset: DatasetEntry, data_root: Path) -> None:
+        self.dataset = dataset
+        self.root = Path(data_root).resolve()
+        self._hashed: dict[Path, str] = {}
+
+    def row_count(self, count: int) -> None:
+        """Raises InputError when ``count`` differs from the manifest's row count."""
+        if count != len(self.dataset.row_media):
+            raise InputError("row count differs from the dataset manifest", field=self.dataset.key,
+                             expected=len(self.dataset.row_media), found=count)
+
+    def rows(self, prepared: Iterable[PreparedRow]) -> None:
+        """Raises InputError for the first row whose identity, image paths or image bytes differ."""
+        from trace_lib.release.load import sha256_file
+
+        where = self.dataset.key
+        for row in prepared:
+            recorded = self.dataset.row_media[row.ordinal]
+            if (recorded.index, recorded.source_row_hash) != (row.index, row.source_row_hash):
+                raise InputError("row differs from the dataset manifest", field=f"{where}[{row.ordinal}]",
+                                 expected=f"{recorded.index}:{recorded.source_row_hash[:16]}",
+                                 found=f"{row.index}:{row.source_row_hash[:16]}",
+                                 hint="re-run 'trace-repro prepare-data' for this benchmark")
+            paths = [p.resolve() for p in row.request.image_paths()]
+            expected_paths = [self.root / rel for rel in recorded.media]
+            if paths != expected_paths:
+                raise InputError("prompt images differ from the dataset manifest", field=f"{where}[{row.ordinal}]",
+                                 expected=[str(p) for p in expected_paths], found=[str(p) for p in paths])
+            for path, sha in zip(paths, recorded.media_sha256):
+                if path not in self._hashed:
+                    self._hashed[path] = sha256_file(path)
+                if self._hashed[path] != sha:
+                    raise InputError("image content differs from the dataset manifest", file=str(path),
+                                     field=f"{where}[{row.ordinal}]", hint="re-run 'trace-repro prepare-data'")
 
 
 def check_against_manifest(prepared: Sequence[PreparedRow], dataset: DatasetEntry, data_root: Path) -> None:
@@ -120,32 +168,9 @@ def check_against_manifest(prepared: Sequence[PreparedRow], dataset: DatasetEntr
     Raises:
         InputError: row count, index, row hash, image path or image content differs from the manifest.
     """
-    from trace_lib.release.load import sha256_file
-
-    where = f"{dataset.key}"
-    if len(prepared) != len(dataset.row_media):
-        raise InputError("row count differs from the dataset manifest", field=where,
-                         expected=len(dataset.row_media), found=len(prepared))
-    root = Path(data_root).resolve()
-    hashed: dict[Path, str] = {}
-    for row in prepared:
-        recorded = dataset.row_media[row.ordinal]
-        if (recorded.index, recorded.source_row_hash) != (row.index, row.source_row_hash):
-            raise InputError("row differs from the dataset manifest", field=f"{where}[{row.ordinal}]",
-                             expected=f"{recorded.index}:{recorded.source_row_hash[:16]}",
-                             found=f"{row.index}:{row.source_row_hash[:16]}",
-                             hint="re-run 'trace-repro prepare-data' for this benchmark")
-        paths = [p.resolve() for p in row.request.image_paths()]
-        expected_paths = [root / rel for rel in recorded.media]
-        if paths != expected_paths:
-            raise InputError("prompt images differ from the dataset manifest", field=f"{where}[{row.ordinal}]",
-                             expected=[str(p) for p in expected_paths], found=[str(p) for p in paths])
-        for path, sha in zip(paths, recorded.media_sha256):
-            if path not in hashed:
-                hashed[path] = sha256_file(path)
-            if hashed[path] != sha:
-                raise InputError("image content differs from the dataset manifest", file=str(path),
-                                 field=f"{where}[{row.ordinal}]", hint="re-run 'trace-repro prepare-data'")
+    check = ManifestCheck(dataset, data_root)
+    check.row_count(len(prepared))
+    check.rows(prepared)
 
 
 @dataclass(frozen=True)
