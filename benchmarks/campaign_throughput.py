@@ -12,7 +12,10 @@ images), every image distinct. Decoding is the suite's except ``max_tokens`` (``
 Engine settings are upstream's server flags except ``max_model_len`` (8192) and ``gpu_memory_utilization``.
 
 Prints rows/s, output tokens/s and the GPU's busy fraction (utilisation sampled every 0.1 s by nvidia-smi) per path,
-and the ratios. Targets: streaming >= 1.2x per-slice and >= 2.5x upstream's design.
+and the ratios; for the offline engine also how much of the wall time the driving thread spent adding requests
+(vLLM's offline ``LLM`` renders and processes images serially there: a share near 100% with a low GPU busy
+fraction means preprocessing, not the GPU, bounds the path). Targets: streaming >= 1.2x per-slice and >= 2.5x
+upstream's design.
 
     python benchmarks/campaign_throughput.py [--benchmarks 8] [--seeds 3] [--rows 200] [--max-tokens 256]
         [--skip-upstream] [--work-dir DIR]
@@ -195,6 +198,8 @@ def main() -> int:
     results: dict[str, tuple[float, int, int, float]] = {}
 
     def measure(name: str, fn, backend, campaign: Path) -> None:  # noqa: ANN001
+        loop = getattr(backend, "loop_stats", None)
+        before = loop.snapshot() if loop is not None else None
         with GpuBusy(args.gpu_index) as busy:
             t0 = time.perf_counter()
             fn(backend, campaign)
@@ -203,6 +208,8 @@ def main() -> int:
         results[name] = (seconds, rows, tokens, busy.fraction)
         print(f"[{name}] {rows} rows in {seconds:.1f} s: {rows / seconds:.1f} rows/s, {tokens / seconds:.0f} "
               f"output tokens/s, GPU busy {busy.fraction:.2f}", flush=True)
+        if before is not None:  # the offline engine preprocesses images serially on the driving thread
+            print(f"[{name}] driving thread: {backend.loop_stats.since(before).summary(seconds)}", flush=True)
 
     from vllm import LLM
 

@@ -57,3 +57,12 @@ def test_a_producer_thread_feeding_a_bounded_queue_loses_nothing(backend):
 def test_a_slice_is_fed_in_chunks_while_the_engine_runs(backend):
     results = list(backend.generate([_request(i, 7) for i in range(150)]))
     assert len(results) == 150 and [len(b) for b in backend.llm.batches][:3] == [64, 64, 22]
+
+
+def test_the_loop_stats_count_requests_added_and_engine_steps(backend):
+    before = backend.loop_stats.snapshot()
+    results = list(backend.generate([_request(i, 42) for i in range(600)]))
+    stats = backend.loop_stats.since(before)
+    assert len(results) == 600 and stats.requests == 600
+    assert stats.steps >= 15 and stats.adding_s > 0 and stats.stepping_s >= 0  # the stub answers 40 per step
+    assert stats.summary(2.0).startswith("adding 600 requests took ")

@@ -144,3 +144,13 @@ JUDGE_DEVIATIONS: list[str] = [
     "vllm.entrypoints.openai.api_server'; the official route spreads requests over the pool per request instead "
     "of leasing one endpoint per benchmark job",
 ]
+
+#: Deviations of generation (requests identical to upstream's; what differs is how they reach the engine).
+GENERATION_DEVIATIONS: list[str] = [
+    "the streaming scheduler sends the rows of many slices (every seed and benchmark of a model) through one engine, "
+    "a benchmark's seeds in lockstep chunks; upstream's design sends one slice at a time with 32 requests in flight. "
+    "Each request keeps its slice's seed; only the batch it shares with other requests (bf16 numerics) differs "
+    "(--schedule per-slice restores one slice after another)",
+    "the generation contract hashed into a response file binds the model revision, not the model's local path "
+    "(upstream hashes the path string), so moving a model directory does not invalidate its responses",
+]

@@ -21,6 +21,8 @@ confined to :func:`enqueue_chat` (0.10.2 has no ``LLM.enqueue_chat``: the conver
 from __future__ import annotations
 
 import os
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -57,6 +59,32 @@ def sampling_kwargs(sampling: Mapping[str, Any], defaults: Mapping[str, Any]) ->
     kwargs["max_tokens"] = max_tokens if max_tokens is not None else defaults.get("max_tokens")
     kwargs.update(skip_special_tokens=True, spaces_between_special_tokens=True, include_stop_str_in_output=False)
     return kwargs
+
+
+@dataclass
+class EngineLoopStats:
+    """Where the thread driving the engine spent its time. vLLM's offline ``LLM`` renders chat templates and
+    loads and processes images serially on this thread while adding requests, so ``adding_s`` close to the
+    wall time means generation is bound by that preprocessing, not by the GPU."""
+
+    adding_s: float = 0.0  # enqueue_chat: chat template, image loading and processing, hand-off to the engine
+    stepping_s: float = 0.0  # engine.step(): waiting for the engine's next outputs
+    steps: int = 0
+    requests: int = 0
+
+    def snapshot(self) -> EngineLoopStats:
+        return replace(self)
+
+    def since(self, earlier: EngineLoopStats) -> EngineLoopStats:
+        """The counts accumulated after ``earlier`` (a :meth:`snapshot`)."""
+        return EngineLoopStats(self.adding_s - earlier.adding_s, self.stepping_s - earlier.stepping_s,
+                               self.steps - earlier.steps, self.requests - earlier.requests)
+
+    def summary(self, wall_s: float) -> str:
+        share = f"{self.adding_s / wall_s:.0%} of {wall_s:.1f} s" if wall_s > 0 else f"{self.adding_s:.1f} s"
+        return (f"adding {self.requests} requests took {share} "
+                f"({1000 * self.adding_s / max(self.requests, 1):.1f} ms each); {self.steps} engine steps "
+                f"waited {self.stepping_s:.1f} s")
 
 
 def _external_id(request_id: str) -> str:
@@ -100,6 +128,7 @@ class VLLMBackend:
         self._owns_engine = llm is None
         self._max_num_seqs = max_num_seqs
         self._params: dict[tuple, Any] = {}
+        self.loop_stats = EngineLoopStats()
         if llm is not None:
             scheduler = getattr(getattr(llm.llm_engine, "vllm_config", None), "scheduler_config", None)
             self._max_num_seqs = int(getattr(scheduler, "max_num_seqs", None) or max_num_seqs)
@@ -170,7 +199,11 @@ class VLLMBackend:
                     if feed.finished:
                         break
                     continue
-                for output in engine.step():
+                stepping = time.perf_counter()
+                outputs = engine.step()
+                self.loop_stats.stepping_s += time.perf_counter() - stepping
+                self.loop_stats.steps += 1
+                for output in outputs:
                     if not output.finished:
                         continue
                     request = by_id.pop(output.request_id)
@@ -190,6 +223,7 @@ class VLLMBackend:
 
     def _enqueue(self, batch: Sequence[ChatRequest], by_id: _InFlight) -> int:
         """Add ``batch`` to the engine (grouped by ``mm_processor_kwargs``); returns how many were added."""
+        adding = time.perf_counter()
         groups: dict[tuple, list[ChatRequest]] = {}
         for request in batch:
             groups.setdefault(tuple(sorted(request.mm_processor_kwargs.items())), []).append(request)
@@ -201,6 +235,8 @@ class VLLMBackend:
                                    expected=len(group), found=len(ids))
             for engine_id, request in zip(ids, group):
                 by_id.add(engine_id, request)
+        self.loop_stats.adding_s += time.perf_counter() - adding
+        self.loop_stats.requests += len(batch)
         return len(batch)
 
     def close(self) -> None:
