@@ -263,3 +263,15 @@ def test_the_seeds_of_a_benchmark_are_queued_in_lockstep_chunks(data, tmp_path, 
     assert order[:12] == [("0", 0), ("0", 1), ("0", 2), ("2", 0), ("2", 1), ("2", 2),
                           ("0", 3), ("0", 4), ("0", 5), ("2", 3), ("2", 4), ("2", 5)]
     assert [slot for slot, _ in order[2 * ROWS["tinya"]:]] == ["1"] * 3 + ["3"] * 3 + ["1"] * 3 + ["3"] * 3 + ["1", "3"]
+
+
+def test_a_crash_while_preparing_propagates_and_releases_every_store(data, tmp_path, generation):
+    first, second, *rest = jobs(tmp_path, data, generation)
+
+    def broken(row, image_dir):  # noqa: ANN001, ANN202 - a bug, not a user error
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        CampaignScheduler(FakeStreamBackend(), chunk_rows=3).run([first, _with_build_prompt(second, broken), *rest])
+    for job in jobs(tmp_path, data, generation):  # every store lock was released: each opens again
+        job.open_store().close()

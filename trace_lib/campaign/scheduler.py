@@ -6,7 +6,7 @@ what :func:`~trace_lib.generation.run.plan_slice_rows` does) one benchmark at a 
 requests on a bounded :class:`~trace_lib.generation.backends.base.RequestFeed`. The fresh slices of a benchmark
 (nothing stored yet; one per seed) are queued in lockstep, ``chunk_rows`` rows at a time as they are prepared:
 the engine starts on the first rows at once, and each row's seeds arrive back to back, so vLLM's multimodal-
-processor and prefix caches process each image and prompt once rather than once per seed. A resumed slice is
+processor and prefix caches can serve an image and prompt again for the next seed while they still hold it. A resumed slice is
 planned whole first (stale rows are dropped before anything is sent). A row that fails to prepare ends its slice
 with that error once the rows already queued are answered and stored (valid rows, kept for the re-run). The
 engine pulls from the feed while it runs (the vllm backend keeps its continuous batch full across slice
@@ -84,7 +84,7 @@ class _Active:
     started: float
     backend: str
     by_key: dict[str, PreparedRow] = field(default_factory=dict)  # every prepared row, by row key
-    rows: int = 0  # rows prepared
+    rows: int = 0  # rows in the slice's dataset
     pending: int = 0  # requests queued
     reused: int = 0
     dropped: int = 0
@@ -166,6 +166,7 @@ class CampaignScheduler:
         self._results: dict[int, SliceResult] = {}
         self._stop = threading.Event()
         self._producer_error: BaseException | None = None
+        self._opening: dict[int, _Active] = {}  # producer only: stores opened, not yet handed to the writer or ended
 
     def stop(self) -> None:
         """Ask a running :meth:`run` to end after the current result (thread-safe); unfinished slices then end
@@ -182,7 +183,6 @@ class CampaignScheduler:
         self.on_complete(result)
 
     def _produce(self, jobs: Sequence[SliceJob], feed: RequestFeed) -> None:
-        opened: list[_Active] = []
         try:
             for group in _benchmark_groups(jobs):
                 fresh: list[tuple[int, _Active]] = []
@@ -196,7 +196,7 @@ class CampaignScheduler:
                         self._finish(slot, SliceResult(job.slice, error=exc))
                         continue
                     active = _Active(job, store, time.monotonic(), self.backend.name)
-                    opened.append(active)
+                    self._opening[slot] = active
                     if not store.done:
                         fresh.append((slot, active))
                         continue
@@ -208,17 +208,16 @@ class CampaignScheduler:
                 self._queue_fresh(fresh, feed)
         except BaseException as exc:  # noqa: BLE001 - handed to the writer, which re-raises it
             self._producer_error = exc
-            with self._lock:
-                owned = {id(a) for a in self._active.values()}
-            for active in opened:
-                if id(active) not in owned:  # the writer closes the stores of slices it answers
-                    active.store.close()
+            for active in self._opening.values():  # the writer closes the stores of the slices it was handed
+                active.store.close()
+            self._opening.clear()
         finally:
             while not feed.finish(timeout=0.2):  # a stopped consumer may never drain a full feed
                 if self._stop.is_set():
                     break
 
     def _nothing_to_queue(self, slot: int, active: _Active) -> None:
+        self._opening.pop(slot, None)
         active.store.close()
         if self.progress is not None:
             self.progress.update(slices=1)
@@ -227,6 +226,7 @@ class CampaignScheduler:
     def _failed_preparing(self, slot: int, active: _Active, error: TraceReproError) -> None:
         """End a slice whose rows failed to prepare: at once if nothing was queued, else by the writer once the
         rows already queued are answered and stored."""
+        self._opening.pop(slot, None)
         with self._lock:
             writer_owns = slot in self._active
             active.error, active.planned = error, True
@@ -298,6 +298,7 @@ class CampaignScheduler:
             active.pending += len(rows)
             active.planned = last
             self._active[slot] = active
+        self._opening.pop(slot, None)
         for row in rows:
             routed = _routed(row.request, f"{slot}|{row.request.request_id}")
             while not feed.put(routed, timeout=0.2):
