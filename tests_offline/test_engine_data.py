@@ -246,3 +246,29 @@ def test_evochart_snapshot_is_downloaded_then_tabled(tmp_path):
                   suite.generation, suite.vlmevalkit_commit, suite.sha256)
     entry = build_dataset_entry(source, data_root, get_protocol("evochart"), suite)
     assert any(f.path.startswith("hf/EvoChart/") for f in entry.files) and len(entry.media_files) == 3
+
+
+def test_streamed_seeds_check_each_manifest_image_once(prepared, release, tmp_path, monkeypatch):
+    import trace_lib.release.load as release_load
+    from trace_lib.campaign.models import ModelDescriptor
+    from trace_lib.campaign.plan import Slice
+    from trace_lib.campaign.scheduler import CampaignScheduler, SliceJob
+    from trace_lib.generation.run import open_slice_store
+    from trace_lib.testing.fake_backend import FakeStreamBackend
+
+    data_root, _, manifest = prepared
+    hashed: list[Path] = []
+    real = release_load.sha256_file
+    monkeypatch.setattr(release_load, "sha256_file", lambda path: hashed.append(Path(path)) or real(path))
+    generation = load_suite(release).generation
+    model = ModelDescriptor("m", "/nonexistent", "c" * 40, f"org/m@{'c' * 40}", "M")
+    protocol = tiny_tsv_protocol("tiny")
+    jobs = [SliceJob(slice=Slice("m", seed, "tiny"), protocol=protocol,
+                     load_rows=lambda: protocol.load(data_root / "Tiny.tsv"), image_dir=data_root / "images" / "Tiny",
+                     generation=generation, dataset=manifest.datasets["tiny"], data_root=data_root,
+                     open_store=lambda seed=seed: open_slice_store(tmp_path / "c", Slice("m", seed, "tiny"), model,
+                                                                   generation))
+            for seed in (42, 43, 44)]
+    results = CampaignScheduler(FakeStreamBackend(), chunk_rows=4).run(jobs)
+    assert all(r.ok for r in results) and [r.run.generated for r in results] == [6, 6, 6]
+    assert len(hashed) == len(set(hashed)) == 12  # 6 rows x 2 images, hashed once for the three seeds

@@ -253,13 +253,14 @@ class CampaignScheduler:
         rows at a time, in lockstep, so each chunk of rows is queued once per seed back to back (the engine's
         multimodal-processor and prefix caches then serve the repeated images and prompts)."""
         streams: list[tuple[int, _Active, int, Iterator[PreparedRow], ManifestCheck | None]] = []
+        hashed: dict[Path, str] = {}  # image digests, shared by the seeds' manifest checks
         for slot, active in members:
             job = active.job
             try:
                 rows = job.load_rows()
                 active.rows = len(rows)
-                check = (ManifestCheck(job.dataset, job.data_root if job.data_root is not None else job.image_dir)
-                         if job.dataset is not None else None)
+                root = job.data_root if job.data_root is not None else job.image_dir
+                check = ManifestCheck(job.dataset, root, hashed=hashed) if job.dataset is not None else None
                 if check is not None:
                     check.row_count(len(rows))
             except TraceReproError as exc:

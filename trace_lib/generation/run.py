@@ -123,13 +123,14 @@ def prepare_rows(
 
 
 class ManifestCheck:
-    """Prepared rows against a dataset's manifest entry: the row count once, then rows in any batches (each
-    image re-hashed once per check)."""
+    """Prepared rows against a dataset's manifest entry: the row count once, then rows in any batches. Each image
+    is re-hashed once per check, or once per ``hashed`` cache shared by the checks of one run (a benchmark's seeds
+    read the same images)."""
 
-    def __init__(self, dataset: DatasetEntry, data_root: Path) -> None:
+    def __init__(self, dataset: DatasetEntry, data_root: Path, *, hashed: dict[Path, str] | None = None) -> None:
         self.dataset = dataset
         self.root = Path(data_root).resolve()
-        self._hashed: dict[Path, str] = {}
+        self._hashed: dict[Path, str] = {} if hashed is None else hashed
 
     def row_count(self, count: int) -> None:
         """Raises InputError when ``count`` differs from the manifest's row count."""
