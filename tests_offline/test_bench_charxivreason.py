@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ from trace_lib.benchmarks.protocol import ScoringContext
 from trace_lib.errors import InputError, JudgeError
 from trace_lib.release import identity
 from trace_lib.scoring.judge import CallableJudge, OpenAIJudge
+from trace_lib.testing.cli_runner import run_cli
 from trace_lib.testing.openai_server import OpenAIStubServer
 
 SPEC = json.loads((Path(__file__).parent / "data" / "charxivreason" / "vectors.json").read_text("utf-8"))
@@ -133,9 +132,8 @@ def test_cli_scores_a_real_format_file(release, tmp_path):
     responses = write_response_file(tmp_path / "r.jsonl", model="tiny", seed=42, benchmark="charxivreason", rows=rows,
                                     texts=["5", "The answer is 5.", "6", "<answer>5</answer>"])
     with OpenAIStubServer(lambda route, body: GRADE_ONE, model="qwen3-32b-judge") as server:
-        proc = subprocess.run(
-            [sys.executable, "-m", "trace_lib", "score", "--trace-root", str(release.path), "--benchmark",
-             "charxivreason", "--dataset", str(dataset), "--responses", str(responses), "--out", str(tmp_path / "out"),
-             "--judge-url", server.url], capture_output=True, text=True, timeout=120)
+        proc = run_cli(["score", "--trace-root", str(release.path), "--benchmark", "charxivreason",
+                        "--dataset", str(dataset), "--responses", str(responses), "--out", str(tmp_path / "out"),
+                        "--judge-url", server.url])
     assert proc.returncode == 0, proc.stderr
     assert json.loads((tmp_path / "out" / "scores.json").read_text())["score"] == 100.0

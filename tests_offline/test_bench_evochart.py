@@ -6,8 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ import pytest
 from trace_lib.benchmarks import evochart
 from trace_lib.benchmarks.protocol import ScoringContext
 from trace_lib.release import identity
+from trace_lib.testing.cli_runner import run_cli
 
 VECTORS = json.loads((Path(__file__).parent / "data" / "evochart" / "vectors.json").read_text("utf-8"))["rows"]
 PROMPT_SHA256 = "a6777c6a5cc8216108a1ce8963c5f90b3d2c34a1a201efdd74484205ba8805f2"  # spec section 4.2
@@ -103,10 +102,8 @@ def test_cli_scores_the_cached_tsv(release, tmp_path):
     texts = [v["raw"] for v in VECTORS]
     responses = write_response_file(tmp_path / "r.jsonl", model="tiny", seed=42, benchmark="evochart", rows=rows,
                                     texts=texts)
-    proc = subprocess.run(
-        [sys.executable, "-m", "trace_lib", "score", "--trace-root", str(release.path), "--benchmark", "evochart",
-         "--dataset", str(dataset), "--responses", str(responses), "--out", str(tmp_path / "out")],
-        capture_output=True, text=True, timeout=120)
+    proc = run_cli(["score", "--trace-root", str(release.path), "--benchmark", "evochart",
+                    "--dataset", str(dataset), "--responses", str(responses), "--out", str(tmp_path / "out")])
     assert proc.returncode == 0, proc.stderr
     expected = evochart.aggregate(sum(v["score"] for v in VECTORS), len(VECTORS))
     assert json.loads((tmp_path / "out" / "scores.json").read_text())["score"] == expected

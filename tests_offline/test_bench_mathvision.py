@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from trace_lib.benchmarks.protocol import ScoringContext
 from trace_lib.errors import InputError, JudgeError
 from trace_lib.release import identity
 from trace_lib.scoring.judge import CallableJudge, OpenAIJudge
+from trace_lib.testing.cli_runner import run_cli
 from trace_lib.testing.openai_server import OpenAIStubServer
 
 VECTORS = json.loads((Path(__file__).parent / "data" / "mathvision" / "vectors.json").read_text("utf-8"))["rows"]
@@ -143,9 +143,8 @@ def test_cli_scores_a_real_format_file(release, tmp_path):
                                     texts=texts)
     expected = mathvision.score(rows, texts, ScoringContext(seed=43, judge=CallableJudge(lambda p, t, s: "D"))).score
     with OpenAIStubServer(lambda route, body: "D", model="qwen3-32b-judge") as server:
-        proc = subprocess.run(
-            [sys.executable, "-m", "trace_lib", "score", "--trace-root", str(release.path), "--benchmark", "mathvision",
-             "--dataset", str(dataset), "--responses", str(responses), "--out", str(tmp_path / "out"),
-             "--judge-url", server.url], capture_output=True, text=True, timeout=120)
+        proc = run_cli(["score", "--trace-root", str(release.path), "--benchmark", "mathvision",
+                        "--dataset", str(dataset), "--responses", str(responses), "--out", str(tmp_path / "out"),
+                        "--judge-url", server.url])
     assert proc.returncode == 0, proc.stderr
     assert json.loads((tmp_path / "out" / "scores.json").read_text())["score"] == expected

@@ -7,8 +7,6 @@ import base64
 import hashlib
 import itertools
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from trace_lib.benchmarks import tablevqabench as tvb
 from trace_lib.benchmarks.protocol import ScoringContext
 from trace_lib.errors import InputError
 from trace_lib.release import identity
+from trace_lib.testing.cli_runner import run_cli
 
 SPEC = json.loads((Path(__file__).parent / "data" / "tablevqabench" / "vectors.json").read_text("utf-8"))
 VECTORS = SPEC["rows"]
@@ -142,10 +141,8 @@ def test_cli_scores_a_real_format_file(release, tmp_path):
     texts = [v["raw"] for v in VECTORS] + ["nothing"] * len(FILLERS)
     responses = write_response_file(tmp_path / "r.jsonl", model="tiny", seed=42, benchmark="tablevqabench", rows=rows,
                                     texts=texts)
-    proc = subprocess.run(
-        [sys.executable, "-m", "trace_lib", "score", "--trace-root", str(release.path), "--benchmark", "tablevqabench",
-         "--dataset", str(dataset), "--responses", str(responses), "--out", str(tmp_path / "out")],
-        capture_output=True, text=True, timeout=120)
+    proc = run_cli(["score", "--trace-root", str(release.path), "--benchmark", "tablevqabench",
+                    "--dataset", str(dataset), "--responses", str(responses), "--out", str(tmp_path / "out")])
     assert proc.returncode == 0, proc.stderr
     assert json.loads((tmp_path / "out" / "scores.json").read_text())["score"] == tvb.score(
         rows, texts, ScoringContext(seed=42)).score

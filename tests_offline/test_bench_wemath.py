@@ -7,8 +7,6 @@ import base64
 import hashlib
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from trace_lib.errors import InputError, JudgeError
 from trace_lib.extraction.choices import build_judge_prompt, can_infer
 from trace_lib.release import identity
 from trace_lib.scoring.judge import CallableJudge, OpenAIJudge
+from trace_lib.testing.cli_runner import run_cli
 from trace_lib.testing.openai_server import OpenAIStubServer
 
 SPEC = json.loads((Path(__file__).parent / "data" / "wemath" / "vectors.json").read_text("utf-8"))
@@ -161,9 +160,8 @@ def test_cli_scores_a_real_format_file(release, tmp_path):
                                     texts=texts)
     expected = wemath.score(rows, texts, ScoringContext(seed=42, judge=CallableJudge(lambda p, t, s: "C"))).score
     with OpenAIStubServer(lambda route, body: "C", model="qwen3-32b-judge") as server:
-        proc = subprocess.run(
-            [sys.executable, "-m", "trace_lib", "score", "--trace-root", str(release.path), "--benchmark", "wemath",
-             "--dataset", str(dataset), "--responses", str(responses), "--out", str(tmp_path / "out"),
-             "--judge-url", server.url], capture_output=True, text=True, timeout=120)
+        proc = run_cli(["score", "--trace-root", str(release.path), "--benchmark", "wemath",
+                        "--dataset", str(dataset), "--responses", str(responses), "--out", str(tmp_path / "out"),
+                        "--judge-url", server.url])
     assert proc.returncode == 0, proc.stderr
     assert json.loads((tmp_path / "out" / "scores.json").read_text())["score"] == expected

@@ -1,5 +1,5 @@
 """Shared fixtures-as-functions for the Science & Spatial benchmark tests: tiny TSVs, store-format response files,
-the ``trace-repro score`` subprocess, and the canonical slices of ``results.json`` (read at test time).
+the ``trace-repro score`` command, and the canonical slices of ``results.json`` (read at test time).
 
 Imported by ``test_bench_<key>.py`` (pytest's rootdir-prepend import mode puts this folder on ``sys.path``).
 """
@@ -11,13 +11,11 @@ import io
 import json
 import math
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from trace_lib.release import identity
-
-REPO = Path(__file__).resolve().parents[1]
+from trace_lib.testing.cli_runner import run_cli
 
 
 def tiny_png_b64(color: tuple[int, int, int] = (10, 20, 30)) -> str:
@@ -58,15 +56,15 @@ def write_responses(path: Path, key: str, rows: Sequence[dict[str, Any]], respon
 
 def run_score_cli(key: str, dataset: Path, responses: Path, out: Path, *, judge_url: str | None = None,
                   trace_root: str | None = None) -> subprocess.CompletedProcess[str]:
-    """``python -m trace_lib score --benchmark KEY --dataset FILE --responses FILE --out DIR --json`` (a missing
-    ``score`` subcommand fails the caller: argparse exits 2)."""
-    command = [sys.executable, "-m", "trace_lib", "score", "--benchmark", key, "--dataset", str(dataset),
-               "--responses", str(responses), "--out", str(out), "--json"]
+    """``trace-repro score --benchmark KEY --dataset FILE --responses FILE --out DIR --json``, in this process (a
+    missing ``score`` subcommand fails the caller: argparse exits 2)."""
+    command = ["score", "--benchmark", key, "--dataset", str(dataset), "--responses", str(responses),
+               "--out", str(out), "--json"]
     if judge_url:
         command += ["--judge-url", judge_url]
     if trace_root:
         command += ["--trace-root", trace_root]
-    return subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=120)
+    return run_cli(command)
 
 
 def canonical_slices(release: Any, key: str) -> list[dict[str, Any]]:
