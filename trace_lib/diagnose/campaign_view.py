@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from trace_lib.archive.hashes import prompt_sha256
 from trace_lib.diagnose.views import RowView, SliceKey, SliceView
 from trace_lib.errors import InputError
+from trace_lib.scoring.plain_responses import indexed_records
 
 NAMESPACE = "trace-repro-request-v1"
 
@@ -34,20 +35,6 @@ def campaign_slice_keys(campaign_root: Path) -> list[SliceKey]:
         if seed_text.isdigit():
             keys.append(SliceKey(path.parent.name, int(seed_text), path.stem))
     return sorted(keys, key=lambda k: (k.model, k.seed, k.benchmark))
-
-
-def _records(path: Path) -> Iterator[dict[str, Any]]:
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError:
-                raise InputError(f"line {number} is not JSON", file=str(path)) from None
-            if not isinstance(record, dict) or "index" not in record:
-                raise InputError("record has no index", file=str(path), field=f"line {number}.index")
-            yield record
 
 
 def load_campaign_slice(campaign_root: Path, key: SliceKey) -> SliceView | None:
@@ -78,7 +65,7 @@ def load_campaign_slice(campaign_root: Path, key: SliceKey) -> SliceView | None:
     notes: list[str] = []
     out = scores_dir(root, model=key.model, seed=key.seed, benchmark=key.benchmark)
     if (out / SCORES_FILE).is_file() and (out / RECORDS_FILE).is_file():
-        for record in _records(out / RECORDS_FILE):
+        for _, record in indexed_records(out / RECORDS_FILE):
             index = str(record["index"])
             if index not in rows:
                 continue  # scored from another response file; the response stage reports the row as missing

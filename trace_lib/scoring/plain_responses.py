@@ -9,13 +9,32 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Callable, Collection, Sequence
+from typing import Any, Callable, Collection, Iterator, Sequence
 
 from trace_lib.benchmarks.protocol import Row
 from trace_lib.errors import InputError
 
 #: Accepted names of the response text field, in order of preference.
 TEXT_FIELDS = ("response", "prediction")
+
+
+def indexed_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, record)`` for each non-blank line of a JSONL file whose records are keyed by ``index``.
+
+    Raises:
+        InputError: a line that is not a JSON object with an ``index`` (naming the file and line).
+    """
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                raise InputError("not a JSON object", file=str(path), field=f"line {number}") from None
+            if not isinstance(record, dict) or "index" not in record:
+                raise InputError("each line needs an 'index'", file=str(path), field=f"line {number}")
+            yield number, record
 
 
 def is_store_file(path: Path) -> bool:
@@ -50,41 +69,32 @@ def read_plain_responses(
     dropped_seen: set[str] = set()
     order = {str(row["index"]): i for i, row in enumerate(rows)}
     found: dict[int, str | None] = {}
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
+    for number, record in indexed_records(path):
+        field = next((f for f in TEXT_FIELDS if f in record), None)
+        if field is None:
+            raise InputError(f"each line needs one of {', '.join(TEXT_FIELDS)}", file=file, field=f"line {number}")
+        text = record[field]
+        if text is not None and not isinstance(text, str):
+            raise InputError("response must be a string or null", file=file, field=f"line {number}.{field}",
+                             found=type(text).__name__)
+        index = str(record["index"])
+        if index not in order and dropped is not None:
+            if known_dropped is None:
+                known_dropped = dropped()
+            if index in known_dropped:
+                if index in dropped_seen:
+                    raise InputError("second response for one index", file=file, field=f"line {number}.index",
+                                     found=index)
+                dropped_seen.add(index)
                 continue
-            try:
-                record = json.loads(line)
-            except ValueError:
-                raise InputError("not a JSON object", file=file, field=f"line {number}") from None
-            if not isinstance(record, dict) or "index" not in record:
-                raise InputError("each line needs an 'index'", file=file, field=f"line {number}")
-            field = next((f for f in TEXT_FIELDS if f in record), None)
-            if field is None:
-                raise InputError(f"each line needs one of {', '.join(TEXT_FIELDS)}", file=file, field=f"line {number}")
-            text = record[field]
-            if text is not None and not isinstance(text, str):
-                raise InputError("response must be a string or null", file=file, field=f"line {number}.{field}",
-                                 found=type(text).__name__)
-            index = str(record["index"])
-            if index not in order and dropped is not None:
-                if known_dropped is None:
-                    known_dropped = dropped()
-                if index in known_dropped:
-                    if index in dropped_seen:
-                        raise InputError("second response for one index", file=file, field=f"line {number}.index",
-                                         found=index)
-                    dropped_seen.add(index)
-                    continue
-            if index not in order:
-                raise InputError("index not in the dataset", file=file, field=f"line {number}.index", found=index,
-                                 hint="--dataset names another benchmark file?")
-            position = order[index]
-            if position in found:
-                raise InputError("second response for one index", file=file, field=f"line {number}.index",
-                                 found=index)
-            found[position] = text
+        if index not in order:
+            raise InputError("index not in the dataset", file=file, field=f"line {number}.index", found=index,
+                             hint="--dataset names another benchmark file?")
+        position = order[index]
+        if position in found:
+            raise InputError("second response for one index", file=file, field=f"line {number}.index",
+                             found=index)
+        found[position] = text
     if len(found) != len(rows):
         first_missing = next(str(rows[i]["index"]) for i in range(len(rows)) if i not in found)
         raise InputError(f"responses do not cover the dataset (expected {len(rows)} rows, found {len(found)})",
