@@ -18,21 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from trace_lib.campaign.plan import Slice
 from trace_lib.errors import TraceReproError
 from trace_lib.release.load import load_json, sha256_file
 
 
-@dataclass(frozen=True)
-class SliceKey:
-    """(model, seed, benchmark); ``id`` is the test id ``MODEL-seedSEED-BENCHMARK``."""
-
-    model: str
-    seed: int
-    benchmark: str
-
-    @property
-    def id(self) -> str:
-        return f"{self.model}-seed{self.seed}-{self.benchmark}"
+#: (model, seed, benchmark); ``id`` is the test id ``MODEL-seedSEED-BENCHMARK``: the campaign plan's slice.
+SliceKey = Slice
 
 
 @dataclass(frozen=True)
