@@ -28,6 +28,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 #: Qwen2.5-VL special tokens in the release tokenizer's id order (they follow the BPE vocabulary).
 SPECIAL_TOKENS: tuple[str, ...] = (
@@ -268,13 +269,28 @@ def staging_dir(dest: Path) -> Path:
     return Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
 
 
+def save_random_weights(model_class: Any, config: Any, staging: Path, *, seed: int) -> None:
+    """Initialise ``model_class(config)`` from ``seed`` (the global torch RNG left as it was) and save it to
+    ``staging`` in bf16 safetensors."""
+    import torch
+
+    state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(seed)
+        model = model_class(config)
+    finally:
+        torch.random.set_rng_state(state)
+    model = model.to(torch.bfloat16)
+    model.config.dtype = torch.bfloat16
+    model.save_pretrained(staging, safe_serialization=True)
+
+
 def build_tiny_qwen25vl(dest: Path, *, seed: int = 0) -> Path:
     """Write a tiny random Qwen2.5-VL checkpoint into ``dest`` (created; must be empty or absent) and return it.
 
     Raises:
         FileExistsError: ``dest`` exists and is not empty.
     """
-    import torch
     import transformers
     from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
 
@@ -287,15 +303,7 @@ def build_tiny_qwen25vl(dest: Path, *, seed: int = 0) -> Path:
 
     config = Qwen2_5_VLConfig(**_config_dict(vocab_size, ids, transformers.__version__))
     config.architectures = ["Qwen2_5_VLForConditionalGeneration"]
-    generator_state = torch.random.get_rng_state()
-    try:
-        torch.manual_seed(seed)
-        model = Qwen2_5_VLForConditionalGeneration(config)
-    finally:
-        torch.random.set_rng_state(generator_state)
-    model = model.to(torch.bfloat16)
-    model.config.dtype = torch.bfloat16
-    model.save_pretrained(staging, safe_serialization=True)
+    save_random_weights(Qwen2_5_VLForConditionalGeneration, config, staging, seed=seed)
     # save_pretrained writes transformers' own generation config; replace it with the Qwen-like one
     _write_json(staging / "generation_config.json", _generation_config(ids))
     _write_json(staging / "preprocessor_config.json", _preprocessor_config())

@@ -37,12 +37,11 @@ def build_tiny_qwen3_judge(dest: Path, *, seed: int = 0) -> Path:
     Raises:
         FileExistsError: ``dest`` exists and is not empty.
     """
-    import torch
     from tokenizers import AddedToken
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     from trace_lib.testing.tiny_qwen import (_CORPUS, _build_tokenizer, _write_json, _write_tokenizer_files,
-                                             staging_dir)
+                                             save_random_weights, staging_dir)
 
     dest = Path(dest)
     staging = staging_dir(dest)
@@ -68,15 +67,7 @@ def build_tiny_qwen3_judge(dest: Path, *, seed: int = 0) -> Path:
         pad_token_id=ids["<|endoftext|>"],
     )
     config.architectures = ["Qwen3ForCausalLM"]
-    state = torch.random.get_rng_state()
-    try:
-        torch.manual_seed(seed)
-        model = Qwen3ForCausalLM(config)
-    finally:
-        torch.random.set_rng_state(state)
-    model = model.to(torch.bfloat16)
-    model.config.dtype = torch.bfloat16
-    model.save_pretrained(staging, safe_serialization=True)
+    save_random_weights(Qwen3ForCausalLM, config, staging, seed=seed)
     _write_json(staging / "generation_config.json", {
         "bos_token_id": ids["<|endoftext|>"], "eos_token_id": [ids["<|im_end|>"], ids["<|endoftext|>"]],
         "pad_token_id": ids["<|endoftext|>"], "do_sample": True, "temperature": 0.6, "top_p": 0.95, "top_k": 20,
