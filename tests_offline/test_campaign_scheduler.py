@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ from trace_lib.campaign.scheduler import CampaignScheduler, SliceJob
 from trace_lib.generation.run import open_slice_store, run_generation
 from trace_lib.generation.store import load_responses, response_path
 from trace_lib.release.suite import load_suite
+from trace_lib.testing.crash import sigkill_once
 from trace_lib.testing.fake_backend import FakeStreamBackend, fake_answer
 from trace_lib.testing.tiny_bench import build_tiny_tsv, tiny_tsv_protocol
 
@@ -150,20 +149,10 @@ def _child(data: Path, campaign: Path, generation: dict) -> subprocess.Popen:
                             text=True, env=env)
 
 
-def _kill_after(proc: subprocess.Popen, campaign: Path, lines: int) -> None:
-    deadline = time.monotonic() + 60
-    while _stored(campaign) < lines:
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "child made no progress"
-        time.sleep(0.003)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-
-
 def test_sigkill_mid_campaign_then_resume_loses_and_duplicates_nothing(data, tmp_path, generation):
     campaign = tmp_path / "campaign"
     total = sum(ROWS[s.benchmark] for s in SLICES)
-    _kill_after(_child(data, campaign, generation), campaign, 12)
+    sigkill_once(_child(data, campaign, generation), lambda: _stored(campaign), 12)
     first = _stored(campaign)
     assert 12 <= first < total
     torn = response_path(campaign, model=MODEL.slug, seed=42, benchmark="tinyb")

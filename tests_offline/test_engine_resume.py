@@ -7,8 +7,6 @@ store (durability, torn-line repair, resume), not an engine.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -23,6 +21,7 @@ from trace_lib.generation.request import GenerationResult
 from trace_lib.generation.run import open_slice_store, run_generation
 from trace_lib.generation.store import load_responses, response_path
 from trace_lib.release.suite import load_suite
+from trace_lib.testing.crash import sigkill_once
 from trace_lib.testing.tiny_bench import build_tiny_tsv, tiny_tsv_protocol
 
 ROWS = 240
@@ -101,25 +100,15 @@ def _child(data: Path, campaign: Path, generation: dict) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _kill_after(proc: subprocess.Popen, path: Path, lines: int, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while _stored_lines(path) < lines:
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "child made no progress"
-        time.sleep(0.005)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-
-
 def test_sigkill_mid_slice_then_resume_loses_and_duplicates_nothing(data, tmp_path, generation):
     campaign = tmp_path / "campaign"
     path = response_path(campaign, model=SLICE.model, seed=SLICE.seed, benchmark=SLICE.benchmark)
-    _kill_after(_child(data, campaign, generation), path, 40)
+    sigkill_once(_child(data, campaign, generation), lambda: _stored_lines(path), 40)
     first = _stored_lines(path)
     assert 40 <= first < ROWS
     with open(path, "ab") as handle:  # what a kill during a write leaves behind
         handle.write(b'{"kind":"row","row_key":"000000')
-    _kill_after(_child(data, campaign, generation), path, first + 60)
+    sigkill_once(_child(data, campaign, generation), lambda: _stored_lines(path), first + 60)
     proc = _child(data, campaign, generation)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
