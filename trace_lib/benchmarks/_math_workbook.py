@@ -62,3 +62,8 @@ def records(table: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
 def isna(value: Any) -> bool:
     """``pandas.isna`` for a scalar cell."""
     return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def to_json_double(value: float) -> float:
+    """A metric as ``DataFrame.to_json`` writes it (10 decimal places) and ``json.loads`` reads it back."""
+    return float(f"{value:.10f}")

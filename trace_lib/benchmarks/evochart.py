@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from trace_lib.extraction.boxed import last_boxed_literal
-from trace_lib.benchmarks._math_workbook import prediction_workbook, records
+from trace_lib.benchmarks._math_workbook import prediction_workbook, records, to_json_double
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
 from trace_lib.errors import InputError
@@ -119,11 +119,6 @@ def score_prediction(prediction: Any, answer: Any, is_clear: Any) -> float:
     if target_number == 0.0:
         return float(number == 0.0)
     return float(abs(number - target_number) / abs(target_number) <= 0.05)
-
-
-def to_json_double(value: float) -> float:
-    """``DataFrame.to_json`` (10 decimal places) read back by ``json.loads``."""
-    return float(f"{value:.10f}")
 
 
 def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringContext) -> SliceScore:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from trace_lib.benchmarks._math_extract import EXTRACT_MAX_TOKENS, nonempty
-from trace_lib.benchmarks._math_workbook import isna, prediction_workbook, records
+from trace_lib.benchmarks._math_workbook import isna, prediction_workbook, records, to_json_double
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
 from trace_lib.errors import InputError, JudgeError
@@ -163,11 +163,6 @@ def _metadata(cell: Any, index: Any) -> dict[str, Any]:
         raise InputError("metadata lacks subject/subfield; upstream's MathVerse_acc raises",
                          field=f"rows[{index}].metadata", found=cell[:80])
     return value
-
-
-def to_json_double(value: float) -> float:
-    """``DataFrame.to_json`` (10 decimal places) read back by ``json.loads``."""
-    return float(f"{value:.10f}")
 
 
 def _score_judge(ctx: ScoringContext, prompts: list[str]) -> tuple[list[str], list[int]]:

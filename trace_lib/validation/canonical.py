@@ -15,6 +15,7 @@ from typing import Any, Iterable
 
 from trace_lib.atomic import write_bytes_atomic, write_lines_atomic, write_text_atomic
 from trace_lib.errors import InputError
+from trace_lib.release.load import sha256_file  # noqa: F401 - the validation modules' file hash
 
 
 def canonical_json(value: Any) -> str:
@@ -39,14 +40,6 @@ def h0(value: Any) -> str:
 
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(8 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def write_bytes(path: Path, payload: bytes) -> str:

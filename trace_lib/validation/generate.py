@@ -13,7 +13,6 @@ the rows of the same run and refuses a directory that belongs to another. An emp
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -22,7 +21,15 @@ from trace_lib.environment.engine import engine_change, generation_engine
 from trace_lib.errors import BackendError, InputError
 from trace_lib.release.locate import ReleaseRoot
 from trace_lib.validation import pins
-from trace_lib.validation.canonical import canonical_bytes, h1, read_json, sha256_file, write_bytes, write_json
+from trace_lib.validation.canonical import (
+    canonical_bytes,
+    h1,
+    read_json,
+    sha256_file,
+    sha256_text,
+    write_bytes,
+    write_json,
+)
 from trace_lib.validation.manifest import Manifest, load_manifest
 from trace_lib.validation.request import DATA_URL, build_request, request_summary
 from trace_lib.validation.suite import ValidationModel, load_system_prompt, load_validation_suite
@@ -77,10 +84,6 @@ class GenerationReport:
 
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def _sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def check_model_marker(model_path: Path, model: ValidationModel) -> str:
@@ -143,7 +146,7 @@ def run_contract(
         "shard_count": 1,
         "shard_index": 0,
         "system_prompt_file_sha256": prompt_file_sha256,
-        "system_prompt_sha256": _sha256_text(system_prompt),
+        "system_prompt_sha256": sha256_text(system_prompt),
     }
 
 
@@ -164,7 +167,7 @@ def _reusable(receipt: Mapping[str, Any], expected: Mapping[str, Any], path: Pat
     raw, backend_response = receipt.get("raw_response"), receipt.get("backend_response")
     if not isinstance(raw, str) or not raw or not isinstance(backend_response, dict):
         raise InputError("existing completed receipt is incomplete", file=str(path))
-    if _sha256_text(raw) != receipt.get("raw_response_sha256"):
+    if sha256_text(raw) != receipt.get("raw_response_sha256"):
         raise InputError("existing receipt's raw response hash differs", file=str(path), field="raw_response_sha256")
     if h1(backend_response) != receipt.get("response_sha256"):
         raise InputError("existing receipt's response hash differs", file=str(path), field="response_sha256")
@@ -399,7 +402,7 @@ def _finish(
         **_base(row, target.model.slug, identity_sha, req_hash),
         "status": "complete",
         "raw_response": result.text,
-        "raw_response_sha256": _sha256_text(result.text),
+        "raw_response_sha256": sha256_text(result.text),
         "finish_reason": result.finish_reason,
         "response_sha256": h1(backend_response),
         "backend_response": backend_response,

@@ -12,7 +12,6 @@ later run reuses valid non-failed receipts, and ``judge_results.jsonl`` holds ev
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +22,15 @@ from typing import Any, Callable, Mapping, Sequence
 from trace_lib.errors import InputError, JudgeError
 from trace_lib.scoring.judge_http import PER_REQUEST_KINDS, CallFailed, probe, shared_transport
 from trace_lib.validation import pins
-from trace_lib.validation.canonical import canonical_json, h0, read_json, read_jsonl, write_json, write_jsonl
+from trace_lib.validation.canonical import (
+    canonical_json,
+    h0,
+    read_json,
+    read_jsonl,
+    sha256_text,
+    write_json,
+    write_jsonl,
+)
 from trace_lib.validation.chat_template import ChatTemplate
 from trace_lib.validation.extraction import ANSWER_TYPES, EXTRACTION_VERSION, extract
 from trace_lib.validation.judge_output import JudgeOutputError, validate_judge_output
@@ -49,10 +56,6 @@ ATTEMPT_FIELDS = frozenset(
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
-def _sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 # -- pending rows ---------------------------------------------------------------------------------------------------
 def check_pending_row(row: Mapping[str, Any], *, where: str) -> None:
     """A pending row has exactly the eight GT-blind fields, intact hashes and a status the extractor agrees with.
@@ -74,7 +77,7 @@ def check_pending_row(row: Mapping[str, Any], *, where: str) -> None:
         raise InputError("invalid answer_type", field=where, found=row["answer_type"])
     if not isinstance(row["raw_response"], str):
         raise InputError("raw_response is not a string", field=where)
-    if row["raw_response_sha256"] != _sha256_text(row["raw_response"]):
+    if row["raw_response_sha256"] != sha256_text(row["raw_response"]):
         raise InputError("raw_response_sha256 differs from the response", field=where)
     if row["deterministic_extraction_version"] != EXTRACTION_VERSION:
         raise InputError("deterministic extractor version differs", field=where, expected=EXTRACTION_VERSION,
@@ -122,7 +125,7 @@ def request_contract(
         "model_slug": str(row["model_slug"]),
         "row_index": int(row["row_index"]),
         "instance_id": str(row["instance_id"]),
-        "raw_response_sha256": _sha256_text(str(row["raw_response"])),
+        "raw_response_sha256": sha256_text(str(row["raw_response"])),
         "answer_type": str(row["answer_type"]),
         "deterministic_status": str(row["deterministic_status"]),
         "deterministic_extraction_version": str(row["deterministic_extraction_version"]),
@@ -141,7 +144,7 @@ def request_contract(
 
 def build_request(row: Mapping[str, Any], template: ChatTemplate, judge: JudgeContract) -> JudgeRequest:
     rendered = render_prompt(template, str(row["raw_response"]), str(row["answer_type"]))
-    contract = request_contract(row, rendered_sha256=_sha256_text(rendered), template_sha256=template.sha256,
+    contract = request_contract(row, rendered_sha256=sha256_text(rendered), template_sha256=template.sha256,
                                 judge=judge)
     return JudgeRequest(row=row, rendered=rendered, contract=contract)
 
