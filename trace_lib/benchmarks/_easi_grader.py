@@ -25,6 +25,7 @@ from typing import Any, Mapping, Sequence
 
 from trace_lib.errors import JudgeError
 from trace_lib.extraction.choices import API_FAIL_MARKER, JUDGE_MAX_TOKENS, JUDGE_TEMPERATURE
+from trace_lib.extraction.workbook import isna
 from trace_lib.scoring.judge import Judge, first_round_failed
 
 #: ``cal_scores._build_score_fn``: ``max_retry = judge_kwargs.get('retry', 3)``.
@@ -90,10 +91,6 @@ GENERIC_EXTRACT_JUDGE_PROMPT = (
     "<Candidate's Answer End>\n"
     "Your output:"
 )
-
-
-def _isna(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 # -- tools/utils.build_choices -------------------------------------------------------------------------------------
@@ -231,7 +228,7 @@ def build_grader_prompt(item: Mapping[str, Any]) -> str:
     prediction = str(item.get("prediction", ""))
     gold_raw = item.get("answer", "")
     choices = build_choices(item)
-    option_str = "".join(f"{c}. {content}\n" for c, content in choices.items() if not _isna(content)) \
+    option_str = "".join(f"{c}. {content}\n" for c, content in choices.items() if not isna(content)) \
         if choices else ""
     options_block = "Options:\n" + option_str + "\n" if option_str else ""
     letter = str(gold_raw).strip().upper()
@@ -325,7 +322,7 @@ def mcq_summary(
             continue
         values = groups[column]
         preferred = list(order[column])
-        present = list(dict.fromkeys(v for v in values if not _isna(v)))
+        present = list(dict.fromkeys(v for v in values if not isna(v)))
         prefix = f"{column}." if multi else ""
         for cat in preferred + [c for c in present if c not in preferred]:
             sub = [h for h, v in zip(hits, values) if v == cat]

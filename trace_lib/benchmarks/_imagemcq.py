@@ -17,16 +17,12 @@ from typing import Any, Callable, Mapping, Sequence
 from trace_lib.benchmarks.protocol import Row, RowScore, ScoringContext, SliceScore
 from trace_lib.errors import InputError, JudgeError
 from trace_lib.extraction.choices import McqItem, McqOption, extract_options
-from trace_lib.extraction.workbook import official_workbook, roundtrip_column, roundtrip_table
+from trace_lib.extraction.workbook import isna, official_workbook, roundtrip_column, roundtrip_table
 from trace_lib.scoring.percent import MetricTable, Reporter, flatten_summary_metrics, primary_score, report_acc
 
 _LETTERS = tuple(string.ascii_uppercase)
 #: Evaluation-table columns the matcher and ``report_acc`` read (after lower-casing).
 _READ = ("index", "question", "prediction", "answer", "split", "category", "l2-category", "source")
-
-
-def _isna(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def dataset_columns(rows: Sequence[Row]) -> list[str]:
@@ -64,7 +60,7 @@ def evaluation_table(
 def mmmu_preproc(table: dict[str, list[Any]], answers: Sequence[Any]) -> None:
     """``MMMU_preproc``: a row without option ``A`` becomes ``A = answer``, ``B = 'Other Answers'`` (in place)."""
     for pos, value in enumerate(table["A"]):
-        if _isna(value):
+        if isna(value):
             table["A"][pos] = answers[pos]
             table["B"][pos] = "Other Answers"
 
@@ -103,7 +99,7 @@ def mcq_vanilla_eval(
             index=table["index"][pos],
             question=table["question"][pos] if "question" in table else math.nan,
             prediction=table["prediction"][pos],
-            choices={ch: table[ch][pos] for ch in letters if not _isna(table[ch][pos])},
+            choices={ch: table[ch][pos] for ch in letters if not isna(table[ch][pos])},
         )
         for pos in range(len(table["index"]))
     ]

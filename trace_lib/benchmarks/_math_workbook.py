@@ -15,7 +15,7 @@ import math
 from typing import Any, Mapping, Sequence
 
 from trace_lib.benchmarks.protocol import Row
-from trace_lib.extraction.workbook import COMPACT_MEDIA_COLUMNS, roundtrip_table
+from trace_lib.extraction.workbook import COMPACT_MEDIA_COLUMNS, isna, roundtrip_table
 
 Table = dict[str, list[Any]]
 
@@ -57,11 +57,6 @@ def records(table: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
     names = list(table)
     length = len(table[names[0]]) if names else 0
     return [{name: table[name][i] for name in names} for i in range(length)]
-
-
-def isna(value: Any) -> bool:
-    """``pandas.isna`` for a scalar cell."""
-    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def to_json_double(value: float) -> float:

@@ -24,13 +24,13 @@ whole first round fails at the transport level raises :class:`~trace_lib.errors.
 
 from __future__ import annotations
 
-import math
 import re
 import string
 from dataclasses import dataclass
 from typing import Any, Mapping, MutableMapping, Sequence
 
 from trace_lib.errors import InputError, JudgeError
+from trace_lib.extraction.workbook import isna
 from trace_lib.scoring.fallback import deterministic_choice
 from trace_lib.scoring.judge import Judge, first_round_failed
 
@@ -55,14 +55,10 @@ JUDGE_TEMPERATURE = 0  # the int VLMEvalKit's wrapper sends (judge_kwargs "tempe
 Choices = MutableMapping[str, Any]
 
 
-def _isna(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
 # -- the model-facing prompt ---------------------------------------------------------------------------------
 def build_choices(item: Mapping[str, Any]) -> dict[str, Any]:
     """``{letter: text}`` for every column ``A``..``Z`` the row has and that is not NaN, alphabetical."""
-    return {ch: item[ch] for ch in string.ascii_uppercase if ch in item and not _isna(item[ch])}
+    return {ch: item[ch] for ch in string.ascii_uppercase if ch in item and not isna(item[ch])}
 
 
 #: The instruction line ``ImageMCQDataset.build_prompt`` appends after the options.
@@ -75,7 +71,7 @@ def build_imagemcq_prompt(row: Mapping[str, Any], *, instruction: str = IMAGEMCQ
     ``instruction`` replaces the line for subclasses that only change it (``TreeBench.build_prompt``).
     """
     options = build_choices(row)
-    hint = row["hint"] if ("hint" in row and not _isna(row["hint"])) else None
+    hint = row["hint"] if ("hint" in row and not isna(row["hint"])) else None
     prompt = ""
     if hint is not None:
         prompt += f"Hint: {hint}\n"
@@ -140,7 +136,7 @@ def can_infer(answer: Any, choices: Choices) -> str | bool:
 def build_option_str(choices: Mapping[str, Any]) -> str:
     """``vlmeval/smp/vlm.py:build_option_str``: the option list shown to the MCQ judge."""
     return "There are several options: \n" + "".join(
-        f"{c}. {content}\n" for c, content in choices.items() if not _isna(content)
+        f"{c}. {content}\n" for c, content in choices.items() if not isna(content)
     )
 
 

@@ -43,6 +43,11 @@ COMPACT_MEDIA_COLUMNS = frozenset({"image", "images", "image_path", "image_paths
 _ROW_GUARD = "_trace_repro_row"
 
 
+def isna(value: Any) -> bool:
+    """``pandas.isna`` for a scalar cell: None or a float NaN (what an empty workbook cell reads back as)."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
 def library_versions() -> dict[str, str]:
     """The pandas / XlsxWriter / openpyxl versions this process round-trips workbooks with."""
     return dict(_versions())

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Mapping, Sequence
 
 from trace_lib.errors import TraceReproError
+from trace_lib.extraction.workbook import isna
 
 #: Which dataset class's ``report_primary_metric`` applies.
 Reporter = Literal["image_base", "image_mcq", "mmmu", "image_vqa"]
@@ -47,16 +48,12 @@ class PrimaryMetric:
     score: float
 
 
-def _isna(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
 def is_number(value: Any) -> bool:
     """``status_report.is_number``: finite-or-infinite numbers and numeric strings; never bool or NaN."""
     if isinstance(value, bool):
         return False
     if isinstance(value, (int, float)):
-        return not _isna(float(value)) if isinstance(value, float) else True
+        return not isna(float(value)) if isinstance(value, float) else True
     if isinstance(value, str):
         try:
             return not math.isnan(float(value))
@@ -108,7 +105,7 @@ def _flatten_table(table: MetricTable) -> dict[str, Any]:
         parts = []
         for col in dims:
             value = cells[col]
-            if _isna(value):
+            if isna(value):
                 continue
             text = str(value).strip()
             if text:
