@@ -1,8 +1,7 @@
 """Campaign throughput on one GPU: per-slice generation (the previous design), the streaming campaign scheduler
-(every slice through one engine; a benchmark's seeds queued in lockstep chunks), the streaming scheduler with
-conversations rendered on ``--render-workers`` threads (a second engine: vLLM's renderer pool, processor cache
-off, a row's seeds rendered once), and upstream's design (``vllm serve`` + an HTTP client with 32 requests in
-flight, one slice after another), side by side in one run on the same requests.
+(every slice through one engine; a benchmark's seeds queued in lockstep chunks), and upstream's design
+(``vllm serve`` + an HTTP client with 32 requests in flight, one slice after another), side by side in one run
+on the same requests.
 
 The model is a random-weight Qwen2.5-VL with the 3B release's layer shapes (36 layers, hidden 2048, a 32-block
 vision tower; config only, loaded with vLLM's ``load_format="dummy"``; the vocabulary is the tiny test
@@ -19,7 +18,7 @@ fraction means preprocessing, not the GPU, bounds the path). Targets: streaming 
 upstream's design.
 
     python benchmarks/campaign_throughput.py [--benchmarks 8] [--seeds 3] [--rows 200] [--max-tokens 256]
-        [--render-workers 8] [--skip-upstream] [--work-dir DIR]
+        [--skip-upstream] [--work-dir DIR]
 """
 
 from __future__ import annotations
@@ -137,8 +136,6 @@ def main() -> int:
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.85)
     parser.add_argument("--max-model-len", type=int, default=8192)
     parser.add_argument("--enforce-eager", action="store_true")
-    parser.add_argument("--render-workers", type=int, default=8,
-                        help="threads of the concurrently rendering streaming path (0: no such path)")
     parser.add_argument("--skip-upstream", action="store_true", help="no 'vllm serve' run")
     parser.add_argument("--gpu-index", type=int, default=0, help="NVML index of the GPU to sample")
     parser.add_argument("--work-dir", default=None)
@@ -218,45 +215,29 @@ def main() -> int:
 
     from trace_lib.generation.backends.vllm import VLLMBackend
 
-    def offline_engine(**extra) -> tuple:  # noqa: ANN003
-        t0 = time.monotonic()
-        llm = LLM(model=str(model_dir), load_format="dummy", trust_remote_code=True, served_model_name="bench",
-                  allowed_local_media_path=str(data.resolve()), limit_mm_per_prompt={"image": 24, "video": 3},
-                  enforce_eager=args.enforce_eager, **engine_flags, **extra)
-        backend = VLLMBackend(model_path=str(model_dir), served_name="bench", llm=llm)
-        print(f"[engine] offline LLM {extra or ''} up in {time.monotonic() - t0:.0f} s", flush=True)
-        return llm, backend
-
-    def release(llm, backend) -> None:  # noqa: ANN001
-        backend.close()
-        shutdown = getattr(getattr(llm.llm_engine, "engine_core", None), "shutdown", None)
-        if shutdown is not None:  # free the GPU for the next engine
-            shutdown()
-        import gc
-
-        gc.collect()
-        _wait_gpu_memory_free(args.gpu_index)
-
+    t0 = time.monotonic()
+    llm = LLM(model=str(model_dir), load_format="dummy", trust_remote_code=True, served_model_name="bench",
+              allowed_local_media_path=str(data.resolve()), limit_mm_per_prompt={"image": 24, "video": 3},
+              enforce_eager=args.enforce_eager, **engine_flags)
+    backend = VLLMBackend(model_path=str(model_dir), served_name="bench", llm=llm)
+    print(f"[engine] offline LLM up in {time.monotonic() - t0:.0f} s", flush=True)
     warm = jobs(work / "warmup")[0]
 
     def warmup_requests(seed: int) -> list:
         return [r.request for r in prepare_rows(warm.load_rows()[:32], warm.protocol, warm.image_dir,
                                                 served_name="bench", generation=generation, seed=seed)]
 
-    llm, backend = offline_engine()
     list(backend.generate(warmup_requests(41)))
     measure("per-slice", per_slice, backend, work / "campaign-per-slice")
     measure("streaming", streaming, backend, work / "campaign-streaming")
-    release(llm, backend)
+    backend.close()
+    shutdown = getattr(getattr(llm.llm_engine, "engine_core", None), "shutdown", None)
+    if shutdown is not None:  # free the GPU for 'vllm serve'
+        shutdown()
     del llm, backend
-    rendering = f"streaming, {args.render_workers} render workers"
-    if args.render_workers > 1:
-        llm, backend = offline_engine(renderer_num_workers=args.render_workers, mm_processor_cache_gb=0)
-        list(backend.generate(warmup_requests(41)))
-        measure(rendering, streaming, backend, work / "campaign-rendering")
-        print(f"[{rendering}] {backend.renderer.stats}", flush=True)
-        release(llm, backend)
-        del llm, backend
+    import gc
+
+    gc.collect()
 
     if not args.skip_upstream:
         from trace_lib.generation.backends.openai import OpenAIBackend
@@ -313,12 +294,11 @@ def main() -> int:
     for name, (seconds, rows, tokens, busy) in results.items():
         print(f"| {name} | {rows} | {seconds:.1f} | {rows / seconds:.1f} | {tokens / seconds:.0f} | {busy:.2f} |")
     rate = {name: rows / seconds for name, (seconds, rows, _, _) in results.items()}
+    stream_rate = rate["streaming"]
+    print(f"\nstreaming / per-slice = {stream_rate / rate['per-slice']:.2f} (target >= 1.2)")
     upstream = next((v for k, v in rate.items() if k.startswith("upstream")), None)
-    print()
-    for name in ("streaming", rendering):
-        if name in rate:
-            print(f"{name} / per-slice = {rate[name] / rate['per-slice']:.2f} (target >= 1.2)" + (
-                f"; / upstream design = {rate[name] / upstream:.2f} (target >= 2.5)" if upstream else ""))
+    if upstream:
+        print(f"streaming / upstream design = {stream_rate / upstream:.2f} (target >= 2.5)")
     print(f"total wall time {time.monotonic() - started:.0f} s")
     return 0
 

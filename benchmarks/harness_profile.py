@@ -30,10 +30,9 @@ def main() -> int:
     parser.add_argument("--slices", type=int, default=4)
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args()
-    from trace_lib.testing.stub_vllm import StubLLM, stub_vllm_modules
+    from trace_lib.testing.stub_vllm import StubLLM, stub_vllm_module
 
-    for name, module in stub_vllm_modules().items():
-        sys.modules.setdefault(name, module)
+    sys.modules.setdefault("vllm", stub_vllm_module())
 
     from trace_lib.campaign.models import ModelDescriptor
     from trace_lib.campaign.plan import Slice

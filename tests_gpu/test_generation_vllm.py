@@ -85,23 +85,6 @@ def offline(tiny_model, data, generation, tmp_path_factory):
         backend.close()
 
 
-@pytest.fixture(scope="module")
-def rendered(tiny_model, data, generation, tmp_path_factory):
-    """Both tables at seeds 42 and 43 through a vllm backend rendering on 4 threads; the engine is released
-    afterwards."""
-    from trace_lib.generation.backends.base import create_backend
-
-    backend = create_backend("vllm", model_path=str(tiny_model), served_name="tiny", render_workers=4,
-                             allowed_local_media_path=str(data.resolve()), gpu_memory_utilization=GPU_MEMORY)
-    campaign = tmp_path_factory.mktemp("rendered")
-    try:
-        slices = {(table, seed): _slice(backend, data, campaign, generation, table=table, seed=seed)
-                  for table in ("tiny.tsv", "pairs.tsv") for seed in (42, 43)}
-        yield slices, backend.renderer.stats
-    finally:
-        backend.close()
-
-
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -204,19 +187,3 @@ def test_request_hash_matches_between_backends(offline, server, data, generation
     finally:
         backend.close()
     assert [r.request_hash for r in rows] == [r.request_hash for r in offline["pairs.tsv"][1]]
-
-
-def test_concurrent_rendering_gives_the_engine_the_prompts_serial_rendering_gives(offline, rendered):
-    """render_workers=4 (vLLM's asynchronous renderer, processor cache off, a row's seeds rendered once): every
-    row generated, with the serial path's prompt token counts (images expanded alike) and request hashes."""
-    slices, stats = rendered
-    for table, rows_expected in (("tiny.tsv", ROWS), ("pairs.tsv", 8)):
-        serial = {r.row_key: r for r in offline[table][1]}
-        for seed in (42, 43):
-            result, rows = slices[(table, seed)]
-            assert result.complete and result.generated == rows_expected
-            assert all(r.finish_reason in ("stop", "length") and 0 < r.completion_tokens <= 64 for r in rows)
-            if seed == 42:
-                assert {r.row_key: (r.prompt_tokens, r.request_hash) for r in rows} == {
-                    k: (r.prompt_tokens, r.request_hash) for k, r in serial.items()}
-    assert (stats.rendered, stats.shared) == (ROWS + 8, ROWS + 8)  # seed 43 reused seed 42's renders

@@ -70,11 +70,9 @@ def test_engine_flags_override_only_what_is_given(release, tmp_path):
     plan = build_plan(release, model_ids=["trace-qwen2.5-vl-3b"], seeds=[42], benchmarks=["mmstar"],
                       gpu_groups="0,1", data_root=tmp_path)
     args = argparse.Namespace(backend="vllm", base_url=None, device=None, max_model_len=None, max_num_seqs=128,
-                              gpu_memory_utilization=None, enforce_eager=None, concurrency=None,
-                              render_workers=8)
+                              gpu_memory_utilization=None, enforce_eager=None, concurrency=None)
     assert _backend_options(args, plan) == {
         "tensor_parallel_size": 2, "allowed_local_media_path": str(tmp_path.resolve()), "max_num_seqs": 128,
-        "render_workers": 8,
     }
 
 

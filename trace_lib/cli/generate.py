@@ -40,9 +40,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--gpu-memory-utilization", type=float, default=None,
                         help="vllm backend (default: upstream's 0.90)")
     parser.add_argument("--enforce-eager", action="store_true", default=None, help="vllm backend: no CUDA graphs")
-    parser.add_argument("--render-workers", type=options.positive_int, default=None,
-                        help="vllm backend: threads rendering chat templates and images concurrently, the seeds of "
-                             "a row rendered once (default 1: vLLM's serial offline rendering)")
     parser.add_argument("--model-verify", choices=("deep", "shallow", "none"), default="deep",
                         help="check model directories against their markers first (default deep: re-hash files)")
     parser.add_argument("--unprepared-data", action="store_true",
@@ -100,7 +97,7 @@ def _backend_options(args: argparse.Namespace, plan: Plan) -> dict:
     chosen = backend_options(args.backend, plan, base_url=options.resolve(args, options.BASE_URL),
                              device=options.resolve(args, options.DEVICE))
     flags = {
-        "vllm": ("max_model_len", "max_num_seqs", "gpu_memory_utilization", "enforce_eager", "render_workers"),
+        "vllm": ("max_model_len", "max_num_seqs", "gpu_memory_utilization", "enforce_eager"),
         "openai": ("concurrency",),
     }.get(args.backend, ())
     chosen.update({name: getattr(args, name) for name in flags if getattr(args, name) is not None})

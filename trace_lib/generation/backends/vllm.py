@@ -6,10 +6,7 @@ its ``seed``); fields it does not send take the model's ``generation_config`` de
 (``ModelConfig.get_diff_sampling_param``), else the server's neutral defaults. Conversations go through
 ``LLM.enqueue_chat`` (the same chat-template rendering and multimodal processing as ``LLM.chat``, grouped by
 ``mm_processor_kwargs``), then the engine is stepped exactly like ``LLM.chat``'s own loop, and every finished
-request is yielded at once, so the caller can persist it while the batch keeps running. With ``render_workers``
-above 1 conversations are instead rendered concurrently on vLLM's renderer thread pool
-(:mod:`trace_lib.generation.backends.vllm_render`, the path ``vllm serve`` takes) and added to the engine
-rendered.
+request is yielded at once, so the caller can persist it while the batch keeps running.
 
 GPU placement: the process sees the GPUs of its group (set ``CUDA_VISIBLE_DEVICES`` before the engine is
 created; :func:`trace_lib.generation.run.run_gpu_groups` starts one worker process per group);
@@ -31,7 +28,6 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from trace_lib.errors import BackendError
 from trace_lib.generation.backends.base import RequestFeed
-from trace_lib.generation.backends.vllm_render import ConcurrentRenderer, engine_render_workers
 from trace_lib.generation.request import ChatRequest, GenerationResult
 
 #: vLLM's OpenAI server defaults for fields a chat request leaves unset (chat_completion/protocol.py).
@@ -75,7 +71,6 @@ class EngineLoopStats:
     stepping_s: float = 0.0  # engine.step(): waiting for the engine's next outputs
     steps: int = 0
     requests: int = 0
-    render_wait_s: float = 0.0  # concurrent rendering: the engine had nothing to run until a render finished
 
     def snapshot(self) -> EngineLoopStats:
         return replace(self)
@@ -83,17 +78,13 @@ class EngineLoopStats:
     def since(self, earlier: EngineLoopStats) -> EngineLoopStats:
         """The counts accumulated after ``earlier`` (a :meth:`snapshot`)."""
         return EngineLoopStats(self.adding_s - earlier.adding_s, self.stepping_s - earlier.stepping_s,
-                               self.steps - earlier.steps, self.requests - earlier.requests,
-                               self.render_wait_s - earlier.render_wait_s)
+                               self.steps - earlier.steps, self.requests - earlier.requests)
 
     def summary(self, wall_s: float) -> str:
         share = f"{self.adding_s / wall_s:.0%} of {wall_s:.1f} s" if wall_s > 0 else f"{self.adding_s:.1f} s"
-        text = (f"adding {self.requests} requests took {share} "
+        return (f"adding {self.requests} requests took {share} "
                 f"({1000 * self.adding_s / max(self.requests, 1):.1f} ms each); {self.steps} engine steps "
                 f"waited {self.stepping_s:.1f} s")
-        if self.render_wait_s:
-            text += f"; an idle engine waited {self.render_wait_s:.1f} s for renders"
-        return text
 
 
 def _external_id(request_id: str) -> str:
@@ -107,12 +98,10 @@ class VLLMBackend:
     Options: ``tensor_parallel_size`` (default: number of visible GPUs), ``allowed_local_media_path`` (the data
     root; required for ``file://`` images, default ``/``), ``max_model_len`` (32768), ``max_num_seqs`` (256),
     ``max_num_batched_tokens`` (32768), ``gpu_memory_utilization`` (0.90), ``limit_mm_per_prompt``
-    (``{"image": 24, "video": 3}``), ``dtype`` ("auto"), ``enforce_eager`` (False), ``render_workers`` (1:
-    vLLM's serial offline rendering; N > 1 renders on N threads and turns vLLM's multimodal processor cache off,
-    see :mod:`~trace_lib.generation.backends.vllm_render`), ``llm_kwargs`` (any further ``vllm.LLM``
-    arguments), ``llm`` (an existing ``vllm.LLM`` to drive instead of creating one; the other engine options are
-    then ignored and ``render_workers`` is the engine's ``renderer_num_workers``). Defaults mirror upstream's
-    generation server flags (eval-campaign spec §3.1).
+    (``{"image": 24, "video": 3}``), ``dtype`` ("auto"), ``enforce_eager`` (False), ``llm_kwargs`` (any further
+    ``vllm.LLM`` arguments), ``llm`` (an existing ``vllm.LLM`` to drive instead of creating one; the other
+    engine options are then ignored). Defaults mirror upstream's generation server flags (eval-campaign spec
+    §3.1).
     """
 
     name = "vllm"
@@ -131,7 +120,6 @@ class VLLMBackend:
         limit_mm_per_prompt: Mapping[str, int] | None = None,
         dtype: str = "auto",
         enforce_eager: bool = False,
-        render_workers: int = 1,
         llm_kwargs: Mapping[str, Any] | None = None,
         llm: Any = None,
     ) -> None:
@@ -141,25 +129,17 @@ class VLLMBackend:
         self._max_num_seqs = max_num_seqs
         self._params: dict[tuple, Any] = {}
         self.loop_stats = EngineLoopStats()
-        self.renderer: ConcurrentRenderer | None = None
         if llm is not None:
             scheduler = getattr(getattr(llm.llm_engine, "vllm_config", None), "scheduler_config", None)
             self._max_num_seqs = int(getattr(scheduler, "max_num_seqs", None) or max_num_seqs)
             self.llm = llm
             self._defaults = dict(_model_config(llm).get_diff_sampling_param())
-            if engine_render_workers(llm) > 1:
-                self.renderer = ConcurrentRenderer(llm)
             return
-        if render_workers < 1:
-            raise BackendError("render_workers must be at least 1", field="render_workers", found=render_workers)
         try:
             from vllm import LLM
         except ImportError as exc:
             raise BackendError(f"vllm is not importable ({exc})", field="--backend vllm",
                                hint="install the 'eval' extra on a CUDA host") from None
-        if render_workers > 1 and not _has_engine_arg("renderer_num_workers"):
-            raise BackendError("this vLLM cannot render concurrently (no renderer_num_workers engine argument)",
-                               field="render_workers", found=render_workers, hint="use 1, or vLLM >= 0.24")
         if tensor_parallel_size is None:
             tensor_parallel_size = _visible_gpu_count()
         kwargs: dict[str, Any] = dict(
@@ -176,13 +156,9 @@ class VLLMBackend:
             dtype=dtype,
             enforce_eager=enforce_eager,
         )
-        if render_workers > 1:  # vLLM refuses concurrent renderers with its (thread-unsafe) processor cache on
-            kwargs.update(renderer_num_workers=render_workers, mm_processor_cache_gb=0)
         kwargs.update(llm_kwargs or {})
         self.llm = LLM(**kwargs)
         self._defaults = dict(_model_config(self.llm).get_diff_sampling_param())
-        if render_workers > 1:
-            self.renderer = ConcurrentRenderer(self.llm)
 
     def _sampling_params(self, request: ChatRequest) -> Any:
         """The request's ``SamplingParams``; one object per distinct sampling (as ``LLM.chat`` shares one)."""
@@ -208,9 +184,8 @@ class VLLMBackend:
         if engine.has_unfinished_requests():
             raise BackendError("engine already has unfinished requests", field="vllm")
         target = max(1, in_flight or 4 * self._max_num_seqs)
-        renderer = self.renderer
         by_id = _InFlight()
-        sent = answered = 0  # sent: taken from the feed (being rendered, or in the engine)
+        sent = answered = 0
         try:
             while True:
                 unfinished = sent - answered
@@ -219,27 +194,11 @@ class VLLMBackend:
                     # rendered and processed (images) between steps
                     limit = min(target - unfinished, self._max_num_seqs)
                     batch = feed.take(limit, wait=unfinished == 0)
-                    if renderer is None:
-                        self._enqueue(batch, by_id)
-                    else:
-                        renderer.submit(batch)
-                    sent += len(batch)
-                if renderer is not None and renderer.pending:
-                    idle = not engine.has_unfinished_requests()
-                    waiting = time.perf_counter()
-                    rendered = renderer.ready(wait=idle)
-                    if idle:
-                        self.loop_stats.render_wait_s += time.perf_counter() - waiting
-                    self._add_rendered(rendered, by_id)
+                    sent += self._enqueue(batch, by_id)
                 if sent == answered:
                     if feed.finished:
                         break
                     continue
-                if not engine.has_unfinished_requests():
-                    if renderer is not None and renderer.pending:
-                        continue
-                    raise BackendError("engine finished without answering every request", field="vllm",
-                                       expected=sent, found=answered)
                 stepping = time.perf_counter()
                 outputs = engine.step()
                 self.loop_stats.stepping_s += time.perf_counter() - stepping
@@ -253,16 +212,17 @@ class VLLMBackend:
                                            found=output.request_id)
                     answered += 1
                     yield _result(request.request_id, output)
+                if sent != answered and not engine.has_unfinished_requests():
+                    raise BackendError("engine finished without answering every request", field="vllm",
+                                       expected=sent, found=answered)
         except BaseException:
             unfinished_ids = by_id.engine_ids()
             if unfinished_ids and engine.has_unfinished_requests():
                 abort_requests(engine, unfinished_ids)
-            if renderer is not None:
-                renderer.discard()
             raise
 
-    def _enqueue(self, batch: Sequence[ChatRequest], by_id: _InFlight) -> None:
-        """Render ``batch`` and add it to the engine (``LLM.enqueue_chat``, grouped by ``mm_processor_kwargs``)."""
+    def _enqueue(self, batch: Sequence[ChatRequest], by_id: _InFlight) -> int:
+        """Add ``batch`` to the engine (grouped by ``mm_processor_kwargs``); returns how many were added."""
         adding = time.perf_counter()
         groups: dict[tuple, list[ChatRequest]] = {}
         for request in batch:
@@ -277,28 +237,9 @@ class VLLMBackend:
                 by_id.add(engine_id, request)
         self.loop_stats.adding_s += time.perf_counter() - adding
         self.loop_stats.requests += len(batch)
-
-    def _add_rendered(self, rendered: Sequence[tuple[ChatRequest, Any]], by_id: _InFlight) -> None:
-        """Add rendered requests to the engine as ``LLM.enqueue_chat`` does after rendering (final-only output,
-        the ``LLM``'s request counter); a render shared by several requests arrives with each of them."""
-        if not rendered:
-            return
-        from vllm.sampling_params import RequestOutputKind
-
-        adding = time.perf_counter()
-        for request, engine_input in rendered:
-            params = self._sampling_params(request)
-            params.output_kind = RequestOutputKind.FINAL_ONLY
-            engine_id = self.llm.llm_engine.add_request(str(next(self.llm.request_counter)), engine_input, params,
-                                                        arrival_time=time.time())
-            by_id.add(engine_id, request)
-        self.loop_stats.adding_s += time.perf_counter() - adding
-        self.loop_stats.requests += len(rendered)
+        return len(batch)
 
     def close(self) -> None:
-        if getattr(self, "renderer", None) is not None:
-            self.renderer.close()
-            self.renderer = None
         llm = getattr(self, "llm", None)
         self.llm = None
         if llm is None or not self._owns_engine:
@@ -388,12 +329,6 @@ def _result(request_id: str, output: Any) -> GenerationResult:
         prompt_tokens=len(output.prompt_token_ids) if output.prompt_token_ids is not None else None,
         completion_tokens=len(completion.token_ids),
     )
-
-
-def _has_engine_arg(name: str) -> bool:
-    from vllm.engine.arg_utils import EngineArgs
-
-    return name in getattr(EngineArgs, "__dataclass_fields__", {})
 
 
 def _visible_gpu_count() -> int:
