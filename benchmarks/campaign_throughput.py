@@ -1,7 +1,8 @@
 """Campaign throughput on one GPU: per-slice generation (the previous design), the streaming campaign scheduler
-(every slice through one engine; a benchmark's seeds queued in lockstep chunks), and upstream's design
-(``vllm serve`` + an HTTP client with 32 requests in flight, one slice after another), side by side in one run
-on the same requests.
+(every slice through one engine; a benchmark's seeds queued in lockstep chunks), the streaming scheduler on
+``--replicas`` engines sharing the GPU (one process each, its share of the memory, the benchmarks split between
+them, as ``trace-repro generate`` runs GPU groups), and upstream's design (``vllm serve`` + an HTTP client with 32
+requests in flight, one slice after another), side by side in one run on the same requests.
 
 The model is a random-weight Qwen2.5-VL with the 3B release's layer shapes (36 layers, hidden 2048, a 32-block
 vision tower; config only, loaded with vLLM's ``load_format="dummy"``; the vocabulary is the tiny test
@@ -18,7 +19,7 @@ fraction means preprocessing, not the GPU, bounds the path). Targets: streaming 
 upstream's design.
 
     python benchmarks/campaign_throughput.py [--benchmarks 8] [--seeds 3] [--rows 200] [--max-tokens 256]
-        [--skip-upstream] [--work-dir DIR]
+        [--replicas 2] [--skip-per-slice] [--skip-upstream] [--work-dir DIR]
 """
 
 from __future__ import annotations
@@ -122,6 +123,43 @@ def _count(campaign: Path) -> tuple[int, int]:
     return rows, tokens
 
 
+def _await_line(worker: subprocess.Popen, word: str, *, echo: bool = False) -> bool:
+    """Read ``worker``'s stdout until a line equal to ``word`` (True) or its end (False); other lines are
+    printed when ``echo``."""
+    for line in worker.stdout:
+        if line.strip() == word:
+            return True
+        if echo:
+            print(line, end="", flush=True)
+    return False
+
+
+def _replica(index: int, count: int, model_dir: Path, data: Path, engine_flags: dict, warmup_requests, streaming,
+             jobs: list) -> int:  # noqa: ANN001
+    """One engine of the replicated path: started and warmed up, prints READY, waits for GO on stdin, streams
+    its benchmarks' slices, prints its driving-thread stats and DONE."""
+    from vllm import LLM
+
+    from trace_lib.generation.backends.vllm import VLLMBackend
+
+    llm = LLM(model=str(model_dir), load_format="dummy", trust_remote_code=True, served_model_name="bench",
+              allowed_local_media_path=str(data.resolve()), limit_mm_per_prompt={"image": 24, "video": 3},
+              **engine_flags)
+    backend = VLLMBackend(model_path=str(model_dir), served_name="bench", llm=llm)
+    list(backend.generate(warmup_requests(41 + index)))
+    print("READY", flush=True)
+    if not sys.stdin.readline():
+        return 1
+    before, t0 = backend.loop_stats.snapshot(), time.perf_counter()
+    streaming(backend, jobs)
+    seconds = time.perf_counter() - t0
+    print(f"[replica {index}] {len(jobs)} slices in {seconds:.1f} s; driving thread: "
+          f"{backend.loop_stats.since(before).summary(seconds)}", flush=True)
+    print("DONE", flush=True)
+    backend.close()
+    return 0
+
+
 def main() -> int:
     import signal
 
@@ -136,6 +174,10 @@ def main() -> int:
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.85)
     parser.add_argument("--max-model-len", type=int, default=8192)
     parser.add_argument("--enforce-eager", action="store_true")
+    parser.add_argument("--replicas", type=int, default=2,
+                        help="engines sharing the GPU in the replicated streaming path (below 2: no such path)")
+    parser.add_argument("--replica", default=None, help=argparse.SUPPRESS)  # I/N: run as replica I of N
+    parser.add_argument("--skip-per-slice", action="store_true", help="no per-slice run")
     parser.add_argument("--skip-upstream", action="store_true", help="no 'vllm serve' run")
     parser.add_argument("--gpu-index", type=int, default=0, help="NVML index of the GPU to sample")
     parser.add_argument("--work-dir", default=None)
@@ -159,8 +201,9 @@ def main() -> int:
     data = work / "data"
     data.mkdir(parents=True, exist_ok=True)
     tables = [data / f"bench{b:02d}.tsv" for b in range(args.benchmarks)]
-    with ProcessPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:
-        list(pool.map(_table, [str(t) for t in tables], range(args.benchmarks), [args.rows] * args.benchmarks))
+    if args.replica is None:  # a replica reads what its parent built
+        with ProcessPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:
+            list(pool.map(_table, [str(t) for t in tables], range(args.benchmarks), [args.rows] * args.benchmarks))
     generation = {**load_suite(locate_release()).generation, "max_tokens": args.max_tokens}
     model = ModelDescriptor("bench", str(model_dir), "sha256set:" + "0" * 64, f"org/bench@{'0' * 40}", "Bench")
     seeds = [42 + s for s in range(args.seeds)]
@@ -182,10 +225,23 @@ def main() -> int:
                 run_generation(job.slice, job.load_rows(), job.protocol, backend, store, job.image_dir,
                                generation=generation, progress=False)
 
-    def streaming(backend, campaign: Path) -> None:
-        results = CampaignScheduler(backend).run(jobs(campaign))
+    def streaming(backend, campaign: Path | list[SliceJob]) -> None:
+        results = CampaignScheduler(backend).run(campaign if isinstance(campaign, list) else jobs(campaign))
         failed = [r.error for r in results if not r.ok]
         assert not failed, failed[0]
+
+    engine_flags = dict(max_model_len=args.max_model_len, max_num_seqs=256, max_num_batched_tokens=32768,
+                        gpu_memory_utilization=args.gpu_memory_utilization, enforce_eager=args.enforce_eager)
+    warm = jobs(work / "warmup")[0]
+
+    def warmup_requests(seed: int) -> list:
+        return [r.request for r in prepare_rows(warm.load_rows()[:32], warm.protocol, warm.image_dir,
+                                                served_name="bench", generation=generation, seed=seed)]
+
+    if args.replica is not None:
+        index, count = (int(part) for part in args.replica.split("/"))
+        return _replica(index, count, model_dir, data, engine_flags, warmup_requests, streaming,
+                        [j for j in jobs(work / "campaign-replicas") if int(j.slice.benchmark[5:]) % count == index])
 
     for job in jobs(work / "prebuild"):  # materialise every image once (both paths then read the same files)
         prepare_rows(job.load_rows(), job.protocol, job.image_dir, served_name="bench", generation=generation,
@@ -193,8 +249,6 @@ def main() -> int:
     print(f"[setup] {len(slices)} slices x {args.rows} rows, max_tokens {args.max_tokens}; "
           f"built in {time.monotonic() - started:.0f} s under {work}", flush=True)
 
-    engine_flags = dict(max_model_len=args.max_model_len, max_num_seqs=256, max_num_batched_tokens=32768,
-                        gpu_memory_utilization=args.gpu_memory_utilization)
     results: dict[str, tuple[float, int, int, float]] = {}
 
     def measure(name: str, fn, backend, campaign: Path) -> None:  # noqa: ANN001
@@ -218,17 +272,12 @@ def main() -> int:
     t0 = time.monotonic()
     llm = LLM(model=str(model_dir), load_format="dummy", trust_remote_code=True, served_model_name="bench",
               allowed_local_media_path=str(data.resolve()), limit_mm_per_prompt={"image": 24, "video": 3},
-              enforce_eager=args.enforce_eager, **engine_flags)
+              **engine_flags)
     backend = VLLMBackend(model_path=str(model_dir), served_name="bench", llm=llm)
     print(f"[engine] offline LLM up in {time.monotonic() - t0:.0f} s", flush=True)
-    warm = jobs(work / "warmup")[0]
-
-    def warmup_requests(seed: int) -> list:
-        return [r.request for r in prepare_rows(warm.load_rows()[:32], warm.protocol, warm.image_dir,
-                                                served_name="bench", generation=generation, seed=seed)]
-
     list(backend.generate(warmup_requests(41)))
-    measure("per-slice", per_slice, backend, work / "campaign-per-slice")
+    if not args.skip_per_slice:
+        measure("per-slice", per_slice, backend, work / "campaign-per-slice")
     measure("streaming", streaming, backend, work / "campaign-streaming")
     backend.close()
     shutdown = getattr(getattr(llm.llm_engine, "engine_core", None), "shutdown", None)
@@ -238,6 +287,48 @@ def main() -> int:
     import gc
 
     gc.collect()
+
+    replicated = f"streaming, {args.replicas} engines on the GPU"
+    if args.replicas > 1:
+        _wait_gpu_memory_free(args.gpu_index)
+        argv = [sys.executable, __file__, "--work-dir", str(work), "--benchmarks", str(args.benchmarks),
+                "--seeds", str(args.seeds), "--rows", str(args.rows), "--max-tokens", str(args.max_tokens),
+                "--gpu-memory-utilization", str(args.gpu_memory_utilization / args.replicas),
+                "--max-model-len", str(args.max_model_len), *(["--enforce-eager"] if args.enforce_eager else [])]
+        t0 = time.monotonic()
+        workers = []
+        try:
+            for index in range(args.replicas):  # one at a time: each sizes its KV cache from the memory left
+                log = open(work / f"replica{index}.log", "w")  # noqa: SIM115 - closed with the worker
+                worker = subprocess.Popen([*argv, "--replica", f"{index}/{args.replicas}"], stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1,
+                                          env=dict(os.environ, VLLM_LOGGING_STREAM="ext://sys.stderr"))
+                workers.append((worker, log))
+                if not _await_line(worker, "READY"):
+                    raise SystemExit(f"replica {index} did not start; log: {work / f'replica{index}.log'}")
+            print(f"[engine] {args.replicas} offline engines up in {time.monotonic() - t0:.0f} s", flush=True)
+
+            def go(backend, campaign: Path) -> None:  # noqa: ANN001, ARG001
+                for worker, _ in workers:
+                    worker.stdin.write("GO\n")
+                    worker.stdin.flush()
+                for index, (worker, _) in enumerate(workers):
+                    if not _await_line(worker, "DONE", echo=True):
+                        raise SystemExit(f"replica {index} failed; log: {work / f'replica{index}.log'}")
+
+            measure(replicated, go, None, work / "campaign-replicas")
+        except SystemExit as exc:  # report it and go on to the upstream run
+            print(f"[{replicated}] {exc}", flush=True)
+        finally:
+            for worker, log in workers:
+                if worker.poll() is None:
+                    worker.stdin.close()
+                    try:
+                        worker.wait(timeout=120)
+                    except subprocess.TimeoutExpired:
+                        worker.kill()
+                        worker.wait()
+                log.close()
 
     if not args.skip_upstream:
         from trace_lib.generation.backends.openai import OpenAIBackend
@@ -294,11 +385,13 @@ def main() -> int:
     for name, (seconds, rows, tokens, busy) in results.items():
         print(f"| {name} | {rows} | {seconds:.1f} | {rows / seconds:.1f} | {tokens / seconds:.0f} | {busy:.2f} |")
     rate = {name: rows / seconds for name, (seconds, rows, _, _) in results.items()}
-    stream_rate = rate["streaming"]
-    print(f"\nstreaming / per-slice = {stream_rate / rate['per-slice']:.2f} (target >= 1.2)")
     upstream = next((v for k, v in rate.items() if k.startswith("upstream")), None)
-    if upstream:
-        print(f"streaming / upstream design = {stream_rate / upstream:.2f} (target >= 2.5)")
+    print()
+    for name in ("streaming", replicated):
+        ratios = [f"/ per-slice = {rate[name] / rate['per-slice']:.2f} (target >= 1.2)"] if "per-slice" in rate else []
+        ratios += [f"/ upstream design = {rate[name] / upstream:.2f} (target >= 2.5)"] if upstream else []
+        if name in rate:
+            print(f"{name} " + "; ".join(ratios))
     print(f"total wall time {time.monotonic() - started:.0f} s")
     return 0
 
