@@ -1,7 +1,8 @@
 """Campaign throughput on one GPU: per-slice generation (the previous design), the streaming campaign scheduler
 (every slice through one engine; a benchmark's seeds queued in lockstep chunks), the streaming scheduler on
-``--replicas`` engines sharing the GPU (one process each, its share of the memory, the benchmarks split between
-them, as ``trace-repro generate`` runs GPU groups), and upstream's design (``vllm serve`` + an HTTP client with 32
+``--replicas`` engines sharing the GPU (one process each, its share of the memory, whole benchmarks dealt out in
+turn: what ``trace-repro generate --engines-per-group`` does, its split by rows being the same for benchmarks of
+equal size), and upstream's design (``vllm serve`` + an HTTP client with 32
 requests in flight, one slice after another), side by side in one run on the same requests.
 
 The model is a random-weight Qwen2.5-VL with the 3B release's layer shapes (36 layers, hidden 2048, a 32-block

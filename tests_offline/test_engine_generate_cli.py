@@ -3,6 +3,8 @@ an OpenAI-compatible stub server, the response store, and a resumed second run t
 
 from __future__ import annotations
 
+import dataclasses
+
 from trace_lib.cli.main import main
 from trace_lib.generation.store import load_header, load_responses, response_path
 from trace_lib.testing.openai_server import OpenAIStubServer
@@ -86,3 +88,68 @@ def test_generate_scores_each_slice_as_it_completes(release, tmp_path, capsys):
     for seed in (42, 43):
         assert f"[score] tiny-seed{seed}-mmstar: " in out and "over 6 rows" in out
         assert (tmp_path / "campaign" / "scoring" / f"seed_{seed}" / "tiny" / "mmstar" / "scores.json").is_file()
+
+
+def test_worker_shares_keep_a_benchmarks_seeds_together_and_balance_rows(release, tmp_path):
+    from trace_lib.campaign.plan import build_plan, worker_shares
+
+    plan = build_plan(release, model_ids=["trace-qwen2.5-vl-3b", "trace-qwen2.5-vl-7b"], seeds=[42, 43, 44],
+                      data_root=tmp_path)
+    shares = worker_shares(plan, 3)
+    assert sorted(s for share in shares for s in share) == sorted(plan.slices)  # every slice once
+    owner = {s: i for i, share in enumerate(shares) for s in share}
+    for slice_ in plan.slices:  # the seeds of a (model, benchmark) share one worker
+        assert owner[slice_] == owner[dataclasses.replace(slice_, seed=42)]
+    for share in shares:
+        assert share == sorted(share, key=plan.slices.index)  # plan order within a share
+    loads = [sum(plan.rows(s) for s in share) for share in shares]
+    heaviest = max(3 * plan.rows(s) for s in plan.slices)
+    assert max(loads) - min(loads) <= heaviest  # greedy largest-first: within one benchmark's weight
+
+
+def test_engines_per_group_start_workers_per_group_with_a_share_of_the_memory(release, tmp_path):
+    import argparse
+
+    from trace_lib.campaign.plan import build_plan
+    from trace_lib.cli.generate import _backend_options, worker_commands
+
+    plan = build_plan(release, model_ids=["trace-qwen2.5-vl-3b"], seeds=[42], benchmarks=["mmstar"],
+                      gpu_groups="0;1", data_root=tmp_path)
+    commands = worker_commands(plan, ["generate", "--seeds", "42"], 2)
+    assert [(cmd[-1], gpus) for cmd, gpus in commands] == [("0/4", "0"), ("1/4", "0"), ("2/4", "1"), ("3/4", "1")]
+    assert all(cmd[1:5] == ["-m", "trace_lib", "generate", "--seeds"] for cmd, _ in commands)
+    args = argparse.Namespace(backend="vllm", base_url=None, device=None, max_model_len=None, max_num_seqs=None,
+                              gpu_memory_utilization=None, enforce_eager=None, concurrency=None,
+                              engines_per_group=2)
+    assert _backend_options(args, plan)["gpu_memory_utilization"] == 0.45
+    args.gpu_memory_utilization = 0.8
+    assert _backend_options(args, plan)["gpu_memory_utilization"] == 0.4
+
+
+def test_engines_per_group_need_the_vllm_backend(release, tmp_path, capsys):
+    assert main(_argv(release, tmp_path, "http://127.0.0.1:9/v1") + ["--engines-per-group", "2"]) == 2
+    assert "several engines per GPU group need the vllm backend" in capsys.readouterr().err
+
+
+def test_workers_generate_disjoint_whole_benchmarks(release, tmp_path, capsys):
+    """Two ``--worker i/2`` runs (what --engines-per-group 2 starts): each generates its own benchmarks, every
+    seed of a benchmark on one worker, together every slice once."""
+    build_tiny_tsv(tmp_path / "data" / "MMStar.tsv", style="mcq", rows=3)
+    build_tiny_tsv(tmp_path / "data" / "RealWorldQA.tsv", style="mcq", rows=3)
+    with OpenAIStubServer(lambda route, body: "B", model="tiny") as server:
+        argv = _argv(release, tmp_path, server.url) + ["--benchmark", "realworldqa"]
+        argv[argv.index("--seeds") + 1:argv.index("--seeds") + 2] = ["42", "43"]
+        outputs = []
+        for worker in ("0/2", "1/2"):
+            assert main(argv + ["--worker", worker]) == 0
+            outputs.append(capsys.readouterr().out)
+    assert all("2/2 slice(s) complete" in out for out in outputs)
+    stored = [sorted(line.split(":")[0].split()[1] for line in out.splitlines() if "rows stored" in line)
+              for out in outputs]
+    assert sorted(stored) == [["tiny-seed42-mmstar", "tiny-seed43-mmstar"],
+                              ["tiny-seed42-realworldqa", "tiny-seed43-realworldqa"]]
+    for benchmark in ("mmstar", "realworldqa"):
+        for seed in (42, 43):
+            path = response_path(tmp_path / "campaign", model="tiny", seed=seed, benchmark=benchmark)
+            assert len(load_responses(path)) == 3
+    assert len(server.requests) == 12  # nothing generated twice

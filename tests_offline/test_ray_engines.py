@@ -124,3 +124,37 @@ def test_generate_cli_runs_its_engines_on_the_cluster(cluster, release, tmp_path
     assert "engine actor(s) on Ray nodes" in captured.err and "generated 6" in captured.out
     rows = load_responses(response_path(tmp_path / "campaign", model="tiny", seed=43, benchmark="mmstar"))
     assert [r.ordinal for r in rows] == list(range(6))
+
+
+def test_two_engine_actors_share_one_gpu(cluster, generation, tmp_path):
+    """A fractional GPU per actor (what ``--engines-per-group 2`` asks of Ray for vllm): a node declaring one GPU
+    hosts two engine actors, each placed on that GPU, and together they complete the mini campaign."""
+    from trace_lib.generation.backends.ray_engines import RayEngines
+
+    ray_cluster, _, model_dir = cluster
+    gpu_node = ray_cluster.add_node(num_cpus=2, num_gpus=1)
+    ray_cluster.wait_for_nodes()
+    engines = RayEngines(model_path=str(model_dir), served_name="tiny", address=ray_cluster.address, kind="hf",
+                         backend_options={"device": "cpu"}, gpus_per_actor=0.5, per_actor_in_flight=4)
+    try:
+        assert engines.nodes == [gpu_node.node_id] * 2
+        results = CampaignScheduler(engines).run(_jobs(tmp_path / "c", tmp_path / "data", generation))
+        assert all(r.ok for r in results), [r.error for r in results if not r.ok]
+        _check_stores(tmp_path / "c")
+    finally:
+        engines.close()
+        ray_cluster.remove_node(gpu_node)
+
+
+def test_engines_per_gpu_become_fractional_gpu_actors(monkeypatch):
+    from trace_lib.errors import UsageError
+    from trace_lib.generation.backends import ray_engines as module
+
+    made = []
+    monkeypatch.setattr(module, "RayEngines", lambda **kwargs: made.append(kwargs) or kwargs)
+    module.ray_engines("vllm", model_path="m", served_name="m", address="auto", options={}, engines_per_gpu=2)
+    module.ray_engines("vllm", model_path="m", served_name="m", address="auto", options={}, tensor_parallel_size=2)
+    assert [m["gpus_per_actor"] for m in made] == [0.5, 2]
+    with pytest.raises(UsageError, match="single-GPU engines"):
+        module.ray_engines("vllm", model_path="m", served_name="m", address="auto", options={},
+                           tensor_parallel_size=2, engines_per_gpu=2)

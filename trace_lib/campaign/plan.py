@@ -170,6 +170,22 @@ def _band_text(rule: ToleranceRule | None, slice_: Slice) -> str:
     return f" canonical={verdict.canonical:.2f} band=+-{verdict.band:.2f}"
 
 
+def worker_shares(plan: Plan, workers: int) -> list[list[Slice]]:
+    """The plan's slices split over ``workers`` engine processes. Each (model, benchmark) goes whole to one worker,
+    so its seeds share that engine's caches in lockstep; the largest (rows x seeds) go first, each to the
+    least-loaded worker, so the workers finish close together. Each share keeps the plan's order."""
+    order = {slice_: i for i, slice_ in enumerate(plan.slices)}
+    groups: dict[tuple[str, str], list[Slice]] = {}
+    for slice_ in plan.slices:
+        groups.setdefault((slice_.model, slice_.benchmark), []).append(slice_)
+    loads, shares = [0] * workers, [[] for _ in range(workers)]
+    for group in sorted(groups.values(), key=lambda g: (-sum(plan.rows(s) for s in g), order[g[0]])):
+        least = loads.index(min(loads))
+        loads[least] += sum(plan.rows(s) for s in group)
+        shares[least] += group
+    return [sorted(share, key=order.__getitem__) for share in shares]
+
+
 # -- parsing ---------------------------------------------------------------------------------------------------
 
 def parse_gpu_groups(text: str) -> tuple[tuple[int, ...], ...]:

@@ -1,7 +1,11 @@
 """``trace-repro generate``: generate every planned slice that is not complete yet, resumably.
 
 One engine per model per GPU group: with several ``--gpu-groups`` and the vllm backend, one worker process per
-group is started (``CUDA_VISIBLE_DEVICES`` = the group) and the slices are shared among them. Responses go to
+group is started (``CUDA_VISIBLE_DEVICES`` = the group) and the slices are shared among them, each benchmark (all
+its seeds) on one worker, balanced by rows (:func:`~trace_lib.campaign.plan.worker_shares`).
+``--engines-per-group N`` starts N such workers per group, each engine with 1/N of the GPU memory: a single
+engine leaves the GPU idle between its steps on image-heavy campaigns, and two engines on one H200 fill those
+gaps (``benchmarks/campaign_throughput.py``). Responses go to
 ``<campaign-root>/generation/seed_<S>/<model>/<benchmark>.jsonl`` (see ``trace_lib.generation.store``); a
 killed run resumes where it stopped. Exit 0 when every planned slice is complete, 1 when some slice failed.
 
@@ -9,8 +13,9 @@ By default the campaign scheduler (``trace_lib.campaign.scheduler``) streams the
 slice of a model (all seeds and benchmarks) through the model's engine, so the engine never idles between
 slices; ``--schedule per-slice`` generates one slice after another instead. With ``--ray-address ADDR|auto`` the
 engines are Ray actors on every node of that cluster (one per GPU group, tensor parallel inside a node; see
-``trace_lib.generation.backends.ray_engines``) and this process stays the single writer of the stores; the
-model and data paths must be the same on every node (a shared filesystem).
+``trace_lib.generation.backends.ray_engines``; ``--engines-per-group N`` puts N single-GPU engine actors on each
+GPU) and this process stays the single writer of the stores; the model and data paths must be the same on every
+node (a shared filesystem).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import sys
 from pathlib import Path
 
 from trace_lib import options
-from trace_lib.campaign.plan import Plan, add_plan_options, plan_from_options, render_gpu_groups
+from trace_lib.campaign.plan import Plan, add_plan_options, plan_from_options, render_gpu_groups, worker_shares
 from trace_lib.errors import TraceReproError, UsageError
 from trace_lib.exitcodes import ExitCode
 from trace_lib.release.locate import locate_release
@@ -40,6 +45,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--gpu-memory-utilization", type=float, default=None,
                         help="vllm backend (default: upstream's 0.90)")
     parser.add_argument("--enforce-eager", action="store_true", default=None, help="vllm backend: no CUDA graphs")
+    parser.add_argument("--engines-per-group", type=options.positive_int, default=1, metavar="N",
+                        help="vllm backend: N engine processes share each GPU group, each with 1/N of "
+                             "--gpu-memory-utilization and its own benchmarks (default 1; 2 keeps one GPU busier "
+                             "when a single engine leaves it idle between steps)")
     parser.add_argument("--model-verify", choices=("deep", "shallow", "none"), default="deep",
                         help="check model directories against their markers first (default deep: re-hash files)")
     parser.add_argument("--unprepared-data", action="store_true",
@@ -69,14 +78,21 @@ def _worker_share(args: argparse.Namespace) -> tuple[int, int]:
     return index, count
 
 
-def _spawn_workers(plan: Plan, argv: list[str]) -> ExitCode:
-    """Run one ``generate --worker i/N`` process per GPU group and wait for all of them."""
+def worker_commands(plan: Plan, argv: list[str], engines_per_group: int) -> list[tuple[list[str], str]]:
+    """``(command, CUDA_VISIBLE_DEVICES)`` of each ``generate --worker i/N`` process: ``engines_per_group`` per GPU
+    group, numbered group by group."""
+    count = len(plan.gpu_groups) * engines_per_group
+    return [([sys.executable, "-m", "trace_lib", *argv, "--worker", f"{g * engines_per_group + e}/{count}"],
+             ",".join(str(gpu) for gpu in group))
+            for g, group in enumerate(plan.gpu_groups) for e in range(engines_per_group)]
+
+
+def _spawn_workers(plan: Plan, argv: list[str], engines_per_group: int) -> ExitCode:
+    """Run the ``generate --worker i/N`` processes (:func:`worker_commands`) and wait for all of them."""
     procs = []
-    for index, group in enumerate(plan.gpu_groups):
-        env = dict(os.environ, CUDA_VISIBLE_DEVICES=",".join(str(g) for g in group))
-        cmd = [sys.executable, "-m", "trace_lib", *argv, "--worker", f"{index}/{len(plan.gpu_groups)}"]
-        print(f"[generate] worker {index}: GPUs {env['CUDA_VISIBLE_DEVICES']}", file=sys.stderr)
-        procs.append(subprocess.Popen(cmd, env=env))
+    for index, (cmd, gpus) in enumerate(worker_commands(plan, argv, engines_per_group)):
+        print(f"[generate] worker {index}: GPUs {gpus}", file=sys.stderr)
+        procs.append(subprocess.Popen(cmd, env=dict(os.environ, CUDA_VISIBLE_DEVICES=gpus)))
     codes = []
     try:
         codes = [p.wait() for p in procs]
@@ -101,6 +117,11 @@ def _backend_options(args: argparse.Namespace, plan: Plan) -> dict:
         "openai": ("concurrency",),
     }.get(args.backend, ())
     chosen.update({name: getattr(args, name) for name in flags if getattr(args, name) is not None})
+    engines = getattr(args, "engines_per_group", 1)
+    if args.backend == "vllm" and engines > 1:  # the group's memory is shared by its engines
+        from trace_lib.generation.backends.vllm import GPU_MEMORY_UTILIZATION
+
+        chosen["gpu_memory_utilization"] = chosen.get("gpu_memory_utilization", GPU_MEMORY_UTILIZATION) / engines
     return chosen
 
 
@@ -128,19 +149,23 @@ def run(args: argparse.Namespace) -> ExitCode:
                          "TRACE_CAMPAIGN_ROOT")
     index, count = _worker_share(args)
     ray_address = options.resolve(args, options.RAY_ADDRESS)
-    if args.backend == "vllm" and len(plan.gpu_groups) > 1 and count == 1 and not ray_address:
-        print(f"[generate] {len(plan.gpu_groups)} GPU groups ({render_gpu_groups(plan.gpu_groups)}): "
-              f"one worker per group", file=sys.stderr)
+    engines = args.engines_per_group
+    if engines > 1 and args.backend != "vllm":
+        raise UsageError("several engines per GPU group need the vllm backend", field="--engines-per-group",
+                         found=engines)
+    if args.backend == "vllm" and len(plan.gpu_groups) * engines > 1 and count == 1 and not ray_address:
+        print(f"[generate] {len(plan.gpu_groups)} GPU group(s) ({render_gpu_groups(plan.gpu_groups)}): "
+              f"{engines} worker(s) per group", file=sys.stderr)
         if "generate" not in sys.argv[1:]:
-            raise UsageError("several GPU groups need the command line entry point", field="--gpu-groups",
-                             hint="run 'trace-repro generate ...' (it starts one worker per group)")
-        return _spawn_workers(plan, sys.argv[sys.argv.index("generate", 1):])
+            raise UsageError("several engine workers need the command line entry point", field="--gpu-groups",
+                             hint="run 'trace-repro generate ...' (it starts the workers)")
+        return _spawn_workers(plan, sys.argv[sys.argv.index("generate", 1):], engines)
 
     data_root = Path(plan.data_root).resolve()
     sources = load_artifact_sources(release)
     mpath = manifest_path(data_root)
     manifest = load_manifest(mpath) if mpath.exists() else None
-    mine = [s for i, s in enumerate(plan.slices) if i % count == index]
+    mine = worker_shares(plan, count)[index]
     failures: list[str] = []
     for model in plan.models:
         slices = [s for s in mine if s.model == model.slug]
@@ -159,7 +184,7 @@ def run(args: argparse.Namespace) -> ExitCode:
 
             backend = ray_engines(args.backend, model_path=model.local_path, served_name=model.slug,
                                   address=ray_address, options=backend_opts,
-                                  tensor_parallel_size=plan.tp_size)
+                                  tensor_parallel_size=plan.tp_size, engines_per_gpu=engines)
             print(f"[generate] {model.slug}: {len(backend.actors)} engine actor(s) on Ray nodes "
                   f"{' '.join(sorted(set(backend.nodes)))}", file=sys.stderr)
         else:

@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Any, Iterator, Mapping
 
-from trace_lib.errors import BackendError, TraceReproError
+from trace_lib.errors import BackendError, TraceReproError, UsageError
 from trace_lib.generation.backends.base import RequestFeed
 from trace_lib.generation.request import ChatRequest, GenerationResult
 
@@ -76,9 +76,10 @@ class RayEngines:
     """Engine actors on the Ray cluster at ``address`` (``auto``, ``ray://...`` or ``HOST:PORT``).
 
     Options: ``kind`` (the backend each actor runs), ``backend_options`` (its keyword arguments),
-    ``actors`` (default: one per ``tensor_parallel_size`` GPUs of the cluster for GPU kinds, else one per alive
-    node), ``gpus_per_actor`` (0 for CPU kinds), ``cpus_per_actor`` (1), ``per_actor_in_flight`` (requests kept on
-    each actor; default 1024 for vllm, 8 otherwise), ``ray_init`` (further ``ray.init`` arguments).
+    ``actors`` (default: as many as the cluster's GPUs hold at ``gpus_per_actor`` each for GPU kinds, else one per
+    alive node), ``gpus_per_actor`` (0 for CPU kinds; a fraction puts several actors on one GPU),
+    ``cpus_per_actor`` (1), ``per_actor_in_flight`` (requests kept on each actor; default 1024 for vllm, 8
+    otherwise), ``ray_init`` (further ``ray.init`` arguments).
     """
 
     def __init__(
@@ -90,7 +91,7 @@ class RayEngines:
         kind: str,
         backend_options: Mapping[str, Any] | None = None,
         actors: int | None = None,
-        gpus_per_actor: int = 0,
+        gpus_per_actor: float = 0,
         cpus_per_actor: float = 1,
         per_actor_in_flight: int | None = None,
         ray_init: Mapping[str, Any] | None = None,
@@ -111,8 +112,8 @@ class RayEngines:
                 raise BackendError(f"cannot connect to the Ray cluster ({exc})", field="--ray-address",
                                    found=address) from None
         if actors is None:
-            if gpus_per_actor:
-                actors = int(ray.cluster_resources().get("GPU", 0)) // gpus_per_actor
+            if gpus_per_actor:  # a fraction: that many engines share each GPU
+                actors = int(ray.cluster_resources().get("GPU", 0) / gpus_per_actor + 1e-9)
             else:
                 actors = sum(1 for node in ray.nodes() if node.get("Alive") and node["Resources"].get("CPU", 0)
                              >= cpus_per_actor)
@@ -212,11 +213,22 @@ class RayEngines:
 
 
 def ray_engines(kind: str, *, model_path: str, served_name: str, address: str, options: Mapping[str, Any],
-                tensor_parallel_size: int = 1) -> RayEngines:
+                tensor_parallel_size: int = 1, engines_per_gpu: int = 1) -> RayEngines:
     """The :class:`RayEngines` of a campaign: ``kind``'s engine with ``options`` in each actor; vllm actors get
-    ``tensor_parallel_size`` GPUs of one node each (and vLLM's own multiprocessing inside the actor)."""
+    ``tensor_parallel_size`` GPUs of one node each (and vLLM's own multiprocessing inside the actor), or, with
+    ``engines_per_gpu`` N > 1 (single-GPU engines only), 1/N of a GPU each (``options`` then give each engine its
+    share of the memory).
+
+    Raises:
+        UsageError: several engines per GPU with tensor parallelism.
+    """
     options = dict(options)
+    gpus = 0.0
     if kind == "vllm":
         options["llm_kwargs"] = {"distributed_executor_backend": "mp", **dict(options.get("llm_kwargs") or {})}
+        if engines_per_gpu > 1 and tensor_parallel_size != 1:
+            raise UsageError("several engines per GPU need single-GPU engines", field="--engines-per-group",
+                             found=engines_per_gpu, hint=f"tensor parallel size is {tensor_parallel_size}")
+        gpus = tensor_parallel_size / engines_per_gpu
     return RayEngines(model_path=model_path, served_name=served_name, address=address, kind=kind,
-                      backend_options=options, gpus_per_actor=tensor_parallel_size if kind == "vllm" else 0)
+                      backend_options=options, gpus_per_actor=gpus)

@@ -30,6 +30,8 @@ from trace_lib.errors import BackendError
 from trace_lib.generation.backends.base import RequestFeed
 from trace_lib.generation.request import ChatRequest, GenerationResult
 
+#: The share of GPU memory one engine takes (upstream's generation-server flag); engines sharing a GPU split it.
+GPU_MEMORY_UTILIZATION = 0.90
 #: vLLM's OpenAI server defaults for fields a chat request leaves unset (chat_completion/protocol.py).
 _SERVER_NEUTRAL = {"repetition_penalty": 1.0, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0}
 #: Request fields the server takes from the body as-is, with its own default when absent.
@@ -116,7 +118,7 @@ class VLLMBackend:
         max_model_len: int = 32768,
         max_num_seqs: int = 256,
         max_num_batched_tokens: int = 32768,
-        gpu_memory_utilization: float = 0.90,
+        gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
         limit_mm_per_prompt: Mapping[str, int] | None = None,
         dtype: str = "auto",
         enforce_eager: bool = False,
