@@ -66,3 +66,30 @@ def test_the_loop_stats_count_requests_added_and_engine_steps(backend):
     assert len(results) == 600 and stats.requests == 600
     assert stats.steps >= 15 and stats.adding_s > 0 and stats.stepping_s >= 0  # the stub answers 40 per step
     assert stats.summary(2.0).startswith("adding 600 requests took ")
+
+
+def test_engines_starting_on_one_gpu_take_turns_and_other_gpus_do_not_wait(tmp_path):
+    """The engine-start lock (engines sharing a GPU size their KV caches one at a time)."""
+    import time
+
+    from trace_lib.generation.backends.vllm import engine_start_lock
+
+    events = []
+
+    def start(name: str, devices: str, hold_s: float) -> None:
+        with engine_start_lock(devices, lock_dir=tmp_path):
+            events.append((name, "in", time.monotonic()))
+            time.sleep(hold_s)
+            events.append((name, "out", time.monotonic()))
+
+    first = threading.Thread(target=start, args=("a", "0", 0.3))
+    first.start()
+    time.sleep(0.05)
+    waiting = threading.Thread(target=start, args=("b", "1,0", 0.0))  # a TP group overlapping GPU 0
+    elsewhere = threading.Thread(target=start, args=("c", "2", 0.0))
+    waiting.start(), elsewhere.start()
+    for thread in (first, waiting, elsewhere):
+        thread.join()
+    at = {(name, what): when for name, what, when in events}
+    assert at[("b", "in")] >= at[("a", "out")]  # waited for the engine starting on GPU 0
+    assert at[("c", "in")] < at[("a", "out")]  # GPU 2 did not wait

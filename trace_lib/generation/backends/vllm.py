@@ -10,7 +10,8 @@ request is yielded at once, so the caller can persist it while the batch keeps r
 
 GPU placement: the process sees the GPUs of its group (set ``CUDA_VISIBLE_DEVICES`` before the engine is
 created; :func:`trace_lib.generation.run.run_gpu_groups` starts one worker process per group);
-``tensor_parallel_size`` defaults to the number of visible GPUs.
+``tensor_parallel_size`` defaults to the number of visible GPUs. Engines start one at a time per GPU
+(:func:`engine_start_lock`), so engines sharing a GPU each size their KV cache from their own memory use.
 
 Engine versions: vLLM 0.10.2 (the paper's) and 0.24 both work. Where their APIs differ the difference is
 confined to :func:`enqueue_chat` (0.10.2 has no ``LLM.enqueue_chat``: the conversation goes through
@@ -20,6 +21,7 @@ confined to :func:`enqueue_chat` (0.10.2 has no ``LLM.enqueue_chat``: the conver
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass, replace
@@ -159,7 +161,8 @@ class VLLMBackend:
             enforce_eager=enforce_eager,
         )
         kwargs.update(llm_kwargs or {})
-        self.llm = LLM(**kwargs)
+        with engine_start_lock(os.environ.get("CUDA_VISIBLE_DEVICES")):
+            self.llm = LLM(**kwargs)
         self._defaults = dict(_model_config(self.llm).get_diff_sampling_param())
 
     def _sampling_params(self, request: ChatRequest) -> Any:
@@ -255,6 +258,29 @@ class VLLMBackend:
         import gc
 
         gc.collect()
+
+
+@contextlib.contextmanager
+def engine_start_lock(visible_devices: str | None, lock_dir: Path | None = None) -> Iterator[None]:
+    """Hold an exclusive lock on each GPU in ``visible_devices`` (``CUDA_VISIBLE_DEVICES``; unset: every GPU this
+    process sees) while an engine starts. vLLM sizes its KV cache from the device's memory use between engine creation and its
+    profiling run, so another engine starting on the same GPU at that moment would be counted as this one's
+    (engines sharing a GPU: ``--engines-per-group``). Locks are files under ``lock_dir`` (default: the
+    temporary directory), taken in GPU order; engines on other GPUs never wait."""
+    import fcntl
+    import tempfile
+
+    ids = sorted({d.strip() for d in (visible_devices or "").split(",") if d.strip()})
+    if not ids:
+        ids = [str(i) for i in range(_visible_gpu_count())]
+    root = lock_dir or Path(tempfile.gettempdir()) / "trace-repro-engine-start"
+    root.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as held:
+        for gpu in ids:
+            handle = held.enter_context(open(root / f"gpu-{gpu}.lock", "a+b"))  # noqa: SIM115
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            held.callback(fcntl.flock, handle.fileno(), fcntl.LOCK_UN)
+        yield
 
 
 def _model_config(llm: Any) -> Any:
