@@ -69,27 +69,34 @@ def test_the_loop_stats_count_requests_added_and_engine_steps(backend):
 
 
 def test_engines_starting_on_one_gpu_take_turns_and_other_gpus_do_not_wait(tmp_path):
-    """The engine-start lock (engines sharing a GPU size their KV caches one at a time)."""
-    import time
-
+    """The engine-start lock (engines sharing a GPU size their KV caches one at a time): while an engine starts on
+    GPU 0, one starting on GPUs 1,0 waits for it and one on GPU 2 does not."""
     from trace_lib.generation.backends.vllm import engine_start_lock
 
-    events = []
+    events: list[tuple[str, str]] = []
+    a_in, c_in = threading.Event(), threading.Event()
 
-    def start(name: str, devices: str, hold_s: float) -> None:
+    def first() -> None:
+        with engine_start_lock("0", lock_dir=tmp_path):
+            events.append(("a", "in"))
+            a_in.set()
+            c_in.wait(timeout=10)  # held until GPU 2's engine got in (or 10 s, if it wrongly waited)
+            events.append(("a", "out"))
+
+    def other(name: str, devices: str, entered: threading.Event | None = None) -> None:
         with engine_start_lock(devices, lock_dir=tmp_path):
-            events.append((name, "in", time.monotonic()))
-            time.sleep(hold_s)
-            events.append((name, "out", time.monotonic()))
+            events.append((name, "in"))
+            if entered is not None:
+                entered.set()
 
-    first = threading.Thread(target=start, args=("a", "0", 0.3))
-    first.start()
-    time.sleep(0.05)
-    waiting = threading.Thread(target=start, args=("b", "1,0", 0.0))  # a TP group overlapping GPU 0
-    elsewhere = threading.Thread(target=start, args=("c", "2", 0.0))
-    waiting.start(), elsewhere.start()
-    for thread in (first, waiting, elsewhere):
-        thread.join()
-    at = {(name, what): when for name, what, when in events}
-    assert at[("b", "in")] >= at[("a", "out")]  # waited for the engine starting on GPU 0
-    assert at[("c", "in")] < at[("a", "out")]  # GPU 2 did not wait
+    threads = [threading.Thread(target=first)]
+    threads[0].start()
+    assert a_in.wait(timeout=10)
+    threads += [threading.Thread(target=other, args=("b", "1,0")),
+                threading.Thread(target=other, args=("c", "2", c_in))]
+    for thread in threads[1:]:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    order = events.index
+    assert order(("c", "in")) < order(("a", "out")) < order(("b", "in"))

@@ -263,9 +263,9 @@ class VLLMBackend:
 @contextlib.contextmanager
 def engine_start_lock(visible_devices: str | None, lock_dir: Path | None = None) -> Iterator[None]:
     """Hold an exclusive lock on each GPU in ``visible_devices`` (``CUDA_VISIBLE_DEVICES``; unset: every GPU this
-    process sees) while an engine starts. vLLM sizes its KV cache from the device's memory use between engine creation and its
-    profiling run, so another engine starting on the same GPU at that moment would be counted as this one's
-    (engines sharing a GPU: ``--engines-per-group``). Locks are files under ``lock_dir`` (default: the
+    process sees) while an engine starts. vLLM sizes its KV cache from the device's memory use between engine
+    creation and its profiling run, so another engine starting on the same GPU at that moment would be counted as
+    this one's (engines sharing a GPU: ``--engines-per-group``). Locks are files under ``lock_dir`` (default: the
     temporary directory), taken in GPU order; engines on other GPUs never wait."""
     import fcntl
     import tempfile
