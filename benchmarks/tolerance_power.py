@@ -49,7 +49,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from trace_lib.aggregation.budget import SCREEN_ALPHA, Criterion, binomial_upper_tail  # noqa: E402
 from trace_lib.aggregation.campaign_checks import group_check  # noqa: E402
-from trace_lib.aggregation.moderation import fit_variance_prior  # noqa: E402
 from trace_lib.aggregation.tolerance import CanonicalSummary, ToleranceRule, load_tolerance_rule  # noqa: E402
 from trace_lib.release.locate import locate_release  # noqa: E402
 

@@ -14,7 +14,6 @@ from trace_lib.archive.reader import open_archive
 from trace_lib.benchmarks.registry import get_protocol
 from trace_lib.generation.run import prepare_rows
 from trace_lib.release.load import sha256_file
-from trace_lib.release.locate import locate_release
 from trace_lib.release.suite import load_suite
 from trace_lib.testing.archive_writer import PAPER_SAMPLING, SampleSpec, SliceSpec, write_archive_run
 

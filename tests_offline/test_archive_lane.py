@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import xml.etree.ElementTree as ET
-from dataclasses import replace
 from pathlib import Path
 
 import pytest

@@ -4,7 +4,6 @@ differences are named row by row; unreplayable judge requests void the score ins
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest

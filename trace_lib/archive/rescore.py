@@ -10,9 +10,8 @@ keeps the first differing rows for the receipt.
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from trace_lib.archive.extraction_form import NOT_COMPARABLE_NOTE, extraction_key

@@ -15,7 +15,7 @@ import math
 from typing import Any, Mapping, Sequence
 
 from trace_lib.benchmarks.protocol import Row
-from trace_lib.extraction.workbook import COMPACT_MEDIA_COLUMNS, isna, roundtrip_table
+from trace_lib.extraction.workbook import COMPACT_MEDIA_COLUMNS, roundtrip_table
 
 Table = dict[str, list[Any]]
 

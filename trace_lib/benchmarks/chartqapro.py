@@ -29,11 +29,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from trace_lib.benchmarks._charts_text import anls_score
-from trace_lib.extraction.boxed import last_boxed_literal
-from trace_lib.benchmarks._math_workbook import isna, prediction_workbook, records, reread
+from trace_lib.benchmarks._math_workbook import prediction_workbook, records, reread
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
 from trace_lib.errors import InputError
+from trace_lib.extraction.boxed import last_boxed_literal
+from trace_lib.extraction.workbook import isna
 from trace_lib.scoring.percent import scale_value
 
 KEY = "chartqapro"

@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from trace_lib.benchmarks._math_extract import EXTRACT_MAX_TOKENS, nonempty
-from trace_lib.benchmarks._math_workbook import isna, prediction_workbook, records, to_json_double
+from trace_lib.benchmarks._math_workbook import prediction_workbook, records, to_json_double
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
 from trace_lib.errors import InputError, JudgeError
+from trace_lib.extraction.workbook import isna
 from trace_lib.extraction.workbook import roundtrip_column
 from trace_lib.scoring.judge import complete_with_ladder, retry_token_limits
 

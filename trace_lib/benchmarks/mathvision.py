@@ -28,11 +28,12 @@ from typing import Any, Sequence
 
 from trace_lib.benchmarks._math_equal import is_equal
 from trace_lib.benchmarks._math_extract import direct_percent, extract, judged_table, parse_choices, render_examples
-from trace_lib.benchmarks._math_workbook import isna, prediction_workbook, records
+from trace_lib.benchmarks._math_workbook import prediction_workbook, records
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
 from trace_lib.errors import InputError
 from trace_lib.extraction.choices import can_infer
+from trace_lib.extraction.workbook import isna
 
 KEY = "mathvision"
 

@@ -27,11 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from trace_lib.benchmarks._math_workbook import isna, prediction_workbook, records, reread
+from trace_lib.benchmarks._math_workbook import prediction_workbook, records, reread
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
 from trace_lib.errors import InputError
 from trace_lib.extraction.choices import McqItem, build_choices, extract_options
+from trace_lib.extraction.workbook import isna
 
 KEY = "wemath"
 #: The VLMEvalKit dataset name the matcher sees (selects the generic judge template, not the WeMath one).

@@ -212,7 +212,7 @@ def _plan(args: argparse.Namespace) -> ExitCode:
 
 def _prepare(args: argparse.Namespace) -> ExitCode:
     from trace_lib.validation import pins
-    from trace_lib.validation.canonical import sha256_file
+    from trace_lib.release.load import sha256_file
     from trace_lib.validation.prepare import download_parquet, prepare_dataset, verify_prepared
 
     layout = _layout(args)

@@ -15,7 +15,6 @@ from typing import Any, Iterable
 
 from trace_lib.atomic import write_bytes_atomic, write_lines_atomic, write_text_atomic
 from trace_lib.errors import InputError
-from trace_lib.release.load import sha256_file  # noqa: F401 - the validation modules' file hash
 
 
 def canonical_json(value: Any) -> str:

@@ -19,16 +19,11 @@ from typing import Any, Callable, Iterable, Mapping
 
 from trace_lib.environment.engine import engine_change, generation_engine
 from trace_lib.errors import BackendError, InputError
+from trace_lib.release.load import sha256_file
 from trace_lib.release.locate import ReleaseRoot
 from trace_lib.validation import pins
 from trace_lib.validation.canonical import (
-    canonical_bytes,
-    h1,
-    read_json,
-    sha256_file,
-    sha256_text,
-    write_bytes,
-    write_json,
+    canonical_bytes, h1, read_json, sha256_text, write_bytes, write_json,
 )
 from trace_lib.validation.manifest import Manifest, load_manifest
 from trace_lib.validation.request import DATA_URL, build_request, request_summary

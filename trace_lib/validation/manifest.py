@@ -17,8 +17,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
 from trace_lib.errors import InputError
+from trace_lib.release.load import sha256_file
 from trace_lib.validation import pins
-from trace_lib.validation.canonical import read_json, sha256_file
+from trace_lib.validation.canonical import read_json
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 

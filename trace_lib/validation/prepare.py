@@ -15,8 +15,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from trace_lib.errors import InputError
+from trace_lib.release.load import sha256_file
 from trace_lib.validation import pins
-from trace_lib.validation.canonical import canonical_bytes, sha256_file, write_bytes, write_json
+from trace_lib.validation.canonical import canonical_bytes, write_bytes, write_json
 from trace_lib.validation.manifest import Manifest, inspect_image, load_manifest
 
 

@@ -20,6 +20,7 @@ from typing import Any, Mapping, Sequence
 
 from trace_lib.errors import InputError
 from trace_lib.release import identity
+from trace_lib.release.load import sha256_file
 from trace_lib.release.locate import ReleaseRoot
 from trace_lib.validation import pins
 from trace_lib.validation.canonical import (
@@ -27,7 +28,6 @@ from trace_lib.validation.canonical import (
     h1,
     read_json,
     read_jsonl,
-    sha256_file,
     write_json,
     write_jsonl,
     write_text,

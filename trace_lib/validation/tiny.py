@@ -20,7 +20,7 @@ from trace_lib.errors import ReleaseFileError
 from trace_lib.release import identity
 from trace_lib.release.locate import ReleaseRoot
 from trace_lib.validation import pins
-from trace_lib.validation.canonical import sha256_file
+from trace_lib.release.load import sha256_file
 
 #: (answer type, ground-truth value) per row, cycled.
 _ANSWERS: tuple[tuple[str, Any], ...] = (

@@ -27,9 +27,10 @@ from urllib.parse import urlparse
 
 from trace_lib.errors import InputError, TraceReproError
 from trace_lib.release import identity
+from trace_lib.release.load import sha256_file
 from trace_lib.release.locate import ReleaseRoot
 from trace_lib.validation import pins
-from trace_lib.validation.canonical import canonical_bytes, h1, read_json, read_jsonl, sha256_file
+from trace_lib.validation.canonical import canonical_bytes, h1, read_json, read_jsonl
 from trace_lib.validation.equivalence import check_equivalence_bridge
 from trace_lib.validation.extraction import ANSWER_TYPES
 from trace_lib.validation.generate import GenerationTarget, check_model_marker, run_contract
