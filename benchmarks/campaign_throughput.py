@@ -135,7 +135,7 @@ def _await_line(worker: subprocess.Popen, word: str, *, echo: bool = False) -> b
     return False
 
 
-def _replica(index: int, count: int, model_dir: Path, data: Path, engine_flags: dict, warmup_requests, streaming,
+def _replica(index: int, model_dir: Path, data: Path, engine_flags: dict, warmup_requests, streaming,
              jobs: list) -> int:  # noqa: ANN001
     """One engine of the replicated path: started and warmed up, prints READY, waits for GO on stdin, streams
     its benchmarks' slices, prints its driving-thread stats and DONE."""
@@ -241,7 +241,7 @@ def main() -> int:
 
     if args.replica is not None:
         index, count = (int(part) for part in args.replica.split("/"))
-        return _replica(index, count, model_dir, data, engine_flags, warmup_requests, streaming,
+        return _replica(index, model_dir, data, engine_flags, warmup_requests, streaming,
                         [j for j in jobs(work / "campaign-replicas") if int(j.slice.benchmark[5:]) % count == index])
 
     for job in jobs(work / "prebuild"):  # materialise every image once (both paths then read the same files)
@@ -370,8 +370,6 @@ def main() -> int:
                     work / "campaign-upstream")
             client.close()
         finally:
-            import signal
-
             os.killpg(server.pid, signal.SIGTERM)
             try:
                 server.wait(timeout=60)

@@ -153,3 +153,13 @@ def test_workers_generate_disjoint_whole_benchmarks(release, tmp_path, capsys):
             path = response_path(tmp_path / "campaign", model="tiny", seed=seed, benchmark=benchmark)
             assert len(load_responses(path)) == 3
     assert len(server.requests) == 12  # nothing generated twice
+
+
+def test_score_without_a_judge_url_is_refused_before_anything_is_generated(release, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("TRACE_JUDGE_URL", raising=False)
+    build_tiny_tsv(tmp_path / "data" / "MMStar.tsv", style="mcq", rows=3)
+    with OpenAIStubServer(lambda route, body: "B", model="tiny") as server:
+        assert main(_argv(release, tmp_path, server.url) + ["--score"]) == 2
+    assert "judge URL not set (--judge-url / TRACE_JUDGE_URL) for judge route mmstar" in capsys.readouterr().err
+    assert server.requests == []
+    assert not response_path(tmp_path / "campaign", model="tiny", seed=43, benchmark="mmstar").exists()

@@ -205,7 +205,9 @@ def test_a_model_directory_that_fails_verification_is_refused_before_loading(set
 
 # -- the session's scheduler generating ahead (issue 15) ------------------------------------------------------
 
-def test_streamed_slices_equal_per_slice_ones_and_share_one_engine(setup, release):
+def test_streamed_slices_equal_per_slice_ones_and_share_one_engine(setup, release, caplog):
+    import logging
+
     from trace_lib.campaign.stream_ahead import StreamAhead
     from trace_lib.generation.store import response_path
 
@@ -218,9 +220,12 @@ def test_streamed_slices_equal_per_slice_ones_and_share_one_engine(setup, releas
     backend = _backend(rows, "erqa", 37)
     runner = _runner(stream_plan, release, sources, backend)
     runner.stream = StreamAhead(runner, erqa)
-    streamed = [runner.run(s) for s in erqa]
-    runner.close()
+    with caplog.at_level(logging.INFO, logger="trace_lib.progress"):
+        streamed = [runner.run(s) for s in erqa]
+        runner.close()
     assert runner.engines.loads == [MODEL] and backend.requests == 800 and backend.closed
+    status = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"[generate] {MODEL}: ")]
+    assert status and status[-1].startswith(f"[generate] {MODEL}: 2/2 slices, 800/800 rows (0 reused)")
     assert [o.generation.generated for o in streamed] == [400, 400]
     assert [o.score for o in streamed] == [o.score for o in per_slice] == [37.0, 37.0]
     for slice_ in erqa:

@@ -144,6 +144,18 @@ SCHEDULE = Option(
     "generated ahead of the tests) or per-slice (one slice after another)", env="TRACE_SCHEDULE", default="stream",
 )
 SCHEDULES = ("stream", "per-slice")
+
+
+def check_schedule(value: str) -> str:
+    """``value`` when it names a schedule.
+
+    Raises:
+        UsageError: an unknown schedule.
+    """
+    if value not in SCHEDULES:
+        raise UsageError("unknown schedule", field="--schedule", found=value, expected=" or ".join(SCHEDULES))
+    return value
+
 RAY_ADDRESS = Option(
     "--ray-address", "run the engines as Ray actors on this cluster (ADDR or 'auto'): one per GPU group on every "
     "node, this process writing the stores", env="TRACE_RAY_ADDRESS",

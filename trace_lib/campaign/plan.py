@@ -178,10 +178,12 @@ def worker_shares(plan: Plan, workers: int) -> list[list[Slice]]:
     groups: dict[tuple[str, str], list[Slice]] = {}
     for slice_ in plan.slices:
         groups.setdefault((slice_.model, slice_.benchmark), []).append(slice_)
+    weighted = sorted(((sum(plan.rows(s) for s in group), group) for group in groups.values()),
+                      key=lambda item: (-item[0], order[item[1][0]]))
     loads, shares = [0] * workers, [[] for _ in range(workers)]
-    for group in sorted(groups.values(), key=lambda g: (-sum(plan.rows(s) for s in g), order[g[0]])):
+    for weight, group in weighted:
         least = loads.index(min(loads))
-        loads[least] += sum(plan.rows(s) for s in group)
+        loads[least] += weight
         shares[least] += group
     return [sorted(share, key=order.__getitem__) for share in shares]
 

@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from trace_lib.aggregation.campaign_checks import GroupCheck
 from trace_lib.aggregation.tolerance import ToleranceRule, Verdict
-from trace_lib.environment.engine import engine_drift_text, engine_properties, read_stored_engine, refresh_engine
+from trace_lib.environment.engine import (
+    engine_drift_text, engine_properties, generation_engine, read_stored_engine, refresh_engine,
+)
 from trace_lib.errors import InputError, UsageError
 from trace_lib.scoring.score import FileRef, ScoredSlice, run_scoring, scores_dir
 
@@ -234,8 +236,6 @@ class SliceRunner:
             from trace_lib.scoring.judge import OpenAIJudge
 
             judge = OpenAIJudge(judge_url)
-        from trace_lib.environment.engine import generation_engine
-
         extra.setdefault("engine", generation_engine(release, backend, base_url=options.get("base_url")))
         return cls(
             plan=plan, rule=rule or plan.tolerance_rule(release),
@@ -267,7 +267,7 @@ class SliceRunner:
         dataset = self.dataset_path(slice_)
         if not dataset.exists():
             return f"dataset missing: {slice_.benchmark} ({dataset})"
-        if (self.backend_kind in GPU_BACKENDS and not self.ray_address and not self._responses_complete(slice_)
+        if (self.backend_kind in GPU_BACKENDS and not self.ray_address and not self.responses_complete(slice_)
                 and not self.cuda_available()):
             return "no CUDA GPU"
         if need_judge and protocol.judge != "none" and self.judge is None:
@@ -275,11 +275,8 @@ class SliceRunner:
         return None
 
     def responses_complete(self, slice_: Slice) -> bool:
-        """Whether the slice's store holds every row (``--phase score`` requires it)."""
-        return self._responses_complete(slice_)
-
-    def _responses_complete(self, slice_: Slice) -> bool:
-        """Whether the store already holds every row (then no engine and no GPU is needed)."""
+        """Whether the store already holds every row (then no engine and no GPU is needed; ``--phase score``
+        requires it)."""
         from trace_lib.generation.store import load_responses, response_path
 
         path = response_path(self.campaign_root, model=slice_.model, seed=slice_.seed, benchmark=slice_.benchmark)

@@ -82,7 +82,6 @@ class _Active:
     job: SliceJob
     store: SliceStore
     started: float
-    backend: str
     by_key: dict[str, PreparedRow] = field(default_factory=dict)  # every prepared row, by row key
     rows: int = 0  # rows in the slice's dataset
     pending: int = 0  # requests queued
@@ -195,7 +194,7 @@ class CampaignScheduler:
                     except TraceReproError as exc:
                         self._finish(slot, SliceResult(job.slice, error=exc))
                         continue
-                    active = _Active(job, store, time.monotonic(), self.backend.name)
+                    active = _Active(job, store, time.monotonic())
                     self._opening[slot] = active
                     if not store.done:
                         fresh.append((slot, active))

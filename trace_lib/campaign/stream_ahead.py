@@ -7,10 +7,12 @@ the per-slice path, which reports it exactly as before; a slice already complete
 engine), through the runner's engine pool; the engine is created on the calling thread. Each slice test
 then waits for its own slice only, and scores it while the engine keeps generating the next ones. Under
 ``pytest-xdist --dist loadgroup`` all slices of a model run on one worker, so each model is streamed once.
+A status line per model (slices, rows, rows/s, output tokens/s, ETA) goes to the ``trace_lib.progress`` log.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
@@ -27,21 +29,32 @@ if TYPE_CHECKING:
 
 @dataclass
 class _ModelStream:
-    model: str
     done: dict[Slice, threading.Event]
     results: dict[Slice, SliceResult] = field(default_factory=dict)
     scheduler: CampaignScheduler | None = None
     thread: threading.Thread | None = None
 
 
+class _LoggedLines:
+    """A text stream whose lines become ``trace_lib.progress`` INFO records: the per-model status line, live with
+    ``pytest --log-cli-level INFO`` (as the per-slice path's progress)."""
+
+    def write(self, text: str) -> None:
+        for line in text.splitlines():
+            if line.strip():
+                logging.getLogger("trace_lib.progress").info("%s", line)
+
+    def flush(self) -> None:
+        pass
+
+
 class StreamAhead:
     """The background scheduler of one session (see the module docstring); ``selected`` are the session's
     selected slice tests, in run order."""
 
-    def __init__(self, runner: SliceRunner, selected: Sequence[Slice], *, progress: bool = False) -> None:
+    def __init__(self, runner: SliceRunner, selected: Sequence[Slice]) -> None:
         self.runner = runner
         self.selected = tuple(selected)
-        self.progress = progress
         self._streams: dict[str, _ModelStream] = {}
         self._current: _ModelStream | None = None
 
@@ -71,7 +84,7 @@ class StreamAhead:
         if self._current is not None:  # the engine pool holds one model: finish the previous one first
             self._join(self._current)
         jobs = [job for job in (self._job(s) for s in self.selected if s.model == model) if job is not None]
-        stream = _ModelStream(model, {job.slice: threading.Event() for job in jobs})
+        stream = _ModelStream({job.slice: threading.Event() for job in jobs})
         self._streams[model] = stream
         self._current = stream
         if not jobs:
@@ -98,10 +111,8 @@ class StreamAhead:
                     if job.slice not in stream.results:
                         complete(SliceResult(job.slice, error=error))
 
-        progress = None
-        if self.progress:
-            progress = CampaignProgress(model, expected_rows=sum(j.expected_rows or 0 for j in jobs),
-                                        slices=len(jobs))
+        progress = CampaignProgress(model, expected_rows=sum(j.expected_rows or 0 for j in jobs), slices=len(jobs),
+                                    stream=_LoggedLines())
         backend = self.runner.engines.lazy(self.runner.plan.model(model), self.runner.backend_kind)
         scheduler = stream.scheduler = CampaignScheduler(backend, on_complete=complete, progress=progress)
         stream.thread = threading.Thread(target=generate, name=f"trace-repro-stream-{model}", daemon=True)
@@ -117,8 +128,8 @@ class StreamAhead:
         runner = self.runner
         try:
             protocol = runner.protocol(slice_)
-            if runner.blocker(slice_, protocol) is not None or runner._responses_complete(slice_):
-                return None  # blocked: skipped as before; complete: reused without an engine
+            if runner.responses_complete(slice_) or runner.blocker(slice_, protocol) is not None:
+                return None  # complete: reused without an engine; blocked: skipped as before
             entry = runner._dataset_entry(slice_)
         except TraceReproError:
             return None
@@ -158,12 +169,8 @@ def session_stream(runner: SliceRunner, items: Sequence[object], *, schedule: st
         UsageError: an unknown schedule.
     """
     from trace_lib import options
-    from trace_lib.errors import UsageError
 
-    if schedule not in options.SCHEDULES:
-        raise UsageError("unknown schedule", field="--schedule", found=schedule,
-                         expected=" or ".join(options.SCHEDULES))
-    if schedule != "stream" or (worker is not None and dist != "loadgroup"):
+    if options.check_schedule(schedule) != "stream" or (worker is not None and dist != "loadgroup"):
         return None
     selected = [item.callspec.params["eval_slice"] for item in items  # type: ignore[attr-defined]
                 if "eval_slice" in getattr(getattr(item, "callspec", None), "params", {})]

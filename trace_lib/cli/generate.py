@@ -133,10 +133,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     from trace_lib.environment.engine import engine_drift_text, generation_engine
 
     args.backend = options.resolve(args, options.BACKEND)
-    args.schedule = options.resolve(args, options.SCHEDULE)
-    if args.schedule not in options.SCHEDULES:
-        raise UsageError("unknown schedule", field="--schedule", found=args.schedule,
-                         expected=" or ".join(options.SCHEDULES))
+    args.schedule = options.check_schedule(options.resolve(args, options.SCHEDULE))
     from trace_lib.generation.backends.base import BACKENDS
 
     if args.backend not in BACKENDS:
@@ -167,52 +164,53 @@ def run(args: argparse.Namespace) -> ExitCode:
     manifest = load_manifest(mpath) if mpath.exists() else None
     mine = worker_shares(plan, count)[index]
     failures: list[str] = []
-    for model in plan.models:
-        slices = [s for s in mine if s.model == model.slug]
-        if not slices:
-            continue
-        if args.model_verify != "none" and args.backend != "openai":
-            report = verify_model_dir(model, deep=args.model_verify == "deep")
-            if not report.ok:
-                for problem in report.problems:
-                    print(f"[generate] {model.slug}: {problem}", file=sys.stderr)
-                failures += [s.id for s in slices]
+    # slices are scored on CPU threads while generation goes on; each engine is closed as soon as its model is done
+    scoring = _Scoring(args, plan.campaign_root, data_root, sources, mine) if args.score else None
+    try:
+        for model in plan.models:
+            slices = [s for s in mine if s.model == model.slug]
+            if not slices:
                 continue
-        backend_opts = _backend_options(args, plan)
-        if ray_address:
-            from trace_lib.generation.backends.ray_engines import ray_engines
+            if args.model_verify != "none" and args.backend != "openai":
+                report = verify_model_dir(model, deep=args.model_verify == "deep")
+                if not report.ok:
+                    for problem in report.problems:
+                        print(f"[generate] {model.slug}: {problem}", file=sys.stderr)
+                    failures += [s.id for s in slices]
+                    continue
+            backend_opts = _backend_options(args, plan)
+            if ray_address:
+                from trace_lib.generation.backends.ray_engines import ray_engines
 
-            backend = ray_engines(args.backend, model_path=model.local_path, served_name=model.slug,
-                                  address=ray_address, options=backend_opts,
-                                  tensor_parallel_size=plan.tp_size, engines_per_gpu=engines)
-            print(f"[generate] {model.slug}: {len(backend.actors)} engine actor(s) on Ray nodes "
-                  f"{' '.join(sorted(set(backend.nodes)))}", file=sys.stderr)
-        else:
-            backend = create_backend(args.backend, model_path=model.local_path, served_name=model.slug,
-                                     **backend_opts)
-        engine = generation_engine(release, args.backend, base_url=backend_opts.get("base_url"))
-        if engine.get("matches_paper") is not True:
-            print(f"[generate] {model.slug}: {engine_drift_text(engine)}", file=sys.stderr)
-        try:
-            jobs = []
-            for slice_ in slices:
-                try:
-                    jobs.append(_slice_job(slice_, plan, model, sources, manifest, data_root, args, engine))
-                except TraceReproError as exc:
-                    failures.append(slice_.id)
-                    print(f"[generate] {slice_.id}: error: {exc.render()}", file=sys.stderr)
-            scoring = _Scoring(args, plan.campaign_root, data_root, sources) if args.score else None
+                backend = ray_engines(args.backend, model_path=model.local_path, served_name=model.slug,
+                                      address=ray_address, options=backend_opts,
+                                      tensor_parallel_size=plan.tp_size, engines_per_gpu=engines)
+                print(f"[generate] {model.slug}: {len(backend.actors)} engine actor(s) on Ray nodes "
+                      f"{' '.join(sorted(set(backend.nodes)))}", file=sys.stderr)
+            else:
+                backend = create_backend(args.backend, model_path=model.local_path, served_name=model.slug,
+                                         **backend_opts)
+            engine = generation_engine(release, args.backend, base_url=backend_opts.get("base_url"))
+            if engine.get("matches_paper") is not True:
+                print(f"[generate] {model.slug}: {engine_drift_text(engine)}", file=sys.stderr)
             try:
+                jobs = []
+                for slice_ in slices:
+                    try:
+                        jobs.append(_slice_job(slice_, plan, model, sources, manifest, data_root, args, engine))
+                    except TraceReproError as exc:
+                        failures.append(slice_.id)
+                        print(f"[generate] {slice_.id}: error: {exc.render()}", file=sys.stderr)
                 if args.schedule == "per-slice":
                     results = [_run_one(job, backend, args, scoring) for job in jobs]
                 else:
                     results = _stream(jobs, backend, model.slug, args, scoring)
+                failures += [r.slice.id for r in results if not r.ok]
             finally:
-                if scoring is not None:
-                    failures += scoring.wait()
-            failures += [r.slice.id for r in results if not r.ok]
-        finally:
-            backend.close()
+                backend.close()
+    finally:
+        if scoring is not None:
+            failures += scoring.wait()
     done = len(mine) - len(failures)
     print(f"[generate] {done}/{len(mine)} slice(s) complete" + (f"; failed: {' '.join(failures)}" if failures else ""))
     return ExitCode.FINDINGS if failures else ExitCode.OK
@@ -291,19 +289,29 @@ def _stream(jobs, backend, description: str, args, scoring=None):  # noqa: ANN00
 
 
 class _Scoring:
-    """Scores completed slices on worker threads (``--score``): one ``[score]`` line per slice."""
+    """Scores completed slices on worker threads (``--score``): one ``[score]`` line per slice.
 
-    def __init__(self, args, campaign_root, data_root, sources) -> None:  # noqa: ANN001
+    Raises:
+        UsageError: a planned benchmark is judged and no judge URL is set (before anything is generated).
+        JudgeError: the judge endpoint does not serve the judge.
+    """
+
+    def __init__(self, args, campaign_root, data_root, sources, slices) -> None:  # noqa: ANN001
         from concurrent.futures import ThreadPoolExecutor
 
-        self.pool = ThreadPoolExecutor(max_workers=args.score_workers, thread_name_prefix="trace-repro-score")
-        self.campaign_root, self.data_root, self.sources = campaign_root, data_root, sources
-        self.judge_url = options.resolve(args, options.JUDGE_URL)
-        self.judge = None
-        if self.judge_url:
-            from trace_lib.scoring.judge import OpenAIJudge
+        from trace_lib.benchmarks.registry import get_protocol
+        from trace_lib.cli.score import CampaignScorer
 
-            self.judge = OpenAIJudge(self.judge_url)
+        judge_url = options.resolve(args, options.JUDGE_URL)
+        judged = sorted({s.benchmark for s in slices if get_protocol(s.benchmark).judge != "none"})
+        if judged and not judge_url:
+            raise UsageError(f"judge URL not set (--judge-url / TRACE_JUDGE_URL) for judge route {judged[0]}",
+                             field="--score", hint="pass --judge-url URL, or drop --score and run 'trace-repro "
+                                                   "score' later")
+        self.scorer = CampaignScorer(campaign_root, data_root, sources, judge_url)
+        if judged:
+            self.scorer.judge.check()  # an unreachable judge stops the run here, before any row is generated
+        self.pool = ThreadPoolExecutor(max_workers=args.score_workers, thread_name_prefix="trace-repro-score")
         self.futures: list = []
 
     def submit(self, result) -> None:  # noqa: ANN001
@@ -311,22 +319,9 @@ class _Scoring:
             self.futures.append((result.slice, self.pool.submit(self._score, result)))
 
     def _score(self, result) -> str:  # noqa: ANN001
-        from trace_lib.benchmarks.registry import get_protocol
-        from trace_lib.release.load import sha256_file
-        from trace_lib.scoring.score import FileRef, run_scoring, scores_dir
-
-        slice_ = result.slice
-        protocol = get_protocol(slice_.benchmark)
-        if protocol.judge != "none" and self.judge is None:
-            raise UsageError(f"judge URL not set (--judge-url / TRACE_JUDGE_URL) for judge route {slice_.benchmark}",
-                             field="--judge-url")
-        dataset = self.sources[slice_.benchmark].local_path(self.data_root)
-        scored = run_scoring(protocol, protocol.load(dataset), result.run.path,
-                             scores_dir(self.campaign_root, model=slice_.model, seed=slice_.seed,
-                                        benchmark=slice_.benchmark),
-                             judge=self.judge, judge_url=self.judge_url, dataset=FileRef(str(dataset),
-                                                                                        sha256_file(dataset)))
-        return f"[score] {slice_.id}: {scored.score.score:.3f} over {scored.score.rows} rows -> {scored.scores_path}"
+        scored = self.scorer.score(result.slice, result.run.path)
+        return (f"[score] {result.slice.id}: {scored.score.score:.3f} over {scored.score.rows} rows -> "
+                f"{scored.scores_path}")
 
     def wait(self) -> list[str]:
         """Wait for every submitted slice; returns the ids of those that could not be scored."""

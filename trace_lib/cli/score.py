@@ -57,6 +57,49 @@ def _judge(url: str | None):  # noqa: ANN202 - Judge | None, imported lazily
     return OpenAIJudge(url)
 
 
+class CampaignScorer:
+    """Scores the slices of one campaign into ``<campaign-root>/scores/...``: each benchmark's protocol, rows and
+    dataset hash are loaded once, whichever seed or thread asks first (``trace-repro score --campaign-root`` and
+    ``trace-repro generate --score``)."""
+
+    def __init__(self, campaign_root: Path, data_root: Path, sources: dict, judge_url: str | None) -> None:
+        import threading
+
+        self.campaign_root, self.data_root, self.sources = campaign_root, data_root, sources
+        self.judge_url, self.judge = judge_url, _judge(judge_url)
+        self._loaded: dict[str, tuple] = {}
+        self._lock = threading.Lock()
+
+    def _benchmark(self, benchmark: str) -> tuple:
+        """``(protocol, rows, dataset FileRef)``, loaded on first use.
+
+        Raises:
+            UsageError: the benchmark's dataset is not prepared.
+        """
+        from trace_lib.benchmarks.registry import get_protocol
+        from trace_lib.release.load import sha256_file
+        from trace_lib.scoring.score import FileRef
+
+        with self._lock:
+            if benchmark not in self._loaded:
+                protocol = get_protocol(benchmark)
+                dataset = self.sources[benchmark].local_path(self.data_root)
+                if not dataset.exists():
+                    raise UsageError(f"dataset missing: {benchmark} ({dataset})", field="--data-root",
+                                     hint=f"run 'trace-repro prepare-data --benchmark {benchmark}'")
+                self._loaded[benchmark] = (protocol, protocol.load(dataset),
+                                           FileRef(str(dataset), sha256_file(dataset)))
+            return self._loaded[benchmark]
+
+    def score(self, key, responses: Path):  # noqa: ANN001, ANN201 - a plan Slice; ScoredSlice
+        from trace_lib.scoring.score import run_scoring, scores_dir
+
+        protocol, rows, dataset_ref = self._benchmark(key.benchmark)
+        return run_scoring(protocol, rows, responses,
+                           scores_dir(self.campaign_root, model=key.model, seed=key.seed, benchmark=key.benchmark),
+                           judge=self.judge, judge_url=self.judge_url, dataset=dataset_ref)
+
+
 def _emit(summary: dict, verdict, as_json: bool) -> None:  # noqa: ANN001
     if as_json:
         print(json.dumps({**summary, "verdict": verdict.to_dict() if verdict else None}, sort_keys=True))
@@ -127,41 +170,26 @@ def _run_file(args: argparse.Namespace, rule, judge_url: str | None) -> ExitCode
 
 
 def _run_campaign(args: argparse.Namespace, release, rule, judge_url: str | None) -> ExitCode:  # noqa: ANN001
-    from trace_lib.benchmarks.registry import get_protocol
     from trace_lib.campaign.plan import DATA_ROOT_ENV, work_root
     from trace_lib.cli.verify import campaign_inputs
     from trace_lib.data.prepare import load_artifact_sources
     from trace_lib.reports.collect import SliceKey, expected_slices, response_file
-    from trace_lib.release.load import sha256_file
-    from trace_lib.scoring.score import FileRef, run_scoring, scores_dir
 
     _, _, root, models, seeds, keys = campaign_inputs(args)
-    data_root = work_root(args.data_root, DATA_ROOT_ENV, "data")
-    sources = load_artifact_sources(release)
-    judge = _judge(judge_url)
+    scorer = CampaignScorer(root, work_root(args.data_root, DATA_ROOT_ENV, "data"), load_artifact_sources(release),
+                            judge_url)
     slices: list[SliceKey] = expected_slices(models, seeds, keys)
     failed: list[str] = []
     verdict_failures = 0
-    loaded: dict[str, tuple] = {}
-    if judge is not None:
-        judge.check()  # an unreachable judge stops the run here (exit 2), before any slice
+    if scorer.judge is not None:
+        scorer.judge.check()  # an unreachable judge stops the run here (exit 2), before any slice
     for key in slices:
         responses = response_file(root, key)
         try:
             if not responses.is_file():
                 raise UsageError("no responses", field=key.id, found=str(responses),
                                  hint="run 'trace-repro generate' for this slice")
-            if key.benchmark not in loaded:
-                protocol = get_protocol(key.benchmark)
-                dataset = sources[key.benchmark].local_path(data_root)
-                if not dataset.exists():
-                    raise UsageError(f"dataset missing: {key.benchmark} ({dataset})", field="--data-root",
-                                     hint=f"run 'trace-repro prepare-data --benchmark {key.benchmark}'")
-                loaded[key.benchmark] = (protocol, protocol.load(dataset), FileRef(str(dataset), sha256_file(dataset)))
-            protocol, rows, dataset_ref = loaded[key.benchmark]
-            scored = run_scoring(protocol, rows, responses,
-                                 scores_dir(root, model=key.model, seed=key.seed, benchmark=key.benchmark),
-                                 judge=judge, judge_url=judge_url, dataset=dataset_ref)
+            scored = scorer.score(key, responses)
         except TraceReproError as exc:
             failed.append(key.id)
             print(f"{key.id}: error: {exc.render()}", file=sys.stderr)

@@ -22,7 +22,7 @@ import time
 from typing import Any, Iterator, Mapping
 
 from trace_lib.errors import BackendError, TraceReproError, UsageError
-from trace_lib.generation.backends.base import RequestFeed
+from trace_lib.generation.backends.base import RequestFeed, create_backend, stream_generate
 from trace_lib.generation.request import ChatRequest, GenerationResult
 
 
@@ -30,8 +30,6 @@ class _EngineActor:
     """Runs one backend on its node; ``submit`` requests, ``poll`` finished results (body of a Ray actor)."""
 
     def __init__(self, kind: str, model_path: str, served_name: str, options: Mapping[str, Any]) -> None:
-        from trace_lib.generation.backends.base import create_backend, stream_generate
-
         self.backend = create_backend(kind, model_path=model_path, served_name=served_name, **dict(options))
         self.feed = RequestFeed(capacity=1 << 20)
         self.results: queue.Queue[Any] = queue.Queue()
