@@ -15,9 +15,10 @@ from urllib.parse import unquote
 import pytest
 
 from trace_lib.archive import hashes
-from trace_lib.archive.fetch import RESULTS_REL, Selection, fetch_runs, hub_downloader, release_pins
+from trace_lib.archive.fetch import Selection, fetch_runs, hub_downloader, release_pins
 from trace_lib.archive.reader import PartDigestError, open_archive
 from trace_lib.errors import UsageError
+from trace_lib.release.identity import RESULTS
 from trace_lib.release.locate import locate_release
 from trace_lib.testing.archive_writer import SampleSpec, SliceSpec, write_archive_run
 from trace_lib.testing.hub_server import LoopbackHub
@@ -44,7 +45,7 @@ def world(tmp_path: Path):
     ])
     release_dir = tmp_path / "release"
     shutil.copytree(REF, release_dir)
-    results_path = release_dir / RESULTS_REL
+    results_path = release_dir / RESULTS
     doc = json.loads(results_path.read_text())
     art = doc["source_artifacts"][0]
     assert art["run_id"] == RUN

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from test_vlmeval_slicefiles import tiny_png_b64, write_tsv
 
-from trace_lib.archive.fetch import RESULTS_REL
 from trace_lib.benchmarks.protocol import ScoringContext
 from trace_lib.benchmarks.registry import get_protocol
 from trace_lib.generation.run import prepare_rows
+from trace_lib.release.identity import RESULTS
 from trace_lib.release.load import sha256_file
 from trace_lib.release.locate import locate_release
 from trace_lib.release.suite import load_suite
@@ -54,11 +54,11 @@ def _world(tmp: Path) -> tuple[Path, Path, Path]:
     archive = tmp / "archive"
     run = "qwen2.5-vl-3b-comparison-temp06-seeds42-44-v1"
     write_archive_run(archive / "runs" / run, run, slices)
-    doc = json.loads((release / RESULTS_REL).read_text())
+    doc = json.loads((release / RESULTS).read_text())
     for entry in doc["scores"]["benchmark_scores"]:
         if (entry["model_id"], entry["benchmark_id"]) == (MODEL, "mmstar") and entry["seed"] in (42, 43):
             entry["score"] = paper.score
-    (release / RESULTS_REL).write_text(json.dumps(doc))
+    (release / RESULTS).write_text(json.dumps(doc))
     return release, archive, data
 
 

@@ -30,7 +30,7 @@ def archive(tmp_path: Path):
 
 
 def test_slice_rows_join_all_three_configs(archive):
-    rows = archive.read_slice(archive.find("model-a", 42, "mmstar"))
+    rows = list(archive.iter_slice(archive.find("model-a", 42, "mmstar")))
     assert [r.source_index for r in rows] == [str(100 + i) for i in range(6)]
     r = rows[1]
     assert (r.response_text, r.used_judge, r.judge_output, r.retry_count, r.score_value) == (

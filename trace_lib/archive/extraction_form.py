@@ -16,10 +16,11 @@ form, not the answer).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from typing import Any, Mapping
+
+from trace_lib.release.load import canonical_json
 
 #: Routes whose archived extraction value is an extracted answer (comparable with trace-repro's ``extracted``).
 COMPARABLE_ROUTES = frozenset({"direct_score", "dedicated_score"})
@@ -63,7 +64,7 @@ def extraction_key(value: Any) -> str:
     number = _number_text(value)
     if number is not None:
         return "number:" + number
-    return json.dumps(_plain(value), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return canonical_json(_plain(value))
 
 
 def benchmark_routes(release: Any) -> dict[str, str]:

@@ -20,14 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from trace_lib.archive.reader import PartDigestError, unknown_id_error
+from trace_lib.archive.reader import unknown_id_error, verify_file
 from trace_lib.archive.schema import MANIFEST_PATH, RUN_ROOT_TEMPLATE
 from trace_lib.errors import InputError, ReleaseFileError, UsageError
+from trace_lib.release.identity import RESULTS, VALIDATION_RECEIPT, VALIDATION_RESULTS
 from trace_lib.release.load import sha256_file
 
-RESULTS_REL = "rlvr/evaluation/trace_eval/results.json"
-VALIDATION_RESULTS_REL = "rlvr/evaluation/trace_validation/results.v1.json"
-VALIDATION_RECEIPT_REL = "rlvr/evaluation/trace_validation/release_receipt.v1.json"
+#: The PartDigestError reason of a fetched file (nothing from it is placed).
+_MISMATCH = "content hash mismatch; nothing from this file is used"
 
 
 @dataclass(frozen=True)
@@ -55,21 +55,21 @@ def release_pins(release: Any) -> list[RunPin]:
         ReleaseFileError: a pin lacks a field.
     """
     pins: list[RunPin] = []
-    for i, art in enumerate(release.read_json(RESULTS_REL).get("source_artifacts") or []):
+    for i, art in enumerate(release.read_json(RESULTS).get("source_artifacts") or []):
         try:
             meta = art.get("run_metadata") or {}
             pins.append(RunPin(str(art["run_id"]), str(art["repository_id"]), str(art["repository_revision"]),
                                str(art["manifest_sha256"]), str(art["result_path"]), str(art["result_sha256"]),
                                tuple(str(m) for m in meta.get("model_ids") or ())))
         except (KeyError, TypeError, AttributeError) as exc:
-            raise ReleaseFileError(f"archive pin lacks {exc}", file=RESULTS_REL,
+            raise ReleaseFileError(f"archive pin lacks {exc}", file=RESULTS,
                                    field=f"source_artifacts[{i}]") from None
-    if release.exists(VALIDATION_RESULTS_REL):
-        doc = release.read_json(VALIDATION_RESULTS_REL)
+    if release.exists(VALIDATION_RESULTS):
+        doc = release.read_json(VALIDATION_RESULTS)
         src = doc.get("source") or {}
         manifest_sha = None
-        if release.exists(VALIDATION_RECEIPT_REL):
-            files = (release.read_json(VALIDATION_RECEIPT_REL).get("immutable_source") or {}).get("files") or {}
+        if release.exists(VALIDATION_RECEIPT):
+            files = (release.read_json(VALIDATION_RECEIPT).get("immutable_source") or {}).get("files") or {}
             manifest_sha = (files.get("export_manifest") or {}).get("sha256")
         try:
             run_id = str(src["run_id"])
@@ -79,7 +79,7 @@ def release_pins(release: Any) -> list[RunPin]:
                                result[len(root):] if result.startswith(root) else result, str(src["results_sha256"]),
                                tuple(str(r["model_id"]) for r in doc.get("results") or ()), validation=True))
         except (KeyError, TypeError) as exc:
-            raise ReleaseFileError(f"validation archive pin lacks {exc}", file=VALIDATION_RESULTS_REL,
+            raise ReleaseFileError(f"validation archive pin lacks {exc}", file=VALIDATION_RESULTS,
                                    field="source") from None
     return pins
 
@@ -146,13 +146,6 @@ def _place(source: Path, target: Path) -> None:
     os.replace(tmp, target)
 
 
-def _check(path: Path, expected: str, label: str) -> None:
-    actual = sha256_file(path)
-    if actual != expected:
-        raise PartDigestError("content hash mismatch; nothing from this file is used", file=label,
-                              expected=expected, found=actual)
-
-
 def _select_pins(pins: Sequence[RunPin], sel: Selection) -> list[RunPin]:
     known = sorted({m for p in pins for m in p.model_ids})
     for model in sel.model_ids:
@@ -198,10 +191,11 @@ def fetch_runs(
     for pin in pins:
         run_dir = dest / pin.run_root
         if pin.manifest_sha256 is None:
-            raise ReleaseFileError("the release pins no manifest hash for this run", file=VALIDATION_RECEIPT_REL,
+            raise ReleaseFileError("the release pins no manifest hash for this run", file=VALIDATION_RECEIPT,
                                    field="immutable_source.files.export_manifest.sha256")
         manifest_path = download(pin, MANIFEST_PATH)
-        _check(manifest_path, pin.manifest_sha256, f"{pin.run_root}/{MANIFEST_PATH}")
+        verify_file(manifest_path, pin.manifest_sha256, label=f"{pin.run_root}/{MANIFEST_PATH}",
+                    reason=_MISMATCH)
         manifest = json.loads(Path(manifest_path).read_text(encoding="utf-8"))
         wanted = [a for a in manifest.get("artifacts") or [] if selection.wants(a)]
         if not wanted:
@@ -221,7 +215,7 @@ def fetch_runs(
             with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
                 fetched = pool.map(lambda item: (item, download(pin, item[0])), todo)
                 for (rel, sha), cached in fetched:
-                    _check(Path(cached), sha, f"{pin.run_root}/{rel}")
+                    verify_file(Path(cached), sha, label=f"{pin.run_root}/{rel}", reason=_MISMATCH)
                     _place(Path(cached), run_dir / rel)
                     report.files.append(f"{pin.run_root}/{rel}")
                     if bar is not None:

@@ -108,9 +108,10 @@ class ArchiveLane:
         protocol = get_protocol(slice_.benchmark)
         dataset = self.dataset_path(slice_.benchmark)
         rows = protocol.load(dataset)
+        archived = list(self.archive.iter_slice(key))  # read once: re-score and identity compare the same rows
         outcome = rescore_slice(self.archive, key, protocol, rows, judge=self.judge, dataset=str(dataset),
                                 canonical=self._canonical.get((key.model_id, key.seed, key.benchmark_id)),
-                                compare_extraction=comparable(self.routes.get(slice_.benchmark)))
+                                compare_extraction=comparable(self.routes.get(slice_.benchmark)), archived=archived)
         identity = None
         try:
             prepared = prepare_rows(rows, protocol, self._sources[slice_.benchmark].image_dir(self.data_root),
@@ -118,5 +119,5 @@ class ArchiveLane:
         except InputError:
             prepared = None  # images not materialisable here: identity is not checked (the receipt says so)
         if prepared is not None:
-            identity = compare_identity(key, list(self.archive.iter_slice(key)), prepared, model_id=slice_.model)
+            identity = compare_identity(key, archived, prepared, model_id=slice_.model)
         return ArchiveSliceResult(outcome, identity)

@@ -58,12 +58,12 @@ def _load_json(path: Path) -> Any:
         raise InputError(f"unreadable JSON: {type(exc).__name__}", file=str(path)) from None
 
 
-def verify_file(path: Path, expected_sha256: str, *, label: str | None = None) -> None:
-    """Raise :class:`PartDigestError` naming the file and both hashes when ``path``'s bytes differ."""
+def verify_file(path: Path, expected_sha256: str, *, label: str | None = None,
+                reason: str = "content hash mismatch; the file is not used") -> None:
+    """Raise :class:`PartDigestError` (``reason``) naming the file and both hashes when ``path``'s bytes differ."""
     actual = sha256_file(path)
     if actual != expected_sha256:
-        raise PartDigestError("content hash mismatch; the file is not used", file=label or str(path),
-                              expected=expected_sha256, found=actual)
+        raise PartDigestError(reason, file=label or str(path), expected=expected_sha256, found=actual)
 
 
 @dataclass
@@ -232,9 +232,6 @@ class ArchiveRoot:
                 score_value=None if m is None else sc["score_value"][m],
                 excluded=False if m is None else bool(sc["excluded"][m]),
             )
-
-    def read_slice(self, key: SliceKey) -> list[ArchiveRow]:
-        return list(self.iter_slice(key))
 
 
 def open_archive(root: Path | str | None, *, verify: bool = True) -> ArchiveRoot:

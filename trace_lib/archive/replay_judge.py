@@ -137,7 +137,6 @@ def build_replay(
     """
     stats = ReplayStats()
     outputs: dict[Key, str] = {}
-    owners: dict[Key, str] = {}
     conflicted: set[Key] = set()
     for row, response, (index, recorded_outputs) in zip(rows, responses, recorded):
         calls = (recorded_outputs,) if isinstance(recorded_outputs, str) else tuple(recorded_outputs or ())
@@ -167,7 +166,6 @@ def build_replay(
             continue
         for key, output in pairs:
             outputs[key] = output
-            owners.setdefault(key, index)
         stats.keyed += 1
     for key in conflicted:
         outputs.pop(key, None)

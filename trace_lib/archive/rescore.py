@@ -19,6 +19,7 @@ from trace_lib.archive.reader import ArchiveRoot
 from trace_lib.archive.replay_judge import ReplayStats, build_replay
 from trace_lib.archive.schema import ArchiveRow, SliceKey
 from trace_lib.errors import InputError, JudgeError
+from trace_lib.release.identity import RESULTS
 
 #: Exact equality after the release's rounding (its values carry at most 10 decimals: 5e-11 < 1e-9).
 EXACT = 1e-9
@@ -91,7 +92,7 @@ class RescoreOutcome:
 
 def canonical_seed_scores(release: Any) -> dict[tuple[str, int, str], float]:
     """``(model_id, seed, benchmark) -> score`` from the release's ``trace_eval/results.json``."""
-    doc = release.read_json("rlvr/evaluation/trace_eval/results.json")
+    doc = release.read_json(RESULTS)
     return {(str(r["model_id"]), int(r["seed"]), str(r["benchmark_id"])): float(r["score"])
             for r in (doc.get("scores") or {}).get("benchmark_scores") or []}
 
@@ -121,11 +122,13 @@ def align_rows(archived: Sequence[ArchiveRow], rows: Sequence[Mapping[str, Any]]
 def rescore_slice(
     archive: ArchiveRoot, key: SliceKey, protocol: Any, rows: Sequence[Mapping[str, Any]], *,
     canonical: float | None, judge: Any = None, dataset: str = "dataset", compare_extraction: bool = True,
+    archived: Sequence[ArchiveRow] | None = None,
 ) -> RescoreOutcome:
     """Re-score one archived slice (see the module docstring). ``judge``: a live judge; None on a judge route
     builds the replay judge from the archive. ``compare_extraction``: whether the archive's extraction values are
     extracted answers (:func:`trace_lib.archive.extraction_form.comparable` of the benchmark's route); when not,
-    no extraction agreement is counted.
+    no extraction agreement is counted. ``archived``: the slice's rows when the caller already read them
+    (``archive.iter_slice(key)``); None reads them here.
 
     Raises:
         InputError: the archive does not cover the dataset rows; PartDigestError: a tampered part.
@@ -134,7 +137,9 @@ def rescore_slice(
     from trace_lib.benchmarks.protocol import ScoringContext
     from trace_lib.scoring.score import score_slice
 
-    archived = align_rows(list(archive.iter_slice(key)), rows, key=key, dataset=dataset)
+    if archived is None:
+        archived = list(archive.iter_slice(key))
+    archived = align_rows(archived, rows, key=key, dataset=dataset)
     aggregate = archive.aggregate(key)
     responses = [a.response_text for a in archived]
     mode, stats = "none", None

@@ -41,8 +41,6 @@ MEDIA_SETTING_KEYS: tuple[str, ...] = (
     "media_contract_version", "source_media_contract_sha256", "media_transport", "min_image_pixels",
     "max_image_pixels", "max_image_side", "image_jpeg_quality",
 )
-#: Extraction statuses upstream allows.
-EXTRACTION_STATUSES = frozenset({"resolved", "ambiguous", "invalid", "excluded"})
 
 #: Columns every sample-level row (responses, extractions) carries, in upstream's order.
 COMMON_SAMPLE_COLUMNS: tuple[str, ...] = (

@@ -16,15 +16,14 @@ from trace_lib.archive.reader import ArchiveRoot
 from trace_lib.archive.rescore import EXACT, FIRST_DIFFS, RowDiff
 from trace_lib.archive.schema import SliceKey
 from trace_lib.errors import InputError
+from trace_lib.release.identity import VALIDATION_RESULTS
 
 VALIDATION_SEED = 42  # the validation suite's single decoding seed (results.v1.json evaluation.seed)
 
 
 def validation_benchmark_id(release: Any) -> str:
     """The archive's benchmark id of the validation run (``results.v1.json`` ``source.benchmark_id``)."""
-    from trace_lib.archive.fetch import VALIDATION_RESULTS_REL
-
-    return str((release.read_json(VALIDATION_RESULTS_REL).get("source") or {}).get("benchmark_id"))
+    return str((release.read_json(VALIDATION_RESULTS).get("source") or {}).get("benchmark_id"))
 
 
 @dataclass(frozen=True)

@@ -30,9 +30,9 @@ from typing import Any, Mapping, Sequence
 
 from trace_lib.archive import hashes
 from trace_lib.archive.identity import (
-    HASH_FIELDS, IdentityReport, IdentityTally, OurIdentity, RowDifference, difference,
+    HASH_FIELDS, IdentityReport, IdentityTally, OurIdentity, RowDifference, difference, media_inputs,
 )
-from trace_lib.archive.schema import MEDIA_CONTRACT_VERSION, ArchiveRow, SliceKey
+from trace_lib.archive.schema import ArchiveRow, SliceKey
 
 #: The validation run's media transport (upstream's validation verifier requires ``data-url``).
 VALIDATION_MEDIA_TRANSPORT = "data-url"
@@ -81,15 +81,10 @@ def validation_identity(row: Mapping[str, Any], *, suite: Any, model_id: str,
     from trace_lib.validation.request import request_summary, sampling_fields
 
     summary = request_summary(row)
-    bounds = suite.mm_processor_kwargs()
-    media_inputs = {
-        "media_contract_version": MEDIA_CONTRACT_VERSION,
-        "source_media_contract_sha256": source_media_contract_sha256,
-        "media_transport": VALIDATION_MEDIA_TRANSPORT,
-        "min_image_pixels": bounds.get("min_pixels"), "max_image_pixels": bounds.get("max_pixels"),
-        "max_image_side": None, "image_jpeg_quality": None,
-    }
-    settings = hashes.generation_settings(sampling_fields(suite), model_id=model_id, media_inputs=media_inputs)
+    # the producer's media-contract digest is not public: the archived one replaces trace-repro's
+    inputs = {**media_inputs(suite.mm_processor_kwargs(), VALIDATION_MEDIA_TRANSPORT),
+              "source_media_contract_sha256": source_media_contract_sha256}
+    settings = hashes.generation_settings(sampling_fields(suite), model_id=model_id, media_inputs=inputs)
     media = tuple(summary["ordered_image_sha256"])
     media_set = hashes.media_set_sha256(media)
     prompt = summary["prompt_sha256"]

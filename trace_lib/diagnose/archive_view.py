@@ -9,15 +9,12 @@ aggregate. Request hashes are in upstream's public namespace, so they are compar
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from trace_lib.archive.extraction_form import NOT_COMPARABLE_NOTE, comparable
+from trace_lib.archive.extraction_form import NOT_COMPARABLE_NOTE, comparable, extraction_key
 from trace_lib.archive.reader import ArchiveRoot, open_archive
-from trace_lib.archive.schema import SliceKey as ArchiveKey
-from trace_lib.diagnose.campaign_view import extracted_text
 from trace_lib.diagnose.views import RowView, SliceKey, SliceView
 from trace_lib.errors import UsageError
 
@@ -52,7 +49,7 @@ class ArchiveReference:
         for row in self.archive.iter_slice(archive_key):
             extracted = None
             if compare and row.extraction_value_json is not None:
-                extracted = extracted_text(json.loads(row.extraction_value_json))
+                extracted = extraction_key(row.extraction_value())
             rows[row.source_index] = RowView(
                 index=row.source_index, prompt_sha256=row.prompt_sha256, media_set_sha256=row.media_set_sha256,
                 request_key=row.request_sha256, response=row.response_text, finish_reason=row.finish_reason,
@@ -60,5 +57,5 @@ class ArchiveReference:
                 used_judge=bool(row.judge_outputs()), score=row.score_value if row.has_row_score else None,
             )
         return SliceView(key=key, source=self.description, rows=rows,
-                         score=self.archive.aggregate(ArchiveKey(key.model, key.seed, key.benchmark)).score,
+                         score=self.archive.aggregate(archive_key).score,
                          request_namespace=NAMESPACE, notes=() if compare else (NOT_COMPARABLE_NOTE,))

@@ -11,20 +11,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from trace_lib.archive.extraction_form import extraction_key
 from trace_lib.archive.hashes import prompt_sha256
 from trace_lib.diagnose.views import RowView, SliceKey, SliceView
 from trace_lib.errors import InputError
 from trace_lib.scoring.plain_responses import indexed_records
 
 NAMESPACE = "trace-repro-request-v1"
-
-
-def extracted_text(value: Any) -> str:
-    """The form-free key of an extracted answer, what two sources are compared on (the archive lane's own
-    :func:`~trace_lib.archive.extraction_form.extraction_key`)."""
-    from trace_lib.archive.extraction_form import extraction_key
-
-    return extraction_key(value)
 
 
 def campaign_slice_keys(campaign_root: Path) -> list[SliceKey]:
@@ -87,7 +80,7 @@ def _with_scoring(row: RowView, record: dict[str, Any], credit: Any) -> RowView:
 
     return replace(
         row,
-        extracted=extracted_text(record.get("extracted")),
+        extracted=extraction_key(record.get("extracted")),
         used_judge=bool(record.get("judge_calls")),
         score=float(credit) if isinstance(credit, (int, float)) and not isinstance(credit, bool) else None,
     )

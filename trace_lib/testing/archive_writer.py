@@ -9,26 +9,21 @@ held: prompt text, image hashes, response, extraction, score).
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from trace_lib.archive import hashes
+from trace_lib.archive.identity import media_inputs
 from trace_lib.archive.schema import (
-    CONFIG_NAMES, EXPORT_MANIFEST_VERSION, EXTRACTION_CONTRACT_VERSION, MEDIA_CONTRACT_VERSION, PART_MANIFEST_VERSION,
+    CONFIG_NAMES, EXPORT_MANIFEST_VERSION, EXTRACTION_CONTRACT_VERSION, PART_MANIFEST_VERSION,
     RESPONSE_CONTRACT_VERSION, RESULTS_VERSION, SCHEMA_VERSION, SCORE_CONTRACT_VERSION, arrow_schema,
 )
 from trace_lib.release.load import canonical_json, sha256_file
 
 #: The media inputs of the paper's runs (``run_metadata.media_inputs`` in the release).
-PAPER_MEDIA_INPUTS: Mapping[str, Any] = {
-    "media_contract_version": MEDIA_CONTRACT_VERSION,
-    "source_media_contract_sha256": "2ea80f5e23aa8b8326ee28ce5a85861b904850933db7e2faeec391021f67ece0",
-    "media_transport": "file-url", "min_image_pixels": 3136, "max_image_pixels": 12845056,
-    "max_image_side": None, "image_jpeg_quality": None,
-}
+PAPER_MEDIA_INPUTS: Mapping[str, Any] = media_inputs({"min_pixels": 3136, "max_pixels": 12845056})
 #: The suite's decoding (``suite.v1.json`` ``generation``), seed added per slice.
 PAPER_SAMPLING: Mapping[str, Any] = {"temperature": 0.6, "top_p": 1.0, "top_k": -1, "presence_penalty": 0.0,
                                      "repetition_penalty": 1.0, "max_tokens": 4096}
@@ -248,7 +243,3 @@ def write_archive_run(
                 "release_files": []}
     manifest_sha, _ = _write_json(root / "metadata/manifest.json", manifest)
     return WrittenRun(root, run_id, manifest_sha, result_sha)
-
-
-def load_json(path: Path) -> Any:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
