@@ -15,6 +15,7 @@ import pytest
 
 from trace_lib.cli.main import main
 from trace_lib.errors import InputError, JudgeError, UsageError
+from trace_lib.release import identity
 from trace_lib.scoring import judge_pool as jp
 from trace_lib.scoring.judge import OpenAIJudge
 from trace_lib.testing.fake_vllm import fake_judge_weights, free_port_run, write_fake_vllm
@@ -131,7 +132,7 @@ def test_the_chat_template_comes_from_the_release_or_is_a_one_line_error(release
     fake = tmp_path / "release"
     (fake / "rlvr/examples/prompts").mkdir(parents=True)
     (fake / jp.CHAT_TEMPLATE_REL).write_text("tampered")
-    (fake / jp.RELEASE_FILES_REL).write_text(json.dumps(
+    (fake / identity.RELEASE_FILES).write_text(json.dumps(
         {"files": [{"path": "examples/prompts/chat_template_no_think.jinja", "sha256": "0" * 64}]}))
     with pytest.raises(InputError, match="chat template differs from the release record"):
         jp.release_chat_template(SimpleNamespace(path=fake))

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
-from trace_lib.data.vlmeval_tsv import is_missing, load_vlmeval_tsv, materialize_images
+from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
 from trace_lib.extraction.boxed import last_boxed_literal
-from trace_lib.extraction.workbook import official_workbook
+from trace_lib.extraction.workbook import isna, official_workbook
 from trace_lib.scoring.percent import MetricTable, primary_score
 
 KEY = "countqa"
@@ -48,7 +48,7 @@ def load(path: Path) -> list[Row]:
     rows = load_vlmeval_tsv(path)
     for row in rows:
         # post-run patch countqa-cached-answer-normalization: "" for a missing answer, else str(value).strip()
-        row["answer"] = "" if is_missing(row.get("answer")) else str(row["answer"]).strip()
+        row["answer"] = "" if isna(row.get("answer")) else str(row["answer"]).strip()
     return rows
 
 

@@ -31,7 +31,7 @@ from trace_lib.benchmarks._puzzle_judge import is_truncated, run_temperature_sch
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
 from trace_lib.errors import InputError, JudgeError
-from trace_lib.extraction.workbook import is_na, roundtrip_rows
+from trace_lib.extraction.workbook import isna, roundtrip_rows
 from trace_lib.scoring.judge import JudgeReply
 
 KEY = "mme_reasoning"
@@ -59,7 +59,7 @@ def build_prompt(row: Row, image_dir: Path) -> list[PromptItem]:
 
 def _clean(value: Any) -> Any:
     """NaN -> None, as ``read_excel(...).replace({nan: None})`` leaves the cells."""
-    return None if value is None or is_na(value) else value
+    return None if isna(value) else value
 
 
 def route(cell: dict[str, Any]) -> tuple[str, str]:

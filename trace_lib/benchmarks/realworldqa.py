@@ -27,9 +27,10 @@ from typing import Any, Sequence
 
 from trace_lib.benchmarks import _imagemcq
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, ScoringContext, SliceScore
-from trace_lib.data.vlmeval_tsv import is_missing, load_vlmeval_tsv, materialize_images
+from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
 from trace_lib.extraction.abcd import extract_unambiguous_abcd
 from trace_lib.extraction.choices import build_imagemcq_prompt
+from trace_lib.extraction.workbook import isna
 from trace_lib.scoring.percent import primary_score, report_acc
 
 KEY = "realworldqa"
@@ -104,7 +105,7 @@ def adapt_prediction(raw: Any, choices: Sequence[str]) -> tuple[Any, str]:
 
 
 def _row_choices(table: dict[str, list[Any]], pos: int) -> list[str]:
-    return [label for label in string.ascii_uppercase if label in table and not is_missing(table[label][pos])]
+    return [label for label in string.ascii_uppercase if label in table and not isna(table[label][pos])]
 
 
 def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringContext) -> SliceScore:

@@ -21,8 +21,8 @@ from typing import Any, Sequence
 
 from trace_lib.benchmarks._easi_grader import grade_rows, mcq_summary
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
-from trace_lib.data.vlmeval_tsv import is_missing, load_vlmeval_tsv, materialize_images
-from trace_lib.extraction.workbook import official_workbook
+from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
+from trace_lib.extraction.workbook import isna, official_workbook
 from trace_lib.scoring.percent import flatten_summary_metrics, primary_score
 
 KEY = "spatialvizbench_cot"
@@ -52,7 +52,7 @@ def load(path: Path) -> list[Row]:
 
 def build_prompt_text(row: Row) -> str:
     """CoT pre-prompt, ``Question:`` + question, then ``L. text`` lines for every non-NaN column A-Z."""
-    options = "".join(f"{c}. {row[c]}\n" for c in string.ascii_uppercase if c in row and not is_missing(row[c]))
+    options = "".join(f"{c}. {row[c]}\n" for c in string.ascii_uppercase if c in row and not isna(row[c]))
     return PRE_PROMPT + "\n" + "Question:" + row["question"] + "\n" + options
 
 

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
-from trace_lib.data.vlmeval_tsv import is_missing, load_vlmeval_tsv, materialize_images
+from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
 from trace_lib.errors import InputError
 from trace_lib.extraction.choices import build_imagemcq_prompt
-from trace_lib.extraction.workbook import official_workbook, roundtrip_table
+from trace_lib.extraction.workbook import isna, official_workbook, roundtrip_table
 from trace_lib.scoring.percent import primary_score
 
 KEY = "treebench"
@@ -76,7 +76,7 @@ def parse_lettered_option_blob(value: Any) -> dict[str, str]:
 
 
 def _has_value(value: Any) -> bool:
-    return not is_missing(value) and bool(str(value).strip())
+    return not isna(value) and bool(str(value).strip())
 
 
 def repair_options(rows: list[Row]) -> list[dict[str, Any]]:
@@ -214,7 +214,7 @@ def box_iou(text: str, targets: list[Any]) -> float:
 
 # -- scoring ---------------------------------------------------------------------------------------------------
 def _targets(cell: Any, index: str) -> list[Any] | None:
-    if is_missing(cell):
+    if isna(cell):
         return None
     try:
         return ast.literal_eval(cell) if isinstance(cell, str) else list(cell)

@@ -20,10 +20,10 @@ from typing import Any, Sequence
 
 from trace_lib.benchmarks._puzzle_prompt import ANSWER_LETTER_TAIL, paren_letter_lines
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
-from trace_lib.data.vlmeval_tsv import is_missing, load_vlmeval_tsv, materialize_images
+from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
 from trace_lib.errors import InputError
 from trace_lib.extraction.abcd import extract_unambiguous_abcd
-from trace_lib.extraction.workbook import official_workbook
+from trace_lib.extraction.workbook import isna, official_workbook
 from trace_lib.scoring.percent import MetricTable, primary_score
 
 KEY = "visualpuzzles"
@@ -44,7 +44,7 @@ def options_block(cell: Any, index: Any) -> str:
     Raises:
         InputError: a non-NaN cell that is not text, or empty text (upstream raises ``TypeError``).
     """
-    if is_missing(cell):
+    if isna(cell):
         return NO_OPTIONS
     if not isinstance(cell, str) or not cell or cell == "nan":
         raise InputError("options cell is not option text", field=f"rows[{index}].options", found=repr(cell)[:80])

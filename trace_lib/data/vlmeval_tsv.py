@@ -23,6 +23,7 @@ from typing import Any
 
 from trace_lib.atomic import atomic_output
 from trace_lib.errors import InputError
+from trace_lib.extraction.workbook import isna
 
 #: VLMEvalKit localises a TSV above this size to JPEG files (``prepare_tsv``: ``file_size(path, 'GB') > 1``).
 LOCALIZE_THRESHOLD_BYTES = 2**30
@@ -33,10 +34,6 @@ CONVERT_TO_RGB_MODES = ("RGBA", "P", "LA")
 
 Row = dict[str, Any]
 
-
-def is_missing(value: Any) -> bool:
-    """``pandas.isna`` for the scalar cells a TSV row holds (None or a float NaN)."""
-    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 # -- loading -------------------------------------------------------------------------------------------------
@@ -156,7 +153,7 @@ def _name_localized_images(rows: list[Row], raw_images: dict[str, Any]) -> None:
     """
     for row in rows:
         cell = raw_images[row["index"]]
-        cell = "" if is_missing(cell) else str(cell)
+        cell = "" if isna(cell) else str(cell)
         base = cell if 0 < len(cell) <= IMAGE_REFERENCE_MAX_CHARS else row["index"]
         images = row["image"]
         if isinstance(images, list) and len(images) > 1:
@@ -166,7 +163,7 @@ def _name_localized_images(rows: list[Row], raw_images: dict[str, Any]) -> None:
 
 
 def _resolve_images(rows: list[Row], file: str) -> None:
-    cells = {row["index"]: ("" if is_missing(row["image"]) else str(row["image"])) for row in rows}
+    cells = {row["index"]: ("" if isna(row["image"]) else str(row["image"])) for row in rows}
     resolved = dict(cells)
     for key, cell in cells.items():
         if 0 < len(cell) <= IMAGE_REFERENCE_MAX_CHARS:

@@ -31,9 +31,8 @@ from typing import Any, Mapping, Sequence
 
 from trace_lib.errors import InputError
 
-#: XlsxWriter's string cell limit (longer strings are truncated); the URL limit past which a link is not written.
+#: XlsxWriter's string cell limit (longer strings are truncated).
 EXCEL_CELL_LIMIT = 32767
-EXCEL_URL_LIMIT = 2079
 #: Columns the generation queue writes and the official route's filter deletes before its openpyxl re-save.
 QUEUE_ONLY_COLUMNS = ("request_hash", "source_row_hash")
 #: Dataset columns the official route leaves out of the prediction workbook (``--compact-prediction-tables``).
@@ -142,11 +141,6 @@ def roundtrip_column(
 def roundtrip_cell(value: Any, *, resaved: bool = False) -> Any:
     """A one-cell column after a round trip (a numeric-looking text reads back as a number, as in a column)."""
     return roundtrip_column([value], resaved=resaved)[0]
-
-
-def is_na(value: Any) -> bool:
-    """True for the NaN a round-tripped cell can hold."""
-    return isinstance(value, float) and math.isnan(value)
 
 
 def roundtrip_text(value: Any) -> str:

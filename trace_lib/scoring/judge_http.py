@@ -93,8 +93,6 @@ def classify_status(status: int, payload: bytes, *, url: str, model: str | None)
         return CallFailed("context_length", shown)
     if 400 <= status < 500 and status not in (408, 429):
         return CallFailed("rejected", shown)
-    if status in (408, 429):
-        return CallFailed("server", shown)
     return CallFailed("server", shown)
 
 

@@ -13,7 +13,6 @@ each server's process group, then SIGKILL after a grace period (upstream's ``sto
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -26,15 +25,16 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from trace_lib.errors import InputError, JudgeError, UsageError
+from trace_lib.release import identity
+from trace_lib.release.load import sha256_file
+from trace_lib.scoring.judge import JUDGE_SERVED_NAME
 
 #: Release path of the no-think chat template upstream's launcher passes to the judge servers.
 CHAT_TEMPLATE_REL = "rlvr/examples/prompts/chat_template_no_think.jinja"
-RELEASE_FILES_REL = "rlvr/release_files.v1.json"
 #: ``run_trace_eval.sh``: JUDGE_PORT_START, JUDGE_SERVED_NAME, JUDGE_MAX_MODEL_LEN, JUDGE_MAX_NUM_SEQS,
 #: JUDGE_MAX_NUM_BATCHED_TOKENS, JUDGE_GPU_MEMORY_UTILIZATION, the reasoning parser; the launcher's defaults for
 #: HOST, VLLM_PORT_BASE, the multimodal limit, CPU threads and READY_TIMEOUT_SEC.
 JUDGE_PORT_START = 18100
-JUDGE_SERVED_NAME = "qwen3-32b-judge"
 JUDGE_HOST = "127.0.0.1"
 JUDGE_SERVE_FLAGS: tuple[tuple[str, str], ...] = (
     ("--gpu-memory-utilization", "0.90"),
@@ -141,12 +141,12 @@ def release_chat_template(release: Any) -> Path:
                               "(a copy of it)")
     expected = None
     try:
-        record = json.loads((Path(release.path) / RELEASE_FILES_REL).read_text(encoding="utf-8"))
+        record = json.loads((Path(release.path) / identity.RELEASE_FILES).read_text(encoding="utf-8"))
         rel = CHAT_TEMPLATE_REL.removeprefix("rlvr/")
         expected = next((f.get("sha256") for f in record.get("files", []) if f.get("path") == rel), None)
     except (OSError, ValueError, AttributeError):
         expected = None
-    found = hashlib.sha256(path.read_bytes()).hexdigest()
+    found = sha256_file(path)
     if expected is not None and found != expected:
         raise InputError("chat template differs from the release record", file=str(path), field="sha256",
                          expected=expected, found=found)
@@ -218,14 +218,14 @@ def _last_log_line(path: Path) -> str:
 
 
 def _ready(url: str, names: Sequence[str]) -> bool:
-    from trace_lib.scoring.judge_http import CallFailed, models_url, shared_transport
+    """``url``'s ``/v1/models`` answers and lists ``names[0]`` (:func:`~trace_lib.scoring.judge_http.probe`)."""
+    from trace_lib.scoring.judge_http import probe
 
     try:
-        data = shared_transport().get(models_url(url), timeout_s=5.0).data
-    except (CallFailed, JudgeError):
+        probe(url, names[0], timeout_s=5.0)
+    except JudgeError:
         return False
-    served = {m.get("id") for m in (data.get("data") or []) if isinstance(m, dict)} if isinstance(data, dict) else set()
-    return names[0] in served
+    return True
 
 
 def start_pool(spec: PoolSpec, *, poll_s: float = 1.0, out: Any = None) -> Pool:

@@ -48,11 +48,6 @@ def is_store_file(path: Path) -> bool:
     return isinstance(record, dict) and record.get("kind") == "header"
 
 
-def load_plain_responses(path: Path, rows: Sequence[Row]) -> list[str | None]:
-    """The responses of ``path`` in dataset row order (:func:`read_plain_responses` without dropped rows)."""
-    return read_plain_responses(path, rows)[0]
-
-
 def read_plain_responses(
     path: Path, rows: Sequence[Row], *, dropped: Callable[[], Collection[str]] | None = None
 ) -> tuple[list[str | None], int]:

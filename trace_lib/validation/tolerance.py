@@ -16,15 +16,12 @@ import math
 
 from trace_lib.aggregation.budget import DEFAULT_ALPHA, Criterion
 from trace_lib.aggregation.tolerance import DEFAULT_Z, Sigma, Verdict, binomial_se, budget_verdict
-from trace_lib.errors import UsageError
 from trace_lib.release.locate import ReleaseRoot
-from trace_lib.validation.suite import ReleaseScore
+from trace_lib.validation.suite import ReleaseScore, load_validation_suite
 
 
 def validation_criterion(release: ReleaseRoot, *, alpha: float = DEFAULT_ALPHA, z: float | None = None) -> Criterion:
     """The budget over the validation plan's family: one test per model of the release's validation suite."""
-    from trace_lib.validation.suite import load_validation_suite
-
     family = len(load_validation_suite(release).models)
     return Criterion.from_z(z, family) if z is not None else Criterion.from_alpha(alpha, family)
 
@@ -40,10 +37,7 @@ def check_validation_score(
         UsageError: neither ``criterion`` nor a positive finite ``z``.
     """
     if criterion is None:
-        z = DEFAULT_Z if z is None else z
-        if not (math.isfinite(z) and z > 0):
-            raise UsageError("z must be a positive number", field="--tolerance-z", found=z)
-        criterion = Criterion.from_z(z, 1)
+        criterion = Criterion.from_z(DEFAULT_Z if z is None else z, 1)
     sigma = Sigma(binomial=binomial_se(float(canonical.score), int(canonical.evaluated_rows)), seed_pool=0.0)
     return budget_verdict(
         criterion, subject=f"{canonical.model_id}-validation", reproduced=float(reproduced_percent),
