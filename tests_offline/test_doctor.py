@@ -72,7 +72,7 @@ def test_missing_extra_package_names_it_and_the_pip_command(tmp_path, monkeypatc
 
     real = extras.installed_version
     monkeypatch.setattr(extras, "installed_version", lambda name: None if name == "hypothesis" else real(name))
-    result = check_extra("test", _ctx(tmp_path))
+    result = check_extra("test")
     assert result.status is Status.MISSING and result.missing == "hypothesis not installed"
     assert result.fix.startswith("pip install") and result.fix.endswith("[test]'")
 
@@ -87,7 +87,7 @@ def test_wrong_vllm_version_is_outside_the_declared_range(tmp_path, monkeypatch)
     (vllm,) = [r for r in extra_requirements("eval") if r.name == "vllm"]
     _fake_dist(tmp_path / "site", "vllm", "0.1.0")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    result = check_extra("eval", _ctx(tmp_path))
+    result = check_extra("eval")
     assert result.status is Status.MISSING
     assert result.missing == f"vllm 0.1.0 (supported {vllm.specifier})"
     assert result.fix == f"pip install 'vllm{vllm.specifier}'"
@@ -96,7 +96,7 @@ def test_wrong_vllm_version_is_outside_the_declared_range(tmp_path, monkeypatch)
 def test_supported_vllm_version_passes_its_requirement(tmp_path, monkeypatch):
     _fake_dist(tmp_path / "site", "vllm", "0.24.0")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    result = check_extra("eval", _ctx(tmp_path))
+    result = check_extra("eval")
     assert not result.missing.startswith("vllm")  # a later package of the extra may still be absent here
     assert result.status is Status.MISSING or result.detail.startswith("vllm 0.24.0, ")
 

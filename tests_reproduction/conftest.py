@@ -148,12 +148,10 @@ def run_slice(slice_runner, receipt, trace_phase, pytestconfig: pytest.Config, r
         archive_root = options.resolve(pytestconfig.option, options.ARCHIVE_ROOT)
         if not outcome.verdict.ok and archive_root:
             from trace_lib.diagnose.hint import archive_divergence_hint
-            from trace_lib.diagnose.views import SliceKey
 
             from trace_lib.archive.extraction_form import benchmark_routes
 
-            hint = archive_divergence_hint(slice_runner.campaign_root, archive_root,
-                                           SliceKey(slice_.model, slice_.seed, slice_.benchmark),
+            hint = archive_divergence_hint(slice_runner.campaign_root, archive_root, slice_,
                                            routes=benchmark_routes(release))
             pytest.fail(f"{outcome.verdict.explain()}\n{hint}", pytrace=False)
         return outcome

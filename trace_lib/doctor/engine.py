@@ -27,8 +27,7 @@ def check_engine(ctx: DoctorContext) -> CheckResult:
 
 def check_workbook(ctx: DoctorContext) -> CheckResult:
     """pandas / XlsxWriter / openpyxl against the paper's: some prediction-workbook reads differ across versions."""
-    from importlib.metadata import PackageNotFoundError, version
-
+    from trace_lib.environment.engine import installed_version
     from trace_lib.environment.requirements import workbook_pins
     from trace_lib.errors import TraceReproError
 
@@ -36,12 +35,7 @@ def check_workbook(ctx: DoctorContext) -> CheckResult:
         pins = workbook_pins(ctx.release())
     except TraceReproError as exc:
         return CheckResult("workbook", Status.INFO, f"not compared with the paper's: {exc.render()}")
-    found = {}
-    for name in pins:
-        try:
-            found[name] = version(name)
-        except PackageNotFoundError:
-            found[name] = None
+    found = {name: installed_version(name) for name in pins}
     differ = [f"{name} {found[name]} vs {pin}" for name, pin in pins.items() if found[name] != pin]
     if not differ:
         return CheckResult("workbook", Status.INFO, "the paper's workbook libraries: " +

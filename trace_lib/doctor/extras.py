@@ -12,7 +12,8 @@ import importlib.metadata as metadata
 from dataclasses import dataclass
 from pathlib import Path
 
-from trace_lib.doctor.context import CheckResult, DoctorContext, Status
+from trace_lib.doctor.context import CheckResult, Status
+from trace_lib.environment.engine import installed_version
 
 PROJECT = "trace-repro"
 EXTRAS = ("test", "hf", "eval", "train")
@@ -66,14 +67,6 @@ def project_metadata() -> ProjectMetadata | None:
                            dist.metadata.get("Requires-Python") or "", tuple(dist.requires or ()))
 
 
-def installed_version(name: str) -> str | None:
-    """The installed version of distribution ``name`` (None when absent)."""
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
-
-
 def install_command(extra: str | None = None) -> str:
     """``pip install -e '<checkout>[extra]'`` when trace_lib runs from a checkout, else ``pip install 'trace-repro[extra]'``.
 
@@ -108,7 +101,7 @@ def extra_requirements(extra: str) -> list:
     return out
 
 
-def check_extra(extra: str, ctx: DoctorContext) -> CheckResult:
+def check_extra(extra: str) -> CheckResult:
     name = f"extra:{extra}"
     if project_metadata() is None:
         return CheckResult(name, Status.MISSING, "trace-repro is not installed (no distribution metadata)",
@@ -131,7 +124,7 @@ def check_extra(extra: str, ctx: DoctorContext) -> CheckResult:
 
 
 def _checker(extra: str):
-    return lambda ctx: check_extra(extra, ctx)
+    return lambda ctx: check_extra(extra)
 
 
 def _make_checks():

@@ -1,4 +1,5 @@
-"""The judge: an OpenAI-compatible server answering ``GET <judge-url>/models``, or else its local model directory."""
+"""The judge: an OpenAI-compatible server (or a comma-separated pool of them) answering ``GET <judge-url>/v1/models``,
+or else its local model directory."""
 
 from __future__ import annotations
 
@@ -7,13 +8,19 @@ import urllib.error
 import urllib.request
 
 from trace_lib.doctor.context import CheckResult, DoctorContext, Status
-
-JUDGE_URL_ENV = "TRACE_JUDGE_URL"
+from trace_lib.options import JUDGE_URL
 
 
 def probe(url: str, timeout: float) -> tuple[bool, str]:
-    """``(reachable, what was seen)`` for ``GET <url>/models``; never raises, never uses a proxy."""
-    target = url.rstrip("/") + "/models"
+    """``(reachable, what was seen)`` for ``GET <url>/v1/models`` (the scorer's endpoint, see
+    :func:`~trace_lib.scoring.judge_http.models_url`); never raises, never uses a proxy.
+
+    Unlike :func:`~trace_lib.scoring.judge_http.probe` it asks for no particular served model name: it reports
+    what the endpoint lists.
+    """
+    from trace_lib.scoring.judge_http import models_url
+
+    target = models_url(url)
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(target, timeout=timeout) as response:
@@ -28,13 +35,18 @@ def probe(url: str, timeout: float) -> tuple[bool, str]:
 
 
 def check_judge(ctx: DoctorContext) -> CheckResult:
-    url = ctx.judge_url or ctx.env.get(JUDGE_URL_ENV)
-    if url:
-        ok, seen = probe(url, ctx.timeout)
-        if ok:
-            return CheckResult("judge", Status.OK, seen)
-        return CheckResult("judge", Status.MISSING, f"judge unreachable: {seen}", missing=f"a judge serving at {url}",
-                           fix="vllm serve <model-root>/qwen3-32b-judge (or pass the right --judge-url)")
+    url = ctx.judge_url or ctx.env.get(JUDGE_URL.env)
+    endpoints = [u.strip() for u in url.split(",") if u.strip()] if url else []
+    if endpoints:
+        seen_all = []
+        for endpoint in endpoints:
+            ok, seen = probe(endpoint, ctx.timeout)
+            if not ok:
+                return CheckResult("judge", Status.MISSING, f"judge unreachable: {seen}",
+                                   missing=f"a judge serving at {endpoint}",
+                                   fix="vllm serve <model-root>/qwen3-32b-judge (or pass the right --judge-url)")
+            seen_all.append(seen)
+        return CheckResult("judge", Status.OK, "; ".join(seen_all))
     from trace_lib.campaign.models import release_judge
     from trace_lib.campaign.plan import MODEL_ROOT_ENV
     from trace_lib.data.model_dirs import verify_model_dir
@@ -45,7 +57,7 @@ def check_judge(ctx: DoctorContext) -> CheckResult:
     if report.ok:
         return CheckResult("judge", Status.OK, f"no --judge-url; judge model {judge.repository} present at "
                            f"{judge.local_path} (served locally)")
-    return CheckResult("judge", Status.MISSING, f"no --judge-url ({JUDGE_URL_ENV}) and {report.problems[0]}",
+    return CheckResult("judge", Status.MISSING, f"no --judge-url ({JUDGE_URL.env}) and {report.problems[0]}",
                        missing="a judge (a served --judge-url or its model directory)",
                        fix=f"trace-repro prepare-models --judge --model-root {root} (or pass --judge-url URL)")
 

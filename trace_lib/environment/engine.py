@@ -25,12 +25,13 @@ ENGINE_PACKAGES: tuple[str, ...] = ("vllm", "torch", "transformers")
 SCHEMA = "trace-repro-engine-v1"
 
 
-def _installed(name: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
+def installed_version(name: str) -> str | None:
+    """The installed version of distribution ``name`` (None when absent), from its metadata (imports nothing)."""
+    import importlib.metadata as metadata
 
     try:
-        return version(name)
-    except PackageNotFoundError:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
         return None
 
 
@@ -47,15 +48,10 @@ class EngineVersions:
         return {**{name: self.packages.get(name) for name in ENGINE_PACKAGES}, "cuda": self.cuda, "gpu": self.gpu,
                 "gpu_count": self.gpu_count}
 
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> EngineVersions:
-        return cls({name: doc.get(name) for name in ENGINE_PACKAGES}, doc.get("cuda"), doc.get("gpu"),
-                   doc.get("gpu_count"))
-
 
 def engine_versions(*, probe: bool = False) -> EngineVersions:
     """The engine of this process; imports torch only with ``probe`` (and initialises CUDA only then)."""
-    packages = {name: _installed(name) for name in ENGINE_PACKAGES}
+    packages = {name: installed_version(name) for name in ENGINE_PACKAGES}
     torch = sys.modules.get("torch")
     if torch is None and probe and packages["torch"] is not None:
         try:
@@ -127,10 +123,8 @@ def paper_engine(release: ReleaseRoot) -> PaperEngine:
 def _public(version: str | None) -> str | None:
     if version is None:
         return None
-    try:
-        from packaging.version import InvalidVersion, Version
-    except ImportError:  # pragma: no cover - packaging ships with pip/pytest
-        return version.split("+", 1)[0]
+    from packaging.version import InvalidVersion, Version
+
     try:
         return Version(version).public
     except InvalidVersion:
@@ -235,12 +229,6 @@ def stored_drift(engine_doc: Mapping[str, Any] | None) -> str:
                                 if isinstance(d, Mapping))
 
 
-def engine_drift(release: ReleaseRoot, *, probe: bool = False) -> tuple[bool, list[str]]:
-    """For ``trace-repro doctor``: (ok, lines). ``ok`` is false when the engine differs from the paper's pins."""
-    record = engine_record(release, probe=probe)
-    return record.matches_paper, record.render_lines()
-
-
 # -- the engine a generation ran on (response-file headers, run metadata, receipts) -----------------------------
 
 #: Backends whose engine is this process's installed packages (the openai backend's engine is the server's).
@@ -285,16 +273,15 @@ def generation_engine(release: ReleaseRoot, backend: str, *, base_url: str | Non
     from trace_lib.errors import ReleaseFileError
 
     try:
-        paper_engine(release)
+        paper = paper_engine(release)
     except ReleaseFileError as exc:
         engine = engine_versions(probe=False)
         return {"schema": SCHEMA, **engine.to_json(), "paper": None, "matches_paper": None, "differences": [],
                 "unchecked": ["paper"], "paper_unreadable": exc.render(), "gpu_matches_paper": None,
                 "backend": backend}
     if backend in LOCAL_BACKENDS:
-        record = compare_to_paper(engine_versions(probe=False), paper_engine(release)).to_json()
+        record = compare_to_paper(engine_versions(probe=False), paper).to_json()
     else:
-        paper = paper_engine(release)
         remote = remote_vllm_version(base_url) if base_url else None
         packages = {name: None for name in ENGINE_PACKAGES}
         packages["vllm"] = remote

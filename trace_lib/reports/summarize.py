@@ -33,9 +33,9 @@ from trace_lib.aggregation.tolerance import ToleranceRule, Verdict
 from trace_lib.atomic import atomic_output, write_text_atomic
 from trace_lib.environment.engine import campaign_engine_line, engine_drift_text, read_stored_engine
 from trace_lib.errors import UsageError
-from trace_lib.generation.store import response_path
 from trace_lib.release.suite import Suite
-from trace_lib.reports.collect import CampaignReader, SliceState, current_protocol_versions, expected_slices
+from trace_lib.reports.collect import (CampaignReader, SliceState, current_protocol_versions, expected_slices,
+                                      response_file)
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ def build_campaign_summary(
             continue
         bench = suite.benchmark(key.benchmark)
         verdict = None
-        engine = read_stored_engine(response_path(Path(root), model=key.model, seed=key.seed, benchmark=key.benchmark))
+        engine = read_stored_engine(response_file(Path(root), key))
         engines[key.id] = engine
         if (key.model, key.benchmark) in rule.benchmarks:
             verdict = rule.check_slice(key.model, key.benchmark, state.score, seed=key.seed, rows=state.rows)

@@ -90,8 +90,11 @@ def fake_judge_weights(directory: Path) -> Path:
 
 
 def free_port_run(count: int, host: str = "127.0.0.1") -> int:
-    """A port ``p`` such that ``p .. p + count - 1`` are free now (best effort, for tests)."""
+    """A port ``p`` such that ``p .. p + count - 1`` are free now (best effort, for tests), by the pool's own test
+    (:func:`~trace_lib.scoring.judge_pool.port_taken`)."""
     import socket
+
+    from trace_lib.scoring.judge_pool import port_taken
 
     for _ in range(50):
         with socket.socket() as sock:
@@ -99,15 +102,7 @@ def free_port_run(count: int, host: str = "127.0.0.1") -> int:
             base = sock.getsockname()[1]
         if base + count > 65535:
             continue
-        ok = True
-        for port in range(base, base + count):
-            with socket.socket() as probe:
-                try:
-                    probe.bind((host, port))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
+        if not any(port_taken(host, port) for port in range(base, base + count)):
             return base
     raise RuntimeError("no run of free ports")
 
