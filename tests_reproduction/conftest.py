@@ -191,8 +191,10 @@ def _archive_lane(config: pytest.Config, release):  # noqa: ANN001, ANN202 - tra
         from trace_lib.archive.lane import ArchiveLane
 
         config.stash[_ARCHIVE_LANE] = ArchiveLane.create(
-            release, reproduction_plan(config), archive_root=options.resolve(config.option, options.ARCHIVE_ROOT),
-            judge_url=options.resolve(config.option, options.JUDGE_URL))
+            release, data_root=reproduction_plan(config).data_root,
+            archive_root=options.resolve(config.option, options.ARCHIVE_ROOT),
+            judge_url=options.resolve(config.option, options.JUDGE_URL),
+            run_id=options.resolve(config.option, options.ARCHIVE_RUN_ID))
     return config.stash[_ARCHIVE_LANE]
 
 
@@ -233,8 +235,6 @@ def archive_check(pytestconfig: pytest.Config, release, receipt) -> Callable:
             pytest.fail(exc.render(), pytrace=False)
         for name, value in result.properties():
             receipt(name, value)
-        if result.identity is None:
-            receipt("identity", "not checked: prompt images could not be materialised from the data root")
         return result
 
     return check
@@ -262,18 +262,15 @@ def validation_archive_check(pytestconfig: pytest.Config, release, receipt) -> C
             VALIDATION_SEED, rescore_validation, validation_archive_identity, validation_benchmark_id,
         )
         from trace_lib.archive.schema import SliceKey
-        from trace_lib.errors import UsageError
         from trace_lib.validation.manifest import load_manifest
 
         if lane.archive is None:
             pytest.skip(lane.archive_problem or NO_ARCHIVE)
         benchmark_id = validation_benchmark_id(release)
         key = SliceKey(slice_.model.slug, VALIDATION_SEED, benchmark_id)
-        try:
-            lane.archive.run_of(key)
-        except UsageError:
-            pytest.skip(f"validation slice not in the fetched archive: {slice_.id} (trace-repro fetch-runs --dest "
-                        f"{lane.archive.root} --validation)")
+        if not any(key in run.parts for run in lane.archive.runs):
+            pytest.skip(f"validation slice not in the fetched archive: {slice_.id} "
+                        f"({lane.archive.fetch_hint(select='--validation')})")
         if not layout.manifest.is_file():
             pytest.skip(f"validation dataset missing: {layout.manifest} (run 'trace-repro validation prepare "
                         "--download'); the archive holds no ground truth")

@@ -107,6 +107,10 @@ ARCHIVE_ROOT = Option(
     "--archive-root", "a fetched copy of the paper's evaluation archive ('trace-repro fetch-runs --dest DIR')",
     env="TRACE_ARCHIVE_ROOT",
 )
+ARCHIVE_RUN_ID = Option(
+    "--archive-run-id", "the archive run to read when the archive root holds several runs of one slice",
+    env="TRACE_ARCHIVE_RUN_ID",
+)
 
 #: Options every surface shares; subcommand-specific flags live with their subcommand.
 COMMON: tuple[Option, ...] = (TRACE_ROOT, UNPINNED, ALPHA, TOLERANCE_Z, CAMPAIGN_ROOT, JUDGE_URL)
@@ -162,8 +166,8 @@ RAY_ADDRESS = Option(
 )
 
 #: Options of the slice-running surfaces, beside COMMON and the plan flags.
-REPRODUCTION: tuple[Option, ...] = (BACKEND, BASE_URL, DEVICE, MODEL_VERIFY, PRINT_CONFIG, ARCHIVE_ROOT, SLICE_TIMEOUT,
-                                    SCHEDULE, RAY_ADDRESS)
+REPRODUCTION: tuple[Option, ...] = (BACKEND, BASE_URL, DEVICE, MODEL_VERIFY, PRINT_CONFIG, ARCHIVE_ROOT, ARCHIVE_RUN_ID,
+                                    SLICE_TIMEOUT, SCHEDULE, RAY_ADDRESS)
 
 
 def add_to_argparse(parser: argparse.ArgumentParser, *options: Option) -> None:

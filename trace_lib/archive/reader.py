@@ -7,8 +7,9 @@ is used. Memory is bounded by one slice: parts are read column-selected with pya
 
 API for other modules::
 
-    archive = open_archive(root)                       # ArchiveRoot (all runs under root)
+    archive = open_archive(root, run_id=None)          # ArchiveRoot (all runs under root, or the one named)
     key = archive.find(model_id, seed, benchmark_id)   # SliceKey (unknown ids: one line with close matches)
+    archive.run_of(key)                                # the one run holding it (two runs: one-line UsageError)
     for row in archive.iter_slice(key): ...            # ArchiveRow, in dataset (source_ordinal) order
     archive.aggregate(key)                             # SliceAggregate from the scores part
 """
@@ -108,6 +109,23 @@ class ArchiveRun:
         """``metadata/results/benchmark_scores.json`` of this run."""
         return _load_json(self.root / RESULTS_PATH)
 
+    @property
+    def manifest_sha256(self) -> str:
+        """SHA-256 of this run's ``metadata/manifest.json`` bytes (what a release pins)."""
+        return sha256_file(self.root / MANIFEST_PATH)
+
+    def view(self) -> tuple[str, ...]:
+        """The benchmarks this run covers, as its metadata says: ``metadata/suites/<suite_id>.json``
+        ``benchmark_ids`` when the run lists that file, else the benchmarks of its parts (first-seen order)."""
+        suite_id = self.manifest.get("suite_id")
+        listed = {str(f.get("path")) for f in self.manifest.get("metadata_files") or [] if isinstance(f, dict)}
+        rel = f"metadata/suites/{suite_id}.json"
+        if suite_id and rel in listed and (self.root / rel).is_file():
+            ids = _load_json(self.root / rel).get("benchmark_ids")
+            if isinstance(ids, list) and ids:
+                return tuple(str(b) for b in ids)
+        return tuple(dict.fromkeys(k.benchmark_id for k in self.parts))
+
     def part_path(self, ref: PartRef) -> Path:
         return self.root / ref.path
 
@@ -121,14 +139,50 @@ class ArchiveRoot:
     verify: bool = True  # check each part's SHA-256 before reading it
     _verified: set[str] = field(default_factory=set, repr=False)
 
+    @property
+    def is_run_dir(self) -> bool:
+        """Whether ``root`` is one run directory (``root/metadata/manifest.json``), not a root holding ``runs/``."""
+        return (self.root / MANIFEST_PATH).is_file()
+
+    @property
+    def fetch_dest(self) -> Path | None:
+        """The ``fetch-runs --dest`` that completes this archive: the root itself, or for a run directory laid out
+        as ``<dest>/runs/<run_id>`` its ``<dest>``; None for a run directory outside that layout."""
+        if not self.is_run_dir:
+            return self.root
+        parent = self.root.resolve().parent
+        return parent.parent if parent.name == "runs" else None
+
+    def fetch_hint(self, key: SliceKey | None = None, *, select: str | None = None) -> str:
+        """The command that fetches ``key``'s parts (or the ``select`` flags) into this archive; never ``--dest`` a
+        run directory."""
+        if select is None:
+            assert key is not None
+            select = f"--model-id {key.model_id} --seeds {key.seed} --benchmark {key.benchmark_id}"
+        dest = self.fetch_dest
+        if dest is None:
+            return (f"{self.root} is a run directory outside a fetch-runs layout: fetch into an archive root with "
+                    f"'trace-repro fetch-runs --dest DIR {select}' and pass DIR")
+        return f"trace-repro fetch-runs --dest {dest} {select}"
+
     def slices(self) -> list[SliceKey]:
-        return [k for run in self.runs for k in run.parts]
+        """Every slice of every run, once each, in run then manifest order."""
+        return list(dict.fromkeys(k for run in self.runs for k in run.parts))
 
     def run_of(self, key: SliceKey) -> ArchiveRun:
-        for run in self.runs:
-            if key in run.parts:
-                return run
-        raise self._unknown(key)
+        """The one run holding ``key``.
+
+        Raises:
+            UsageError: no run holds it (close matches), or several do (name them; ``--run-id`` picks one).
+        """
+        holders = [run for run in self.runs if key in run.parts]
+        if len(holders) == 1:
+            return holders[0]
+        if not holders:
+            raise self._unknown(key)
+        raise UsageError(f"slice {key.id} is held by {len(holders)} runs under {self.root}: "
+                         f"{', '.join(r.run_id for r in holders)}", field="--run-id",
+                         hint="pass --run-id to choose one")
 
     def _unknown(self, key: SliceKey) -> UsageError:
         keys = self.slices()
@@ -156,8 +210,7 @@ class ArchiveRoot:
         path = run.part_path(ref)
         if not path.is_file():
             raise InputError(f"{config} part not fetched for slice {key.id}", file=str(path),
-                             hint=f"run 'trace-repro fetch-runs --dest {self.root} --model-id {key.model_id} "
-                                  f"--seeds {key.seed} --benchmark {key.benchmark_id}'")
+                             hint=self.fetch_hint(key))
         if self.verify and ref.sha256 not in self._verified:
             verify_file(path, ref.sha256)
             self._verified.add(ref.sha256)
@@ -203,10 +256,11 @@ class ArchiveRoot:
         sc_at = {sid: j for j, (sid, scope) in enumerate(zip(sc["sample_id"], sc["score_scope"])) if scope == "row"}
         rs = {name: responses.column(name).to_pylist() for name in READ_COLUMNS["responses"]}
         known = set(rs["sample_id"])
-        stray = next((s for s in (*ex_at, *sc_at) if s not in known), None)
-        if stray is not None:
-            raise InputError(f"row {stray} links to no response of slice {key.id}",
-                             file=str(self._part(key, "extractions")[1]))
+        for config, linked in (("extractions", ex_at), ("scores", sc_at)):
+            stray = next((s for s in linked if s not in known), None)
+            if stray is not None:
+                raise InputError(f"{config} row {stray} links to no response of slice {key.id}",
+                                 file=str(self._part(key, config)[1]))
         for k in range(responses.num_rows):
             sid = rs["sample_id"][k]
             j = ex_at.get(sid)
@@ -234,11 +288,12 @@ class ArchiveRoot:
             )
 
 
-def open_archive(root: Path | str | None, *, verify: bool = True) -> ArchiveRoot:
-    """All runs under ``root`` (``root/runs/*/metadata/manifest.json``, or ``root`` itself as one run).
+def open_archive(root: Path | str | None, *, verify: bool = True, run_id: str | None = None) -> ArchiveRoot:
+    """All runs under ``root`` (``root/runs/*/metadata/manifest.json``, or ``root`` itself as one run); with
+    ``run_id``, only that run.
 
     Raises:
-        UsageError: no root given (flag / ``TRACE_ARCHIVE_ROOT``), or no run under it.
+        UsageError: no root given (flag / ``TRACE_ARCHIVE_ROOT``), no run under it, or no run ``run_id``.
         InputError: a run manifest is unreadable or malformed.
     """
     if not root:
@@ -253,4 +308,10 @@ def open_archive(root: Path | str | None, *, verify: bool = True) -> ArchiveRoot
         raise UsageError("no archive run found", field="--archive-root", found=str(base),
                          hint="expected runs/<run_id>/metadata/manifest.json under it; fetch with "
                               "'trace-repro fetch-runs --dest DIR'")
-    return ArchiveRoot(base, tuple(ArchiveRun.open(d) for d in dirs), verify=verify)
+    runs = tuple(ArchiveRun.open(d) for d in dirs)
+    if run_id is not None:
+        chosen = tuple(r for r in runs if r.run_id == run_id)
+        if not chosen:
+            raise unknown_id_error("run id", run_id, [r.run_id for r in runs], field_name="--run-id")
+        runs = chosen
+    return ArchiveRoot(base, runs, verify=verify)

@@ -30,14 +30,16 @@ from typing import Any, Mapping, Sequence
 
 from trace_lib.archive import hashes
 from trace_lib.archive.identity import (
-    HASH_FIELDS, IdentityReport, IdentityTally, OurIdentity, RowDifference, difference, media_inputs,
+    HASH_FIELDS, VIEW_FIELDS, IdentityReport, IdentityTally, OurIdentity, RowDifference, difference, media_inputs,
 )
 from trace_lib.archive.schema import ArchiveRow, SliceKey
 
 #: The validation run's media transport (upstream's validation verifier requires ``data-url``).
 VALIDATION_MEDIA_TRANSPORT = "data-url"
-COMPARED_FIELDS = tuple(f for f in HASH_FIELDS if f != "source_row_sha256")
+COMPARED_FIELDS = tuple(f for f in HASH_FIELDS if f != "source_row_sha256" and f not in VIEW_FIELDS)
 NOT_COMPARED = {
+    **{f: "the producer's validation dataset snapshot is built over source rows whose definition is not public"
+       for f in VIEW_FIELDS},
     "source_row_sha256": "the producer's validation source-row definition (over the historical parquet row) is "
                          "not public",
     "source_media_contract_sha256": "the producer's validation media-contract string is not public; taken from "

@@ -100,14 +100,11 @@ class Manifest:
 
     @property
     def view_snapshot_sha256(self) -> str | None:
-        """Upstream's view snapshot (only when every suite benchmark is present)."""
+        """Upstream's view snapshot of the whole suite (only when every suite benchmark is present)."""
         if not self.complete:
             return None
-        return canonical_sha256({
-            "schema_version": UPSTREAM_SCHEMA, "suite_sha256": self.suite_sha256,
-            "vlmevalkit_commit": self.vlmevalkit_commit,
-            "datasets": {k: self.datasets[k].snapshot_sha256 for k in sorted(self.view)},
-        })
+        return view_snapshot_sha256(suite_sha256=self.suite_sha256, vlmevalkit_commit=self.vlmevalkit_commit,
+                                    snapshots={k: self.datasets[k].snapshot_sha256 for k in self.view})
 
     @property
     def dataset_revision(self) -> str | None:
@@ -115,13 +112,48 @@ class Manifest:
         return f"{UPSTREAM_SCHEMA}:{snap}" if snap else None
 
 
-def dataset_snapshot(row_media: Sequence[RowMedia]) -> str:
-    """Upstream's per-benchmark snapshot over the rows' identity hashes, in order."""
+def dataset_snapshot(row_media: Sequence[Any]) -> str:
+    """Upstream's per-benchmark snapshot (``dataset_snapshot_sha256``) over the rows' identity hashes, in order
+    (any rows with ``ordinal``, ``index``, ``source_row_hash``, ``media_set_sha256``, ``source_record_sha256``)."""
     return canonical_sha256([
-        {"ordinal": r.ordinal, "index": r.index, "source_row_hash": r.source_row_hash,
+        {"ordinal": int(r.ordinal), "index": str(r.index), "source_row_hash": r.source_row_hash,
          "media_set_sha256": r.media_set_sha256, "source_record_sha256": r.source_record_sha256}
         for r in row_media
     ])
+
+
+def view_snapshot_sha256(*, suite_sha256: str, vlmevalkit_commit: str, snapshots: Mapping[str, str]) -> str:
+    """Upstream's view snapshot (``manifest_snapshot_sha256``) over the benchmarks of ``snapshots`` (benchmark ->
+    per-benchmark snapshot): any subset of the suite, at any row counts. It is the archive's ``dataset_sha256``."""
+    return canonical_sha256({
+        "schema_version": UPSTREAM_SCHEMA, "suite_sha256": str(suite_sha256),
+        "vlmevalkit_commit": str(vlmevalkit_commit),
+        "datasets": {str(k): str(v) for k, v in sorted(snapshots.items())},
+    })
+
+
+@dataclass(frozen=True)
+class DatasetView:
+    """The benchmarks a run covers and each one's snapshot recomputed from trace-repro's own rows; ``notes`` say
+    where the data root departs from the suite (other row counts) without refusing it."""
+
+    suite_sha256: str
+    vlmevalkit_commit: str
+    snapshots: Mapping[str, str]  # benchmark -> per-benchmark snapshot
+    rows: Mapping[str, int]  # benchmark -> rows in the data root
+    notes: tuple[str, ...] = ()
+
+    @property
+    def dataset_sha256(self) -> str:
+        return view_snapshot_sha256(suite_sha256=self.suite_sha256, vlmevalkit_commit=self.vlmevalkit_commit,
+                                    snapshots=self.snapshots)
+
+
+def row_count_note(benchmark: str, found: int, expected: int | None) -> str | None:
+    """The note for a benchmark whose data root holds another row count than the suite (None when equal)."""
+    if expected is None or found == expected:
+        return None
+    return f"{benchmark}: {found} rows in the data root, the suite lists {expected}; hashed as found"
 
 
 # -- building --------------------------------------------------------------------------------------------------

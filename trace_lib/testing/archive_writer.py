@@ -175,9 +175,10 @@ def _json_type(value: Any) -> str:
 
 def write_archive_run(
     root: Path, run_id: str, slices: Sequence[SliceSpec], *, suite_id: str = "trace_eval_v1",
-    media_inputs: Mapping[str, Any] = PAPER_MEDIA_INPUTS,
+    media_inputs: Mapping[str, Any] = PAPER_MEDIA_INPUTS, view: Sequence[str] | None = None,
 ) -> WrittenRun:
-    """Write one run under ``root`` (the run directory itself) and return its pinned hashes."""
+    """Write one run under ``root`` (the run directory itself) and return its pinned hashes. ``view``: the
+    benchmarks ``metadata/suites/<suite_id>.json`` lists (default: the slices' benchmarks, first-seen order)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -231,6 +232,11 @@ def write_archive_run(
     run_meta = {"schema_version": "trace_eval_run_v1", "run_id": run_id, "suite_id": suite_id,
                 "media_inputs": dict(media_inputs)}
     run_sha, run_size = _write_json(root / f"metadata/runs/{run_id}.json", run_meta)
+    benchmark_ids = list(view) if view is not None else list(dict.fromkeys(s.benchmark_id for s in slices))
+    suite_rel = f"metadata/suites/{suite_id}.json"
+    suite_sha, suite_size = _write_json(root / suite_rel, {
+        "schema_version": "trace_eval_suite_v1", "suite_id": suite_id, "benchmark_count": len(benchmark_ids),
+        "benchmark_ids": benchmark_ids, "categories": []})
     manifest = {"schema_version": EXPORT_MANIFEST_VERSION, "suite_id": suite_id, "run_ids": [run_id],
                 "neutralized": True,
                 "configs": [{"config_name": c, "contract_version": {
@@ -239,7 +245,8 @@ def write_archive_run(
                 "artifacts": artifacts,
                 "metadata_files": [
                     {"path": "metadata/results/benchmark_scores.json", "sha256": result_sha, "size": result_size},
-                    {"path": f"metadata/runs/{run_id}.json", "sha256": run_sha, "size": run_size}],
+                    {"path": f"metadata/runs/{run_id}.json", "sha256": run_sha, "size": run_size},
+                    {"path": suite_rel, "sha256": suite_sha, "size": suite_size}],
                 "release_files": []}
     manifest_sha, _ = _write_json(root / "metadata/manifest.json", manifest)
     return WrittenRun(root, run_id, manifest_sha, result_sha)
