@@ -225,7 +225,7 @@ def test_failing_slice_hint_names_the_first_stage_and_the_command(pair):
     write_slice(tmp_path / "left", KEY, left, score=_score(left))
     hint = archive_divergence_hint(tmp_path / "left", tmp_path / "archive", KEY)
     assert f"{KEY.id}: first diverging stage 'sampling' (6 of {ROWS} rows)" in hint
-    assert f"trace-repro diagnose --campaign-root {tmp_path / 'left'} --archive-root {tmp_path / 'archive'} " \
+    assert f"trace-repro diagnose --candidate {tmp_path / 'left'} --reference {tmp_path / 'archive'} " \
            f"--slice {KEY.id}" in hint
     assert "not diagnosed (this run's responses not found)" in archive_divergence_hint(
         tmp_path / "left", tmp_path / "archive", SliceKey(MODEL, 43, "mmstar"))

@@ -5,8 +5,9 @@ the two sides differ: ``prompt`` (prompt text, images, or the request's decoding
 another response), ``extraction`` / ``judge`` (same response, another extracted answer; ``judge`` when a judge made
 either), ``score`` (same extraction, another credit). Rows on one side only are charged to ``rows``. When every row
 agrees and the slice scores still differ, the slice is charged to ``aggregation``. The slice's first diverging
-stage is the earliest stage with any charge. Stages a source did not record are skipped for that row, never
-guessed (the report lists them).
+stage is the earliest stage with any charge. A stage that cannot be compared (a side never recorded it, or the two
+sides record it in different forms: :attr:`~trace_lib.diagnose.views.SliceView.extraction_form`) is never guessed:
+the diagnosis lists it per slice in ``not_comparable``. Every row's stage is kept (``rows``).
 """
 
 from __future__ import annotations
@@ -89,6 +90,12 @@ class SliceDiagnosis:
     left_stats: ResponseStats
     right_stats: ResponseStats
     notes: tuple[str, ...] = field(default_factory=tuple)
+    not_comparable: Mapping[str, str] = field(default_factory=dict)  # stage -> why it was not compared
+    rows: tuple[RowDivergence, ...] = ()  # every row's stage ("none": identical where compared), rows first
+
+    def row_stage(self, index: str) -> str | None:
+        """The stage row ``index`` was charged to (``"none"``: no divergence), None for a row of neither side."""
+        return next((r.stage for r in self.rows if r.index == index), None)
 
     @property
     def first_stage(self) -> str | None:
@@ -128,8 +135,10 @@ def _excerpt(value: str | None, limit: int = 80) -> str | None:
     return value if len(value) <= limit else value[: limit - 3] + "..."
 
 
-def first_divergence(left: RowView, right: RowView, *, same_namespace: bool) -> RowDivergence | None:
-    """The first pipeline stage at which ``left`` and ``right`` (one row, two runs) differ, or ``None``."""
+def first_divergence(left: RowView, right: RowView, *, same_namespace: bool,
+                     compare_extraction: bool = True) -> RowDivergence | None:
+    """The first pipeline stage at which ``left`` and ``right`` (one row, two runs) differ, or ``None``
+    (``compare_extraction``: whether the two sides' extractions are of one form)."""
     index = left.index
     if left.prompt_sha256 and right.prompt_sha256 and left.prompt_sha256 != right.prompt_sha256:
         return RowDivergence(index, "prompt", "prompt text differs", left.prompt_sha256, right.prompt_sha256)
@@ -140,7 +149,8 @@ def first_divergence(left: RowView, right: RowView, *, same_namespace: bool) -> 
                              left.request_key, right.request_key)
     if left.response is not None and right.response is not None and left.response != right.response:
         return RowDivergence(index, "sampling", "response differs", _excerpt(left.response), _excerpt(right.response))
-    if left.extracted is not None and right.extracted is not None and left.extracted != right.extracted:
+    if (compare_extraction and left.extracted is not None and right.extracted is not None
+            and left.extracted != right.extracted):
         stage = "judge" if (left.used_judge or right.used_judge) else "extraction"
         return RowDivergence(index, stage, "extracted answer differs", _excerpt(left.extracted),
                              _excerpt(right.extracted))
@@ -150,14 +160,24 @@ def first_divergence(left: RowView, right: RowView, *, same_namespace: bool) -> 
     return None
 
 
-def _skipped_stages(left: SliceView, right: SliceView) -> list[str]:
-    """Stages neither compared on any row because one side never recorded them."""
+def not_comparable(left: SliceView, right: SliceView) -> dict[str, str]:
+    """Stages no row of the slice could compare, and why: a side never recorded the stage's field, or the two
+    sides record the extraction in different forms."""
     def recorded(view: SliceView, name: str) -> bool:
         return any(getattr(row, name) is not None for row in view.rows.values())
 
-    checks = {"prompt": ("prompt_sha256",), "sampling": ("response",), "extraction": ("extracted",),
-              "score": ("score",)}
-    return [stage for stage, (name,) in checks.items() if not (recorded(left, name) and recorded(right, name))]
+    out = {}
+    for stage, name in (("prompt", "prompt_sha256"), ("sampling", "response"), ("extraction", "extracted"),
+                        ("score", "score")):
+        missing = [side for side, view in (("left", left), ("right", right)) if not recorded(view, name)]
+        if missing:
+            out[stage] = f"the {' and '.join(missing)} run recorded no {name}"
+    if "extraction" not in out and left.extraction_form != right.extraction_form:
+        out["extraction"] = (f"the two runs hold different forms (left: {left.extraction_form}; right: "
+                             f"{right.extraction_form})")
+    if "extraction" in out:
+        out["judge"] = "follows extraction"
+    return out
 
 
 def diagnose_slice(left: SliceView, right: SliceView, *, band: float | None = None) -> SliceDiagnosis:
@@ -170,31 +190,36 @@ def diagnose_slice(left: SliceView, right: SliceView, *, band: float | None = No
     counts = {stage: 0 for stage in STAGES}
     examples: list[RowDivergence] = []
     shown = {stage: 0 for stage in STAGES}
+    rows: list[RowDivergence] = []
 
     def charge(divergence: RowDivergence) -> None:
         counts[divergence.stage] += 1
+        if divergence.stage != "aggregation":
+            rows.append(divergence)
         if shown[divergence.stage] < EXAMPLES_PER_STAGE:
             shown[divergence.stage] += 1
             examples.append(divergence)
 
+    skipped = not_comparable(left, right)
     same_namespace = bool(left.request_namespace) and left.request_namespace == right.request_namespace
     common = [index for index in left.rows if index in right.rows]
     for index in sorted(set(left.rows) ^ set(right.rows), key=_index_order):
         side = "left" if index in left.rows else "right"
         charge(RowDivergence(index, "rows", f"only in the {side} run"))
     for index in common:
-        divergence = first_divergence(left.rows[index], right.rows[index], same_namespace=same_namespace)
+        divergence = first_divergence(left.rows[index], right.rows[index], same_namespace=same_namespace,
+                                      compare_extraction="extraction" not in skipped)
         if divergence is not None:
             charge(divergence)
+        else:
+            rows.append(RowDivergence(index, "none", "identical where compared"))
     row_charges = sum(counts.values())
     if (row_charges == 0 and left.score is not None and right.score is not None
             and not math.isclose(left.score, right.score, rel_tol=0.0, abs_tol=SCORE_EPSILON)):
         charge(RowDivergence("*", "aggregation", "slice score differs although every row agrees",
                              repr(left.score), repr(right.score)))
-    notes = [*left.notes, *right.notes]
-    skipped = _skipped_stages(left, right)
-    if skipped:
-        notes.append(f"not compared (a side did not record them): {', '.join(skipped)}")
+    notes = [*(f"left: {n}" for n in left.notes), *(f"right: {n}" for n in right.notes)]
+    notes += [f"not comparable: {stage} ({why})" for stage, why in skipped.items() if stage != "judge"]
     examples.sort(key=lambda d: STAGES.index(d.stage))
     return SliceDiagnosis(
         key=left.key, left_source=left.source, right_source=right.source, compared_rows=len(common),
@@ -202,7 +227,7 @@ def diagnose_slice(left: SliceView, right: SliceView, *, band: float | None = No
         left_score=left.score, right_score=right.score, band=band,
         left_stats=ResponseStats.of([left.rows[i] for i in common] or list(left.rows.values())),
         right_stats=ResponseStats.of([right.rows[i] for i in common] or list(right.rows.values())),
-        notes=tuple(notes),
+        notes=tuple(notes), not_comparable=skipped, rows=tuple(rows),
     )
 
 

@@ -18,8 +18,7 @@ def archive_divergence_hint(campaign_root: Path | str, archive_root: Path | str,
     from trace_lib.diagnose.attribution import diagnose_slice
     from trace_lib.diagnose.campaign_view import load_campaign_slice
 
-    command = (f"trace-repro diagnose --campaign-root {campaign_root} --archive-root {archive_root} "
-               f"--slice {key.id}")
+    command = f"trace-repro diagnose --candidate {campaign_root} --reference {archive_root} --slice {key.id}"
     try:
         left = load_campaign_slice(Path(campaign_root), key)
         right = ArchiveReference.open(Path(archive_root), routes=routes).slice(key)

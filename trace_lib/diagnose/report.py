@@ -22,6 +22,8 @@ def diagnosis_to_dict(d: SliceDiagnosis) -> dict[str, Any]:
         "within_band": d.within_band,
         "left_stats": asdict(d.left_stats), "right_stats": asdict(d.right_stats),
         "examples": [asdict(e) for e in d.examples], "notes": list(d.notes),
+        "not_comparable": dict(d.not_comparable),
+        "rows": [{"index": r.index, "stage": r.stage, "reason": r.reason} for r in d.rows],
     }
 
 
@@ -118,7 +120,8 @@ def write_reports(diagnoses: Sequence[SliceDiagnosis], out_dir: Path, *, left: s
                   plot: bool = True) -> list[Path]:
     """Write ``diagnose.json``, ``diagnose.md`` and (with matplotlib) the per-model PNGs into ``out_dir``."""
     out_dir = Path(out_dir)
-    doc = {"schema_version": "trace-repro-diagnose-v1", "left": left, "right": right, "stages": list(STAGES),
+    doc = {"schema_version": "trace-repro-diagnose-v1", "left": left, "right": right, "candidate": left,
+           "reference": right, "stages": list(STAGES),
            "slices": [diagnosis_to_dict(d) for d in diagnoses]}
     paths = [out_dir / "diagnose.json", out_dir / "diagnose.md"]
     write_json_atomic(paths[0], doc, indent=2, sort_keys=False, ensure_ascii=False)

@@ -2,7 +2,7 @@
 
 A source (a trace-repro campaign, the paper's archive) is read into a :class:`SliceView`; the attribution never
 looks at files. Every stage field is optional: a source that does not record a stage leaves it ``None`` and the
-comparison skips that stage for the row instead of guessing.
+comparison skips that stage for the row instead of guessing, and the diagnosis lists it as not comparable.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Mapping
 
 from trace_lib.reports.collect import SliceKey  # (model, seed, benchmark); .id is the test id
 
-__all__ = ["RowView", "SliceKey", "SliceView"]
+__all__ = ["EXTRACTED", "RowView", "SliceKey", "SliceView"]
 
 
 @dataclass(frozen=True)
@@ -47,3 +47,10 @@ class SliceView:
     score: float | None = None
     request_namespace: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: What ``RowView.extracted`` holds; two sides' extractions are compared only when their forms are equal
+    #: (:data:`EXTRACTED`: an extracted answer; an archive on the official route holds the scorer's input).
+    extraction_form: str = "extracted answer"
+
+
+#: The extraction form of a trace-repro campaign and of an archive route that archives the extracted answer.
+EXTRACTED = "extracted answer"
