@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "verify": ("trace_lib.cli.verify", "check a campaign's coverage and receipts (generation or score)"),
     "summarize": ("trace_lib.cli.summarize", "write Markdown, spreadsheet and plot of a campaign vs canonical"),
     "diagnose": ("trace_lib.cli.diagnose", "name the pipeline stage at which two runs of a slice diverge"),
+    "archive": ("trace_lib.cli.archive", "verify an archive run on a CPU: scores exact, rows identical, left to a GPU"),
     "receipt": ("trace_lib.cli.receipt",
                 "summarize a JUnit XML receipt: counts per marker, failures, the release identity tests recorded"),
     "train": ("trace_lib.cli.train", "RLVR training on verl: check, prepare, smoke, run, merge"),

@@ -1,0 +1,58 @@
+"""``trace-repro archive verify``: per slice, what a CPU proves (scores exact, rows identical in all eight hash
+fields), which run answered and whether the release pins it, and what is left to a GPU; Markdown and JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_archive_lane import MODEL, RUN, _world
+
+from trace_lib.archive.identity import HASH_FIELDS
+from trace_lib.cli.main import main
+
+pytest.importorskip("PIL", reason="pillow decodes the TSV images (test extra)")
+
+
+@pytest.fixture
+def world(tmp_path):
+    return _world(tmp_path)
+
+
+def test_verify_reports_each_slice_in_json_and_markdown(world, tmp_path, capsys):
+    release, archive, data = world
+    out = tmp_path / "o"
+    code = main(["archive", "verify", str(archive), "--trace-root", str(release), "--data-root", str(data), "--json",
+                 "--out", str(out)])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1 and doc == json.loads((out / "archive-verify.json").read_text())
+    by_id = {s["slice"]: s for s in doc["slices"]}
+    good, tampered, heldout = (by_id[f"{MODEL}-seed{s}-mmstar"] for s in (42, 43, 44))
+    assert (good["scores_exact"], good["identity_ok"], good["rows_identical"], good["run_id"],
+            good["source_artifact"]) == (True, True, "5/5", RUN, "yes")
+    assert tuple(good["fields"]) == HASH_FIELDS and good["left_to_gpu"].startswith("sampling")
+    assert (tampered["scores_exact"], tampered["identity_ok"], tampered["rows_identical"]) == (True, False, "4/5")
+    assert heldout["run_id"] == "heldout-x" and heldout["scores_exact"] is False
+    assert heldout["problem"].endswith(f"is not the release's source artifact (expected run {RUN})")
+    assert doc["proven"] == 1
+    markdown = (out / "archive-verify.md").read_text()
+    assert "proven on this CPU: 1/3 slices" in markdown and "left to a GPU: sampling" in markdown
+    assert f"| {MODEL}-seed42-mmstar | {RUN} | yes | yes | " in markdown and "| 5/5 | 8 |" in markdown
+
+
+def test_a_proven_selection_exits_zero_with_markdown_on_stdout(world, capsys):
+    release, archive, data = world
+    code = main(["archive", "verify", str(archive / "runs" / RUN), "--trace-root", str(release), "--data-root",
+                 str(data), "--model-id", MODEL, "--seeds", "42"])
+    printed = capsys.readouterr().out
+    assert code == 0 and "proven on this CPU: 1/1 slices" in printed, printed
+
+
+def test_bad_archive_and_empty_selection_are_one_line_errors(world, tmp_path, capsys):
+    release, archive, data = world
+    code = main(["archive", "verify", str(tmp_path / "nope"), "--trace-root", str(release)])
+    err = capsys.readouterr().err
+    assert code == 2 and "no archive run found" in err.splitlines()[0] and "Traceback" not in err
+    code = main(["archive", "verify", str(archive), "--trace-root", str(release), "--benchmark", "wemath"])
+    err = capsys.readouterr().err
+    assert code == 2 and "matches no slice" in err.splitlines()[0]
