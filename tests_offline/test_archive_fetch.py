@@ -127,3 +127,18 @@ def test_cli_fetch_runs_through_hf_endpoint(world, tmp_path):
     assert "verified and placed" in ok.stdout
     assert open_archive(tmp_path / "d").find(MODEL, 42, "erqa")
     assert bad.returncode == 2 and bad.stderr.startswith("error: --benchmark: unknown benchmark") and "did you mean: erqa" in bad.stderr.splitlines()[0]
+
+
+def test_a_file_in_place_with_other_bytes_is_fetched_again_and_part_manifests_are_placed(world, tmp_path):
+    release, hub_dir, _ = world
+    selection = Selection(model_ids=(MODEL,), seeds=(42,), benchmarks=("erqa",))
+    with LoopbackHub({(REPO, REVISION): hub_dir}) as hub:
+        report = _fetch(release, hub, tmp_path, selection)
+        manifests = [f for f in report.files if f.endswith(".manifest.json")]
+        assert len(manifests) == 3 and all((tmp_path / "dest" / f).is_file() for f in manifests)
+        part = next(f for f in report.files if f.endswith(".parquet"))
+        (tmp_path / "dest" / part).unlink()  # placed as a hard link of the HF cache: replace, not edit in place
+        (tmp_path / "dest" / part).write_bytes(b"not the part")
+        again = _fetch(release, hub, tmp_path, selection)
+    assert part in again.files and again.reused == len(report.files) - 1
+    assert (tmp_path / "dest" / part).read_bytes() == (hub_dir / part).read_bytes()

@@ -11,6 +11,7 @@ from test_vlmeval_slicefiles import tiny_png_b64
 
 from trace_lib.archive.identity import compare_identity
 from trace_lib.archive.reader import open_archive
+from trace_lib.archive.schema import SliceKey
 from trace_lib.benchmarks.registry import get_protocol
 from trace_lib.generation.run import prepare_rows
 from trace_lib.release.load import sha256_file
@@ -62,3 +63,19 @@ def test_a_decoding_difference_names_the_field(tmp_path, prepared):
     report = _report(tmp_path / "a", prepared, _samples(prepared), sampling={**PAPER_SAMPLING, "temperature": 0.7})
     assert report.identical == 0 and dict(report.reasons) == {"decoding field": 6}
     assert "temperature=0.6!=0.7" in report.first[0].reasons[0]
+
+
+def test_a_report_that_compared_no_row_is_not_ok():
+    from trace_lib.archive.identity import IdentityTally
+
+    report = IdentityTally().report(SliceKey(MODEL, 42, "mmstar"))
+    assert report.compared == 0 and not report.ok and "no archived row was compared" in report.explain()
+
+
+def test_an_archived_row_trace_repro_does_not_have_is_a_dataset_row_difference(tmp_path, prepared):
+    write_archive_run(tmp_path / "runs" / "r", "r", [SliceSpec(MODEL, 42, "mmstar", tuple(_samples(prepared)), 0.0)])
+    archive = open_archive(tmp_path)
+    key = archive.find(MODEL, 42, "mmstar")
+    report = compare_identity(key, list(archive.iter_slice(key)), prepared[:-1], model_id=MODEL)
+    assert (report.compared, report.identical) == (6, 5) and not report.ok
+    assert dict(report.reasons) == {"dataset row": 1} and report.first[0].source_index == prepared[-1].index

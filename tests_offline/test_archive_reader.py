@@ -9,7 +9,7 @@ import pytest
 
 from trace_lib.archive import hashes
 from trace_lib.archive.reader import PartDigestError, open_archive
-from trace_lib.errors import UsageError
+from trace_lib.errors import InputError, UsageError
 from trace_lib.testing.archive_writer import SampleSpec, SliceSpec, write_archive_run
 
 
@@ -75,3 +75,89 @@ def test_no_root_and_empty_root_are_usage_errors(tmp_path):
         open_archive(None)
     with pytest.raises(UsageError, match="no archive run found"):
         open_archive(tmp_path)
+
+
+@pytest.mark.parametrize("config", ["responses", "extractions", "scores"])
+def test_every_part_is_hash_checked(archive, config):
+    key = archive.find("model-a", 42, "mmstar")
+    path = archive.run_of(key).part_path(archive.run_of(key).parts[key][config])
+    path.write_bytes(path.read_bytes()[:-1] + b"\x00")
+    with pytest.raises(PartDigestError, match=path.name):
+        list(archive.iter_slice(key))
+
+
+def _edit_manifest(root: Path, edit) -> None:  # noqa: ANN001
+    import json
+
+    path = root / "runs" / "run-a" / "metadata" / "manifest.json"
+    doc = json.loads(path.read_text())
+    edit(doc)
+    path.write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize("config", ["responses", "extractions", "scores"])
+@pytest.mark.parametrize("delta", [1, -1])
+def test_a_part_whose_row_count_differs_from_its_manifest_is_refused(archive, config, delta):
+    def edit(doc):  # noqa: ANN001, ANN202
+        art = next(a for a in doc["artifacts"] if a["config_name"] == config and a["seed"] == 42)
+        art["rows"] += delta  # the part is shorter (delta 1) or longer (-1) than the manifest says
+
+    _edit_manifest(archive.root, edit)
+    reopened = open_archive(archive.root)
+    with pytest.raises(InputError, match="part row count differs from the manifest"):
+        list(reopened.iter_slice(reopened.find("model-a", 42, "mmstar")))
+
+
+def _rewrite_part(archive, key, config: str, change) -> None:  # noqa: ANN001
+    """Rewrite one part through ``change(rows) -> rows`` under a new content address, manifest updated."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from trace_lib.archive.schema import arrow_schema
+    from trace_lib.release.load import sha256_file
+
+    run = archive.run_of(key)
+    ref = run.parts[key][config]
+    old = run.part_path(ref)
+    rows = change(pq.read_table(old).to_pylist())
+    pq.write_table(pa.Table.from_pylist(rows, schema=arrow_schema(config)), old)
+    digest = sha256_file(old)
+    new = old.with_name(f"part-{digest}.parquet")
+    old.replace(new)
+    path = run.root / "metadata" / "manifest.json"
+    doc = json.loads(path.read_text())
+    for art in doc["artifacts"]:
+        if art["parquet_path"] == ref.path:
+            art.update(parquet_path=new.relative_to(run.root).as_posix(), parquet_sha256=digest,
+                       parquet_size=new.stat().st_size, rows=len(rows))
+    path.write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize("config", ["extractions", "scores"])
+def test_a_stray_row_linking_to_no_response_is_refused(archive, config):
+    key = archive.find("model-a", 42, "mmstar")
+
+    def stray(rows):  # noqa: ANN001, ANN202
+        row = next(r for r in rows if r.get("score_scope", "row") == "row")
+        return rows + [{**row, "sample_id": "sample-" + "9" * 64}]
+
+    _rewrite_part(archive, key, config, stray)
+    reopened = open_archive(archive.root)
+    with pytest.raises(InputError, match=f"{config} row sample-9+ links to no response"):
+        list(reopened.iter_slice(key))
+
+
+def test_two_runs_holding_one_slice_are_an_error_until_one_is_chosen(tmp_path):
+    for run in ("run-a", "run-b"):
+        write_archive_run(tmp_path / "runs" / run, run, [SliceSpec("model-a", 42, "mmstar", _samples(2), 50.0)])
+    archive = open_archive(tmp_path)
+    with pytest.raises(UsageError) as info:
+        archive.find("model-a", 42, "mmstar")
+    assert "held by 2 runs" in info.value.render() and "run-a, run-b" in info.value.render()
+    assert archive.slices() == [archive.runs[0].parts.__iter__().__next__()]  # listed once
+    chosen = open_archive(tmp_path, run_id="run-b")
+    assert chosen.run_of(chosen.find("model-a", 42, "mmstar")).run_id == "run-b"
+    with pytest.raises(UsageError, match="unknown run id 'run-c'"):
+        open_archive(tmp_path, run_id="run-c")

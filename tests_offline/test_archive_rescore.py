@@ -4,6 +4,7 @@ differences are named row by row; unreplayable judge requests void the score ins
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,52 @@ def test_replay_counts_conflicting_and_multi_prompt_rows_instead_of_guessing():
     assert [r.text for r in judge.chat(["judge solo r"])] == ["D"]
     replies = judge.chat(["judge same r", "judge same r"])  # the conflicting prompt is dropped, never guessed
     assert [r.ok for r in replies] == [False, False] and stats.missing_count == 1 and not stats.complete
+
+
+def test_a_half_credit_row_difference_is_a_difference(tmp_path, rows):
+    protocol, paper, samples = _paper_slice(rows)
+    samples[5] = replace(samples[5], score=abs(samples[5].score - 0.5))
+    archive, key = _archive(tmp_path, samples, paper.score)
+    out = rescore_slice(archive, key, protocol, rows, canonical=paper.score)
+    assert (out.score_agree, out.score_compared) == (7, 8) and out.first_diffs[0].source_index == "15"
+
+
+def test_archived_rows_the_dataset_does_not_have_are_refused(tmp_path, rows):
+    protocol, paper, samples = _paper_slice(rows)
+    extra = replace(samples[0], source_index="99", source_ordinal=8, source_row_sha256="e" * 64)
+    archive, key = _archive(tmp_path, [*samples, extra], paper.score)
+    with pytest.raises(InputError, match="0 dataset row\\(s\\) without an archived response, 1 archived row\\(s\\) "
+                                         "not in the dataset"):
+        rescore_slice(archive, key, protocol, rows, canonical=paper.score)
+
+
+class _AsksAnUnrecordedPrompt:
+    """mmstar, but every scoring also asks the judge one prompt the archive never recorded and ignores the failed
+    reply (a protocol that does not raise on a failed judge call)."""
+
+    def __init__(self, inner):  # noqa: ANN001
+        self.inner = inner
+
+    def __getattr__(self, name):  # noqa: ANN001, ANN204
+        return getattr(self.inner, name)
+
+    def score(self, rows, responses, context):  # noqa: ANN001, ANN201
+        context.judge.chat([f"unrecorded {rows[0]['index']}"])
+        return self.inner.score(rows, responses, ScoringContext(seed=context.seed,
+                                                                judge=CallableJudge(lambda *_: JUDGE_SAYS)))
+
+
+def test_an_incomplete_replay_voids_the_score_even_when_scoring_succeeds(tmp_path, rows):
+    protocol, paper, samples = _paper_slice(rows)
+    archive, key = _archive(tmp_path, samples, paper.score)
+    out = rescore_slice(archive, key, _AsksAnUnrecordedPrompt(protocol), rows, canonical=paper.score)
+    assert not out.replay.complete and out.score is None and not out.ok
+
+
+def test_a_recorded_vlmevalkit_failure_text_replays_as_a_failed_call():
+    from trace_lib.archive.replay_judge import ReplayJudge, ReplayStats
+    from trace_lib.scoring.judge import VLMEVAL_FAIL_MSG
+
+    judge = ReplayJudge({(None, "p"): VLMEVAL_FAIL_MSG, (None, "q"): "B"}, ReplayStats())
+    failed, good = judge.chat(["p", "q"])
+    assert (failed.ok, good.ok, good.text) == (False, True, "B")

@@ -97,16 +97,18 @@ def test_a_judge_stage_needs_a_recorded_call_not_the_used_judge_flag(tmp_path, r
     assert (stages["2"], stages["4"]) == ("extraction", "judge")
 
 
-def test_a_row_missing_from_one_side_is_charged_to_rows_never_identical(tmp_path, release):
+@pytest.mark.parametrize("short", ["candidate", "reference"])
+def test_a_row_missing_from_one_side_is_charged_to_rows_never_identical(tmp_path, release, short):
     base = _samples()
-    write_archive_run(tmp_path / "a", "paper", _slices(base)[:1])
-    write_archive_run(tmp_path / "b", "other", _slices(base[:-1])[:1])
+    write_archive_run(tmp_path / "a", "paper", _slices(base[:-1] if short == "reference" else base)[:1])
+    write_archive_run(tmp_path / "b", "other", _slices(base[:-1] if short == "candidate" else base)[:1])
     _, slices = _diagnose(release, "--reference", str(tmp_path / "a"), "--candidate", str(tmp_path / "b"),
                           "--out", str(tmp_path / "o"))
     entry = slices[KEY.id]
     assert entry["counts"] == {"rows": 1} and entry["identical_rows"] == ROWS - 1
+    side = "right" if short == "candidate" else "left"  # the candidate is the left run
     assert [r for r in entry["rows"] if r["index"] == str(ROWS - 1)] == [
-        {"index": str(ROWS - 1), "stage": "rows", "reason": "only in the right run"}]
+        {"index": str(ROWS - 1), "stage": "rows", "reason": f"only in the {side} run"}]
 
 
 def test_campaign_against_an_official_route_archive_says_extraction_is_not_comparable(tmp_path, release):
