@@ -39,7 +39,8 @@ GOLDEN_DATASET_SHA256 = "76533b15f092fac8c75966ec246e799ebd1b9388161b543912f6158
 GOLDEN_CONTRACTS_SHA256 = "7be80c8e1bc72bfdb75fd208ae2723570ec6426df6804a3f02a15e185c37a8b1"
 
 
-def four_benchmark_data(root: Path, release, *, rows: int = 3, only: tuple[str, ...] = VIEW) -> dict[str, list]:  # noqa: ANN001
+def four_benchmark_data(root: Path, release, *, rows: int = 3,  # noqa: ANN001
+                        only: tuple[str, ...] = VIEW) -> dict[str, list]:
     """Write the 4-benchmark data root (``rows`` rows each, not the suite's counts; ``only`` these benchmarks) and
     return each benchmark's prepared requests (seed 42)."""
     sources = load_artifact_sources(release)

@@ -21,8 +21,9 @@ from trace_lib.exitcodes import ExitCode
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("archive", help="verify an archive run on a CPU (scores exact, rows identical)",
-                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "archive", help="verify an archive run on a CPU: scores exact, rows identical, left to a GPU",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     actions = parser.add_subparsers(dest="archive_action", metavar="ACTION", required=True)
     verify = actions.add_parser("verify", help="per slice: scores exact, rows identical in all eight hashes, "
                                                "what is left to a GPU", description=__doc__,
