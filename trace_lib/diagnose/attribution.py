@@ -220,6 +220,9 @@ def diagnose_slice(left: SliceView, right: SliceView, *, band: float | None = No
                              repr(left.score), repr(right.score)))
     notes = [*(f"left: {n}" for n in left.notes), *(f"right: {n}" for n in right.notes)]
     notes += [f"not comparable: {stage} ({why})" for stage, why in skipped.items() if stage != "judge"]
+    if not same_namespace and "prompt" not in skipped:
+        notes.append(f"request hashes not compared: namespaces differ ({left.request_namespace or 'none'} vs "
+                     f"{right.request_namespace or 'none'}); the prompt stage compares prompt text and images only")
     examples.sort(key=lambda d: STAGES.index(d.stage))
     return SliceDiagnosis(
         key=left.key, left_source=left.source, right_source=right.source, compared_rows=len(common),
