@@ -44,7 +44,7 @@ class ArchiveSliceResult:
         """One line naming what differs and what the lane was given (None when everything checked is exact)."""
         problems = []
         if not self.rescore.ok:
-            if self.source.pinned:
+            if self.source.pinned or self.rescore.score is None:
                 problems.append(self.rescore.explain())
             else:
                 problems.append(f"re-scored {self.rescore.score!r} vs canonical {self.rescore.canonical!r}")

@@ -68,6 +68,10 @@ class RescoreOutcome:
         return self.delta is not None and abs(self.delta) <= EXACT
 
     def explain(self) -> str:
+        if self.score is None and self.replay is not None:
+            return (f"{self.key.id}: not re-scored: the replay judge could not answer every request "
+                    f"({self.replay.explain()}); pass --judge-url (archive aggregate {self.archived_score!r}, "
+                    f"canonical {self.canonical!r})")
         head = (f"{self.key.id}: re-scored {self.score!r} vs canonical {self.canonical!r} (archive aggregate "
                 f"{self.archived_score!r}); rows {self.score_agree}/{self.score_compared} scores and "
                 f"{self.extraction_agree}/{self.extraction_compared} extractions agree")
