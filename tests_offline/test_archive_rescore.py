@@ -87,6 +87,7 @@ def test_judge_request_without_a_recorded_output_voids_the_score(tmp_path, rows)
     out = rescore_slice(archive, key, protocol, rows, canonical=paper.score)
     assert out.score is None and not out.ok
     assert out.replay.missing_count == 1 and "without a recorded output" in out.replay.explain()
+    assert "not re-scored" in out.explain() and "pass --judge-url" in out.explain()
 
 
 def test_live_judge_is_used_when_given(tmp_path, rows):
