@@ -114,7 +114,8 @@ class OpenAIStubServer:
                     self.end_headers()
                     self.wfile.write(text.payload)
                     return
-                usage = {"prompt_tokens": 1, "completion_tokens": max(1, len(text.split())), "total_tokens": 2}
+                completion = max(1, len(text.split()))
+                usage = {"prompt_tokens": 1, "completion_tokens": completion, "total_tokens": 1 + completion}
                 if route == "chat/completions":
                     choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
                     self._send(200, {"id": "stub", "object": "chat.completion", "choices": [choice], "usage": usage})
