@@ -330,6 +330,7 @@ class CampaignScheduler:
         last_flush = time.monotonic()
         failure: BaseException | None = None
         write_error: OSError | None = None
+        crash: BaseException | None = None
         answers = stream_generate(self.backend, feed, chunk=self.chunk)
         try:
             for result in answers:
@@ -366,6 +367,9 @@ class CampaignScheduler:
             failure = exc
         except OSError as exc:  # a store write failed (disk full, file too large): the machine, not the backend
             failure = write_error = exc
+        except BaseException as exc:  # a crash or an interrupt: persist, end the unfinished slices, propagate
+            crash = exc
+            raise
         finally:
             self._stop.set()
             answers.close()  # an engine still running aborts what it holds (the vllm backend's cleanup)
@@ -376,15 +380,20 @@ class CampaignScheduler:
                 self._complete_answered()
             for slot, active in list(self._active.items()):
                 active.store.close()
-                if failure is None and self._producer_error is None and not active.complete:
-                    failure_here: BaseException = BackendError(
+                if isinstance(crash, KeyboardInterrupt):
+                    continue  # the interrupt propagates; no slice result is final
+                if crash is not None:
+                    failure_here: BaseException = BackendError("generation stopped", field=self.backend.name,
+                                                               found=repr(crash)[:200],
+                                                               hint="re-run to generate the missing rows")
+                elif failure is None and self._producer_error is None and not active.complete:
+                    failure_here = BackendError(
                         "backend left requests unanswered", field=self.backend.name,
                         expected=active.pending, found=len(active.answered),
                         hint="re-run to generate the missing rows")
                 else:
                     failure_here = failure or self._producer_error or BackendError("generation stopped")
-                if not isinstance(sys.exc_info()[1], KeyboardInterrupt):
-                    self._finish(slot, SliceResult(active.job.slice, error=failure_here))
+                self._finish(slot, SliceResult(active.job.slice, error=failure_here))
             self._active.clear()
             if self.progress is not None:
                 self.progress.update(force=True)
