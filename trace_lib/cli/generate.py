@@ -7,7 +7,9 @@ its seeds) on one worker, balanced by rows (:func:`~trace_lib.campaign.plan.work
 engine leaves the GPU idle between its steps on image-heavy campaigns, and two engines on one H200 fill those
 gaps (``benchmarks/campaign_throughput.py``). Responses go to
 ``<campaign-root>/generation/seed_<S>/<model>/<benchmark>.jsonl`` (see ``trace_lib.generation.store``); a
-killed run resumes where it stopped. Exit 0 when every planned slice is complete, 1 when some slice failed.
+killed run resumes where it stopped. Exit 0 when every planned slice is complete, 1 when some slice failed. Ctrl-C
+or SIGTERM stops it within moments (requests in flight are cancelled, every answer received is stored): one line,
+exit 130 or 143.
 
 By default the campaign scheduler (``trace_lib.campaign.scheduler``) streams the pending rows of every selected
 slice of a model (all seeds and benchmarks) through the model's engine, so the engine never idles between
@@ -30,6 +32,7 @@ from trace_lib import options
 from trace_lib.campaign.plan import Plan, add_plan_options, plan_from_options, render_gpu_groups, worker_shares
 from trace_lib.errors import TraceReproError, UsageError
 from trace_lib.exitcodes import ExitCode
+from trace_lib.interrupts import stoppable
 from trace_lib.release.locate import locate_release
 
 
@@ -62,8 +65,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "--judge-url)")
     parser.add_argument("--score-workers", type=options.positive_int, default=2, help="scoring threads (default 2)")
     options.add_to_argparse(parser, options.JUDGE_URL)
+    parser.add_argument("--request-timeout", type=options.positive_number, default=None, metavar="SECONDS",
+                        help="openai backend: seconds to wait for one answer before retrying it (default 300)")
     parser.add_argument("--worker", default=None, metavar="I/N", help=argparse.SUPPRESS)
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=stoppable(run, label="generate"))
 
 
 def _worker_share(args: argparse.Namespace) -> tuple[int, int]:
@@ -114,9 +119,10 @@ def _backend_options(args: argparse.Namespace, plan: Plan) -> dict:
                              device=options.resolve(args, options.DEVICE))
     flags = {
         "vllm": ("max_model_len", "max_num_seqs", "gpu_memory_utilization", "enforce_eager"),
-        "openai": ("concurrency",),
+        "openai": ("concurrency", "request_timeout"),
     }.get(args.backend, ())
-    chosen.update({name: getattr(args, name) for name in flags if getattr(args, name) is not None})
+    renamed = {"request_timeout": "timeout_s"}  # the flag's name -> the backend's option
+    chosen.update({renamed.get(name, name): getattr(args, name) for name in flags if getattr(args, name) is not None})
     engines = getattr(args, "engines_per_group", 1)
     if args.backend == "vllm" and engines > 1:  # the group's memory is shared by its engines
         from trace_lib.generation.backends.vllm import GPU_MEMORY_UTILIZATION
@@ -147,6 +153,9 @@ def run(args: argparse.Namespace) -> ExitCode:
     index, count = _worker_share(args)
     ray_address = options.resolve(args, options.RAY_ADDRESS)
     engines = args.engines_per_group
+    if args.request_timeout is not None and args.backend != "openai":
+        raise UsageError("a request timeout needs the openai backend", field="--request-timeout",
+                         found=args.request_timeout, hint="drop it, or pass --backend openai")
     if engines > 1 and args.backend != "vllm":
         raise UsageError("several engines per GPU group need the vllm backend", field="--engines-per-group",
                          found=engines)

@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 from trace_lib.errors import UsageError
 from trace_lib.generation.backends.base import RequestsFailed
 from trace_lib.generation.request import ChatRequest, GenerationResult
+from trace_lib.interrupts import cancel_on_stop, raise_if_stopped
 
 
 class _Retryable(Exception):
@@ -191,7 +192,8 @@ class OpenAIBackend:
         failures: dict[str, str] = {}
         self._cancelled.clear()
         finished = False
-        with ThreadPoolExecutor(max_workers=max(1, min(self.concurrency, len(requests) or 1))) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, min(self.concurrency, len(requests) or 1))) as pool, \
+                cancel_on_stop(self._cancel_in_flight):  # Ctrl-C / SIGTERM: cancel, hand over what arrived, stop
             futures = {pool.submit(self._one, r): r.request_id for r in requests}
             try:
                 for future in as_completed(futures):
@@ -199,6 +201,8 @@ class OpenAIBackend:
                         yield future.result()
                     except (_Retryable, _Permanent) as exc:
                         failures[futures[future]] = str(exc)
+                    except _Cancelled:
+                        pass
                 finished = True
             finally:
                 if not finished:  # the caller stopped early: end the requests in flight instead of waiting
@@ -206,6 +210,7 @@ class OpenAIBackend:
                         future.cancel()
                     self._cancel_in_flight()
         self.close()  # the pool's threads are gone; their keep-alive connections with them
+        raise_if_stopped()
         if failures:
             raise RequestsFailed(failures, field="openai")
 
