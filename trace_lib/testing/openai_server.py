@@ -54,7 +54,8 @@ class OpenAIStubServer:
         self.raw_requests: list[tuple[str, bytes]] = []
         self._lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
+                                        daemon=True)  # shutdown() returns within one poll
 
     @property
     def url(self) -> str:
