@@ -103,3 +103,20 @@ def test_request_timeout_needs_the_openai_backend(release, tmp_path, capsys):
     argv[argv.index("openai")] = "hf"
     assert main([*argv, "--request-timeout", "5"]) == 2
     assert "--request-timeout: a request timeout needs the openai backend" in capsys.readouterr().err
+
+
+def test_request_timeout_reaches_the_openai_backend_from_the_flag_or_the_environment(release, tmp_path, monkeypatch):
+    import argparse
+
+    from trace_lib.campaign.plan import build_plan
+    from trace_lib.cli.generate import _backend_options
+    from trace_lib.generation.backends.base import create_backend
+
+    plan = build_plan(release, model_ids=["trace-qwen2.5-vl-3b"], seeds=[42], benchmarks=["mmstar"], data_root=tmp_path)
+    args = argparse.Namespace(backend="openai", base_url="http://127.0.0.1:9/v1", device=None, concurrency=None,
+                              request_timeout=7.5)
+    chosen = _backend_options(args, plan)
+    assert chosen == {"base_url": "http://127.0.0.1:9/v1", "timeout_s": 7.5}
+    assert create_backend("openai", model_path="x", served_name="m", **chosen).timeout_s == 7.5
+    monkeypatch.setenv("TRACE_REQUEST_TIMEOUT", "12")
+    assert _backend_options(argparse.Namespace(**{**vars(args), "request_timeout": None}), plan)["timeout_s"] == 12.0

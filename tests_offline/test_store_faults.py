@@ -215,3 +215,19 @@ def test_a_real_filesystem_that_fills_then_frees_space(tiny_fs, data, generation
     assert len(stored) < ROWS and len(stored) % 4 == 0 and path.read_bytes().count(b"\n") == len(stored) + 1
     filler.unlink()  # the space comes back
     _resumed_complete(campaign, data, generation)
+
+
+def test_a_file_that_cannot_be_cut_back_is_written_no_more_and_the_next_open_repairs_it(tmp_path, monkeypatch):
+    path = tmp_path / "s.jsonl"
+    with SliceStore.open(path, IDENTITY) as store:
+        store.append([row(0)])
+        inject(store, 10, enospc())
+        monkeypatch.setattr("trace_lib.generation.store.os.ftruncate", lambda fd, length: (_ for _ in ()).throw(
+            OSError(errno.EIO, os.strerror(errno.EIO))))
+        with pytest.raises(OSError):
+            store.append(BATCH)
+        monkeypatch.undo()
+        with pytest.raises(Exception, match="not open for writing"):
+            store.append(BATCH)  # nothing more is written after a roll-back that failed
+    with SliceStore.open(path, IDENTITY) as store:  # the 10 torn bytes are cut on open
+        assert store.repaired_bytes == 10 and list(store.done) == [row(0).row_key]

@@ -65,8 +65,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "--judge-url)")
     parser.add_argument("--score-workers", type=options.positive_int, default=2, help="scoring threads (default 2)")
     options.add_to_argparse(parser, options.JUDGE_URL)
-    parser.add_argument("--request-timeout", type=options.positive_number, default=None, metavar="SECONDS",
-                        help="openai backend: seconds to wait for one answer before retrying it (default 300)")
+    options.add_to_argparse(parser, options.REQUEST_TIMEOUT)
     parser.add_argument("--worker", default=None, metavar="I/N", help=argparse.SUPPRESS)
     parser.set_defaults(run=stoppable(run, label="generate"))
 
@@ -116,13 +115,13 @@ def _backend_options(args: argparse.Namespace, plan: Plan) -> dict:
     from trace_lib.campaign.run_slice import backend_options
 
     chosen = backend_options(args.backend, plan, base_url=options.resolve(args, options.BASE_URL),
-                             device=options.resolve(args, options.DEVICE))
+                             device=options.resolve(args, options.DEVICE),
+                             request_timeout=options.resolve(args, options.REQUEST_TIMEOUT))
     flags = {
         "vllm": ("max_model_len", "max_num_seqs", "gpu_memory_utilization", "enforce_eager"),
-        "openai": ("concurrency", "request_timeout"),
+        "openai": ("concurrency",),
     }.get(args.backend, ())
-    renamed = {"request_timeout": "timeout_s"}  # the flag's name -> the backend's option
-    chosen.update({renamed.get(name, name): getattr(args, name) for name in flags if getattr(args, name) is not None})
+    chosen.update({name: getattr(args, name) for name in flags if getattr(args, name) is not None})
     engines = getattr(args, "engines_per_group", 1)
     if args.backend == "vllm" and engines > 1:  # the group's memory is shared by its engines
         from trace_lib.generation.backends.vllm import GPU_MEMORY_UTILIZATION
