@@ -121,3 +121,12 @@ def test_score_cli_on_a_real_format_file(tmp_path: Path, release) -> None:  # no
                              trace_root=str(release.path))
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[0])["score"] == 50.0
+
+
+def test_the_judged_table_is_reread_with_keep_default_na_false() -> None:
+    # written ["2", ""], the workbook reads [2.0, NaN]; upstream's re-read with keep_default_na=False gives [2, ""]:
+    # row 0's gold "2" is a label again and the blank row 1 is the one reported, as the empty string
+    rows = [_row(0, answer="2"), _row(1, answer="")]
+    with pytest.raises(InputError) as info:
+        _score(["B", "B"], _scripted(["B", "B"]), rows)
+    assert (info.value.field, info.value.found) == ("rows[1].answer", repr(""))

@@ -264,3 +264,83 @@ def test_a_crash_while_preparing_propagates_and_releases_every_store(data, tmp_p
         CampaignScheduler(FakeStreamBackend(), chunk_rows=3).run([first, _with_build_prompt(second, broken), *rest])
     for job in jobs(tmp_path, data, generation):  # every store lock was released: each opens again
         job.open_store().close()
+
+
+# -- faults stay in their slice; results once final are never replaced (issue 25) -----------------------------
+
+def test_a_request_the_endpoint_always_refuses_fails_only_its_slice(data, tmp_path, generation):
+    from trace_lib.generation.backends.openai import OpenAIBackend
+    from trace_lib.generation.run import prepare_rows
+    from trace_lib.testing.openai_server import OpenAIStubServer, StubHTTPError
+
+    protocol = tiny_tsv_protocol("tinya")
+    poison = prepare_rows(protocol.load(data / "tinya.tsv"), protocol, data / "images", served_name=MODEL.slug,
+                          generation=generation, seed=42)[3].request.payload(MODEL.slug)
+
+    def responder(route, body):  # noqa: ANN001, ANN202 - row 3 of tinya at seed 42 is always refused
+        if body == poison:
+            raise StubHTTPError(400, "poison row")
+        return "So the answer is A."
+
+    with OpenAIStubServer(responder, model=MODEL.slug) as server:
+        backend = OpenAIBackend(model_path="unused", served_name=MODEL.slug, base_url=server.url, concurrency=4,
+                                retry_sleep_cap_s=0.0)
+        results = CampaignScheduler(backend, chunk=3, chunk_rows=2).run(jobs(tmp_path, data, generation))
+    assert [r.ok for r in results] == [False, True, True, True]
+    message = results[0].error.render()
+    assert message.startswith("openai: 1 request(s) failed; first '00000003:") and "HTTP 400" in message
+    assert "poison row" in message and "\n" not in message
+    for slice_, result in zip(SLICES, results):
+        stored = load_responses(response_path(tmp_path, model=MODEL.slug, seed=slice_.seed,
+                                              benchmark=slice_.benchmark))
+        expected = [o for o in range(ROWS[slice_.benchmark]) if result.ok or o != 3]
+        assert [r.ordinal for r in stored] == expected  # every good row of every slice was stored
+
+
+class _Twice(FakeStreamBackend):
+    """Answers one request twice, the second time right after the first (same slice, nothing flushed between)."""
+
+    def generate_stream(self, feed):  # noqa: ANN001, ANN201
+        for number, result in enumerate(super().generate_stream(feed)):
+            yield result
+            if number == 2:
+                yield result
+
+
+def test_a_request_answered_twice_is_detected(data, tmp_path, generation):
+    results = CampaignScheduler(_Twice(), batch_size=64).run(jobs(tmp_path, data, generation))
+    assert not any(r.ok for r in results)
+    assert results[0].error.render().startswith("fake: backend answered a request twice (found '0|00000002:")
+
+
+class _CrashAfterFirstSlice(FakeStreamBackend):
+    """Answers every request of slot 0, then fails (the engine died)."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(window=1)
+        self.error = error
+
+    def generate_stream(self, feed):  # noqa: ANN001, ANN201
+        for result in super().generate_stream(feed):
+            if not result.request_id.startswith("0|"):
+                raise self.error
+            yield result
+
+
+@pytest.mark.parametrize("error", [RuntimeError("engine died"), None], ids=["crash", "backend-error"])
+def test_a_late_failure_never_replaces_a_completed_slice(data, tmp_path, generation, error):
+    from trace_lib.errors import BackendError
+
+    error = error or BackendError("engine died", field="fake")
+    done = []
+    scheduler = CampaignScheduler(_CrashAfterFirstSlice(error), on_complete=done.append)
+    if isinstance(error, RuntimeError):
+        with pytest.raises(RuntimeError):
+            scheduler.run(jobs(tmp_path, data, generation))
+        results = [scheduler._results[slot] for slot in sorted(scheduler._results)]
+    else:
+        results = scheduler.run(jobs(tmp_path, data, generation))
+    assert results[0].ok and results[0].run.generated == ROWS["tinya"]
+    assert not any(r.ok for r in results[1:])
+    assert sorted(r.slice.id for r in done) == sorted({r.slice.id for r in done})  # each slice handed over once
+    assert [r for r in done if r.slice == SLICES[0]] == [results[0]]

@@ -199,3 +199,27 @@ def test_generate_records_the_endpoint_engine_in_the_header(release, tmp_path, c
     assert "[generate] tiny: engine not known (openai endpoint did not report its versions)" in err
     engine = load_header(response_path(tmp_path / "campaign", model="tiny", seed=43, benchmark="mmstar"))["engine"]
     assert engine["backend"] == "openai" and engine["matches_paper"] is None and engine["endpoint"] == server.url
+
+
+# -- refresh_engine: a local record completed once torch and CUDA are up (issue 25) --------------------------
+
+def test_refresh_engine_completes_a_local_record_and_leaves_the_others_alone(release, monkeypatch):
+    from trace_lib.environment import engine as engine_module
+    from trace_lib.environment.engine import refresh_engine
+
+    paper = paper_engine(release)
+    torch_public = paper.packages["torch"].split("+")[0]
+    monkeypatch.setattr(engine_module, "engine_versions", lambda probe=False: _engine(
+        "0.24.0", torch_public, paper.packages["transformers"], cuda=paper.cuda, gpu="NVIDIA H200"))
+    started = generation_engine(release, "vllm")  # before torch: cuda and gpu unknown
+    started.update(cuda=None, gpu=None)
+    for half_known in ({"cuda": None, "gpu": None}, {"cuda": paper.cuda, "gpu": None}, {"cuda": None, "gpu": "x"}):
+        refreshed = refresh_engine({**started, **half_known})
+        assert (refreshed["cuda"], refreshed["gpu"], refreshed["backend"]) == (paper.cuda, "NVIDIA H200", "vllm")
+        assert refreshed["paper"] == started["paper"] and refreshed["vllm"] == "0.24.0"
+        assert refreshed["matches_paper"] is False and [d["name"] for d in refreshed["differences"]] == ["vllm"]
+    complete = {**started, "cuda": "12.1", "gpu": "A100"}
+    remote = {**started, "backend": "openai"}
+    unpinned = {**started, "paper": None}
+    for doc in (complete, remote, unpinned, None):
+        assert refresh_engine(doc) is doc  # nothing new to learn: the record is kept as it is

@@ -42,6 +42,8 @@ def _vllm_like(route: str, body: dict) -> str:
         return StubRaw(b"<html>502 Bad Gateway</html>")
     if "FIVEHUNDRED" in text:
         raise StubHTTPError(500, "Internal Server Error")
+    if "ECHOFAIL" in text:  # a reply that quotes VLMEvalKit's failure text is no answer
+        return f"Let me see. {VLMEVAL_FAIL_MSG} B"
     return "B"
 
 
@@ -224,3 +226,33 @@ def test_validation_unknown_model_name_is_fatal(release, tmp_path: Path):
     with OpenAIStubServer(responder, model=judge.served_model_name) as server:
         with pytest.raises(JudgeError, match="does not serve the requested judge model"):
             run_judge(pending, judge=judge, template=template, endpoints=[server.url], output_dir=tmp_path / "out")
+
+
+# -- fault paths that a mutant could silently change (issue 25) ------------------------------------------------
+
+def test_a_first_round_of_only_context_length_400s_falls_back_instead_of_failing(stub):
+    items = _items([f"{LONG} one", f"{LONG} two"])
+    options = extract_options(items, judge=_fast(stub.url, chat_attempts=1), use_judge=True, benchmark="mmstar",
+                              seed=42)
+    assert all(o.fallback and o.method == "fallback" for o in options)  # rows to fall back on, not a broken judge
+
+
+def test_one_usable_first_round_reply_among_5xx_failures_is_not_a_broken_judge(stub):
+    items = _items(["I think it is a pet", "FIVEHUNDRED two"])
+    options = extract_options(items, judge=_fast(stub.url, chat_attempts=1), use_judge=True, benchmark="mmstar",
+                              seed=42)
+    assert [(o.option, o.method) for o in options][0] == ("B", "judge") and options[1].fallback
+
+
+def test_the_chat_stack_makes_five_attempts_by_default(stub):
+    stub.requests.clear()
+    reply = OpenAIJudge(stub.url, chat_pause_s=0).chat(["judge this: FIVEHUNDRED"])[0]
+    assert (reply.ok, reply.failure) == (False, "server")
+    assert len(stub.requests) == 5  # VLMEvalKit's OpenAIWrapper retry default
+
+
+def test_a_reply_containing_the_failure_text_is_not_an_answer(stub):
+    stub.requests.clear()
+    reply = _fast(stub.url, chat_attempts=2).chat(["judge this: ECHOFAIL"])[0]
+    assert (reply.ok, reply.text, reply.failure) == (False, VLMEVAL_FAIL_MSG, "empty")
+    assert len(stub.requests) == 2

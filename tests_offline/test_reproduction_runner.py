@@ -270,3 +270,83 @@ def test_session_stream_follows_the_selection_schedule_and_xdist_mode(setup, rel
     assert session_stream(runner, items, schedule="per-slice", dist=None, worker=None) is None
     with pytest.raises(UsageError, match="unknown schedule"):
         session_stream(runner, items, schedule="fast", dist=None, worker=None)
+
+
+# -- streaming faults and settings (issue 25) ------------------------------------------------------------------
+
+OTHER = "trace-qwen2.5-vl-7b"
+
+
+def _two_model_plan(setup, release, tmp_path):
+    plan, sources, rows = setup
+    models = [plan.model(MODEL)]
+    (tmp_path / "models" / OTHER).mkdir(parents=True)
+    models.append(ModelDescriptor(OTHER, str(tmp_path / "models" / OTHER), "1" * 40, f"org/{OTHER}@{'1' * 40}",
+                                  "TRACE 7B"))
+    two = build_plan(release, models=models, seeds=[42], benchmarks=["erqa"], data_root=plan.data_root,
+                     campaign_root=tmp_path / "two", with_judge=False)
+    return two, sources, rows
+
+
+def test_a_models_stream_runs_only_that_models_slices_on_its_engine(setup, release, tmp_path):
+    from trace_lib.campaign.stream_ahead import StreamAhead
+
+    plan, sources, rows = _two_model_plan(setup, release, tmp_path)
+    backends = {MODEL: _backend(rows, "erqa", 37), OTHER: _backend(rows, "erqa", 37)}
+    runner = SliceRunner(plan=plan, rule=load_tolerance_rule(release), sources=sources,
+                         campaign_root=plan.campaign_root, engines=EnginePool(lambda model: backends[model.slug]),
+                         backend_kind="hf", allow_unprepared=True)
+    runner.stream = StreamAhead(runner, plan.slices)
+    first = [s for s in plan.slices if s.model == MODEL]
+    assert runner.stream.result(first[0]).generated == 400
+    runner.stream._join(runner.stream._streams[MODEL])
+    assert (backends[MODEL].requests, backends[OTHER].requests) == (400, 0)  # the other model waits for its engine
+    second = [s for s in plan.slices if s.model == OTHER]
+    assert runner.stream.result(second[0]).generated == 400
+    runner.close()
+    assert (backends[MODEL].requests, backends[OTHER].requests) == (400, 400) and runner.engines.loads == [MODEL, OTHER]
+
+
+def test_streaming_applies_the_generation_overrides(setup, release):
+    from trace_lib.campaign.stream_ahead import StreamAhead
+    from trace_lib.generation.store import load_header, response_path
+
+    plan, sources, rows = setup
+    sent = []
+
+    class Recording(ScriptedBackend):
+        def generate(self, requests):
+            sent.extend(r.sampling["max_tokens"] for r in requests)
+            yield from super().generate(requests)
+
+    runner = _runner(plan, release, sources, Recording(rows["erqa"], 37), generation_overrides={"max_tokens": 17})
+    erqa = plan.slices[0]
+    runner.stream = StreamAhead(runner, [erqa])
+    assert runner.run(erqa).generation.generated == 400
+    runner.close()
+    assert set(sent) == {17}
+    header = load_header(response_path(plan.campaign_root, model=MODEL, seed=42, benchmark="erqa"))
+    assert header["contract"]["max_tokens"] == 17
+
+
+def test_a_late_stream_crash_keeps_the_slices_already_completed(setup, release):
+    from trace_lib.campaign.stream_ahead import StreamAhead
+
+    plan, sources, rows = setup
+    erqa, countbench = [s for s in plan.slices if s.seed == 42]  # streamed one benchmark after the other
+
+    class DiesAfterOneSlice(ScriptedBackend):
+        def generate(self, requests):
+            for request in requests:
+                if self.requests == 400:  # erqa's 400 rows are answered: the engine dies on the next benchmark
+                    raise RuntimeError("engine died")
+                yield from super().generate([request])
+
+    runner = _runner(plan, release, sources, DiesAfterOneSlice(rows["erqa"], 37))
+    runner.stream = StreamAhead(runner, [erqa, countbench])
+    stream = runner.stream._start(MODEL)
+    stream.thread.join()  # the crash has been handled: every slice has its final result
+    assert stream.results[erqa].ok and stream.results[erqa].run.generated == 400
+    assert "generation stopped" in stream.results[countbench].error.render()
+    assert runner.stream.result(erqa).generated == 400
+    runner.close()

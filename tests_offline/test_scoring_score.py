@@ -119,3 +119,63 @@ def test_an_interrupted_write_leaves_nothing(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         write_lines_atomic(tmp_path / "records.jsonl", lines())
     assert list(tmp_path.iterdir()) == []
+
+
+# -- one scorer per output directory; scores and records one unit (issue 25) ----------------------------------
+
+def _score_to(out, stored_rows, responses_path, **kwargs):  # noqa: ANN001, ANN202
+    from trace_lib.scoring.score import run_scoring
+
+    return run_scoring(PROTOCOL, stored_rows, responses_path, out, **kwargs)
+
+
+@pytest.fixture
+def response_file(tmp_path):
+    rows = toy_rows(20, seed=1)
+    return rows, write_response_file(tmp_path / "r.jsonl", model="m", seed=42, benchmark="mmstar", rows=rows,
+                                     texts=toy_responses(rows, 0.5))
+
+
+def test_a_second_scorer_on_one_directory_is_refused_in_one_line(tmp_path, response_file):
+    from trace_lib.scoring.score import scoring_lock
+
+    rows, path = response_file
+    out = tmp_path / "out"
+    _score_to(out, rows, path)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with scoring_lock(out):  # another scorer holds the directory
+        with pytest.raises(InputError) as info:
+            _score_to(out, rows, path)
+    assert info.value.render() == (f"{out}: another process is scoring into this directory; wait for it to finish, "
+                                   "or score into another directory")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # untouched, and no lock file left
+    assert sorted(before) == ["records.jsonl", "scores.json"]
+
+
+def test_a_scorer_that_fails_leaves_no_directory_and_no_summary_for_other_records(tmp_path, response_file,
+                                                                                monkeypatch):
+    import hashlib
+
+    from trace_lib.scoring import score as score_module
+
+    rows, path = response_file
+    out = tmp_path / "new" / "out"
+    monkeypatch.setattr(score_module, "score_slice", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
+    with pytest.raises(KeyboardInterrupt):
+        _score_to(out, rows, path)
+    assert not out.exists()  # the directory it created is gone again
+    monkeypatch.undo()
+    _score_to(out, rows, path)
+
+    def full_disk(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - the records cannot be replaced
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(score_module, "write_lines_atomic", full_disk)
+    with pytest.raises(OSError):
+        _score_to(out, rows, path)
+    summary = out / "scores.json"
+    records = (out / "records.jsonl").read_bytes()
+    # a scores.json that remains always names the records beside it; here the marker went first: unscored
+    assert not summary.exists() or json.loads(summary.read_text())["records"]["sha256"] == hashlib.sha256(
+        records).hexdigest()
+    assert not summary.exists() and sorted(p.name for p in out.iterdir()) == ["records.jsonl"]

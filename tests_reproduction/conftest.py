@@ -96,6 +96,7 @@ def slice_runner(pytestconfig: pytest.Config, release, tmp_path_factory, request
             model_verify=options.resolve(option, options.MODEL_VERIFY),
             progress=logged_progress,
             ray_address=options.resolve(option, options.RAY_ADDRESS),  # campaign scheduler on Ray (issue 15)
+            request_timeout=options.resolve(option, options.REQUEST_TIMEOUT),
         )
     except TraceReproError as exc:
         pytest.fail(exc.render(), pytrace=False)

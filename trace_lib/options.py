@@ -165,9 +165,14 @@ RAY_ADDRESS = Option(
     "node, this process writing the stores", env="TRACE_RAY_ADDRESS",
 )
 
+REQUEST_TIMEOUT = Option(
+    "--request-timeout", "openai backend: seconds to wait for one answer before retrying it (default 300)",
+    env="TRACE_REQUEST_TIMEOUT", type=positive_number,
+)
+
 #: Options of the slice-running surfaces, beside COMMON and the plan flags.
 REPRODUCTION: tuple[Option, ...] = (BACKEND, BASE_URL, DEVICE, MODEL_VERIFY, PRINT_CONFIG, ARCHIVE_ROOT, ARCHIVE_RUN_ID,
-                                    SLICE_TIMEOUT, SCHEDULE, RAY_ADDRESS)
+                                    SLICE_TIMEOUT, SCHEDULE, RAY_ADDRESS, REQUEST_TIMEOUT)
 
 
 def add_to_argparse(parser: argparse.ArgumentParser, *options: Option) -> None:

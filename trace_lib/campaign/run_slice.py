@@ -47,9 +47,11 @@ if TYPE_CHECKING:
 GPU_BACKENDS = frozenset({"vllm"})
 
 
-def backend_options(kind: str, plan: Plan, *, base_url: str | None = None, device: str = "cpu") -> dict[str, Any]:
+def backend_options(kind: str, plan: Plan, *, base_url: str | None = None, device: str = "cpu",
+                    request_timeout: float | None = None) -> dict[str, Any]:
     """The keyword arguments of :func:`~trace_lib.generation.backends.base.create_backend` for ``kind``
-    (vllm: tensor parallel size and the data root for ``file://`` images; openai: ``base_url``; hf: ``device``).
+    (vllm: tensor parallel size and the data root for ``file://`` images; openai: ``base_url`` and the
+    per-attempt ``request_timeout`` when given; hf: ``device``).
 
     Raises:
         UsageError: the openai backend without ``base_url``.
@@ -60,7 +62,7 @@ def backend_options(kind: str, plan: Plan, *, base_url: str | None = None, devic
     if kind == "openai":
         if not base_url:
             raise UsageError("the openai backend needs --base-url", field="--base-url")
-        return dict(base_url=base_url)
+        return dict(base_url=base_url, **({"timeout_s": request_timeout} if request_timeout else {}))
     return dict(device=device)
 
 
@@ -194,6 +196,7 @@ class SliceRunner:
         backend_overrides: Mapping[str, Any] | None = None,
         model_verify: str = "deep",
         ray_address: str | None = None,
+        request_timeout: float | None = None,
         **extra: Any,
     ) -> SliceRunner:
         """A runner for ``plan``: sources and manifest from the data root, one ``backend`` engine per model,
@@ -213,7 +216,8 @@ class SliceRunner:
 
         if backend not in BACKENDS:
             raise UsageError(f"unknown backend {backend!r}", field="--backend", hint=f"choose one of: {', '.join(BACKENDS)}")
-        options = {**backend_options(backend, plan, base_url=base_url, device=device), **(backend_overrides or {})}
+        options = {**backend_options(backend, plan, base_url=base_url, device=device, request_timeout=request_timeout),
+                   **(backend_overrides or {})}
         if model_verify not in ("deep", "shallow", "none"):
             raise UsageError("invalid model verification", field="--model-verify", found=model_verify,
                              expected="deep, shallow or none")

@@ -15,6 +15,14 @@ single writer: it routes each result by a campaign-unique request id to its slic
 batches (``batch_size`` rows of a slice, or every ``flush_interval_s``), and the moment a slice's last row is
 stored closes that store and hands the slice to ``on_complete`` (scoring, a waiting test) while generation goes
 on. The lines written are those of the per-slice path (:func:`~trace_lib.generation.run.stored_response`).
+
+Faults stay where they happen: a request the backend could not answer (a
+:class:`~trace_lib.generation.request.RequestFailure`: refused, malformed answers) fails only its own slice,
+with that one-line error, once the slice's other requests are answered and stored; every other slice goes on.
+A backend failure, an answer to an unknown or repeated request, or a store write that fails (disk full) ends
+every unfinished slice after each store has had one more chance to persist what it buffered (appends are all or
+nothing and never write a row twice, see :meth:`~trace_lib.generation.store.SliceStore.append`); a write error
+is then re-raised. A slice's result, once handed to ``on_complete``, is never replaced.
 """
 
 from __future__ import annotations
@@ -28,7 +36,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from trace_lib.errors import BackendError, TraceReproError
-from trace_lib.generation.backends.base import RequestFeed, stream_generate
+from trace_lib.generation.backends.base import RequestFeed, RequestsFailed, stream_generate
+from trace_lib.generation.request import RequestFailure
 from trace_lib.generation.run import (
     ManifestCheck,
     PreparedRow,
@@ -90,11 +99,12 @@ class _Active:
     planned: bool = False  # every row is prepared and queued; set before the last requests are queued
     error: TraceReproError | None = None  # a row failed to prepare after earlier rows were queued
     answered: set[str] = field(default_factory=set)
+    failed: dict[str, str] = field(default_factory=dict)  # row key -> why the backend could not answer it
     buffer: list[StoredResponse] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
-        return self.planned and len(self.answered) == self.pending
+        return self.planned and len(self.answered) + len(self.failed) == self.pending
 
 
 class CampaignProgress:
@@ -310,14 +320,17 @@ class CampaignScheduler:
     def run(self, jobs: Sequence[SliceJob]) -> list[SliceResult]:
         """Generate every pending row of ``jobs``; one result per job, in job order.
 
-        A backend failure (or an answer to an unknown or repeated request) ends every unfinished slice with
-        that error after persisting every answer received; ``KeyboardInterrupt`` persists, then propagates.
+        A request failure ends its own slice only. A backend failure (or an answer to an unknown or repeated
+        request) ends every unfinished slice with that error after persisting every answer received; an
+        ``OSError`` (a store write failed) and ``KeyboardInterrupt`` persist what they can, then propagate.
         """
         feed = RequestFeed(self.feed_capacity)
         producer = threading.Thread(target=self._produce, args=(jobs, feed), name="trace-repro-feed", daemon=True)
         producer.start()
         last_flush = time.monotonic()
         failure: BaseException | None = None
+        write_error: OSError | None = None
+        crash: BaseException | None = None
         answers = stream_generate(self.backend, feed, chunk=self.chunk)
         try:
             for result in answers:
@@ -331,13 +344,16 @@ class CampaignScheduler:
                 if active is None or row is None or key in active.store.done:
                     raise BackendError("backend answered a request it was not sent", field=self.backend.name,
                                        found=result.request_id)
-                if key in active.answered:
+                if key in active.answered or key in active.failed:
                     raise BackendError("backend answered a request twice", field=self.backend.name,
                                        found=result.request_id)
-                active.answered.add(key)
-                active.buffer.append(stored_response(row, result, active.store, self.backend.name))
-                if self.progress is not None:
-                    self.progress.update(generated=1, tokens=result.completion_tokens or 0)
+                if isinstance(result, RequestFailure):
+                    active.failed[key] = result.error
+                else:
+                    active.answered.add(key)
+                    active.buffer.append(stored_response(row, result, active.store, self.backend.name))
+                    if self.progress is not None:
+                        self.progress.update(generated=1, tokens=result.completion_tokens or 0)
                 if active.complete:
                     self._complete(int(slot_text), active)
                 elif len(active.buffer) >= self.batch_size:
@@ -349,23 +365,35 @@ class CampaignScheduler:
                     last_flush = time.monotonic()
         except TraceReproError as exc:
             failure = exc
+        except OSError as exc:  # a store write failed (disk full, file too large): the machine, not the backend
+            failure = write_error = exc
+        except BaseException as exc:  # a crash or an interrupt: persist, end the unfinished slices, propagate
+            crash = exc
+            raise
         finally:
             self._stop.set()
             answers.close()  # an engine still running aborts what it holds (the vllm backend's cleanup)
-            self._flush_all()
+            write_error = self._flush_all() or write_error
+            failure = failure or write_error
             producer.join()
-            self._complete_answered()
+            if write_error is None:
+                self._complete_answered()
             for slot, active in list(self._active.items()):
                 active.store.close()
-                if failure is None and self._producer_error is None and not active.complete:
-                    failure_here: BaseException = BackendError(
+                if isinstance(crash, KeyboardInterrupt):
+                    continue  # the interrupt propagates; no slice result is final
+                if crash is not None:
+                    failure_here: BaseException = BackendError("generation stopped", field=self.backend.name,
+                                                               found=repr(crash)[:200],
+                                                               hint="re-run to generate the missing rows")
+                elif failure is None and self._producer_error is None and not active.complete:
+                    failure_here = BackendError(
                         "backend left requests unanswered", field=self.backend.name,
                         expected=active.pending, found=len(active.answered),
                         hint="re-run to generate the missing rows")
                 else:
                     failure_here = failure or self._producer_error or BackendError("generation stopped")
-                if not isinstance(sys.exc_info()[1], KeyboardInterrupt):
-                    self._finish(slot, SliceResult(active.job.slice, error=failure_here))
+                self._finish(slot, SliceResult(active.job.slice, error=failure_here))
             self._active.clear()
             if self.progress is not None:
                 self.progress.update(force=True)
@@ -374,13 +402,24 @@ class CampaignScheduler:
         if failure is not None:
             for slot, job in enumerate(jobs):  # slices never reached
                 self._finish(slot, SliceResult(job.slice, error=failure))
+        if write_error is not None:
+            raise write_error
         return [self._results[slot] for slot in range(len(jobs))]
 
-    def _flush_all(self) -> None:
+    def _flush_all(self) -> OSError | None:
+        """Append every slice's buffer (each store once, whatever the others do); returns the first write error.
+
+        A buffer is emptied only once its rows are durable, or when its store refused them (the rows are then
+        not stored, and the slice ends with the error; a re-run regenerates them)."""
+        first: OSError | None = None
         for active in list(self._active.values()):
             if active.buffer:
-                active.store.append(active.buffer)
+                try:
+                    active.store.append(active.buffer)
+                except OSError as exc:
+                    first = first or exc
                 active.buffer.clear()
+        return first
 
     def _complete_answered(self) -> None:
         """Complete the slices whose last answer came before the producer marked them planned (a row that failed
@@ -398,8 +437,9 @@ class CampaignScheduler:
             self._active.pop(slot, None)
         if self.progress is not None:
             self.progress.update(slices=1)
-        if active.error is not None:
-            self._finish(slot, SliceResult(active.job.slice, error=active.error))
+        error = active.error or (RequestsFailed(active.failed, field=self.backend.name) if active.failed else None)
+        if error is not None:
+            self._finish(slot, SliceResult(active.job.slice, error=error))
         else:
             self._finish(slot, SliceResult(active.job.slice, run=_summary(active)))
 

@@ -7,7 +7,9 @@ its seeds) on one worker, balanced by rows (:func:`~trace_lib.campaign.plan.work
 engine leaves the GPU idle between its steps on image-heavy campaigns, and two engines on one H200 fill those
 gaps (``benchmarks/campaign_throughput.py``). Responses go to
 ``<campaign-root>/generation/seed_<S>/<model>/<benchmark>.jsonl`` (see ``trace_lib.generation.store``); a
-killed run resumes where it stopped. Exit 0 when every planned slice is complete, 1 when some slice failed.
+killed run resumes where it stopped. Exit 0 when every planned slice is complete, 1 when some slice failed. Ctrl-C
+or SIGTERM stops it within moments (requests in flight are cancelled, every answer received is stored): one line,
+exit 130 or 143.
 
 By default the campaign scheduler (``trace_lib.campaign.scheduler``) streams the pending rows of every selected
 slice of a model (all seeds and benchmarks) through the model's engine, so the engine never idles between
@@ -30,6 +32,7 @@ from trace_lib import options
 from trace_lib.campaign.plan import Plan, add_plan_options, plan_from_options, render_gpu_groups, worker_shares
 from trace_lib.errors import TraceReproError, UsageError
 from trace_lib.exitcodes import ExitCode
+from trace_lib.interrupts import stoppable
 from trace_lib.release.locate import locate_release
 
 
@@ -62,8 +65,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "--judge-url)")
     parser.add_argument("--score-workers", type=options.positive_int, default=2, help="scoring threads (default 2)")
     options.add_to_argparse(parser, options.JUDGE_URL)
+    options.add_to_argparse(parser, options.REQUEST_TIMEOUT)
     parser.add_argument("--worker", default=None, metavar="I/N", help=argparse.SUPPRESS)
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=stoppable(run, label="generate"))
 
 
 def _worker_share(args: argparse.Namespace) -> tuple[int, int]:
@@ -111,7 +115,8 @@ def _backend_options(args: argparse.Namespace, plan: Plan) -> dict:
     from trace_lib.campaign.run_slice import backend_options
 
     chosen = backend_options(args.backend, plan, base_url=options.resolve(args, options.BASE_URL),
-                             device=options.resolve(args, options.DEVICE))
+                             device=options.resolve(args, options.DEVICE),
+                             request_timeout=options.resolve(args, options.REQUEST_TIMEOUT))
     flags = {
         "vllm": ("max_model_len", "max_num_seqs", "gpu_memory_utilization", "enforce_eager"),
         "openai": ("concurrency",),
@@ -147,6 +152,9 @@ def run(args: argparse.Namespace) -> ExitCode:
     index, count = _worker_share(args)
     ray_address = options.resolve(args, options.RAY_ADDRESS)
     engines = args.engines_per_group
+    if args.request_timeout is not None and args.backend != "openai":
+        raise UsageError("a request timeout needs the openai backend", field="--request-timeout",
+                         found=args.request_timeout, hint="drop it, or pass --backend openai")
     if engines > 1 and args.backend != "vllm":
         raise UsageError("several engines per GPU group need the vllm backend", field="--engines-per-group",
                          found=engines)

@@ -24,6 +24,7 @@ from pathlib import Path
 from trace_lib import options
 from trace_lib.errors import TraceReproError, UsageError
 from trace_lib.exitcodes import ExitCode
+from trace_lib.interrupts import stoppable
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -46,7 +47,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="print the scores.json documents (with verdicts)")
     options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT, options.JUDGE_URL,
                             options.ALPHA, options.TOLERANCE_Z)
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=stoppable(run, label="score"))
 
 
 def _judge(url: str | None):  # noqa: ANN202 - Judge | None, imported lazily

@@ -122,6 +122,16 @@ class GenerationResult:
     completion_tokens: int | None
 
 
+@dataclass(frozen=True)
+class RequestFailure:
+    """A request the backend could not answer while the backend itself is fine (the endpoint refused it, or kept
+    answering malformed bodies): ``error`` is the one-line reason. Streams yield it in place of a result so that
+    only the request's own slice fails (:func:`~trace_lib.generation.backends.base.stream_generate`)."""
+
+    request_id: str
+    error: str
+
+
 def build_user_content(items: Sequence[PromptItem]) -> list[dict[str, Any]]:
     """Prompt items -> one user message's content: images as ``file://`` URLs, non-empty text, in order.
 

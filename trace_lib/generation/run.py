@@ -374,9 +374,10 @@ def run_generation(
             buffer.clear()
         last_flush = time.monotonic()
 
+    answers = backend.generate(pending) if pending else iter(())
     try:
         if pending:
-            for result in backend.generate(pending):
+            for result in answers:
                 row = by_key.get(result.request_id)
                 if row is None or result.request_id in store.done:
                     raise BackendError("backend answered a request it was not sent", field=backend.name,
@@ -389,8 +390,13 @@ def run_generation(
                 if len(buffer) >= batch_size or time.monotonic() - last_flush >= flush_interval_s:
                     flush()
     finally:
-        flush()
-        bar.close()
+        try:
+            flush()  # idempotent: rows already durable are not written again (SliceStore.append)
+        finally:
+            close = getattr(answers, "close", None)
+            if close is not None:
+                close()  # a backend still working cancels what it holds (the openai backend's requests in flight)
+            bar.close()
     if len(answered) != len(pending):
         raise BackendError("backend left requests unanswered", field=backend.name, expected=len(pending),
                            found=len(answered), hint="re-run to generate the missing rows")

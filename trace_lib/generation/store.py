@@ -28,17 +28,17 @@ Format (UTF-8, one JSON object per line, each line ending in ``\\n``):
      "prompt_tokens": int|null, "completion_tokens": int|null, "model_revision": rev, "backend": name,
      "prompt": str}
 
-Guarantees: rows are appended in batches with one ``write`` then ``flush`` + ``fsync``; a crash can only tear
-the *last* line, which :meth:`SliceStore.open` detects and truncates; resuming skips rows already stored with
+Guarantees: rows are appended in batches, each written then fsynced; a failed or interrupted append (disk
+full, Ctrl-C) truncates the file back to its last durable length, so the file is as it was before the call; a
+crash can only tear the *last* line, which :meth:`SliceStore.open` detects and truncates; resuming skips rows already stored with
 the same ``request_hash`` and regenerates the others (stale rows are dropped by an atomic rewrite), so the
-file never holds two lines for one ``row_key``; one writer per file (an ``flock`` on ``<file>.lock``).
+file never holds two lines for one ``row_key``; one writer per file (a :class:`~trace_lib.filelock.FileLock` on ``<file>.lock``, removed on close).
 Readers use :func:`load_responses` (read-only; ignores a torn last line).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import errno
 import json
 import os
 from dataclasses import dataclass, field
@@ -47,6 +47,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from trace_lib.atomic import write_bytes_atomic
 from trace_lib.errors import InputError
+from trace_lib.filelock import FileLock
 from trace_lib.release.load import canonical_json, sha256_bytes
 
 SCHEMA_VERSION = "trace-repro-responses-v1"
@@ -208,16 +209,25 @@ def _header_line(header: Mapping[str, Any]) -> bytes:
 
 
 class SliceStore:
-    """An open response file: the rows already stored, and ``append`` for new ones (single writer)."""
+    """An open response file: the rows already stored, and ``append`` for new ones (single writer).
 
-    def __init__(self, path: Path, header: dict[str, Any], rows: Iterable[StoredResponse], lock_fd: int,
+    ``durable_bytes`` is the length of the file's durable prefix (header and whole rows, fsynced); ``_file`` is
+    the raw, unbuffered append handle every row goes through (fault-injection tests wrap it).
+    """
+
+    def __init__(self, path: Path, header: dict[str, Any], rows: Iterable[StoredResponse], lock: FileLock,
                  repaired_bytes: int) -> None:
         self.path = path
         self.header = header
         self.done: dict[str, StoredResponse] = {r.row_key: r for r in rows}
         self.repaired_bytes = repaired_bytes
-        self._lock_fd: int | None = lock_fd
-        self._handle = open(path, "ab")
+        self._lock: FileLock | None = lock
+        self._file: Any = None
+        self._reopen()
+
+    def _reopen(self) -> None:
+        self._file = open(self.path, "ab", buffering=0)  # noqa: SIM115 - raw O_APPEND writes, no hidden buffer
+        self.durable_bytes = os.fstat(self._file.fileno()).st_size
 
     @classmethod
     def open(cls, path: Path, identity: SliceIdentity) -> SliceStore:
@@ -229,7 +239,9 @@ class SliceStore:
         """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        lock_fd = _lock(path)
+        lock = FileLock(path.with_name(path.name + ".lock"), busy=lambda: InputError(
+            "another process is writing this slice", file=str(path), hint="wait for it to finish or stop it"))
+        lock.acquire()
         try:
             if not path.exists():
                 write_bytes_atomic(path, _header_line(identity.header()))
@@ -245,18 +257,25 @@ class SliceStore:
             keys = [r.row_key for r in rows]
             if len(keys) != len(set(keys)):
                 raise InputError("two lines for one row", file=str(path), hint="move the file away to regenerate")
-            return cls(path, parsed.header, rows, lock_fd, parsed.torn_bytes)
+            return cls(path, parsed.header, rows, lock, parsed.torn_bytes)
         except BaseException:
-            _unlock(lock_fd)
+            lock.release()
             raise
 
     def append(self, responses: Iterable[StoredResponse]) -> int:
-        """Append rows durably (one write, flush, fsync); returns how many were written.
+        """Append rows durably (written, then ``fsync``); returns how many were written.
+
+        All or nothing: when the write or the ``fsync`` fails or is interrupted (``ENOSPC``, ``EFBIG``,
+        ``KeyboardInterrupt``, ...), the file is truncated back to its last durable length and fsynced, so it
+        is exactly as before the call, and the exception propagates (an ``OSError`` then names this file). Rows
+        this store has already written -- the same objects, e.g. a buffer flushed again from a ``finally``
+        after an interrupt -- are skipped, so a batch is never written twice.
 
         Raises:
-            InputError: a row is already stored (the caller generated it twice).
+            InputError: another row with the key of a stored row (the caller generated it twice).
+            OSError: the rows could not be made durable (the file is unchanged).
         """
-        batch = list(responses)
+        batch = [r for r in responses if self.done.get(r.row_key) is not r]
         if not batch:
             return 0
         keys = [r.row_key for r in batch]
@@ -265,12 +284,34 @@ class SliceStore:
         )
         if duplicate:
             raise InputError("row already stored", file=str(self.path), field=duplicate)
-        self._handle.write(b"".join(r.to_line() for r in batch))
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
-        for row in batch:
-            self.done[row.row_key] = row
+        if self._file is None:
+            raise InputError("the response file is not open for writing", file=str(self.path),
+                             hint="an earlier write failed and could not be undone; re-run to resume")
+        data = b"".join(r.to_line() for r in batch)
+        start = self.durable_bytes
+        try:
+            view, written = memoryview(data), 0
+            while written < len(data):
+                written += self._file.write(view[written:]) or 0
+            os.fsync(self._file.fileno())
+        except BaseException as exc:
+            self._roll_back(start)
+            if isinstance(exc, OSError):
+                raise OSError(exc.errno, exc.strerror or str(exc), str(self.path)) from exc
+            raise
+        self.durable_bytes = start + len(data)
+        self.done.update(zip(keys, batch))
         return len(batch)
+
+    def _roll_back(self, length: int) -> None:
+        """Cut the file back to ``length`` durably; if even that fails, stop writing (the next open repairs a
+        torn tail, and whole rows that reached the disk are rows like any other)."""
+        try:
+            os.ftruncate(self._file.fileno(), length)
+            os.fsync(self._file.fileno())
+        except OSError:
+            self._file.close()
+            self._file = None
 
     def retain(self, keep: Callable[[StoredResponse], bool]) -> int:
         """Drop stored rows for which ``keep`` is false (atomic rewrite); returns how many were dropped."""
@@ -278,19 +319,21 @@ class SliceStore:
         dropped = len(self.done) - len(kept)
         if not dropped:
             return 0
-        self._handle.close()
+        if self._file is not None:
+            self._file.close()
         kept.sort(key=lambda r: r.ordinal)
         write_bytes_atomic(self.path, _header_line(self.header) + b"".join(r.to_line() for r in kept))
         self.done = {r.row_key: r for r in kept}
-        self._handle = open(self.path, "ab")
+        self._reopen()
         return dropped
 
     def close(self) -> None:
-        if not self._handle.closed:
-            self._handle.close()
-        if self._lock_fd is not None:
-            _unlock(self._lock_fd)
-            self._lock_fd = None
+        """Close the file and release the lock (its ``.lock`` file is removed)."""
+        if self._file is not None and not self._file.closed:
+            self._file.close()
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def __enter__(self) -> SliceStore:
         return self
@@ -326,28 +369,3 @@ def _check_engine(path: Path, stored: Mapping[str, Any], current: Mapping[str, A
                          expected=expected, found=found,
                          hint="finish the slice on the engine it was started with, or move the file away to "
                          "regenerate it on this one")
-
-
-def _lock(path: Path) -> int:
-    import fcntl
-
-    lock_path = path.with_name(path.name + ".lock")
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        os.close(fd)
-        if exc.errno in (errno.EAGAIN, errno.EACCES):
-            raise InputError("another process is writing this slice", file=str(path),
-                             hint="wait for it to finish or stop it") from None
-        raise
-    return fd
-
-
-def _unlock(fd: int) -> None:
-    import fcntl
-
-    try:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)

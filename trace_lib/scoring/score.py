@@ -9,7 +9,11 @@
   the SHA-256 of the dataset, responses and records files it was computed from, and the pandas / XlsxWriter /
   openpyxl versions of the prediction-workbook round trip (``workbook_libraries``).
 
-``scores.json`` is written last, so its presence means the slice is scored (``reports.verify`` relies on it).
+The two files are one unit, committed under an exclusive lock on the directory (``.scoring.lock``, removed when
+done; a second scorer on the same directory is refused in one line): ``scores.json`` -- the commit marker, naming
+the SHA-256 of the ``records.jsonl`` beside it -- is removed first, the records replaced, and ``scores.json``
+written last, so its presence means the slice is scored with exactly those records (``reports.verify`` relies on
+it), and a crash in between leaves the slice unscored, never scores and records that disagree.
 """
 
 from __future__ import annotations
@@ -17,20 +21,23 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from trace_lib import __version__
-from trace_lib.atomic import write_json_atomic, write_lines_atomic
+from trace_lib.atomic import write_lines_atomic, write_text_atomic
 from trace_lib.benchmarks.protocol import Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.errors import InputError, JudgeError
 from trace_lib.extraction.workbook import library_versions
+from trace_lib.filelock import FileLock
 from trace_lib.scoring.judge import Judge
 
 SCORES_SCHEMA = "trace-repro-slice-score-v1"
 SCORES_FILE = "scores.json"
 RECORDS_FILE = "records.jsonl"
+LOCK_FILE = ".scoring.lock"
 
 
 @dataclass(frozen=True)
@@ -196,26 +203,65 @@ def write_slice_scores(
     identity: Mapping[str, Any] | None = None,
     dropped_rows: int = 0,
 ) -> ScoredSlice:
-    """Persist ``score`` into ``out_dir`` (records first, ``scores.json`` last; both atomic)."""
+    """Persist ``score`` into ``out_dir`` as one unit, under the directory's lock (see the module docstring).
+
+    Raises:
+        InputError: another process is scoring into ``out_dir``.
+    """
+    with scoring_lock(out_dir):
+        return _commit(Path(out_dir), score, protocol, seed=seed, dataset=dataset, responses=responses,
+                       judge_url=judge_url, identity=identity, dropped_rows=dropped_rows)
+
+
+@contextmanager
+def scoring_lock(out_dir: Path) -> Iterator[None]:
+    """Hold the exclusive lock of a score output directory (created if missing; removed again when this made it
+    and it is still empty on failure).
+
+    Raises:
+        InputError: another process holds it.
+    """
     out_dir = Path(out_dir)
-    records_path = out_dir / RECORDS_FILE
-    records_sha = write_lines_atomic(
-        records_path,
-        (json.dumps(record_to_dict(r), ensure_ascii=False, sort_keys=True) for r in score.records),
-    )
-    summary = build_summary(
-        score,
-        protocol,
-        seed=seed,
-        records_sha256=records_sha,
-        dataset=dataset,
-        responses=responses,
-        judge_url=judge_url,
-        identity=identity,
-        dropped_rows=dropped_rows,
-    )
-    scores_path = out_dir / SCORES_FILE
-    write_json_atomic(scores_path, summary, indent=2, sort_keys=True, ensure_ascii=False)
+    created = not out_dir.exists()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(out_dir / LOCK_FILE, busy=lambda: InputError(
+        "another process is scoring into this directory", file=str(out_dir),
+        hint="wait for it to finish, or score into another directory"))
+    try:
+        with lock:
+            yield
+    except BaseException:
+        if created:
+            try:
+                out_dir.rmdir()
+            except OSError:
+                pass  # not empty: something was committed, or another writer's files
+        raise
+
+
+def _commit(
+    out_dir: Path,
+    score: SliceScore,
+    protocol: Protocol,
+    *,
+    seed: int,
+    dataset: FileRef | None,
+    responses: FileRef | None,
+    judge_url: str | None,
+    identity: Mapping[str, Any] | None,
+    dropped_rows: int,
+) -> ScoredSlice:
+    from trace_lib.release.load import sha256_bytes
+
+    lines = [json.dumps(record_to_dict(r), ensure_ascii=False, sort_keys=True) for r in score.records]
+    records_sha = sha256_bytes("".join(line + "\n" for line in lines).encode("utf-8"))
+    summary = build_summary(score, protocol, seed=seed, records_sha256=records_sha, dataset=dataset,
+                            responses=responses, judge_url=judge_url, identity=identity, dropped_rows=dropped_rows)
+    text = json.dumps(summary, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)  # fails before any write
+    scores_path, records_path = out_dir / SCORES_FILE, out_dir / RECORDS_FILE
+    scores_path.unlink(missing_ok=True)  # the commit marker goes first: the old one no longer holds
+    write_lines_atomic(records_path, lines)
+    write_text_atomic(scores_path, text + "\n")
     return ScoredSlice(score=score, scores_path=scores_path, records_path=records_path, summary=summary)
 
 
@@ -246,13 +292,20 @@ def run_scoring(
         InputError: unreadable/corrupt response file, another benchmark's responses, rows not covered.
         JudgeError: see :func:`score_slice`.
     """
+    with scoring_lock(out_dir):  # a second scorer is refused before any judge work
+        return _score_into(protocol, rows, Path(responses_path), Path(out_dir), judge=judge, judge_url=judge_url,
+                           dataset=dataset, seed=seed)
+
+
+def _score_into(protocol: Protocol, rows: Sequence[Row], responses_path: Path, out_dir: Path, *,
+                judge: Judge | None, judge_url: str | None, dataset: FileRef | None,
+                seed: int | None) -> ScoredSlice:
     from trace_lib.generation.store import load_header, load_responses
     from trace_lib.release.load import sha256_file
 
     from trace_lib.data.vlmeval_tsv import dropped_noimg_indices
     from trace_lib.scoring.plain_responses import is_store_file, read_plain_responses
 
-    responses_path = Path(responses_path)
     if not is_store_file(responses_path):
         if seed is None:
             raise InputError("a plain response file needs the decoding seed", file=str(responses_path),
@@ -260,7 +313,7 @@ def run_scoring(
         lookup = None if dataset is None else (lambda: dropped_noimg_indices(dataset.path))
         texts, dropped = read_plain_responses(responses_path, rows, dropped=lookup)
         score = score_slice(protocol, rows, texts, ScoringContext(seed=seed, judge=judge))
-        return write_slice_scores(out_dir, score, protocol, seed=seed, dataset=dataset, dropped_rows=dropped,
+        return _commit(out_dir, score, protocol, seed=seed, dataset=dataset, dropped_rows=dropped,
                                   responses=FileRef(str(responses_path), sha256_file(responses_path)),
                                   judge_url=judge_url, identity={"slice": None, "model": None,
                                                                  "model_revision": None,
@@ -290,13 +343,6 @@ def run_scoring(
         "model_revision": header.get("model_revision"),
         "generation_contract_hash": header.get("contract_hash"),
     }
-    return write_slice_scores(
-        out_dir,
-        score,
-        protocol,
-        seed=seed,
-        dataset=dataset,
-        responses=FileRef(str(responses_path), sha256_file(responses_path)),
-        judge_url=judge_url,
-        identity=identity,
-    )
+    return _commit(out_dir, score, protocol, seed=seed, dataset=dataset,
+                   responses=FileRef(str(responses_path), sha256_file(responses_path)), judge_url=judge_url,
+                   identity=identity, dropped_rows=0)

@@ -54,7 +54,8 @@ class OpenAIStubServer:
         self.raw_requests: list[tuple[str, bytes]] = []
         self._lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
+                                        daemon=True)  # shutdown() returns within one poll
 
     @property
     def url(self) -> str:
@@ -114,7 +115,8 @@ class OpenAIStubServer:
                     self.end_headers()
                     self.wfile.write(text.payload)
                     return
-                usage = {"prompt_tokens": 1, "completion_tokens": max(1, len(text.split())), "total_tokens": 2}
+                completion = max(1, len(text.split()))
+                usage = {"prompt_tokens": 1, "completion_tokens": completion, "total_tokens": 1 + completion}
                 if route == "chat/completions":
                     choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
                     self._send(200, {"id": "stub", "object": "chat.completion", "choices": [choice], "usage": usage})

@@ -4,11 +4,14 @@ A backend turns :class:`~trace_lib.generation.request.ChatRequest` objects into
 :class:`~trace_lib.generation.request.GenerationResult` objects. It may yield results in any order (the caller
 matches them by ``request_id``) and should yield each as soon as it is final, so that the caller can make it
 durable. A request the backend cannot answer raises :class:`~trace_lib.errors.BackendError` -- after every
-result it *could* produce has been yielded -- never a made-up response.
+result it *could* produce has been yielded -- never a made-up response; when only some requests failed and the
+engine itself is fine, that error is a :class:`RequestsFailed` naming each of them.
 
 Streaming (the campaign scheduler): a backend may also offer ``generate_stream(feed)``, pulling requests from a
 :class:`RequestFeed` whenever it has room (vLLM: while the engine keeps running), so that many slices' requests
-share one continuous batch; :func:`stream_generate` falls back to ``generate`` on chunks for the others.
+share one continuous batch; :func:`stream_generate` falls back to ``generate`` on chunks for the others. A stream
+yields a :class:`~trace_lib.generation.request.RequestFailure` for each request that failed on its own, so the
+caller fails that request's slice only and goes on.
 """
 
 from __future__ import annotations
@@ -16,10 +19,10 @@ from __future__ import annotations
 import difflib
 import importlib
 import queue
-from typing import Any, Iterable, Iterator, Protocol, Sequence, runtime_checkable
+from typing import Any, Iterable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
-from trace_lib.errors import UsageError
-from trace_lib.generation.request import ChatRequest, GenerationResult
+from trace_lib.errors import BackendError, UsageError
+from trace_lib.generation.request import ChatRequest, GenerationResult, RequestFailure
 
 
 @runtime_checkable
@@ -61,6 +64,17 @@ def create_backend(name: str, *, model_path: str, served_name: str, **options: A
     module_name, _, attr = BACKENDS[name].partition(":")
     factory = getattr(importlib.import_module(module_name), attr)
     return factory(model_path=model_path, served_name=served_name, **options)
+
+
+class RequestsFailed(BackendError):
+    """Some requests failed on their own (``failures``: request id -> one-line reason, in order); every other
+    request was answered and yielded before this is raised."""
+
+    def __init__(self, failures: Mapping[str, str], *, field: str) -> None:
+        self.failures = dict(failures)
+        first_id, first_error = next(iter(self.failures.items()))
+        super().__init__(f"{len(self.failures)} request(s) failed; first {first_id!r}: {first_error}", field=field,
+                         hint="rows already answered were kept; re-run to resume")
 
 
 _END = object()
@@ -121,9 +135,11 @@ class RequestFeed:
         return taken
 
 
-def stream_generate(backend: Backend, feed: RequestFeed, *, chunk: int = 256) -> Iterator[GenerationResult]:
+def stream_generate(backend: Backend, feed: RequestFeed, *,
+                    chunk: int = 256) -> Iterator[GenerationResult | RequestFailure]:
     """Every result for the requests of ``feed``: through ``backend.generate_stream`` when the backend has it,
-    else ``backend.generate`` on successive chunks of up to ``chunk`` requests."""
+    else ``backend.generate`` on successive chunks of up to ``chunk`` requests, a chunk's
+    :class:`RequestsFailed` becoming one :class:`RequestFailure` per failed request (the next chunks go on)."""
     native = getattr(backend, "generate_stream", None)
     if callable(native):
         yield from native(feed)
@@ -132,4 +148,7 @@ def stream_generate(backend: Backend, feed: RequestFeed, *, chunk: int = 256) ->
         batch = feed.take(chunk, wait=True)
         if not batch:
             return
-        yield from backend.generate(batch)
+        try:
+            yield from backend.generate(batch)
+        except RequestsFailed as exc:
+            yield from (RequestFailure(request_id, error) for request_id, error in exc.failures.items())

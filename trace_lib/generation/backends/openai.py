@@ -2,10 +2,14 @@
 
 Sends :meth:`ChatRequest.payload` verbatim (so the request hash is the hash of the bytes' content sent), from a
 thread pool with keep-alive connections, optionally over several endpoints. Failure policy (eval-campaign spec
-§3.6): transport errors, HTTP 429, HTTP >= 500 and bodies that are not a chat completion are retried, up to
+§3.6): transport errors, HTTP 429, HTTP >= 500 and bodies that are not a well-formed chat completion (content
+not a string, no finish reason, usage that is not non-negative integers or does not add up) are retried, up to
 ``max_attempts`` attempts per request in total, sleeping ``min(5, 0.25 * attempt)`` s and preferring an endpoint
-the request has not tried yet; any other HTTP 4xx is permanent. Results are yielded as they complete; requests
-that failed are reported together in one :class:`~trace_lib.errors.BackendError` at the end.
+the request has not tried yet; any other HTTP 4xx is permanent. A malformed answer is never returned as a
+result. Results are yielded as they complete; requests that failed are reported together in one
+:class:`~trace_lib.generation.backends.base.RequestsFailed` at the end. When the caller stops consuming
+(Ctrl-C, SIGTERM, an error), the requests in flight are cancelled: their sockets are shut down and no retry
+starts, so the call returns within moments, not after the retry loops.
 """
 
 from __future__ import annotations
@@ -13,15 +17,17 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import socket
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 from urllib.parse import urlsplit
 
-from trace_lib.errors import BackendError, UsageError
+from trace_lib.errors import UsageError
+from trace_lib.generation.backends.base import RequestsFailed
 from trace_lib.generation.request import ChatRequest, GenerationResult
+from trace_lib.interrupts import cancel_on_stop, raise_if_stopped
 
 
 class _Retryable(Exception):
@@ -29,6 +35,10 @@ class _Retryable(Exception):
 
 
 class _Permanent(Exception):
+    pass
+
+
+class _Cancelled(Exception):
     pass
 
 
@@ -85,8 +95,11 @@ class OpenAIBackend:
         if max_attempts < 1:
             raise UsageError("must be at least 1", field="max_attempts", found=max_attempts)
         self.max_attempts = max_attempts
+        if not timeout_s > 0:
+            raise UsageError("must be a positive number of seconds", field="--request-timeout", found=timeout_s)
         self.timeout_s = timeout_s
         self.retry_sleep_cap_s = retry_sleep_cap_s
+        self._cancelled = threading.Event()
         self._local = threading.local()
         self._all_conns: list[http.client.HTTPConnection] = []
         self._next = 0
@@ -118,6 +131,8 @@ class OpenAIBackend:
         try:
             conn = self._connection(endpoint)
             conn.request("POST", endpoint.path, body=body, headers=headers)
+            if self._cancelled.is_set():  # cancelled while connecting: its socket may have missed the shutdown
+                raise _Cancelled()
             response = conn.getresponse()
             data = response.read()
         except (OSError, http.client.HTTPException) as exc:
@@ -141,41 +156,63 @@ class OpenAIBackend:
         return index
 
     def _one(self, request: ChatRequest) -> GenerationResult:
-        body = json.dumps(request.payload(self.served_name), ensure_ascii=False).encode("utf-8")
+        payload = request.payload(self.served_name)
+        body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
         start = self._first_endpoint()
         last_error = "no attempt made"
         for attempt in range(self.max_attempts):
+            if self._cancelled.is_set():
+                raise _Cancelled()
             endpoint = self.endpoints[(start + attempt) % len(self.endpoints)]
             try:
                 doc = self._post(endpoint, body)
-                return _parse_completion(request.request_id, doc)
+                return _parse_completion(request.request_id, doc, max_tokens=payload.get("max_tokens"))
             except _Retryable as exc:
                 last_error = str(exc)
-            if attempt + 1 < self.max_attempts:
-                time.sleep(min(self.retry_sleep_cap_s, 0.25 * (attempt + 1)))
+            if attempt + 1 < self.max_attempts and self._cancelled.wait(min(self.retry_sleep_cap_s,
+                                                                            0.25 * (attempt + 1))):
+                raise _Cancelled()
         raise _Retryable(f"gave up after {self.max_attempts} attempts: {last_error}")
+
+    def _cancel_in_flight(self) -> None:
+        """Stop every request of the current call: no new attempt, and blocked reads end now (socket shutdown)."""
+        self._cancelled.set()
+        with self._lock:
+            conns = list(self._all_conns)
+        for conn in conns:
+            sock = conn.sock
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
 
     # -- Backend -----------------------------------------------------------------------------------------------
     def generate(self, requests: Sequence[ChatRequest]) -> Iterator[GenerationResult]:
-        failures: list[tuple[str, str]] = []
-        with ThreadPoolExecutor(max_workers=max(1, min(self.concurrency, len(requests) or 1))) as pool:
+        failures: dict[str, str] = {}
+        self._cancelled.clear()
+        finished = False
+        with ThreadPoolExecutor(max_workers=max(1, min(self.concurrency, len(requests) or 1))) as pool, \
+                cancel_on_stop(self._cancel_in_flight):  # Ctrl-C / SIGTERM: cancel, hand over what arrived, stop
             futures = {pool.submit(self._one, r): r.request_id for r in requests}
             try:
                 for future in as_completed(futures):
                     try:
                         yield future.result()
                     except (_Retryable, _Permanent) as exc:
-                        failures.append((futures[future], str(exc)))
+                        failures[futures[future]] = str(exc)
+                    except _Cancelled:
+                        pass
+                finished = True
             finally:
-                for future in futures:
-                    future.cancel()
+                if not finished:  # the caller stopped early: end the requests in flight instead of waiting
+                    for future in futures:
+                        future.cancel()
+                    self._cancel_in_flight()
         self.close()  # the pool's threads are gone; their keep-alive connections with them
+        raise_if_stopped()
         if failures:
-            first_id, first_error = failures[0]
-            raise BackendError(
-                f"{len(failures)} request(s) failed; first {first_id!r}: {first_error}",
-                field="openai", hint="rows already answered were kept; re-run to resume",
-            )
+            raise RequestsFailed(failures, field="openai")
 
     def close(self) -> None:
         with self._lock:
@@ -185,18 +222,41 @@ class OpenAIBackend:
         self._local = threading.local()
 
 
-def _parse_completion(request_id: str, doc: Any) -> GenerationResult:
-    """A chat-completion body -> result; a body without one choice and a message is retryable."""
+def _parse_completion(request_id: str, doc: Any, *, max_tokens: Any = None) -> GenerationResult:
+    """A chat-completion body -> result, or :class:`_Retryable` (an endpoint fault, never stored) when the body is
+    not one well-formed completion: ``choices[0].message.content`` a string, ``finish_reason`` a non-empty
+    string, ``usage`` (when present) non-negative integer token counts that agree with ``total_tokens``, with
+    ``max_tokens`` and with the content (text needs at least one completion token)."""
     try:
         choice = doc["choices"][0]
         message = choice["message"]
+        content, finish = message["content"], choice["finish_reason"]
     except (KeyError, IndexError, TypeError):
         raise _Retryable(f"not a chat completion: {str(doc)[:200]}") from None
-    usage = doc.get("usage") or {}
-    return GenerationResult(
-        request_id=request_id,
-        text=message.get("content") or "",
-        finish_reason=str(choice.get("finish_reason")),
-        prompt_tokens=usage.get("prompt_tokens"),
-        completion_tokens=usage.get("completion_tokens"),
-    )
+    if not isinstance(content, str):
+        raise _Retryable(f"malformed chat completion: message.content is {type(content).__name__}, not a string")
+    if not isinstance(finish, str) or not finish:
+        raise _Retryable(f"malformed chat completion: finish_reason is {finish!r}")
+    usage = doc.get("usage")
+    if usage is None:
+        usage = {}
+    if not isinstance(usage, dict):
+        raise _Retryable(f"malformed chat completion: usage is {type(usage).__name__}, not an object")
+    counts = {}
+    for name in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        value = usage.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise _Retryable(f"malformed chat completion: usage.{name} is {value!r}, not a non-negative integer")
+        counts[name] = value
+    prompt, completion, total = counts["prompt_tokens"], counts["completion_tokens"], counts["total_tokens"]
+    if completion is not None:
+        if isinstance(max_tokens, int) and completion > max_tokens:
+            raise _Retryable(f"malformed chat completion: {completion} completion tokens exceed max_tokens "
+                             f"{max_tokens}")
+        if content and completion == 0:
+            raise _Retryable("malformed chat completion: text with 0 completion tokens")
+        if prompt is not None and total is not None and total != prompt + completion:
+            raise _Retryable(f"malformed chat completion: usage.total_tokens {total} is not prompt_tokens "
+                             f"{prompt} + completion_tokens {completion}")
+    return GenerationResult(request_id=request_id, text=content, finish_reason=finish, prompt_tokens=prompt,
+                            completion_tokens=completion)

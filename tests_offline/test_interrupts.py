@@ -1,0 +1,122 @@
+"""Ctrl-C and SIGTERM against ``trace-repro generate`` with an endpoint that stops answering: the command returns
+within moments (requests in flight are cancelled, not waited for through 5 x 300 s of retries), prints one line,
+exits 130 / 143, keeps every row answered before the signal, and a resumed run completes the slice."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from trace_lib.cli.main import main
+from trace_lib.generation.store import load_responses, response_path
+from trace_lib.interrupts import Interrupted, stop_on_signals
+from trace_lib.testing.openai_server import OpenAIStubServer
+from trace_lib.testing.tiny_bench import build_tiny_tsv
+
+ROWS = 6
+ANSWERED = 3  # the endpoint answers this many requests, then hangs on every other one
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _argv(release, tmp_path: Path, url: str) -> list[str]:  # noqa: ANN001
+    return ["generate", "--trace-root", str(release.path), "--model", "tiny", str(tmp_path / "model"),
+            f"sha256set:{'1' * 64}", f"org/tiny@{'0' * 40}", "Tiny", "--seeds", "43", "--benchmark", "mmstar",
+            "--campaign-root", str(tmp_path / "campaign"), "--data-root", str(tmp_path / "data"),
+            "--backend", "openai", "--base-url", url, "--unprepared-data", "--no-progress", "--batch-size", "1",
+            "--concurrency", "2"]
+
+
+class _Hanging:
+    """Answers the first ``ANSWERED`` requests, then holds each later one until released; ``hung`` is set once
+    two requests (the client's concurrency) are held."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.seen = self.held = 0
+        self.hung, self.release = threading.Event(), threading.Event()
+
+    def __call__(self, route: str, body: dict) -> str:
+        with self.lock:
+            self.seen += 1
+            hold = self.seen > ANSWERED
+            self.held += hold
+            if self.held >= 2:
+                self.hung.set()
+        if hold:
+            self.release.wait(timeout=120)
+        return "The answer is B."
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+def test_a_signal_with_requests_hanging_returns_at_once_and_resume_completes(release, tmp_path, sig):
+    build_tiny_tsv(tmp_path / "data" / "MMStar.tsv", style="mcq", rows=ROWS)
+    responder = _Hanging()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    with OpenAIStubServer(responder, model="tiny") as server:
+        child = subprocess.Popen([sys.executable, "-m", "trace_lib", *_argv(release, tmp_path, server.url)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            assert responder.hung.wait(timeout=60), "the endpoint never saw the requests it holds"
+            sent = time.monotonic()
+            child.send_signal(sig)
+            out, err = child.communicate(timeout=60)
+            took = time.monotonic() - sent
+        finally:
+            responder.release.set()
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    assert child.returncode == 128 + sig, err
+    assert took < 15, f"stopping took {took:.1f} s: the requests in flight were waited for"  # not 5 x 300 s
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines[-1] == (f"[generate] stopped by {signal.Signals(sig).name}: everything stored so far is kept; "
+                         "re-run to resume")
+    assert "Traceback" not in err
+    path = response_path(tmp_path / "campaign", model="tiny", seed=43, benchmark="mmstar")
+    stored = load_responses(path)  # intact: parses, no row twice
+    assert len(stored) == ANSWERED and path.read_bytes().count(b"\n") == ANSWERED + 1
+    assert not path.with_name(path.name + ".lock").exists()
+    with OpenAIStubServer(lambda route, body: "The answer is B.", model="tiny") as server:
+        assert main(_argv(release, tmp_path, server.url)) == 0
+        assert len(server.requests) == ROWS - ANSWERED  # only the rows not stored are asked again
+    assert [r.ordinal for r in load_responses(path)] == list(range(ROWS))
+
+
+def test_sigterm_raises_like_ctrl_c_inside_the_block_only():
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Interrupted) as info:
+        with stop_on_signals():
+            signal.raise_signal(signal.SIGTERM)
+    assert (info.value.name, info.value.exit_code, isinstance(info.value, KeyboardInterrupt)) == ("SIGTERM", 143, True)
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_request_timeout_needs_the_openai_backend(release, tmp_path, capsys):
+    argv = _argv(release, tmp_path, "http://127.0.0.1:9/v1")
+    argv[argv.index("openai")] = "hf"
+    assert main([*argv, "--request-timeout", "5"]) == 2
+    assert "--request-timeout: a request timeout needs the openai backend" in capsys.readouterr().err
+
+
+def test_request_timeout_reaches_the_openai_backend_from_the_flag_or_the_environment(release, tmp_path, monkeypatch):
+    import argparse
+
+    from trace_lib.campaign.plan import build_plan
+    from trace_lib.cli.generate import _backend_options
+    from trace_lib.generation.backends.base import create_backend
+
+    plan = build_plan(release, model_ids=["trace-qwen2.5-vl-3b"], seeds=[42], benchmarks=["mmstar"], data_root=tmp_path)
+    args = argparse.Namespace(backend="openai", base_url="http://127.0.0.1:9/v1", device=None, concurrency=None,
+                              request_timeout=7.5)
+    chosen = _backend_options(args, plan)
+    assert chosen == {"base_url": "http://127.0.0.1:9/v1", "timeout_s": 7.5}
+    assert create_backend("openai", model_path="x", served_name="m", **chosen).timeout_s == 7.5
+    monkeypatch.setenv("TRACE_REQUEST_TIMEOUT", "12")
+    assert _backend_options(argparse.Namespace(**{**vars(args), "request_timeout": None}), plan)["timeout_s"] == 12.0

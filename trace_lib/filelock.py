@@ -1,0 +1,83 @@
+"""One writer per resource: an exclusive, non-blocking ``flock`` on a lock file that is removed on release.
+
+:class:`FileLock` is the one lock of trace-repro (response files, score output directories). Acquiring never
+waits: a lock held by another process raises the error the caller supplies (one line naming what is busy).
+The lock file is unlinked while the lock is still held and only then closed; an acquirer that locked a file
+that was unlinked meanwhile sees a different inode at the path and retries, so two processes never both believe
+they hold the lock, and no ``.lock`` file outlives a clean release (a killed holder leaves one behind; the next
+acquirer locks it, as the kernel dropped the killed holder's lock). Standard library only.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+from typing import Callable
+
+
+class FileLock:
+    """An exclusive lock on ``path`` (created if missing); ``busy()`` builds the error raised when it is held."""
+
+    def __init__(self, path: Path | str, busy: Callable[[], BaseException]) -> None:
+        self.path = Path(path)
+        self._busy = busy
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self) -> FileLock:
+        """Take the lock or raise ``busy()`` at once.
+
+        Raises:
+            BaseException: ``busy()`` when another process holds the lock.
+            OSError: the lock file cannot be created or opened.
+        """
+        import fcntl
+
+        if self._fd is not None:
+            raise RuntimeError(f"{self.path}: lock already held by this object")
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                os.close(fd)
+                if exc.errno in (errno.EAGAIN, errno.EACCES):
+                    raise self._busy() from None
+                raise
+            try:
+                mine, there = os.fstat(fd), os.stat(self.path, follow_symlinks=False)
+            except FileNotFoundError:
+                os.close(fd)  # its holder removed it on release after we opened it: take the new one
+                continue
+            except BaseException:
+                os.close(fd)
+                raise
+            if (mine.st_dev, mine.st_ino) != (there.st_dev, there.st_ino):
+                os.close(fd)
+                continue
+            self._fd = fd
+            return self
+
+    def release(self) -> None:
+        """Remove the lock file (still holding the lock), then drop the lock; a no-op when not held."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            mine, there = os.fstat(fd), os.stat(self.path, follow_symlinks=False)
+            if (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino):
+                os.unlink(self.path)
+        except OSError:
+            pass  # already gone, or a read-only directory: the next acquirer re-locks the file
+        finally:
+            os.close(fd)  # closing the last descriptor drops the flock
+
+    def __enter__(self) -> FileLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

@@ -1,0 +1,104 @@
+"""Ctrl-C and SIGTERM stop a long command the same way: stop feeding, persist what was received, one line, exit.
+
+:func:`stop_on_signals` makes SIGINT and SIGTERM raise :class:`Interrupted` (a ``KeyboardInterrupt``) in the main
+thread, so SIGTERM takes the path Ctrl-C takes instead of killing the process with answers still buffered: the
+``finally`` blocks on the way up close the backends (the vllm backend aborts its batch) and flush every answer
+received into the stores, whose appends are all or nothing (:meth:`~trace_lib.generation.store.SliceStore.append`),
+so a signal that lands mid-write leaves each file as it was. A backend waiting on requests in flight registers a
+cancel hook (:func:`cancel_on_stop`; the openai backend): the first signal then cancels those requests, the
+backend hands over the answers it already has and raises :class:`Interrupted` itself (:func:`raise_if_stopped`). :func:`stoppable` wraps a command: on a signal it prints one line and returns the shell's
+code for that signal, ``128 + signum`` (130 for SIGINT, 143 for SIGTERM). A second signal while stopping
+interrupts the clean-up too (the stores stay consistent; answers not yet flushed are generated again on resume).
+Only the main thread can install handlers; elsewhere the context manager does nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived (``signum``); ``exit_code`` is ``128 + signum``."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+class _State:
+    pending: int | None = None  # the first stop signal, while a cancel hook turned it into a graceful stop
+    hooks: list[Callable[[], None]] = []
+
+
+def _handle(signum: int, frame: object) -> None:
+    if _State.pending is None and _State.hooks:
+        _State.pending = signum
+        for hook in list(_State.hooks):
+            hook()
+        return
+    raise Interrupted(signum)
+
+
+@contextmanager
+def cancel_on_stop(cancel: Callable[[], None]) -> Iterator[None]:
+    """While the block runs, a first stop signal calls ``cancel()`` (end the requests in flight) instead of raising,
+    so the block can hand over every answer it already holds; it then calls :func:`raise_if_stopped`."""
+    _State.hooks.append(cancel)
+    try:
+        yield
+    finally:
+        _State.hooks.remove(cancel)
+
+
+def raise_if_stopped() -> None:
+    """Raise :class:`Interrupted` when a stop signal was turned into a cancel (see :func:`cancel_on_stop`)."""
+    if _State.pending is not None:
+        raise Interrupted(_State.pending)
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM raise :class:`Interrupted` in the main thread (handlers restored after)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, _handle) for signum in STOP_SIGNALS}
+    _State.pending = None
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        _State.pending = None
+
+
+def stoppable(command: Callable[..., int], *, label: str) -> Callable[..., int]:
+    """``command`` run under :func:`stop_on_signals`; a signal prints ``[label] stopped by SIGTERM: ...`` on stderr
+    and returns ``128 + signum`` (the CLI's thin wiring: ``parser.set_defaults(run=stoppable(run, ...))``)."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> int:
+        with stop_on_signals():
+            try:
+                return command(*args, **kwargs)
+            except Interrupted as exc:
+                print(f"[{label}] stopped by {exc.name}: everything stored so far is kept; re-run to resume",
+                      file=sys.stderr, flush=True)
+                return exc.exit_code
+
+    return run
