@@ -105,7 +105,8 @@ def test_bodies_are_byte_identical_to_upstreams(stub):
     """Bodies as upstream builds them: VLMEvalKit ``OpenAIWrapper.generate_inner`` (``json.dumps`` of model,
     messages, n, temperature, default kwargs, then max_tokens, ``n`` popped for a local base); the persistent and
     validation clients (``requests`` ``json=``: ``json.dumps(..., allow_nan=False)``)."""
-    from trace_lib.validation.judge import post_completions
+    from trace_lib.scoring.judge import completions_body, post_completions
+    from trace_lib.validation.judge import STACK
 
     prompt = "Which is it? é 数 \"quoted\"\n\tB"
     stub.raw_requests.clear()
@@ -113,8 +114,9 @@ def test_bodies_are_byte_identical_to_upstreams(stub):
     client.chat([prompt], max_tokens=256, temperature=0)
     client.complete([prompt], max_tokens=16)
     client.complete([prompt, prompt + "2"], max_tokens=300, temperature=0.0, top_p=1.0)
-    post_completions(stub.url, model="qwen3-32b-trace-validation-extractor", prompts=[prompt], max_tokens=128,
-                     temperature=0.0, top_p=1.0, timeout_s=10)
+    body = completions_body("qwen3-32b-trace-validation-extractor", [prompt], max_tokens=128, temperature=0.0,
+                            top_p=1.0, stack=STACK.name)
+    post_completions(stub.url, body, count=1, timeout_s=10)
     got = [raw for _, raw in stub.raw_requests]
 
     payload = dict(model=JUDGE_SERVED_NAME, messages=[dict(role="user", content=[dict(type="text", text=prompt)])],
