@@ -192,7 +192,7 @@ def _judge_urls(args: argparse.Namespace) -> tuple[str, ...]:
 
 
 def _print(report: Any) -> None:
-    from trace_lib.validation.canonical import canonical_json
+    from trace_lib.jsonio import canonical_json_utf8 as canonical_json
 
     print(canonical_json(report))
 

@@ -11,7 +11,7 @@ import hashlib
 import json
 from typing import Any, Iterable, Mapping
 
-from trace_lib.release.load import canonical_json
+from trace_lib.jsonio import canonical_json_ascii
 
 #: Row fields left out of ``source_row_hash`` (the media, which is bound separately by content).
 MEDIA_FIELDS = frozenset(
@@ -45,7 +45,7 @@ def row_key(ordinal: int, index: Any, row_hash: str) -> str:
 
 def canonical_sha256(value: Any) -> str:
     """SHA-256 of the canonical JSON (sorted keys, compact, ASCII) of ``value``."""
-    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+    return hashlib.sha256(canonical_json_ascii(value).encode("utf-8")).hexdigest()
 
 
 def media_set_sha256(media_sha256: Iterable[str]) -> str:

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from trace_lib.jsonio import DuplicateKey, loads_strict
+
 #: Contract version recorded in every scored row and judge request.
 EXTRACTION_VERSION = "trace-validation-answer-extraction-v1"
 #: The four answer types of the validation split (``answer_gt.type``).
@@ -221,27 +223,10 @@ def json_safe(value: Any) -> Any:
 
 
 # -- parsing structured bodies ---------------------------------------------------------------------------------
-class _Duplicate(ValueError):
-    """A mapping repeats a key: conflicting evidence, never resolved by last-wins."""
-
-
 @dataclass(frozen=True)
 class _Parsed:
     value: Any
     parser: str
-
-
-def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _Duplicate(key)
-        out[key] = value
-    return out
-
-
-def _no_constants(name: str) -> None:
-    raise ValueError(f"non-finite JSON constant: {name}")
 
 
 def _literal(text: str) -> Any:
@@ -258,7 +243,7 @@ def _literal(text: str) -> Any:
                 key = ast.literal_eval(key_node)
                 try:
                     if key in keys:
-                        raise _Duplicate(repr(key))
+                        raise DuplicateKey(repr(key))
                     keys.add(key)
                 except TypeError as exc:
                     raise ValueError("unhashable key") from exc
@@ -271,8 +256,8 @@ def _parse(text: str) -> _Parsed | None:
     if not body:
         return None
     try:
-        value = json.loads(body, object_pairs_hook=_json_object, parse_constant=_no_constants)
-    except _Duplicate:
+        value = loads_strict(body)
+    except DuplicateKey:
         return None
     except (json.JSONDecodeError, TypeError, ValueError):
         try:

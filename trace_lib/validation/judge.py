@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from trace_lib.errors import InputError, JudgeError
+from trace_lib.jsonio import canonical_json_utf8
 from trace_lib.scoring.judge import (
     JudgeReply,
     StackPolicy,
@@ -32,7 +33,6 @@ from trace_lib.scoring.judge import (
 from trace_lib.scoring.judge_http import CallFailed, probe
 from trace_lib.validation import pins
 from trace_lib.validation.canonical import (
-    canonical_json,
     h0,
     read_json,
     read_jsonl,
@@ -120,7 +120,7 @@ class JudgeRequest:
 def render_prompt(template: ChatTemplate, raw_response: str, answer_type: str) -> str:
     """The judge prompt: system prompt + canonical ``{"answer_type", "model_response"}``, generation prompt on,
     thinking off."""
-    user = canonical_json({"answer_type": answer_type, "model_response": raw_response})
+    user = canonical_json_utf8({"answer_type": answer_type, "model_response": raw_response})
     messages = [{"role": "system", "content": pins.JUDGE_SYSTEM_PROMPT}, {"role": "user", "content": user}]
     return template.render(messages, add_generation_prompt=True, enable_thinking=False)
 
@@ -241,7 +241,7 @@ def check_receipt(receipt: Mapping[str, Any], *, row: Mapping[str, Any], contrac
     if status not in ("ok", "missing", "ambiguous"):
         raise JudgeOutputError("receipt has invalid judge_status")
     stored = {"status": status, "answer": receipt.get("answer"), "evidence": receipt.get("evidence")}
-    again = validate_judge_output(canonical_json(stored), raw_response=str(row["raw_response"]),
+    again = validate_judge_output(canonical_json_utf8(stored), raw_response=str(row["raw_response"]),
                                   answer_type=str(row["answer_type"]))
     if again != stored:
         raise JudgeOutputError("receipt answer is not canonical")

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from trace_lib.errors import InputError
+from trace_lib.jsonio import canonical_json_utf8
 from trace_lib.release import identity
 from trace_lib.release.load import sha256_file
 from trace_lib.release.locate import ReleaseRoot
 from trace_lib.validation import pins
 from trace_lib.validation.canonical import (
-    canonical_json,
     h1,
     read_json,
     read_jsonl,
@@ -130,7 +130,7 @@ def load_scoring_manifest(manifest_path: Path, expected: pins.DatasetIdentity) -
         where = f"rows[{row['row_index']}].answer_gt"
         if row["answer_type"] not in ANSWER_TYPES:
             raise InputError("unsupported answer_type", file=str(manifest.path), field=where, found=row["answer_type"])
-        gt = extract(canonical_json({"answer": row["answer_gt"]["value"]}), row["answer_type"])
+        gt = extract(canonical_json_utf8({"answer": row["answer_gt"]["value"]}), row["answer_type"])
         if not gt.resolved:
             raise InputError("ground truth is not a well-typed answer", file=str(manifest.path), field=where,
                              found=row["answer_gt"])

@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from trace_lib.errors import ReleaseFileError
+from trace_lib.jsonio import required
 from trace_lib.release import identity
 from trace_lib.release.locate import ReleaseRoot
 
@@ -106,10 +107,6 @@ class ReleaseScore:
     score: float
 
 
-def _get(doc: Any, key: str, *, file: str, where: str) -> Any:
-    if not isinstance(doc, Mapping) or key not in doc:
-        raise ReleaseFileError("required field is missing", file=file, field=f"{where}{key}")
-    return doc[key]
 
 
 def load_validation_suite(release: ReleaseRoot) -> ValidationSuite:
@@ -117,34 +114,34 @@ def load_validation_suite(release: ReleaseRoot) -> ValidationSuite:
     rel = identity.VALIDATION_SUITE
     doc = release.read_json(rel)
     models = []
-    for i, item in enumerate(_get(doc, "models", file=rel, where="")):
+    for i, item in enumerate(required(doc, "models", file=rel)):
         where = f"models[{i}]."
         models.append(
             ValidationModel(
-                slug=_get(item, "slug", file=rel, where=where),
-                label=_get(item, "label", file=rel, where=where),
-                repo_id=_get(item, "repo_id", file=rel, where=where),
-                revision=_get(item, "revision", file=rel, where=where),
+                slug=required(item, "slug", file=rel, where=where),
+                label=required(item, "label", file=rel, where=where),
+                repo_id=required(item, "repo_id", file=rel, where=where),
+                revision=required(item, "revision", file=rel, where=where),
                 runtime_view_revision=item.get("runtime_view_revision"),
             )
         )
-    judge = _get(doc, "judge", file=rel, where="")
+    judge = required(doc, "judge", file=rel)
     judge_contract = JudgeContract(
         **{
-            name: _get(judge, name, file=rel, where="judge.")
+            name: required(judge, name, file=rel, where="judge.")
             for name in ("repo_id", "revision", "served_model_name", "temperature", "top_p", "thinking")
         },
-        max_token_retries=tuple(_get(judge, "max_token_retries", file=rel, where="judge.")),
-        input_fields=tuple(_get(judge, "input_fields", file=rel, where="judge.")),
-        forbidden_fields=tuple(_get(judge, "forbidden_fields", file=rel, where="judge.")),
+        max_token_retries=tuple(required(judge, "max_token_retries", file=rel, where="judge.")),
+        input_fields=tuple(required(judge, "input_fields", file=rel, where="judge.")),
+        forbidden_fields=tuple(required(judge, "forbidden_fields", file=rel, where="judge.")),
     )
     return ValidationSuite(
-        suite_id=_get(doc, "suite_id", file=rel, where=""),
+        suite_id=required(doc, "suite_id", file=rel),
         models=tuple(models),
-        dataset=MappingProxyType(dict(_get(doc, "dataset", file=rel, where=""))),
-        prompt=MappingProxyType(dict(_get(doc, "prompt", file=rel, where=""))),
-        generation=MappingProxyType(dict(_get(doc, "generation", file=rel, where=""))),
-        scoring=MappingProxyType(dict(_get(doc, "scoring", file=rel, where=""))),
+        dataset=MappingProxyType(dict(required(doc, "dataset", file=rel))),
+        prompt=MappingProxyType(dict(required(doc, "prompt", file=rel))),
+        generation=MappingProxyType(dict(required(doc, "generation", file=rel))),
+        scoring=MappingProxyType(dict(required(doc, "scoring", file=rel))),
         judge=judge_contract,
         sha256=release.sha256(rel),
         document=MappingProxyType(doc),
@@ -156,13 +153,13 @@ def load_release_scores(release: ReleaseRoot) -> dict[str, ReleaseScore]:
     rel = identity.VALIDATION_RESULTS
     doc = release.read_json(rel)
     out: dict[str, ReleaseScore] = {}
-    for i, item in enumerate(_get(doc, "results", file=rel, where="")):
+    for i, item in enumerate(required(doc, "results", file=rel)):
         where = f"results[{i}]."
         row = ReleaseScore(
-            model_id=_get(item, "model_id", file=rel, where=where),
-            label=_get(item, "label", file=rel, where=where),
-            evaluated_rows=_get(item, "evaluated_rows", file=rel, where=where),
-            score=_get(item, "score", file=rel, where=where),
+            model_id=required(item, "model_id", file=rel, where=where),
+            label=required(item, "label", file=rel, where=where),
+            evaluated_rows=required(item, "evaluated_rows", file=rel, where=where),
+            score=required(item, "score", file=rel, where=where),
         )
         out[row.model_id] = row
     return out
