@@ -244,18 +244,11 @@ def archive_check(pytestconfig: pytest.Config, release, receipt) -> Callable:
 def validation_archive_check(pytestconfig: pytest.Config, release, receipt) -> Callable:
     """``validation_archive_check(slice_) -> ValidationArchiveResult``: the exact re-score against the prepared
     validation dataset and, with its images, prompt identity."""
-    from pathlib import Path
-
     from trace_lib.archive.lane import NO_ARCHIVE
-    from trace_lib.campaign.plan import DEFAULT_WORK_DIR
     from trace_lib.validation.layout import ValidationLayout
 
     lane = _archive_lane(pytestconfig, release)
-    value = os.environ.get("TRACE_VALIDATION_DIR")
-    if not value:
-        campaign = options.resolve(pytestconfig.option, options.CAMPAIGN_ROOT)
-        value = str(Path(campaign) / "validation") if campaign else str(DEFAULT_WORK_DIR / "validation")
-    layout = ValidationLayout(Path(value).expanduser().resolve())
+    layout = ValidationLayout.resolve(None, options.resolve(pytestconfig.option, options.CAMPAIGN_ROOT))
 
     def check(slice_):  # noqa: ANN001, ANN202
         from trace_lib.archive.validation import (

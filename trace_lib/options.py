@@ -1,7 +1,8 @@
 """The options shared by the ``trace-repro`` CLI and the pytest plugin: one table, two surfaces.
 
 Each :class:`Option` is declared once (flag, environment variable, default, help); ``add_to_argparse`` and the
-pytest plugin add the same spellings. Precedence: flag, then environment, then default.
+pytest plugin add the same spellings. Precedence: flag, then environment, then default. Every other ``TRACE_*``
+environment variable the suite reads is an :class:`EnvVar` here, with its default; :data:`ENVIRONMENT` lists them all.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import argparse
 import math
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from trace_lib.errors import UsageError
@@ -179,3 +181,63 @@ def add_to_argparse(parser: argparse.ArgumentParser, *options: Option) -> None:
 def resolve(namespace: Any, option: Option) -> Any:
     """The effective value of ``option`` from a parsed namespace (or pytest config.option)."""
     return option.resolve(getattr(namespace, option.dest, None))
+
+
+# -- environment variables without a shared Option ---------------------------------------------------------------
+#: Where models, data, campaigns and judge logs go when no flag or environment variable says otherwise.
+DEFAULT_WORK_DIR = Path("trace-repro-work")
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    """A ``TRACE_*`` environment variable read beside a surface-specific flag (or none): name, meaning, default."""
+
+    name: str
+    help: str
+    default: Any = None
+
+    def read(self, env: dict[str, str] | None = None) -> Any:
+        """The variable's value when set and non-empty, else its default."""
+        value = (os.environ if env is None else env).get(self.name)
+        return value if value else self.default
+
+    def enabled(self, env: dict[str, str] | None = None) -> bool:
+        """True when the variable is ``1`` (a debugging switch)."""
+        return (os.environ if env is None else env).get(self.name) == "1"
+
+
+MODEL_ROOT_ENV = EnvVar("TRACE_MODEL_ROOT", "directory of the release models (--model-root)",
+                        default=DEFAULT_WORK_DIR / "models")
+DATA_ROOT_ENV = EnvVar("TRACE_DATA_ROOT", "prepared benchmark data (--data-root)", default=DEFAULT_WORK_DIR / "data")
+RUN_TAG_ENV = EnvVar("TRACE_RUN_TAG", "campaign name (--run-tag; default <suite>_temp<T>_seed<seeds>)")
+GPU_GROUPS_ENV = EnvVar("TRACE_GPU_GROUPS", "one engine per GPU group, e.g. '0,1;2,3' (--gpu-groups)", default="0")
+PHASE_ENV = EnvVar("TRACE_PHASE", "pytest reproduction phase: generate, score or all (--phase)", default="all")
+SESSION_PHASE_ENV = EnvVar("TRACE_REPRO_SESSION_PHASE",
+                           "set by the pytest controller for its session and xdist workers (never by a user)")
+JUDGE_LOG_DIR_ENV = EnvVar("TRACE_JUDGE_LOG_DIR", "where the judge pool writes its server logs (--judge-log-dir)",
+                           default=DEFAULT_WORK_DIR / "judge")
+JUDGE_CONCURRENCY_ENV = EnvVar("TRACE_JUDGE_CONCURRENCY", "open connections of the judge clients' pooled transport",
+                               default="64")
+VALIDATION_DIR_ENV = EnvVar("TRACE_VALIDATION_DIR", "TRACE-validation work directory (--work-dir; default "
+                            "<campaign-root>/validation or trace-repro-work/validation)")
+JUDGE_TOKENIZER_ENV = EnvVar("TRACE_JUDGE_TOKENIZER", "local Qwen3-32B checkpoint whose chat template renders "
+                             "validation judge prompts (--judge-tokenizer; default <model-root>/qwen3-32b-judge)")
+VALIDATION_BACKEND_ENV = EnvVar("TRACE_VALIDATION_BACKEND", "engine of the validation reproduction test",
+                                default="vllm")
+VALIDATION_BACKEND_OPTIONS_ENV = EnvVar("TRACE_VALIDATION_BACKEND_OPTIONS",
+                                        "engine options of the validation reproduction test (a JSON object)",
+                                        default="{}")
+VALIDATION_BASE_URL_ENV = EnvVar("TRACE_VALIDATION_BASE_URL",
+                                 "openai backend of the validation reproduction test: the server's /v1 base URL")
+REFERENCE_PYTHON_ENV = EnvVar("TRACE_REFERENCE_PYTHON", "paper_env lane: an interpreter with the current engine")
+REFERENCE_PYTHONPATH_ENV = EnvVar("TRACE_REFERENCE_PYTHONPATH", "paper_env lane: that interpreter's extra path")
+DEBUG_ENV = EnvVar("TRACE_REPRO_DEBUG", "1: show tracebacks instead of one-line errors")
+
+#: Every ``TRACE_*`` environment variable, by name (Options and EnvVars).
+ENVIRONMENT: dict[str, Option | EnvVar] = {
+    **{o.env: o for o in (*COMMON, *REPRODUCTION, ARCHIVE_ROOT) if o.env},
+    **{v.name: v for v in (MODEL_ROOT_ENV, DATA_ROOT_ENV, RUN_TAG_ENV, GPU_GROUPS_ENV, PHASE_ENV, SESSION_PHASE_ENV,
+                           JUDGE_LOG_DIR_ENV, JUDGE_CONCURRENCY_ENV, VALIDATION_DIR_ENV, JUDGE_TOKENIZER_ENV,
+                           VALIDATION_BACKEND_ENV, VALIDATION_BACKEND_OPTIONS_ENV, VALIDATION_BASE_URL_ENV,
+                           REFERENCE_PYTHON_ENV, REFERENCE_PYTHONPATH_ENV, DEBUG_ENV)},
+}

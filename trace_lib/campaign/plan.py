@@ -34,12 +34,10 @@ if TYPE_CHECKING:
     from trace_lib.aggregation.budget import Family
     from trace_lib.aggregation.tolerance import ToleranceRule
 
-#: Where models, data and campaigns go when no flag or environment variable says otherwise.
-DEFAULT_WORK_DIR = Path("trace-repro-work")
-MODEL_ROOT_ENV = "TRACE_MODEL_ROOT"
-DATA_ROOT_ENV = "TRACE_DATA_ROOT"
-RUN_TAG_ENV = "TRACE_RUN_TAG"
-GPU_GROUPS_ENV = "TRACE_GPU_GROUPS"
+#: The environment variables of the plan flags (defined, with their defaults, in trace_lib.options).
+DEFAULT_WORK_DIR = options.DEFAULT_WORK_DIR
+MODEL_ROOT_ENV, DATA_ROOT_ENV = options.MODEL_ROOT_ENV.name, options.DATA_ROOT_ENV.name
+RUN_TAG_ENV, GPU_GROUPS_ENV = options.RUN_TAG_ENV.name, options.GPU_GROUPS_ENV.name
 
 
 @dataclass(frozen=True, order=True)
@@ -329,7 +327,7 @@ def build_plan(
         everything = release_models(release, root)
         chosen = select_release_models(everything, model_ids) if model_ids else everything
     seed_list = parse_seeds(seeds if seeds else load_seeds(release))
-    groups = parse_gpu_groups(gpu_groups or os.environ.get(GPU_GROUPS_ENV) or "0")
+    groups = parse_gpu_groups(gpu_groups or os.environ.get(GPU_GROUPS_ENV) or options.GPU_GROUPS_ENV.default)
     if tensor_parallel_size is not None:
         if tensor_parallel_size < 1 or any(tensor_parallel_size > len(g) for g in groups):
             raise UsageError("tensor parallel size exceeds a GPU group", field="--tensor-parallel-size",

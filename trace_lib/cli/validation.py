@@ -20,8 +20,8 @@ from trace_lib import options
 from trace_lib.errors import UsageError
 from trace_lib.exitcodes import ExitCode
 
-WORK_DIR_ENV = "TRACE_VALIDATION_DIR"
-JUDGE_TOKENIZER_ENV = "TRACE_JUDGE_TOKENIZER"
+WORK_DIR_ENV = options.VALIDATION_DIR_ENV.name
+JUDGE_TOKENIZER_ENV = options.JUDGE_TOKENIZER_ENV.name
 _PHASES = ("release", "generation-only", "full")
 
 
@@ -117,14 +117,9 @@ def _release(args: argparse.Namespace) -> Any:
 
 
 def _layout(args: argparse.Namespace) -> Any:
-    from trace_lib.campaign.plan import DEFAULT_WORK_DIR
     from trace_lib.validation.layout import ValidationLayout
 
-    value = args.work_dir or os.environ.get(WORK_DIR_ENV)
-    if not value:
-        campaign = options.resolve(args, options.CAMPAIGN_ROOT)
-        value = Path(campaign) / "validation" if campaign else DEFAULT_WORK_DIR / "validation"
-    return ValidationLayout(Path(value).expanduser().resolve())
+    return ValidationLayout.resolve(args.work_dir, options.resolve(args, options.CAMPAIGN_ROOT))
 
 
 def _model_root(args: argparse.Namespace) -> Path:

@@ -8,10 +8,10 @@ Each group module defines ``GROUP = CheckGroup(name, summary, run)``; ``run(ctx,
 from __future__ import annotations
 
 import importlib
-import os
 from dataclasses import dataclass
 from typing import Callable
 
+from trace_lib import options
 from trace_lib.errors import UsageError
 from trace_lib.preflight.context import CheckContext, GroupOutcome
 
@@ -66,7 +66,7 @@ def run_group(check: CheckGroup, ctx: CheckContext) -> GroupOutcome:
     try:
         check.run(ctx, out)
     except Exception as exc:  # noqa: BLE001 - the safety net of "all failures listed, never a traceback"
-        if os.environ.get("TRACE_REPRO_DEBUG") == "1":
+        if options.DEBUG_ENV.enabled():
             raise
         out.fail(
             f"preflight group {check.name}",
