@@ -20,6 +20,7 @@ from typing import Callable
 import pytest
 
 from trace_lib import options
+from trace_lib.benchmarks import deviations
 from trace_lib.errors import TraceReproError
 
 _PLAN = pytest.StashKey[object]()
@@ -138,7 +139,8 @@ def run_slice(slice_runner, receipt, trace_phase, pytestconfig: pytest.Config, r
             outcome = slice_runner.run(slice_)
         except TraceReproError as exc:
             pytest.fail(exc.render(), pytrace=False)
-        for name, value in outcome.properties():
+        lines = deviations.for_benchmark(slice_.benchmark)  # the one list of deliberate deviations
+        for name, value in outcome.properties() + deviations.receipt_properties(lines):
             receipt(name, value)
         receipt("engine_loads", " ".join(slice_runner.engines.loads))
         receipt("cuda_visible_devices", os.environ.get("CUDA_VISIBLE_DEVICES", ""))

@@ -307,13 +307,6 @@ def aggregate(values: Sequence[float]) -> float:
     return float(sum(values) / len(values))
 
 
-def aggregate_counts(counts: dict[str, tuple[int, int]]) -> float:
-    """The reported number from integer counts: ``{'fintabnetqa_relieved': (c, n), 'fintabnetqa_exact': ...,
-    'vtabfact': ..., 'vwtq': ..., 'vwtq_syn': ...}`` in that order."""
-    order = ("fintabnetqa_relieved", "fintabnetqa_exact", "vtabfact", "vwtq", "vwtq_syn")
-    return aggregate([split_accuracy(*counts[name]) for name in order])
-
-
 def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringContext) -> SliceScore:
     """``_run_tablevqabench_local_score``: the five-value macro mean, in percent.
 

@@ -22,7 +22,7 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -355,8 +355,3 @@ def run_training(release: ReleaseRoot, profile: TrainingProfile, request: Traini
         receipt.update(status="failed", exit_code=code)
     write_receipt(output / RUN_RECEIPT, receipt)
     return code
-
-
-def smoke_request(**kwargs: Any) -> TrainingRequest:
-    """A smoke request (helper for tests and scripts)."""
-    return replace(TrainingRequest(mode="smoke", output_dir=kwargs.pop("output_dir")), **kwargs)
