@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from trace_lib.errors import JudgeError
-from trace_lib.extraction.choices import McqItem, extract_options
+from trace_lib.scoring.mcq_judge import McqItem, extract_options
 from trace_lib.scoring.judge import (
     JUDGE_SERVED_NAME,
     VLMEVAL_FAIL_MSG,
@@ -167,7 +167,7 @@ def _responder(route: str, body: dict) -> str:
 def _validation_inputs(release, tmp_path: Path):
     from trace_lib.validation.chat_template import ChatTemplate
     from trace_lib.validation.score import pending_row
-    from trace_lib.validation.suite import load_validation_suite
+    from trace_lib.release.validation_suite import load_validation_suite
 
     judge = load_validation_suite(release).judge
     (tmp_path / "tok").mkdir()

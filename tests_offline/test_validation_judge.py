@@ -19,7 +19,7 @@ from trace_lib.validation.chat_template import ChatTemplate
 from trace_lib.validation.judge import check_receipt, render_prompt, run_judge
 from trace_lib.validation.judge_output import JudgeOutputError, validate_judge_output
 from trace_lib.validation.score import pending_row
-from trace_lib.validation.suite import load_validation_suite
+from trace_lib.release.validation_suite import load_validation_suite
 
 VECTORS = [json.loads(line) for line in
            (Path(__file__).parent / "data" / "validation_judge_output_vectors.jsonl").read_text().splitlines()]

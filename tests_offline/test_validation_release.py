@@ -13,7 +13,7 @@ from trace_lib.release import identity
 from trace_lib.release.locate import ReleaseRoot, locate_release
 from trace_lib.validation import pins
 from trace_lib.validation.equivalence import EquivalenceError, check_equivalence_bridge
-from trace_lib.validation.suite import load_release_scores, load_system_prompt, load_validation_suite
+from trace_lib.release.validation_suite import load_release_scores, load_system_prompt, load_validation_suite
 from trace_lib.validation.verify import VerificationError, verify_release
 
 _FILES = (identity.SUITE, identity.VALIDATION_SUITE, identity.VALIDATION_RESULTS, identity.VALIDATION_RECEIPT,

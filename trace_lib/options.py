@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -241,3 +242,32 @@ ENVIRONMENT: dict[str, Option | EnvVar] = {
                            VALIDATION_BACKEND_ENV, VALIDATION_BACKEND_OPTIONS_ENV, VALIDATION_BASE_URL_ENV,
                            REFERENCE_PYTHON_ENV, REFERENCE_PYTHONPATH_ENV, DEBUG_ENV)},
 }
+
+
+def parse_gpu_groups(text: str) -> tuple[tuple[int, ...], ...]:
+    """``"0,1;2,3"`` -> ((0, 1), (2, 3)); without ``;``, whitespace separates single-GPU groups (``"0 1"``).
+
+    Raises:
+        UsageError: empty text, a non-integer id, or a GPU in two groups.
+    """
+    text = text.strip()
+    chunks = text.split(";") if ";" in text else text.split()
+    groups = []
+    for chunk in chunks:
+        ids = [c.strip() for c in chunk.split(",") if c.strip()]
+        if not ids or not all(re.fullmatch(r"[0-9]+", c) for c in ids):
+            raise UsageError("invalid GPU group", field="--gpu-groups", found=text,
+                             expected="e.g. '0' or '0 1 2 3' or '0,1;2,3'")
+        groups.append(tuple(int(c) for c in ids))
+    flat = [g for group in groups for g in group]
+    if not groups:
+        raise UsageError("no GPU group", field="--gpu-groups", found=text)
+    if len(flat) != len(set(flat)):
+        raise UsageError("a GPU appears in two groups", field="--gpu-groups", found=text)
+    return tuple(groups)
+
+
+def work_root(flag: str | os.PathLike[str] | None, env: str, leaf: str) -> Path:
+    """Flag, then environment variable ``env``, then ``trace-repro-work/<leaf>``."""
+    value = flag or os.environ.get(env)
+    return Path(value) if value else DEFAULT_WORK_DIR / leaf

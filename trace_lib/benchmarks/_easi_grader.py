@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from trace_lib.errors import JudgeError
-from trace_lib.extraction.choices import API_FAIL_MARKER, JUDGE_MAX_TOKENS, JUDGE_TEMPERATURE
+from trace_lib.extraction.choices import API_FAIL_MARKER
 from trace_lib.extraction.workbook import isna
 from trace_lib.scoring.judge import Judge, first_round_failed
+from trace_lib.scoring.mcq_judge import JUDGE_MAX_TOKENS, JUDGE_TEMPERATURE
 
 #: ``cal_scores._build_score_fn``: ``max_retry = judge_kwargs.get('retry', 3)``.
 JUDGE_ROUNDS = 3

@@ -31,8 +31,9 @@ from trace_lib.benchmarks._math_workbook import prediction_workbook, records, re
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
 from trace_lib.errors import InputError
-from trace_lib.extraction.choices import McqItem, build_choices, extract_options
+from trace_lib.extraction.choices import build_choices
 from trace_lib.extraction.workbook import isna
+from trace_lib.scoring.mcq_judge import McqItem, extract_options
 
 KEY = "wemath"
 #: The VLMEvalKit dataset name the matcher sees (selects the generic judge template, not the WeMath one).

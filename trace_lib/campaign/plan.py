@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from trace_lib import options
+from trace_lib.options import parse_gpu_groups, work_root  # the plan flags' parsers (defined with the options)
 from trace_lib.campaign.models import (
     ModelDescriptor, parse_descriptors, release_judge, release_models, select_release_models,
 )
@@ -188,29 +189,6 @@ def worker_shares(plan: Plan, workers: int) -> list[list[Slice]]:
 
 # -- parsing ---------------------------------------------------------------------------------------------------
 
-def parse_gpu_groups(text: str) -> tuple[tuple[int, ...], ...]:
-    """``"0,1;2,3"`` -> ((0, 1), (2, 3)); without ``;``, whitespace separates single-GPU groups (``"0 1"``).
-
-    Raises:
-        UsageError: empty text, a non-integer id, or a GPU in two groups.
-    """
-    text = text.strip()
-    chunks = text.split(";") if ";" in text else text.split()
-    groups = []
-    for chunk in chunks:
-        ids = [c.strip() for c in chunk.split(",") if c.strip()]
-        if not ids or not all(re.fullmatch(r"[0-9]+", c) for c in ids):
-            raise UsageError("invalid GPU group", field="--gpu-groups", found=text,
-                             expected="e.g. '0' or '0 1 2 3' or '0,1;2,3'")
-        groups.append(tuple(int(c) for c in ids))
-    flat = [g for group in groups for g in group]
-    if not groups:
-        raise UsageError("no GPU group", field="--gpu-groups", found=text)
-    if len(flat) != len(set(flat)):
-        raise UsageError("a GPU appears in two groups", field="--gpu-groups", found=text)
-    return tuple(groups)
-
-
 def render_gpu_groups(groups: Sequence[Sequence[int]]) -> str:
     return ";".join(",".join(str(g) for g in group) for group in groups)
 
@@ -281,12 +259,6 @@ def default_run_tag(suite: Suite, seeds: Sequence[int]) -> str:
     """``<suite>_temp<T without dot>_seed<seeds joined by _>``, e.g. ``trace_eval_v1_temp06_seed42_43_44``."""
     temperature = f"{suite.generation['temperature']:g}".replace(".", "")
     return f"{suite.suite_id}_temp{temperature}_seed{'_'.join(str(s) for s in seeds)}"
-
-
-def work_root(flag: str | os.PathLike[str] | None, env: str, leaf: str) -> Path:
-    """Flag, then environment variable ``env``, then ``trace-repro-work/<leaf>``."""
-    value = flag or os.environ.get(env)
-    return Path(value) if value else DEFAULT_WORK_DIR / leaf
 
 
 # -- building --------------------------------------------------------------------------------------------------

@@ -235,7 +235,7 @@ def _prepare(args: argparse.Namespace) -> ExitCode:
 
 def _generate(args: argparse.Namespace) -> ExitCode:
     from trace_lib.validation.generate import GenerationTarget, run_generation
-    from trace_lib.validation.suite import load_validation_suite
+    from trace_lib.release.validation_suite import load_validation_suite
 
     release, layout = _release(args), _layout(args)
     suite = load_validation_suite(release)
@@ -279,7 +279,7 @@ def _score(args: argparse.Namespace) -> ExitCode:
 
 def _judge(args: argparse.Namespace) -> ExitCode:
     from trace_lib.validation.judge import load_pending, run_judge
-    from trace_lib.validation.suite import load_validation_suite
+    from trace_lib.release.validation_suite import load_validation_suite
 
     release, layout = _release(args), _layout(args)
     suite = load_validation_suite(release)

@@ -27,7 +27,7 @@ from trace_lib.jsonio import canonical_json_ascii, required
 from trace_lib.release.load import load_json, sha256_file
 
 if TYPE_CHECKING:
-    from trace_lib.benchmarks.protocol import Protocol
+    from trace_lib.protocol import Protocol
     from trace_lib.data.prepare import ArtifactSource
     from trace_lib.release.suite import Suite
 

@@ -36,6 +36,8 @@ from trace_lib.scoring.judge_http import PER_REQUEST_KINDS, CallFailed, JudgeTra
 
 #: The served model name of the judge pool (eval-campaign spec §4.1).
 JUDGE_SERVED_NAME = "qwen3-32b-judge"
+#: The judge's weights directory under the model root (the campaign's judge model and the pool's default).
+JUDGE_SLUG = "qwen3-32b-judge"
 #: VLMEvalKit ``OpenAIWrapper``'s answer after exhausting its retries: ``BaseAPI.__init__``'s ``fail_msg`` default,
 #: which overrides the wrapper's own ``"... API. "`` (set before ``super().__init__``), so no trailing space.
 VLMEVAL_FAIL_MSG = "Failed to obtain answer via API."

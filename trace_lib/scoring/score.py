@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 
 from trace_lib import __version__
 from trace_lib.atomic import write_json_atomic, write_lines_atomic
-from trace_lib.benchmarks.protocol import Protocol, Row, RowScore, ScoringContext, SliceScore
+from trace_lib.protocol import Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.errors import InputError, JudgeError
 from trace_lib.extraction.workbook import library_versions
 from trace_lib.scoring.judge import Judge

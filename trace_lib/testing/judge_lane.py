@@ -79,7 +79,7 @@ def test_validation_slice(trace_phase):
     from trace_lib.validation.pipeline import (SliceSettings, plan_validation, run_validation_generation,
                                                run_validation_slice)
     from trace_lib.validation.pins import DatasetIdentity
-    from trace_lib.validation.suite import load_validation_suite
+    from trace_lib.release.validation_suite import load_validation_suite
 
     short = locate_release(str(WORK / "release"))
     suite = load_validation_suite(short)

@@ -20,7 +20,7 @@ from trace_lib.preflight.registry import run_group
 from trace_lib.release import identity
 from trace_lib.release.locate import ReleaseRoot
 from trace_lib.validation import pins
-from trace_lib.validation.suite import ValidationSuite
+from trace_lib.release.validation_suite import ValidationSuite
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _COMMIT = re.compile(r"[0-9a-f]{40}")

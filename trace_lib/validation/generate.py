@@ -27,7 +27,7 @@ from trace_lib.validation.canonical import (
 )
 from trace_lib.validation.manifest import Manifest, load_manifest
 from trace_lib.validation.request import DATA_URL, build_request, request_summary
-from trace_lib.validation.suite import ValidationModel, load_system_prompt, load_validation_suite
+from trace_lib.release.validation_suite import ValidationModel, load_system_prompt, load_validation_suite
 
 #: A model directory may carry upstream's model-preparation marker; when present it must name this model.
 MODEL_MARKER = ".trace_model_revision.json"

@@ -43,7 +43,7 @@ from trace_lib.validation.canonical import (
 from trace_lib.validation.chat_template import ChatTemplate
 from trace_lib.validation.extraction import ANSWER_TYPES, EXTRACTION_VERSION, extract
 from trace_lib.validation.judge_output import JudgeOutputError, validate_judge_output
-from trace_lib.validation.suite import JudgeContract
+from trace_lib.release.validation_suite import JudgeContract
 
 PENDING_FIELDS = frozenset(
     {

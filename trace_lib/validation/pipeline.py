@@ -25,7 +25,7 @@ from trace_lib.validation.generate import GenerationReport, GenerationTarget, ru
 from trace_lib.validation.judge import JudgeReport, load_pending, run_judge
 from trace_lib.validation.layout import ValidationLayout
 from trace_lib.validation.score import ScoreReport, run_score
-from trace_lib.validation.suite import ReleaseScore, ValidationModel, load_release_scores, load_validation_suite
+from trace_lib.release.validation_suite import ReleaseScore, ValidationModel, load_release_scores, load_validation_suite
 from trace_lib.validation.tolerance import check_validation_score, validation_criterion
 
 

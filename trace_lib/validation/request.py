@@ -21,7 +21,7 @@ from trace_lib.generation.request import ChatRequest
 from trace_lib.validation import pins
 from trace_lib.validation.canonical import h1
 from trace_lib.validation.manifest import Manifest
-from trace_lib.validation.suite import ValidationSuite
+from trace_lib.release.validation_suite import ValidationSuite
 
 DATA_URL = "data-url"
 FILE_URL = "file-url"

@@ -39,7 +39,7 @@ from trace_lib.validation.judge import check_receipt, request_contract
 from trace_lib.validation.judge_output import JudgeOutputError
 from trace_lib.validation.manifest import Manifest, load_manifest
 from trace_lib.validation.match import semantic_correct
-from trace_lib.validation.suite import (
+from trace_lib.release.validation_suite import (
     ValidationModel,
     ValidationSuite,
     load_system_prompt,

@@ -44,7 +44,7 @@ from trace_lib.validation.score import (
     aggregate, check_scoring_policy, code_sha256, load_generation, load_judge_results, load_scoring_manifest,
     score_rows, summary_markdown,
 )
-from trace_lib.validation.suite import (
+from trace_lib.release.validation_suite import (
     ValidationModel, ValidationSuite, load_release_scores, load_system_prompt, load_validation_suite,
 )
 from trace_lib.validation.tolerance import check_validation_score, validation_criterion
