@@ -4,7 +4,7 @@ Mirrors ``VLMEvalKit@a8b12bf1:vlmeval/dataset/image_mcq.py:WeMath`` (``build_pro
 ``vlmeval/dataset/utils/multiple_choice.py`` (``mcq_vanilla_eval``, ``extract_answer_from_item``, via
 :mod:`trace_lib.extraction.choices`) and ``vlmeval/dataset/utils/wemath.py`` (``wemath_evaluate_models``), run
 by ``maveryn/trace@rlvr:rlvr/evaluation/scripts/run_official_vlmevalkit_saved_score.py`` (queue-column filter,
-``_primary_score`` with ``Score (Strict)``), spec benchmarks-charts-math §8.
+``_primary_score`` with ``Score (Strict)``).
 
 Quirks reproduced on purpose:
 - the prompt appends ``\\n{requirement}`` after the options (``COT`` alias); a hint comes first when present;

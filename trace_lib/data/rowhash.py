@@ -1,4 +1,4 @@
-"""Row and media identity hashes (eval-campaign spec §2.5, §3.5), shared by the manifest and generation.
+"""Row and media identity hashes, shared by the manifest and generation.
 
 ``source_row_hash`` hashes a row's fields without its media columns; ``row_key`` is upstream's per-row
 identity ``<ordinal:08d>:<index>:<source_row_hash[:16]>``; ``media_set_sha256`` and ``source_record_sha256``

@@ -40,7 +40,9 @@ def _targets(node: ast.AST, parts: list[str], is_package: bool) -> list[str]:
         module = ".".join(base + ([node.module] if node.module else []))
     else:
         module = node.module or ""
-    return [f"trace_lib.{alias.name}" for alias in node.names] if module == "trace_lib" else [module]
+    if module == "trace_lib":  # ``from trace_lib import options``; ``__version__`` is the root's own
+        return [f"trace_lib.{alias.name}" for alias in node.names if not alias.name.startswith("__")]
+    return [module]
 
 
 def circles(edges: Edges) -> list[list[str]]:

@@ -1,6 +1,6 @@
 """``train run`` / ``train smoke``: verify inputs, convert data, write the verl config and run receipt, launch verl.
 
-``run_training(release, profile, request) -> int`` follows upstream's ``run_training`` (spec §1.5): inputs
+``run_training(release, profile, request) -> int`` follows upstream's ``run_training``: inputs
 re-hashed against the input receipt; exactly the profile's GPU count; an empty output directory; the
 resolved verl configuration (``resolved_verl.yaml``, composed with verl's own Hydra config and checked by
 verl's validators) and ``run_receipt.json`` (``status: launching``) written before launch; then

@@ -3,7 +3,7 @@
 ``extract(response, answer_type) -> Extraction`` sees only the raw response and the declared answer type, never
 the question, image, choices or ground truth. It mirrors upstream's extractor
 (``maveryn/trace@rlvr:rlvr/evaluation/trace_validation/answer_extraction.py``) behaviour for behaviour, including
-its quirks (spec validation-and-preflight.md §A6, vectors §A10.1):
+its quirks:
 
 - candidates come from answer tags, code fences, ``final json:`` sections and balanced ``{...}`` objects
   (structured), then ``final answer:`` / ``answer:`` lines, ``\\boxed{}`` and, for option letters, a bare last

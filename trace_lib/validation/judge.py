@@ -1,4 +1,4 @@
-"""Ground-truth-blind judge fallback (``trace-validation-qwen3-answer-extractor-v2``, spec §A7).
+"""Ground-truth-blind judge fallback (``trace-validation-qwen3-answer-extractor-v2``).
 
 ``run_judge(pending, suite_judge, template, endpoints, output_dir)`` takes the rows the deterministic extractor left
 ``missing``/``ambiguous`` (exactly eight GT-blind fields each), renders one prompt per row client side with the judge
@@ -164,7 +164,7 @@ def check_receipt(receipt: Mapping[str, Any], *, row: Mapping[str, Any], contrac
     """A judge receipt is exactly bound to ``row`` and ``contract`` and its attempts justify its result.
 
     Raises:
-        JudgeOutputError: the first violated rule (upstream's ``_validate_receipt`` rules, spec §A7.4).
+        JudgeOutputError: the first violated rule (upstream's ``_validate_receipt`` rules).
     """
     if set(receipt) != RECEIPT_FIELDS:
         raise JudgeOutputError("receipt fields differ from the frozen schema")

@@ -1,4 +1,4 @@
-"""Validation of one Qwen3 judge output against the raw response it read (spec §A7.3, vectors §A10.2).
+"""Validation of one Qwen3 judge output against the raw response it read.
 
 ``validate_judge_output(output, raw_response=..., answer_type=...)`` returns ``{"status", "answer", "evidence"}`` or
 raises :class:`JudgeOutputError` (an invalid attempt: the retry ladder moves on). A valid output is one strict JSON

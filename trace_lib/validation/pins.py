@@ -3,8 +3,8 @@
 Everything else (suite, decoding, judge pins and ladder, models, canonical scores) is read from the release at run
 time (``rlvr/evaluation/trace_validation/*.json``, pinned by :mod:`trace_lib.release.identity`). What is here are
 upstream's code constants: the post-squash dataset identity new runs download, the prepared-manifest hashes,
-the equivalence-bridge contract, the judge's system prompt and the artifact schema/contract names
-(spec validation-and-preflight.md §A1.2, §A2, §A3, §A7).
+the equivalence-bridge contract, the judge's system prompt and the artifact schema/contract names.
+How the validation pipeline uses them: docs/architecture.md ("The TRACE validation slice").
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ IMAGE_MARKER = "<image>"
 #: Keys that would leak the ground truth into a generation request.
 GROUND_TRUTH_KEYS = frozenset({"answer_gt", "annotation_gt", "reward_contract"})
 
-# -- the generation server of the paper run (README flags, spec §A5.1) -------------------------------------------
+# -- the generation server of the paper run (README flags) -------------------------------------------
 SERVER_MAX_MODEL_LEN = 8192
 SERVER_LIMIT_MM_PER_PROMPT = {"image": 1, "video": 0}
 SERVER_GPU_MEMORY_UTILIZATION = 0.90

@@ -1,4 +1,4 @@
-"""One TRACE-validation generation request per manifest row, exactly as upstream sends it (spec §A5.2).
+"""One TRACE-validation generation request per manifest row, exactly as upstream sends it.
 
 ``build_request(row, manifest, system_prompt=..., suite=...)`` returns a
 :class:`~trace_lib.generation.request.ChatRequest` whose ``payload(served_model)`` is upstream's body: a system

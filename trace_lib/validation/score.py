@@ -1,4 +1,4 @@
-"""Score one model's validation responses (``trace-validation-answer-scoring-v2``, spec §A8).
+"""Score one model's validation responses (``trace-validation-answer-scoring-v2``).
 
 ``run_score(release, manifest_path, generation_dir, output_dir, judge_results=None)`` validates the dataset, the
 generation run (complete, same dataset/prompt/decoding/revision, intact hashes) and, when given, the judge

@@ -1,4 +1,4 @@
-"""Verification phases of a TRACE-validation campaign: ``release``, ``generation-only`` and ``full`` (spec §A9).
+"""Verification phases of a TRACE-validation campaign: ``release``, ``generation-only`` and ``full``.
 
 - ``release`` (offline): the suite's contract, the results table against its release receipt (hashes, source,
   roster, denominators, campaign counts) and, beyond upstream, that every score is a whole number of rows.
