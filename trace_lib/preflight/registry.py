@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from trace_lib import options
-from trace_lib.errors import UsageError
+from trace_lib.errors import InputError, UsageError
 from trace_lib.preflight.context import CheckContext, GroupOutcome
 
 #: Group modules in check order (upstream's preflight order, then train.py check's, then the pinned identity).
@@ -73,3 +73,16 @@ def run_group(check: CheckGroup, ctx: CheckContext) -> GroupOutcome:
             f"stopped on unexpected release structure: {type(exc).__name__}: {exc}",
         )
     return out
+
+
+def require_group(check: CheckGroup, ctx: CheckContext, *, error: type[InputError] = InputError) -> GroupOutcome:
+    """Run one group for a caller that stops at the first failure (``validation verify``, the equivalence bridge).
+
+    Raises:
+        error: the group's first failure, as one line naming its file and field.
+    """
+    outcome = run_group(check, ctx)
+    if outcome.failures:
+        first = outcome.failures[0]
+        raise error(first.message, file=first.file, field=first.field, expected=first.expected, found=first.found)
+    return outcome

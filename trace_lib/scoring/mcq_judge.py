@@ -15,7 +15,7 @@ whole first round fails at the transport level raises :class:`~trace_lib.errors.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from trace_lib.errors import InputError, JudgeError
 from trace_lib.extraction.choices import API_FAIL_MARKER, build_judge_prompt, build_option_str, can_infer
@@ -27,6 +27,44 @@ JUDGE_ROUNDS = 3
 #: The judge request settings of the official route (campaign ``_judge_kwargs``).
 JUDGE_MAX_TOKENS = 256
 JUDGE_TEMPERATURE = 0  # the int VLMEvalKit's wrapper sends (judge_kwargs "temperature": 0)
+
+
+def chat_rounds(
+    judge: Judge,
+    prompts: Sequence[str],
+    pending: Sequence[int],
+    accept: Callable[[int, str], Any],
+    *,
+    benchmark: str,
+    rounds: int = JUDGE_ROUNDS,
+) -> tuple[dict[int, Any], dict[int, list[str]]]:
+    """Upstream's official-route judge retry (``extract_answer_from_item``, EASI's ``call_llm_extract``): ask the
+    ``pending`` prompts, re-ask those whose reply ``accept(position, text)`` maps to None, ``rounds`` times at most.
+    Returns the accepted values and every prompt's replies, by position.
+
+    Raises:
+        JudgeError: the whole first round failed for the judge's own reasons (:func:`first_round_failed`).
+    """
+    done: dict[int, Any] = {}
+    replies: dict[int, list[str]] = {pos: [] for pos in pending}
+    waiting = list(pending)
+    for round_no in range(rounds):
+        if not waiting:
+            break
+        answers = judge.chat([prompts[p] for p in waiting], max_tokens=JUDGE_MAX_TOKENS, temperature=JUDGE_TEMPERATURE)
+        if round_no == 0 and first_round_failed(answers):
+            raise JudgeError(f"{benchmark}: every judge request failed", field="--judge-url",
+                             hint="every request answered 5xx or timed out; check the judge's log")
+        still = []
+        for pos, answer in zip(waiting, answers):
+            replies[pos].append(answer.text)
+            value = accept(pos, answer.text)
+            if value is None:
+                still.append(pos)
+            else:
+                done[pos] = value
+        waiting = still
+    return done, replies
 
 
 @dataclass
@@ -84,27 +122,15 @@ def extract_options(
     if pending and judge is None:
         raise JudgeError(f"{benchmark}: {len(pending)} rows need the Qwen3-32B judge and none is configured",
                          field="--judge-url", hint="start the judge and pass --judge-url")
-    calls = {pos: 0 for pos in pending}
-    replies: dict[int, list[str]] = {pos: [] for pos in pending}
-    for round_no in range(JUDGE_ROUNDS):
-        if not pending:
-            break
-        answers = judge.chat([prompts[p] for p in pending], max_tokens=JUDGE_MAX_TOKENS,  # type: ignore[union-attr]
-                             temperature=JUDGE_TEMPERATURE)
-        if round_no == 0 and first_round_failed(answers):
-            raise JudgeError(f"{benchmark}: every judge request failed", field="--judge-url",
-                             hint="every request answered 5xx or timed out; check the judge's log")
-        still = []
-        for pos, answer in zip(pending, answers):
-            calls[pos] += 1
-            replies[pos].append(answer.text)
-            if API_FAIL_MARKER not in answer.text:
-                option = can_infer(answer.text, items[pos].choices)
-                if option:
-                    results[pos] = McqOption(str(option), "judge", calls[pos], judge_replies=tuple(replies[pos]))
-                    continue
-            still.append(pos)
-        pending = still
+
+    def accept(pos: int, text: str) -> str | None:
+        option = None if API_FAIL_MARKER in text else can_infer(text, items[pos].choices)
+        return str(option) if option else None
+
+    options, replies = chat_rounds(judge, prompts, pending, accept, benchmark=benchmark)  # type: ignore[arg-type]
+    for pos, option in options.items():
+        results[pos] = McqOption(option, "judge", len(replies[pos]), judge_replies=tuple(replies[pos]))
+    pending = [pos for pos in pending if pos not in options]
     for pos in pending:
         item = items[pos]
         if "Z" in item.choices:
@@ -113,7 +139,8 @@ def extract_options(
         letters = [*item.choices, "Z"]
         # quirk: upstream draws random.choice unseeded here; the stand-in is seeded by (benchmark, index, seed)
         drawn = deterministic_choice(letters, benchmark=benchmark, index=item.index, seed=seed)
-        results[pos] = McqOption(drawn, "fallback", calls[pos], fallback=True, judge_replies=tuple(replies[pos]))
+        results[pos] = McqOption(drawn, "fallback", len(replies[pos]), fallback=True,
+                                 judge_replies=tuple(replies[pos]))
     return [r for r in results if r is not None]
 
 

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from trace_lib.errors import InputError
 from trace_lib.preflight import equivalence
 from trace_lib.preflight.context import CheckContext
-from trace_lib.preflight.registry import run_group
+from trace_lib.preflight.registry import require_group
 from trace_lib.release import identity
 from trace_lib.release.locate import ReleaseRoot
 from trace_lib.validation import pins
@@ -84,11 +84,7 @@ def check_equivalence_bridge(
              is not None, "reproduction prepared-manifest SHA-256 is invalid")
     _require(_COMMIT.fullmatch(pins.EQUIVALENCE_COMPARED_REVISION) is not None,
              "compared dataset revision is not immutable")
-    outcome = run_group(equivalence.GROUP, CheckContext(release, pinned=True))
-    if outcome.failures:
-        first = outcome.failures[0]
-        raise EquivalenceError(first.message, file=first.file, field=first.field, expected=first.expected,
-                               found=first.found)
+    require_group(equivalence.GROUP, CheckContext(release, pinned=True), error=EquivalenceError)
     receipt = release.read_json(rel)
     # The receipt is well formed and passes (the preflight's group); here it must bridge exactly these pins.
     _require(receipt.get("repository") == historical["repo_id"], "receipt repository does not match the suite dataset")

@@ -28,7 +28,7 @@ from urllib.parse import urlparse
 from trace_lib.errors import InputError, TraceReproError
 from trace_lib.preflight import validation_release
 from trace_lib.preflight.context import CheckContext
-from trace_lib.preflight.registry import run_group
+from trace_lib.preflight.registry import require_group
 from trace_lib.release import identity
 from trace_lib.release.load import sha256_file
 from trace_lib.release.locate import ReleaseRoot
@@ -134,11 +134,7 @@ def verify_release(release: ReleaseRoot, *, pinned: bool = True) -> dict[str, An
     if pinned and release.exists(rec_rel):
         _require(release.sha256(rec_rel) == identity.CANONICAL_SHA256[rec_rel], "release receipt SHA-256 mismatch",
                  file=rec_rel, expected=identity.CANONICAL_SHA256[rec_rel], found=release.sha256(rec_rel))
-    outcome = run_group(validation_release.GROUP, CheckContext(release, pinned=pinned))
-    if outcome.failures:
-        first = outcome.failures[0]
-        raise VerificationError(first.message, file=first.file, field=first.field, expected=first.expected,
-                                found=first.found)
+    require_group(validation_release.GROUP, CheckContext(release, pinned=pinned), error=VerificationError)
     receipt = release.read_json(rec_rel)
     return {
         "models": len(release.read_json(res_rel)["results"]),
