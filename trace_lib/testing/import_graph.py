@@ -4,15 +4,17 @@ imports alike), for the test that keeps it free of circles (docs/architecture.md
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 #: (importing module, imported package) -> the importing modules' names.
 Edges = dict[tuple[str, str], set[str]]
 
 
+@functools.lru_cache(maxsize=4)
 def package_edges(root: Path) -> Edges:
     """Every arrow ``package -> package`` of the ``trace_lib`` tree at ``root``; a root module (``options``,
-    ``errors``, ``pytest_plugin`` ...) counts as the unit ``trace_lib``."""
+    ``errors``, ``pytest_plugin`` ...) counts as the unit ``trace_lib``. Cached per root: do not mutate."""
     edges: Edges = {}
     for path in sorted(root.rglob("*.py")):
         parts = list(path.relative_to(root.parent).with_suffix("").parts)
