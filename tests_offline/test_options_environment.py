@@ -37,3 +37,10 @@ def test_every_variable_is_listed_once_with_its_default():
     assert options.VALIDATION_BACKEND_ENV.read({}) == "vllm"
     assert options.VALIDATION_BACKEND_ENV.read({"TRACE_VALIDATION_BACKEND": "openai"}) == "openai"
     assert options.DEBUG_ENV.enabled({"TRACE_REPRO_DEBUG": "1"}) and not options.DEBUG_ENV.enabled({})
+
+
+def test_every_variable_read_through_options_is_listed():
+    """A new Option with ``env`` or a new EnvVar joins ENVIRONMENT without a second list to keep in step."""
+    names = {v.env for v in vars(options).values() if isinstance(v, options.Option) and v.env}
+    names |= {v.name for v in vars(options).values() if isinstance(v, options.EnvVar)}
+    assert set(options.ENVIRONMENT) == names and "TRACE_SLICE_TIMEOUT" in names

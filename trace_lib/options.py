@@ -234,13 +234,10 @@ REFERENCE_PYTHON_ENV = EnvVar("TRACE_REFERENCE_PYTHON", "paper_env lane: an inte
 REFERENCE_PYTHONPATH_ENV = EnvVar("TRACE_REFERENCE_PYTHONPATH", "paper_env lane: that interpreter's extra path")
 DEBUG_ENV = EnvVar("TRACE_REPRO_DEBUG", "1: show tracebacks instead of one-line errors")
 
-#: Every ``TRACE_*`` environment variable, by name (Options and EnvVars).
+#: Every ``TRACE_*`` environment variable, by name: each Option with an ``env`` and each EnvVar of this module.
 ENVIRONMENT: dict[str, Option | EnvVar] = {
-    **{o.env: o for o in (*COMMON, *REPRODUCTION, ARCHIVE_ROOT) if o.env},
-    **{v.name: v for v in (MODEL_ROOT_ENV, DATA_ROOT_ENV, RUN_TAG_ENV, GPU_GROUPS_ENV, PHASE_ENV, SESSION_PHASE_ENV,
-                           JUDGE_LOG_DIR_ENV, JUDGE_CONCURRENCY_ENV, VALIDATION_DIR_ENV, JUDGE_TOKENIZER_ENV,
-                           VALIDATION_BACKEND_ENV, VALIDATION_BACKEND_OPTIONS_ENV, VALIDATION_BASE_URL_ENV,
-                           REFERENCE_PYTHON_ENV, REFERENCE_PYTHONPATH_ENV, DEBUG_ENV)},
+    **{v.env: v for v in list(globals().values()) if isinstance(v, Option) and v.env},
+    **{v.name: v for v in list(globals().values()) if isinstance(v, EnvVar)},
 }
 
 

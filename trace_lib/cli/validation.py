@@ -117,9 +117,14 @@ def _release(args: argparse.Namespace) -> Any:
 
 
 def _layout(args: argparse.Namespace) -> Any:
+    from trace_lib.campaign.plan import DEFAULT_WORK_DIR
     from trace_lib.validation.layout import ValidationLayout
 
-    return ValidationLayout.resolve(args.work_dir, options.resolve(args, options.CAMPAIGN_ROOT))
+    value = args.work_dir or os.environ.get(WORK_DIR_ENV)
+    if not value:
+        campaign = options.resolve(args, options.CAMPAIGN_ROOT)
+        value = Path(campaign) / "validation" if campaign else DEFAULT_WORK_DIR / "validation"
+    return ValidationLayout(Path(value).expanduser().resolve())
 
 
 def _model_root(args: argparse.Namespace) -> Path:
