@@ -64,7 +64,7 @@ def test_tiny_model_slice_with_vllm(short_release, tiny_model, tmp_path: Path) -
     from trace_lib.validation.layout import ValidationLayout
     from trace_lib.validation.pipeline import SliceSettings, plan_validation, run_validation_slice
     from trace_lib.validation.prepare import prepare_dataset
-    from trace_lib.validation.suite import load_validation_suite
+    from trace_lib.release.validation_suite import load_validation_suite
     from trace_lib.validation.tiny import build_tiny_parquet
     from trace_lib.validation.verify import verify_full
 

@@ -73,7 +73,7 @@ def _identity_archive(tmp_path, suite, rows, *, prompt=lambda r: r["prompt_answe
 
 def test_validation_prompts_identical_to_the_archive(tmp_path, release):
     from trace_lib.archive.validation_identity import compare_validation_identity
-    from trace_lib.validation.suite import load_validation_suite
+    from trace_lib.release.validation_suite import load_validation_suite
 
     suite, rows = load_validation_suite(release), _manifest_rows()
     archive, archived = _identity_archive(tmp_path, suite, rows)
@@ -93,7 +93,7 @@ def test_validation_prompts_identical_to_the_archive(tmp_path, release):
 def test_validation_prompt_decoding_and_row_differences_are_named(tmp_path, release):
     from trace_lib.archive.validation_identity import compare_validation_identity
     from trace_lib.validation.request import sampling_fields
-    from trace_lib.validation.suite import load_validation_suite
+    from trace_lib.release.validation_suite import load_validation_suite
 
     suite, rows = load_validation_suite(release), _manifest_rows()
     key = ("trace-qwen2.5-vl-3b", 42, BENCH)

@@ -53,7 +53,7 @@ def test_validation_results_that_are_not_an_object_are_a_finding(capsys, tmp_pat
     root = _release_copy(release, tmp_path / "rel", identity.VALIDATION_RESULTS, "[1]")
     code, out, err = _cli(capsys, "validation", "verify", "--trace-root", str(root), "release")
     assert code == 1 and "Traceback" not in err
-    assert f"{identity.VALIDATION_RESULTS}: not a JSON object" in out + err
+    assert f"{identity.VALIDATION_RESULTS}: document must be a JSON object" in out + err  # the preflight's message
 
 
 def test_summarize_out_below_a_file_is_a_usage_error(capsys, tmp_path, release):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from trace_lib.errors import JudgeError
-from trace_lib.extraction.choices import McqItem, extract_options
+from trace_lib.scoring.mcq_judge import McqItem, extract_options
 from trace_lib.scoring.judge import (
     JUDGE_SERVED_NAME,
     VLMEVAL_FAIL_MSG,
@@ -107,7 +107,8 @@ def test_bodies_are_byte_identical_to_upstreams(stub):
     """Bodies as upstream builds them: VLMEvalKit ``OpenAIWrapper.generate_inner`` (``json.dumps`` of model,
     messages, n, temperature, default kwargs, then max_tokens, ``n`` popped for a local base); the persistent and
     validation clients (``requests`` ``json=``: ``json.dumps(..., allow_nan=False)``)."""
-    from trace_lib.validation.judge import post_completions
+    from trace_lib.scoring.judge import completions_body, post_completions
+    from trace_lib.validation.judge import STACK
 
     prompt = "Which is it? é 数 \"quoted\"\n\tB"
     stub.raw_requests.clear()
@@ -115,8 +116,9 @@ def test_bodies_are_byte_identical_to_upstreams(stub):
     client.chat([prompt], max_tokens=256, temperature=0)
     client.complete([prompt], max_tokens=16)
     client.complete([prompt, prompt + "2"], max_tokens=300, temperature=0.0, top_p=1.0)
-    post_completions(stub.url, model="qwen3-32b-trace-validation-extractor", prompts=[prompt], max_tokens=128,
-                     temperature=0.0, top_p=1.0, timeout_s=10)
+    body = completions_body("qwen3-32b-trace-validation-extractor", [prompt], max_tokens=128, temperature=0.0,
+                            top_p=1.0, stack=STACK.name)
+    post_completions(stub.url, body, count=1, timeout_s=10)
     got = [raw for _, raw in stub.raw_requests]
 
     payload = dict(model=JUDGE_SERVED_NAME, messages=[dict(role="user", content=[dict(type="text", text=prompt)])],
@@ -167,7 +169,7 @@ def _responder(route: str, body: dict) -> str:
 def _validation_inputs(release, tmp_path: Path):
     from trace_lib.validation.chat_template import ChatTemplate
     from trace_lib.validation.score import pending_row
-    from trace_lib.validation.suite import load_validation_suite
+    from trace_lib.release.validation_suite import load_validation_suite
 
     judge = load_validation_suite(release).judge
     (tmp_path / "tok").mkdir()

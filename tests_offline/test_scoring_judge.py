@@ -243,3 +243,27 @@ def test_callable_judge_applies_the_minimum_completion_budget():
     fake = CallableJudge(lambda prompt, transport, settings: f"{transport}:{settings['max_tokens']}")
     assert fake.complete(["q"], max_tokens=16)[0].text == "completions:128"
     assert fake.chat(["q"], max_tokens=16)[0].text == "chat:16"
+
+
+def test_a_stack_name_cannot_be_registered_with_another_policy():
+    """One ladder, per-stack body policies by name: re-registering a name with other settings is refused."""
+    from trace_lib.scoring.judge import StackPolicy, register_stack, stack_policy
+
+    assert register_stack(StackPolicy("persistent")) is not None  # the same policy again: a no-op
+    with pytest.raises(ValueError, match="already registered"):
+        register_stack(StackPolicy("persistent", seed=1))
+    assert stack_policy("persistent").seed is None
+
+
+def test_climb_ladder_reasks_only_what_check_rejects():
+    from trace_lib.scoring.judge import climb_ladder
+
+    asked = []
+
+    def ask(rung, budget, indices):
+        asked.append((rung, budget, list(indices)))
+        return [JudgeReply("x" * rung, "stop", max_tokens=budget) for _ in indices]
+
+    ladders = climb_ladder(ask, 3, [1, 2, 4], check=lambda rung, i, r: None if rung >= i else "no")
+    assert asked == [(0, 1, [0, 1, 2]), (1, 2, [1, 2]), (2, 4, [2])]
+    assert [len(rungs) for rungs in ladders] == [1, 2, 3] and ladders[2][-1].problem is None

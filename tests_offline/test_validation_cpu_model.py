@@ -45,7 +45,7 @@ def test_tiny_model_slice_on_cpu(short_release, tiny_model, tmp_path: Path) -> N
     from trace_lib.validation.layout import ValidationLayout
     from trace_lib.validation.pipeline import SliceSettings, plan_validation, run_validation_slice
     from trace_lib.validation.prepare import prepare_dataset
-    from trace_lib.validation.suite import load_validation_suite
+    from trace_lib.release.validation_suite import load_validation_suite
     from trace_lib.validation.tiny import build_tiny_parquet
     from trace_lib.validation.verify import verify_full
     from trace_lib.generation.backends.hf import HFBackend
@@ -91,7 +91,7 @@ def test_judge_prompt_rendering_matches_transformers(tiny_model, tmp_path: Path)
     from transformers import AutoTokenizer
 
     from trace_lib.validation import pins
-    from trace_lib.validation.canonical import canonical_json
+    from trace_lib.jsonio import canonical_json_utf8
     from trace_lib.validation.chat_template import ChatTemplate
     from trace_lib.validation.judge import render_prompt
 
@@ -100,7 +100,7 @@ def test_judge_prompt_rendering_matches_transformers(tiny_model, tmp_path: Path)
     template = ChatTemplate.from_tokenizer_dir(tmp_path)
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_model))
     for raw, answer_type in (("Answer: B\nD", "option_letter"), ('Résumé "x" {y}\n', "string")):
-        user = canonical_json({"answer_type": answer_type, "model_response": raw})
+        user = canonical_json_utf8({"answer_type": answer_type, "model_response": raw})
         messages = [{"role": "system", "content": pins.JUDGE_SYSTEM_PROMPT}, {"role": "user", "content": user}]
         expected = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
                                                  enable_thinking=False, chat_template=text)

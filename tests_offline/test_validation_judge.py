@@ -13,12 +13,13 @@ from trace_lib.errors import InputError, JudgeError
 from trace_lib.scoring.judge import render_qwen3_no_think
 from trace_lib.testing.openai_server import OpenAIStubServer
 from trace_lib.validation import pins
-from trace_lib.validation.canonical import canonical_json, read_json
+from trace_lib.jsonio import canonical_json_utf8
+from trace_lib.validation.canonical import read_json
 from trace_lib.validation.chat_template import ChatTemplate
 from trace_lib.validation.judge import check_receipt, render_prompt, run_judge
 from trace_lib.validation.judge_output import JudgeOutputError, validate_judge_output
 from trace_lib.validation.score import pending_row
-from trace_lib.validation.suite import load_validation_suite
+from trace_lib.release.validation_suite import load_validation_suite
 
 VECTORS = [json.loads(line) for line in
            (Path(__file__).parent / "data" / "validation_judge_output_vectors.jsonl").read_text().splitlines()]
@@ -57,7 +58,7 @@ def template(tmp_path: Path) -> ChatTemplate:
 
 def test_prompt_is_system_plus_canonical_user_payload_without_thinking(template: ChatTemplate) -> None:
     rendered = render_prompt(template, 'Résumé: "B"', "option_letter")
-    user = canonical_json({"answer_type": "option_letter", "model_response": 'Résumé: "B"'})
+    user = canonical_json_utf8({"answer_type": "option_letter", "model_response": 'Résumé: "B"'})
     assert user == '{"answer_type":"option_letter","model_response":"Résumé: \\"B\\""}'
     assert rendered == render_qwen3_no_think(user, system=pins.JUDGE_SYSTEM_PROMPT)
 

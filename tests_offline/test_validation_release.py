@@ -13,11 +13,12 @@ from trace_lib.release import identity
 from trace_lib.release.locate import ReleaseRoot, locate_release
 from trace_lib.validation import pins
 from trace_lib.validation.equivalence import EquivalenceError, check_equivalence_bridge
-from trace_lib.validation.suite import load_release_scores, load_system_prompt, load_validation_suite
+from trace_lib.release.validation_suite import load_release_scores, load_system_prompt, load_validation_suite
 from trace_lib.validation.verify import VerificationError, verify_release
 
 _FILES = (identity.SUITE, identity.VALIDATION_SUITE, identity.VALIDATION_RESULTS, identity.VALIDATION_RECEIPT,
-          identity.DATASET_EQUIVALENCE, identity.SYSTEM_PROMPT)
+          identity.DATASET_EQUIVALENCE, identity.SYSTEM_PROMPT, identity.VALIDATION_PATCHES, identity.RELEASE_RECEIPTS,
+          identity.RESULTS)
 
 
 def _copy(release: ReleaseRoot, dest: Path) -> ReleaseRoot:
@@ -50,14 +51,14 @@ def test_release_phase_report(release: ReleaseRoot) -> None:
 def test_an_edited_score_breaks_the_receipt(release: ReleaseRoot, tmp_path: Path) -> None:
     copy = _copy(release, tmp_path)
     _edit(copy, identity.VALIDATION_RESULTS, lambda d: d["results"][1].__setitem__("score", 41.1))
-    with pytest.raises(VerificationError, match="release receipt results hash mismatch"):
+    with pytest.raises(VerificationError, match=r"public_release\.results_sha256: differs from the SHA-256"):
         verify_release(copy)
 
 
 def test_unpinned_mode_still_recomputes(release: ReleaseRoot, tmp_path: Path) -> None:
     copy = _copy(release, tmp_path)
     _edit(copy, identity.VALIDATION_RESULTS, lambda d: d["results"][0].__setitem__("score", 24.47))
-    with pytest.raises(VerificationError, match="(score is not a whole number of rows|results hash mismatch)"):
+    with pytest.raises(VerificationError, match=r"(is not a whole number of correct rows|results_sha256: differs)"):
         verify_release(copy, pinned=False)
 
 

@@ -8,7 +8,7 @@ from trace_lib.validation.extraction import extract
 from trace_lib.validation.historical import historical_fields
 from trace_lib.validation.match import semantic_correct
 from trace_lib.validation.score import aggregate, summary_markdown
-from trace_lib.validation.suite import load_release_scores
+from trace_lib.release.validation_suite import load_release_scores
 from trace_lib.validation.tolerance import check_validation_score
 
 MATCH = [

@@ -1,4 +1,4 @@
-"""VLMEvalKit ImageMCQ machinery (``trace_lib.extraction.choices``): prompt, ``can_infer``, MCQ judge loop."""
+"""VLMEvalKit ImageMCQ machinery: prompt, ``can_infer`` (extraction.choices) and the MCQ judge loop (scoring.mcq_judge)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 
 from trace_lib.errors import InputError, JudgeError
 from trace_lib.extraction import choices as mcq
+from trace_lib.scoring import mcq_judge
 from trace_lib.scoring.judge import CallableJudge, JudgeReply
 
 SUITCASE = {"A": "The suitcase is on the book.", "B": "The suitcase is beneath the cat.",
@@ -98,29 +99,29 @@ def test_can_infer_text_lowercases_the_callers_choices_in_place() -> None:
     assert choices == {"A": "lamp", "B": "chair"}
 
 
-def _items(*predictions: str) -> list[mcq.McqItem]:
-    return [mcq.McqItem(index=i, question="Where is the suitcase", prediction=p, choices=dict(SUITCASE))
+def _items(*predictions: str) -> list[mcq_judge.McqItem]:
+    return [mcq_judge.McqItem(index=i, question="Where is the suitcase", prediction=p, choices=dict(SUITCASE))
             for i, p in enumerate(predictions)]
 
 
 def test_prefetch_needs_no_judge() -> None:
-    out = mcq.extract_options(_items("A"), judge=None, use_judge=True, benchmark="mmstar", seed=42)
+    out = mcq_judge.extract_options(_items("A"), judge=None, use_judge=True, benchmark="mmstar", seed=42)
     assert (out[0].option, out[0].method, out[0].judge_calls) == ("A", "prefetch", 0)
 
 
 def test_exact_matching_policy_gives_z() -> None:
-    out = mcq.extract_options(_items("B and C"), judge=None, use_judge=False, benchmark="realworldqa", seed=42)
+    out = mcq_judge.extract_options(_items("B and C"), judge=None, use_judge=False, benchmark="realworldqa", seed=42)
     assert (out[0].option, out[0].method) == ("Z", "exact_matching")
 
 
 def test_missing_judge_on_a_judge_route_raises() -> None:
     with pytest.raises(JudgeError, match="need the Qwen3-32B judge"):
-        mcq.extract_options(_items("B and C"), judge=None, use_judge=True, benchmark="mmstar", seed=42)
+        mcq_judge.extract_options(_items("B and C"), judge=None, use_judge=True, benchmark="mmstar", seed=42)
 
 
 def test_judge_prompt_and_settings() -> None:
     judge = CallableJudge(lambda prompt, transport, settings: "C")
-    out = mcq.extract_options(_items("B and C"), judge=judge, use_judge=True, benchmark="mmstar", seed=42)
+    out = mcq_judge.extract_options(_items("B and C"), judge=judge, use_judge=True, benchmark="mmstar", seed=42)
     prompt, transport, settings = judge.calls[0]
     assert (out[0].option, transport, settings) == ("C", "chat", {"max_tokens": 256, "temperature": 0.0})
     assert prompt.endswith("Question: Where is the suitcase?\nOptions: There are several options: \n"
@@ -131,8 +132,8 @@ def test_judge_prompt_and_settings() -> None:
 
 def test_three_unusable_replies_fall_back_deterministically() -> None:
     judge = CallableJudge(lambda *_: "I cannot decide")
-    first = mcq.extract_options(_items("B and C"), judge=judge, use_judge=True, benchmark="mmstar", seed=43)
-    again = mcq.extract_options(_items("B and C"), judge=judge, use_judge=True, benchmark="mmstar", seed=43)
+    first = mcq_judge.extract_options(_items("B and C"), judge=judge, use_judge=True, benchmark="mmstar", seed=43)
+    again = mcq_judge.extract_options(_items("B and C"), judge=judge, use_judge=True, benchmark="mmstar", seed=43)
     assert first[0].fallback and first[0].judge_calls == 3 and first[0].option in "ABCDZ"
     assert first == again
 
@@ -140,7 +141,7 @@ def test_three_unusable_replies_fall_back_deterministically() -> None:
 def test_api_failure_rounds_count_toward_the_three() -> None:
     replies = iter(["Failed to obtain answer via API. ", "Failed to obtain answer via API. ", "D"])
     judge = CallableJudge(lambda *_: next(replies))
-    out = mcq.extract_options(_items("B and C"), judge=judge, use_judge=True, benchmark="mmstar", seed=42)
+    out = mcq_judge.extract_options(_items("B and C"), judge=judge, use_judge=True, benchmark="mmstar", seed=42)
     assert (out[0].option, out[0].judge_calls, out[0].fallback) == ("D", 3, False)
 
 
@@ -151,5 +152,5 @@ class _DeadJudge(CallableJudge):
 
 def test_unreachable_judge_is_a_hard_failure() -> None:
     with pytest.raises(JudgeError, match="every judge request failed"):
-        mcq.extract_options(_items("B and C"), judge=_DeadJudge(lambda *_: ""), use_judge=True,
+        mcq_judge.extract_options(_items("B and C"), judge=_DeadJudge(lambda *_: ""), use_judge=True,
                             benchmark="mmstar", seed=42)

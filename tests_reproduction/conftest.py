@@ -20,6 +20,7 @@ from typing import Callable
 import pytest
 
 from trace_lib import options
+from trace_lib.benchmarks import deviations
 from trace_lib.errors import TraceReproError
 
 _PLAN = pytest.StashKey[object]()
@@ -139,7 +140,8 @@ def run_slice(slice_runner, receipt, trace_phase, pytestconfig: pytest.Config, r
             outcome = slice_runner.run(slice_)
         except TraceReproError as exc:
             pytest.fail(exc.render(), pytrace=False)
-        for name, value in outcome.properties():
+        lines = deviations.for_benchmark(slice_.benchmark)  # the one list of deliberate deviations
+        for name, value in outcome.properties() + deviations.receipt_properties(lines):
             receipt(name, value)
         receipt("engine_loads", " ".join(slice_runner.engines.loads))
         receipt("cuda_visible_devices", os.environ.get("CUDA_VISIBLE_DEVICES", ""))
@@ -245,18 +247,11 @@ def archive_check(pytestconfig: pytest.Config, release, receipt) -> Callable:
 def validation_archive_check(pytestconfig: pytest.Config, release, receipt) -> Callable:
     """``validation_archive_check(slice_) -> ValidationArchiveResult``: the exact re-score against the prepared
     validation dataset and, with its images, prompt identity."""
-    from pathlib import Path
-
     from trace_lib.archive.lane import NO_ARCHIVE
-    from trace_lib.campaign.plan import DEFAULT_WORK_DIR
     from trace_lib.validation.layout import ValidationLayout
 
     lane = _archive_lane(pytestconfig, release)
-    value = os.environ.get("TRACE_VALIDATION_DIR")
-    if not value:
-        campaign = options.resolve(pytestconfig.option, options.CAMPAIGN_ROOT)
-        value = str(Path(campaign) / "validation") if campaign else str(DEFAULT_WORK_DIR / "validation")
-    layout = ValidationLayout(Path(value).expanduser().resolve())
+    layout = ValidationLayout.resolve(None, options.resolve(pytestconfig.option, options.CAMPAIGN_ROOT))
 
     def check(slice_):  # noqa: ANN001, ANN202
         from trace_lib.archive.validation import (

@@ -47,11 +47,7 @@ def _option(config: pytest.Config, name: str, env: str) -> str | None:
 
 @pytest.fixture(scope="session")
 def validation_layout(pytestconfig: pytest.Config) -> ValidationLayout:
-    value = os.environ.get("TRACE_VALIDATION_DIR")
-    if not value:
-        campaign = options.resolve(pytestconfig.option, options.CAMPAIGN_ROOT)
-        value = str(Path(campaign) / "validation") if campaign else str(DEFAULT_WORK_DIR / "validation")
-    return ValidationLayout(Path(value).expanduser().resolve())
+    return ValidationLayout.resolve(None, options.resolve(pytestconfig.option, options.CAMPAIGN_ROOT))
 
 
 @pytest.fixture(scope="session")
@@ -82,10 +78,10 @@ def slice_settings(pytestconfig: pytest.Config, trace_phase: str):
     if not judge_url and trace_phase != "generate":  # --phase generate needs no judge
         pytest.skip("judge not configured: pass --judge-url or --judge-serve (the suite's Qwen3-32B judge)")
     model_root = Path(_option(pytestconfig, "model_root", MODEL_ROOT_ENV) or DEFAULT_WORK_DIR / "models")
-    tokenizer = Path(os.environ.get("TRACE_JUDGE_TOKENIZER") or model_root / "qwen3-32b-judge")
+    tokenizer = Path(options.JUDGE_TOKENIZER_ENV.read() or model_root / "qwen3-32b-judge")
     if not tokenizer.is_dir():
         pytest.skip(f"judge tokenizer missing: {tokenizer} (set TRACE_JUDGE_TOKENIZER)")
-    backend = os.environ.get("TRACE_VALIDATION_BACKEND", "vllm")
+    backend = options.VALIDATION_BACKEND_ENV.read()
     if backend == "vllm":
         try:
             import torch
@@ -96,8 +92,8 @@ def slice_settings(pytestconfig: pytest.Config, trace_phase: str):
     try:
         return SliceSettings(
             backend=backend,
-            backend_options=json.loads(os.environ.get("TRACE_VALIDATION_BACKEND_OPTIONS") or "{}"),
-            endpoint_url=os.environ.get("TRACE_VALIDATION_BASE_URL"),
+            backend_options=json.loads(options.VALIDATION_BACKEND_OPTIONS_ENV.read()),
+            endpoint_url=options.VALIDATION_BASE_URL_ENV.read(),
             judge_urls=tuple(u.strip() for u in str(judge_url or "").split(",") if u.strip()),
             judge_template=ChatTemplate.from_tokenizer_dir(tokenizer),
             z=options.resolve(pytestconfig.option, options.TOLERANCE_Z),

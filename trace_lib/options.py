@@ -1,7 +1,8 @@
 """The options shared by the ``trace-repro`` CLI and the pytest plugin: one table, two surfaces.
 
 Each :class:`Option` is declared once (flag, environment variable, default, help); ``add_to_argparse`` and the
-pytest plugin add the same spellings. Precedence: flag, then environment, then default.
+pytest plugin add the same spellings. Precedence: flag, then environment, then default. Every other ``TRACE_*``
+environment variable the suite reads is an :class:`EnvVar` here, with its default; :data:`ENVIRONMENT` lists them all.
 """
 
 from __future__ import annotations
@@ -9,7 +10,9 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from trace_lib.errors import UsageError
@@ -188,3 +191,89 @@ def add_to_argparse(parser: argparse.ArgumentParser, *options: Option) -> None:
 def resolve(namespace: Any, option: Option) -> Any:
     """The effective value of ``option`` from a parsed namespace (or pytest config.option)."""
     return option.resolve(getattr(namespace, option.dest, None))
+
+
+# -- environment variables without a shared Option ---------------------------------------------------------------
+#: Where models, data, campaigns and judge logs go when no flag or environment variable says otherwise.
+DEFAULT_WORK_DIR = Path("trace-repro-work")
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    """A ``TRACE_*`` environment variable read beside a surface-specific flag (or none): name, meaning, default."""
+
+    name: str
+    help: str
+    default: Any = None
+
+    def read(self, env: dict[str, str] | None = None) -> Any:
+        """The variable's value when set and non-empty, else its default."""
+        value = (os.environ if env is None else env).get(self.name)
+        return value if value else self.default
+
+    def enabled(self, env: dict[str, str] | None = None) -> bool:
+        """True when the variable is ``1`` (a debugging switch)."""
+        return (os.environ if env is None else env).get(self.name) == "1"
+
+
+MODEL_ROOT_ENV = EnvVar("TRACE_MODEL_ROOT", "directory of the release models (--model-root)",
+                        default=DEFAULT_WORK_DIR / "models")
+DATA_ROOT_ENV = EnvVar("TRACE_DATA_ROOT", "prepared benchmark data (--data-root)", default=DEFAULT_WORK_DIR / "data")
+RUN_TAG_ENV = EnvVar("TRACE_RUN_TAG", "campaign name (--run-tag; default <suite>_temp<T>_seed<seeds>)")
+GPU_GROUPS_ENV = EnvVar("TRACE_GPU_GROUPS", "one engine per GPU group, e.g. '0,1;2,3' (--gpu-groups)", default="0")
+PHASE_ENV = EnvVar("TRACE_PHASE", "pytest reproduction phase: generate, score or all (--phase)", default="all")
+SESSION_PHASE_ENV = EnvVar("TRACE_REPRO_SESSION_PHASE",
+                           "set by the pytest controller for its session and xdist workers (never by a user)")
+JUDGE_LOG_DIR_ENV = EnvVar("TRACE_JUDGE_LOG_DIR", "where the judge pool writes its server logs (--judge-log-dir)",
+                           default=DEFAULT_WORK_DIR / "judge")
+JUDGE_CONCURRENCY_ENV = EnvVar("TRACE_JUDGE_CONCURRENCY", "open connections of the judge clients' pooled transport",
+                               default="64")
+VALIDATION_DIR_ENV = EnvVar("TRACE_VALIDATION_DIR", "TRACE-validation work directory (--work-dir; default "
+                            "<campaign-root>/validation or trace-repro-work/validation)")
+JUDGE_TOKENIZER_ENV = EnvVar("TRACE_JUDGE_TOKENIZER", "local Qwen3-32B checkpoint whose chat template renders "
+                             "validation judge prompts (--judge-tokenizer; default <model-root>/qwen3-32b-judge)")
+VALIDATION_BACKEND_ENV = EnvVar("TRACE_VALIDATION_BACKEND", "engine of the validation reproduction test",
+                                default="vllm")
+VALIDATION_BACKEND_OPTIONS_ENV = EnvVar("TRACE_VALIDATION_BACKEND_OPTIONS",
+                                        "engine options of the validation reproduction test (a JSON object)",
+                                        default="{}")
+VALIDATION_BASE_URL_ENV = EnvVar("TRACE_VALIDATION_BASE_URL",
+                                 "openai backend of the validation reproduction test: the server's /v1 base URL")
+REFERENCE_PYTHON_ENV = EnvVar("TRACE_REFERENCE_PYTHON", "paper_env lane: an interpreter with the current engine")
+REFERENCE_PYTHONPATH_ENV = EnvVar("TRACE_REFERENCE_PYTHONPATH", "paper_env lane: that interpreter's extra path")
+DEBUG_ENV = EnvVar("TRACE_REPRO_DEBUG", "1: show tracebacks instead of one-line errors")
+
+#: Every ``TRACE_*`` environment variable, by name: each Option with an ``env`` and each EnvVar of this module.
+ENVIRONMENT: dict[str, Option | EnvVar] = {
+    **{v.env: v for v in list(globals().values()) if isinstance(v, Option) and v.env},
+    **{v.name: v for v in list(globals().values()) if isinstance(v, EnvVar)},
+}
+
+
+def parse_gpu_groups(text: str) -> tuple[tuple[int, ...], ...]:
+    """``"0,1;2,3"`` -> ((0, 1), (2, 3)); without ``;``, whitespace separates single-GPU groups (``"0 1"``).
+
+    Raises:
+        UsageError: empty text, a non-integer id, or a GPU in two groups.
+    """
+    text = text.strip()
+    chunks = text.split(";") if ";" in text else text.split()
+    groups = []
+    for chunk in chunks:
+        ids = [c.strip() for c in chunk.split(",") if c.strip()]
+        if not ids or not all(re.fullmatch(r"[0-9]+", c) for c in ids):
+            raise UsageError("invalid GPU group", field="--gpu-groups", found=text,
+                             expected="e.g. '0' or '0 1 2 3' or '0,1;2,3'")
+        groups.append(tuple(int(c) for c in ids))
+    flat = [g for group in groups for g in group]
+    if not groups:
+        raise UsageError("no GPU group", field="--gpu-groups", found=text)
+    if len(flat) != len(set(flat)):
+        raise UsageError("a GPU appears in two groups", field="--gpu-groups", found=text)
+    return tuple(groups)
+
+
+def work_root(flag: str | os.PathLike[str] | None, env: str, leaf: str) -> Path:
+    """Flag, then environment variable ``env``, then ``trace-repro-work/<leaf>``."""
+    value = flag or os.environ.get(env)
+    return Path(value) if value else DEFAULT_WORK_DIR / leaf

@@ -27,9 +27,11 @@ from typing import Any
 
 import pytest
 
+from trace_lib import options
+
 PHASES = ("generate", "score", "all")
-PHASE_ENV = "TRACE_PHASE"
-SESSION_PHASE_ENV = "TRACE_REPRO_SESSION_PHASE"  # set by the controller for the session (and its xdist workers)
+PHASE_ENV = options.PHASE_ENV.name
+SESSION_PHASE_ENV = options.SESSION_PHASE_ENV.name  # set by the controller for the session (and its xdist workers)
 _POOL = pytest.StashKey[Any]()
 _SAVED_ENV = pytest.StashKey[dict]()
 
@@ -113,13 +115,12 @@ def run_generate_phase(config: pytest.Config) -> int:
 def _pool_spec(config: pytest.Config):  # noqa: ANN202 - judge_pool.PoolSpec
     from pathlib import Path
 
-    from trace_lib import options
     from trace_lib.release.locate import locate_release
     from trace_lib.scoring import judge_pool as jp
 
     release = locate_release(options.resolve(config.option, options.TRACE_ROOT))
     groups = (config.getoption("judge_gpu_groups") or getattr(config.option, "gpu_groups", None)
-              or os.environ.get("TRACE_GPU_GROUPS") or "0")
+              or os.environ.get(options.GPU_GROUPS_ENV.name) or "0")
     log_dir = config.getoption("judge_log_dir")
     if not log_dir:
         campaign = options.resolve(config.option, options.CAMPAIGN_ROOT)
@@ -131,7 +132,7 @@ def _pool_spec(config: pytest.Config):  # noqa: ANN202 - judge_pool.PoolSpec
         gpu_groups=groups, port_start=config.getoption("judge_port_start") or jp.JUDGE_PORT_START,
         chat_template=config.getoption("judge_chat_template"), vllm=config.getoption("judge_vllm"),
         ready_timeout_s=config.getoption("judge_ready_timeout") or jp.READY_TIMEOUT_S,
-        log_dir=work_root(log_dir, "TRACE_JUDGE_LOG_DIR", "judge"),
+        log_dir=work_root(log_dir, options.JUDGE_LOG_DIR_ENV.name, "judge"),
     )
 
 
@@ -147,7 +148,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     phase = session_phase(config)
     if phase == "generate":
         return
-    saved = {k: os.environ.get(k) for k in (SESSION_PHASE_ENV, "TRACE_JUDGE_URL")}
+    saved = {k: os.environ.get(k) for k in (SESSION_PHASE_ENV, options.JUDGE_URL.env)}
     config.stash[_SAVED_ENV] = saved
     if phase == "all":
         code = run_generate_phase(config)
@@ -166,7 +167,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if threading.current_thread() is threading.main_thread():
         # a batch scheduler's SIGTERM unwinds the session like Ctrl-C, so pytest_unconfigure stops the pool
         signal.signal(signal.SIGTERM, _terminate)
-    os.environ["TRACE_JUDGE_URL"] = pool.judge_url
+    os.environ[options.JUDGE_URL.env] = pool.judge_url
     config.option.judge_url = pool.judge_url
     print(f"[trace-repro] judge pool ready: --judge-url {pool.judge_url} (logs {spec.log_dir})", flush=True)
 

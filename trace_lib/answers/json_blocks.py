@@ -1,4 +1,4 @@
-"""Find and parse the JSON-like blocks of a model response, exactly as upstream's reward scorer does (spec §4.4).
+"""Find and parse the JSON-like blocks of a model response, exactly as upstream's reward scorer does.
 
 Upstream quirks reproduced on purpose (each pinned by a §4.8 vector):
 
@@ -17,7 +17,7 @@ import json
 import re
 from typing import Any
 
-# The three patterns of the upstream scorer (spec §4.4): a fence that ends the text, any fence, answer tags.
+# The three patterns of the upstream scorer: a fence that ends the text, any fence, answer tags.
 _FINAL_FENCE = re.compile(r"```(?:json)?\s*(.*?)\s*```\s*\Z", re.DOTALL | re.IGNORECASE)
 _ANY_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)

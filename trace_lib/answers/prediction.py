@@ -1,4 +1,4 @@
-"""What a response yields to TRACE's answer-only scorer: the format verdict and the answer/annotation values (spec §4.5).
+"""What a response yields to TRACE's answer-only scorer: the format verdict and the answer/annotation values.
 
 ``locate_prediction(response) -> Prediction`` reproduces upstream's ``evaluate_trace_response_format`` (answer
 mode) followed by ``score_trace_response``'s prediction step: the response must *end* with an answer block whose
@@ -57,7 +57,7 @@ def _recover(response: str, block: str | None) -> tuple[Any, Any, bool]:
 
 
 def locate_prediction(response: str) -> Prediction:
-    """The format verdict and the answer/annotation values of one decoded response (spec §4.4-4.5)."""
+    """The format verdict and the answer/annotation values of one decoded response."""
     block = final_block(response)
     payload = parse_json_like(block) if block else None
     is_object = isinstance(payload, dict)

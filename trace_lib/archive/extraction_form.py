@@ -20,7 +20,7 @@ import math
 import re
 from typing import Any, Mapping
 
-from trace_lib.release.load import canonical_json
+from trace_lib.jsonio import canonical_json_ascii as canonical_json
 
 #: Routes whose archived extraction value is an extracted answer (comparable with trace-repro's ``extracted``).
 COMPARABLE_ROUTES = frozenset({"direct_score", "dedicated_score"})

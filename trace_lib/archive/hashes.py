@@ -24,7 +24,8 @@ from trace_lib.archive.schema import (
     REQUEST_CONTRACT_VERSION, SCHEMA_VERSION,
 )
 from trace_lib.data.rowhash import canonical_sha256, media_set_sha256, source_record_sha256, source_row_hash
-from trace_lib.release.load import canonical_json, sha256_bytes
+from trace_lib.jsonio import canonical_json_ascii as canonical_json
+from trace_lib.release.load import sha256_bytes
 
 __all__ = [
     "canonical_json", "canonical_sha256", "dataset_revision", "extraction_sha256", "generation_settings",

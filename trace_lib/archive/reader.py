@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
+from trace_lib import options
 from trace_lib.archive.schema import (
     CONFIG_NAMES, EXPORT_MANIFEST_VERSION, MANIFEST_PATH, READ_COLUMNS, RESULTS_PATH, ArchiveRow, PartRef,
     SliceAggregate, SliceKey,
@@ -30,7 +31,7 @@ from trace_lib.errors import InputError, UsageError
 from trace_lib.release.load import sha256_file
 
 #: Environment variable / flag naming a fetched archive (trace_lib.options.ARCHIVE_ROOT).
-ARCHIVE_ENV = "TRACE_ARCHIVE_ROOT"
+ARCHIVE_ENV = options.ARCHIVE_ROOT.env
 
 
 class PartDigestError(InputError):

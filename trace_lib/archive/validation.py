@@ -138,7 +138,7 @@ def validation_archive_identity(archive: ArchiveRoot, key: SliceKey, rescore: Va
     None when the manifest's images cannot be verified byte for byte here."""
     from trace_lib.archive.validation_identity import compare_validation_identity
     from trace_lib.validation.manifest import load_manifest
-    from trace_lib.validation.suite import load_validation_suite
+    from trace_lib.release.validation_suite import load_validation_suite
 
     try:
         manifest = load_manifest(manifest_path, verify_media=True)

@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from trace_lib.errors import JudgeError
-from trace_lib.extraction.choices import API_FAIL_MARKER, JUDGE_MAX_TOKENS, JUDGE_TEMPERATURE
+from trace_lib.extraction.choices import API_FAIL_MARKER
 from trace_lib.extraction.workbook import isna
-from trace_lib.scoring.judge import Judge, first_round_failed
+from trace_lib.scoring.judge import Judge
+from trace_lib.scoring.mcq_judge import chat_rounds
 
 #: ``cal_scores._build_score_fn``: ``max_retry = judge_kwargs.get('retry', 3)``.
 JUDGE_ROUNDS = 3
@@ -277,27 +278,13 @@ def grade_rows(items: Sequence[Mapping[str, Any]], judge: Judge | None, *, bench
         raise JudgeError(f"{benchmark}: every row is graded by the Qwen3-32B judge and none is configured",
                          field="--judge-url", hint="start the judge and pass --judge-url")
     prompts = [build_grader_prompt(item) for item in items]
-    done: dict[int, tuple[str, str]] = {}
-    replies: dict[int, list[str]] = {pos: [] for pos in range(len(items))}
-    pending = list(range(len(items)))
-    for round_no in range(JUDGE_ROUNDS):
-        if not pending:
-            break
-        answers = judge.chat([prompts[p] for p in pending], max_tokens=JUDGE_MAX_TOKENS,
-                             temperature=JUDGE_TEMPERATURE)
-        if round_no == 0 and first_round_failed(answers):
-            raise JudgeError(f"{benchmark}: every judge request failed", field="--judge-url",
-                             hint="every request answered 5xx or timed out; check the judge's log")
-        still = []
-        for pos, answer in zip(pending, answers):
-            text = answer.text.strip()
-            replies[pos].append(text)
-            parsed = None if API_FAIL_MARKER in text else parse_grader_reply(text)
-            if parsed is None:
-                still.append(pos)
-            else:
-                done[pos] = parsed
-        pending = still
+
+    def accept(pos: int, text: str) -> tuple[str, str] | None:
+        text = text.strip()
+        return None if API_FAIL_MARKER in text else parse_grader_reply(text)
+
+    done, raw = chat_rounds(judge, prompts, range(len(items)), accept, benchmark=benchmark, rounds=JUDGE_ROUNDS)
+    replies = {pos: [text.strip() for text in texts] for pos, texts in raw.items()}
     return [
         Grade(*done[pos], len(replies[pos]), tuple(replies[pos]), False) if pos in done
         else Grade("C", "N/A", len(replies[pos]), tuple(replies[pos]), True)

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from trace_lib.benchmarks.protocol import Row, RowScore, ScoringContext, SliceScore
 from trace_lib.errors import InputError, JudgeError
-from trace_lib.extraction.choices import McqItem, McqOption, extract_options
+from trace_lib.scoring.mcq_judge import McqItem, McqOption, extract_options
 from trace_lib.extraction.workbook import isna, official_workbook, roundtrip_column, roundtrip_table
 from trace_lib.scoring.percent import MetricTable, Reporter, flatten_summary_metrics, primary_score, report_acc
 

@@ -2,7 +2,7 @@
 
 Mirrors ``maveryn/trace@rlvr:rlvr/evaluation/scripts/run_mme_reasoning_eval.py`` (``_normalize_choice_extraction``,
 ``_validate_extraction``) and ``VLMEvalKit@a8b12bf1:vlmeval/dataset/utils/mme_reasoning.py``
-(``extract_json_from_response``); spec benchmarks-perception-puzzles §8.3.
+(``extract_json_from_response``).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Mirrors ``VLMEvalKit@a8b12bf1:vlmeval/dataset/image_mcq.py`` (``ImageMCQDataset.build_prompt``,
 ``evaluate_heuristic`` non-circular path, ``report_primary_metric``) and ``vlmeval/dataset/utils/multiple_choice.py``
 (``mcq_vanilla_eval``, ``extract_answer_from_item`` with ``dataset_name='BLINK'``, ``report_acc``) through the shared
-:mod:`trace_lib.benchmarks._imagemcq` and :mod:`trace_lib.extraction.choices`; spec benchmarks-perception-puzzles §1.
+:mod:`trace_lib.benchmarks._imagemcq` and :mod:`trace_lib.extraction.choices`.
 
 Quirks reproduced on purpose:
 - deterministic prefetch (``can_infer``) first; only rows it cannot read go to the judge (up to three rounds);

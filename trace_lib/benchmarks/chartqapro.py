@@ -5,7 +5,7 @@ Mirrors ``VLMEvalKit@a8b12bf1:vlmeval/dataset/chartqapro.py`` (``build_prompt`` 
 ``fix_list_format``, ``parse_to_list``, ``evaluate_single_answer``, ``relaxed_correctness_chartqapro``,
 ``evaluate_predictions_chartqapro``) and ``maveryn/trace@rlvr:rlvr/evaluation/scripts/
 run_official_vlmevalkit_saved_score.py`` (queue-column filter, ``_chartqapro_final_answer`` adapter
-``chartqapro-official-final-answer-v2``, ``_primary_score``), spec benchmarks-charts-math §1. No judge.
+``chartqapro-official-final-answer-v2``, ``_primary_score``). No judge.
 
 Quirks reproduced on purpose:
 - the CoT templates keep the source indentation, the curly quotes and the stray ``. .``;

@@ -3,8 +3,7 @@
 
 Mirrors ``VLMEvalKit@a8b12bf1:vlmeval/dataset/charxiv.py`` (``build_prompt``, ``qid2category``) and
 ``maveryn/trace@rlvr:rlvr/evaluation/scripts/run_external_benchmark_score_queue.py`` (``_run_charxiv_local_judge``,
-``_parse_charxiv_score_output``, ``_parse_json_object``, ``_resolve_charxiv_extracted_answer``), spec
-benchmarks-charts-math §2.
+``_parse_charxiv_score_output``, ``_parse_json_object``, ``_resolve_charxiv_extracted_answer``).
 
 Quirks reproduced on purpose:
 - the judge prompt is ``str(grading_query).replace("{PREDICTION}", str(prediction))`` (every occurrence; an empty

@@ -1,7 +1,7 @@
 """CountBenchQA: VLMEvalKit's ``CountBenchQA`` prompt and its substring "accuracy" (judge-free).
 
 Mirrors ``VLMEvalKit@a8b12bf1:vlmeval/dataset/image_vqa.py`` (``CountBenchQA.build_prompt``/``evaluate``) as the
-official route runs it on the prediction workbook (spec benchmarks-perception-puzzles §2).
+official route runs it on the prediction workbook.
 
 Quirks reproduced on purpose:
 - a row is correct iff ``str(answer)`` is a *substring* of ``str(prediction)`` ("13" is right for 3);

@@ -1,9 +1,9 @@
 """CountQA: TRACE's VLMEvalKit extension (boxed-answer prompt, last-integer exact match; judge-free).
 
 Mirrors ``maveryn/trace@rlvr:rlvr/evaluation/vlmevalkit_extensions/trace_eval_local_vqa.py`` (``CountQA``:
-cached-TSV loading, ``build_prompt``, ``_extract_final_text``, ``_extract_last_int``, ``evaluate``), spec
-benchmarks-perception-puzzles §3. Its ``\\boxed{`` scanner (literal opener, stops at the first unbalanced box,
-stripped content) is deliberately different from PuzzleVQA's and TreeBench's; do not merge them.
+cached-TSV loading, ``build_prompt``, ``_extract_final_text``, ``_extract_last_int``, ``evaluate``).
+Its ``\\boxed{`` scanner (literal opener, stops at the first unbalanced box, stripped content)
+is deliberately different from PuzzleVQA's and TreeBench's; do not merge them.
 
 Quirks reproduced on purpose:
 - the same integer extraction runs on the prediction *and* on the gold answer;

@@ -1,6 +1,6 @@
 """CV-Bench 3D (``cvbench_3d``): the TSV's own ``prompt``; the MCQ matcher with the Qwen3-32B judge as fallback.
 
-Spec: ``benchmarks-science-spatial.md`` §3.3. Upstream: ``VLMEvalKit@a8b12bf1:vlmeval/dataset/image_mcq.py:CVBench``
+Upstream: ``VLMEvalKit@a8b12bf1:vlmeval/dataset/image_mcq.py:CVBench``
 (``build_prompt``, ``evaluate``, ``report_accuracy``) and ``vlmeval/dataset/utils/multiple_choice.py``.
 
 Quirks reproduced on purpose:

@@ -1,7 +1,13 @@
-"""Deliberate deviations of trace-repro's protocols from the pinned upstream scorers, one line each.
+"""Deliberate deviations of trace-repro's protocols from the pinned upstream scorers, one line each: the one source.
 
 ``DEVIATIONS[key]`` lists every place a benchmark's protocol knowingly differs from what upstream would do (and why);
-everything not listed is meant to match upstream exactly.
+everything not listed is meant to match upstream exactly. :data:`JUDGE_DEVIATIONS` and
+:data:`GENERATION_DEVIATIONS` hold the ones every judge route or every slice shares. From here, and nowhere else:
+
+- each slice's JUnit receipt records the lines that apply to it (:func:`for_benchmark`, :func:`for_validation`) as
+  ``deviation`` properties (:func:`receipt_properties`);
+- ``docs/deviations.md`` is generated (``python3 -m trace_lib.benchmarks.deviations > docs/deviations.md``; a
+  test fails when it is out of date).
 """
 
 from __future__ import annotations
@@ -154,3 +160,41 @@ GENERATION_DEVIATIONS: list[str] = [
     "the generation contract hashed into a response file binds the model revision, not the model's local path "
     "(upstream hashes the path string), so moving a model directory does not invalidate its responses",
 ]
+
+
+def for_benchmark(key: str) -> list[str]:
+    """The deviations of one evaluation slice: generation's, then its benchmark's own."""
+    return [*GENERATION_DEVIATIONS, *DEVIATIONS[key]]
+
+
+def for_validation() -> list[str]:
+    """The deviations of a TRACE-validation slice (its own generation and judge stack): the judge clients'."""
+    return list(JUDGE_DEVIATIONS)
+
+
+def receipt_properties(lines: list[str]) -> list[tuple[str, str]]:
+    """JUnit receipt properties: one ``deviation`` per line."""
+    return [("deviation", line) for line in lines]
+
+
+def markdown() -> str:
+    """``docs/deviations.md``: every list above as a Markdown table, in this module's order."""
+    lines = [
+        "# Deliberate deviations from upstream",
+        "",
+        "Generated from `trace_lib/benchmarks/deviations.py` (the one source; each slice's JUnit receipt records",
+        "the lines that apply to it as `deviation` properties). Regenerate with",
+        "`python3 -m trace_lib.benchmarks.deviations > docs/deviations.md`.",
+        "",
+        "| where | deviation |",
+        "| --- | --- |",
+    ]
+    rows = [("generation (every slice)", line) for line in GENERATION_DEVIATIONS]
+    rows += [("judge clients (every judged slice, TRACE validation)", line) for line in JUDGE_DEVIATIONS]
+    rows += [(f"`{key}`", line) for key, items in DEVIATIONS.items() for line in items]
+    lines += ["| " + where + " | " + line.replace("|", "\\|") + " |" for where, line in rows]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")

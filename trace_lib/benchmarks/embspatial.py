@@ -1,6 +1,6 @@
 """EmbSpatial (``embspatial``): SiteBench-style prompt with ``A: ...`` options; the EASI rule matcher, no judge.
 
-Spec: ``benchmarks-science-spatial.md`` §3.1 and §1.9 P4. Upstream:
+Upstream:
 ``VLMEvalKit@a8b12bf1:vlmeval/dataset/embspatialbench.py:EmbSpatialBench`` (``build_prompt``, ``evaluate``) and
 ``vlmeval/dataset/utils/spatial_bench/{cal_scores,matching_func}.py`` with judge kwargs ``exact_matching``.
 

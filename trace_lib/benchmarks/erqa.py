@@ -1,6 +1,6 @@
 """ERQA (``erqa``): images interleaved into the question by ``visual_indices``; every row graded by the EASI judge.
 
-Spec: ``benchmarks-science-spatial.md`` §3.4 and §1.9 P5. Upstream:
+Upstream:
 ``VLMEvalKit@a8b12bf1:vlmeval/dataset/erqabench.py:ERQABench`` (``build_prompt``, ``evaluate``), constructed
 directly (the registry's first ``ERQA`` class, ``ERQADataset``, is bypassed — TRACE's class override), with the
 LLM grader of ``vlmeval/dataset/utils/spatial_bench/``.

@@ -2,7 +2,7 @@
 
 Mirrors ``maveryn/trace@rlvr:rlvr/evaluation/vlmevalkit_extensions/evochart.py`` (``load_data``, ``build_prompt``,
 ``_extract_final_answer``, ``score_prediction``, ``evaluate``) as run by ``run_external_benchmark_score_queue.py:
-_run_evochart_local_score`` (spec benchmarks-charts-math §4). No judge, despite the historical run name.
+_run_evochart_local_score``. No judge, despite the historical run name.
 
 Quirks reproduced on purpose:
 - the prompt is the stripped question + ``\\nPut the final answer inside \\boxed{}.``;

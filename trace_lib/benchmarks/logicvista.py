@@ -3,7 +3,7 @@
 Mirrors the direct route ``maveryn/trace@rlvr:rlvr/evaluation/scripts/run_external_benchmark_score_queue.py``
 (``_run_logicvista_judge_with_official_retries``, ``_logicvista_label_tokens``, ``_normalize_logicvista_judgement``,
 ``_normalize_logicvista_option_summary``) over ``VLMEvalKit@a8b12bf1:vlmeval/dataset/utils/logicvista.py``
-(``build_prompt_logicvista``, ``evaluate_logicvista``); spec benchmarks-perception-puzzles §7.
+(``build_prompt_logicvista``, ``evaluate_logicvista``).
 
 Quirks reproduced on purpose:
 - judge extraction on every row (no rule-based prefetch), five temperatures 0..2, 16 tokens -> 128 effective,

@@ -4,8 +4,7 @@ Mirrors ``VLMEvalKit@a8b12bf1:vlmeval/dataset/utils/mathverse.py`` (extract and 
 ``post_check_score``, ``MathVerse_acc``) and ``vlmeval/dataset/image_vqa.py:MathVerse.build_prompt``, as driven by
 ``maveryn/trace@rlvr:rlvr/evaluation/vlmevalkit_extensions/batched_vlmevalkit_qwen3vl.py:run_mathverse_local_judge``,
 the direct-route judge and ``_normalize_mathverse_binary_judgement_summary`` /
-``_parse_mathverse_score_output`` of ``rlvr/evaluation/scripts/run_external_benchmark_score_queue.py`` (spec
-benchmarks-charts-math §7).
+``_parse_mathverse_score_output`` of ``rlvr/evaluation/scripts/run_external_benchmark_score_queue.py``.
 
 Quirks reproduced on purpose:
 - the prompt is ``query_cot`` (the alias contains ``cot``);

@@ -3,7 +3,7 @@
 Mirrors ``VLMEvalKit@a8b12bf1:vlmeval/dataset/utils/mathv.py`` (``build_mathv_gpt4_prompt``, ``post_check``,
 ``is_equal``, ``MATH_V_acc``) as driven by ``maveryn/trace@rlvr:rlvr/evaluation/vlmevalkit_extensions/
 batched_vlmevalkit_qwen3vl.py:run_mathv_local_judge`` and the direct-route judge of
-``rlvr/evaluation/scripts/run_external_benchmark_score_queue.py`` (spec benchmarks-charts-math §5).
+``rlvr/evaluation/scripts/run_external_benchmark_score_queue.py``.
 
 Pipeline: the prediction workbook row -> prefetch (``post_check(prefetch=True)``) -> otherwise one
 temperature-0 judge call at 128 tokens (ladder only on empty output) -> judged workbook round trip ->

@@ -3,7 +3,7 @@
 Mirrors ``VLMEvalKit@a8b12bf1:vlmeval/dataset/utils/mathvista.py`` (``build_mathvista_gpt4_prompt``,
 ``post_check``, ``MathVista_acc``) as driven by ``maveryn/trace@rlvr:rlvr/evaluation/vlmevalkit_extensions/
 batched_vlmevalkit_qwen3vl.py:run_mathvista_local_judge`` and the direct-route judge of
-``rlvr/evaluation/scripts/run_external_benchmark_score_queue.py`` (spec benchmarks-charts-math §6).
+``rlvr/evaluation/scripts/run_external_benchmark_score_queue.py``.
 
 Pipeline: the prediction workbook row -> prefetch (``post_check(prefetch=True)``) -> otherwise one
 temperature-0 judge call at 128 tokens (ladder only on empty output) -> judged workbook round trip ->

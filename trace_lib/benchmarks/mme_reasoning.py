@@ -3,7 +3,7 @@
 Mirrors TRACE's dedicated scorer ``maveryn/trace@rlvr:rlvr/evaluation/scripts/run_mme_reasoning_eval.py``
 (``_mme_preflight_failures``, ``_ensure_eval_prompt_function``, ``_run_score_impl``, ``_mme_reasoning_acc``) with the
 prompts and functions of ``VLMEvalKit@a8b12bf1:vlmeval/dataset/utils/mme_reasoning.py``; the generation prompt is
-``MMEReasoning.build_prompt`` (image(s), then the question verbatim). Spec benchmarks-perception-puzzles §8.
+``MMEReasoning.build_prompt`` (image(s), then the question verbatim).
 
 Quirks reproduced on purpose:
 - extraction: temperatures 0..2, 1024 tokens first then 2048; a ``length`` finish or an invalid extraction is

@@ -1,6 +1,6 @@
 """MMMU-ProVis (``mmmu_pro_vision``): one screenshot + a fixed CoT instruction; ``cot_postproc``, then the MCQ matcher.
 
-Spec: ``benchmarks-science-spatial.md`` §2.2. Upstream: ``VLMEvalKit@a8b12bf1:vlmeval/dataset/image_mcq.py``
+Upstream: ``VLMEvalKit@a8b12bf1:vlmeval/dataset/image_mcq.py``
 (``MMMUProDataset`` for alias ``MMMU_Pro_V_COT``: ``__init__``, ``build_prompt``, ``cot_postproc``,
 ``evaluate``; ``MMMUDataset.report_primary_metric``) and ``vlmeval/dataset/utils/multiple_choice.py``
 (``MMMU_preproc``, ``mcq_vanilla_eval``). Judge: Qwen3-32B, only when the prefetch fails.

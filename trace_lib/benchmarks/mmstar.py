@@ -1,6 +1,6 @@
 """MMStar (``mmstar``): VLMEvalKit ``ImageMCQDataset`` as ``MMStar``; raw responses matched by the MCQ matcher.
 
-Spec: ``benchmarks-science-spatial.md`` §2.4. Upstream: ``VLMEvalKit@a8b12bf1:vlmeval/dataset/image_mcq.py``
+Upstream: ``VLMEvalKit@a8b12bf1:vlmeval/dataset/image_mcq.py``
 (``ImageMCQDataset.build_prompt``, ``evaluate_heuristic``, ``report_primary_metric``) and
 ``vlmeval/dataset/utils/multiple_choice.py``; no TRACE adapter. Judge: Qwen3-32B, only when the prefetch fails.
 

@@ -1,6 +1,6 @@
 """PhyX mini MC (``phyx_mini_mc``): images + the question verbatim; TRACE's letter extractor, then PhyX's MC match.
 
-Spec: ``benchmarks-science-spatial.md`` §2.1 and §1.9 P1. Upstream:
+Upstream:
 ``maveryn/trace@rlvr:rlvr/evaluation/scripts/run_official_vlmevalkit_saved_score.py:_adapt_phyx_option_prediction``
 (``run_external_benchmark_score_queue._extract_braced_answer`` / ``_extract_option_letter``, choices ``ABCD``), then
 ``VLMEvalKit@a8b12bf1:vlmeval/dataset/image_vqa.py:PhyX.evaluate`` (``valid_type='STR'``, path contains ``_MC``)

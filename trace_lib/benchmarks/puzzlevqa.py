@@ -2,7 +2,7 @@
 
 Mirrors ``VLMEvalKit@a8b12bf1:vlmeval/dataset/image_mcq.py`` (``PuzzleVQA.build_prompt``/``evaluate``) and
 ``vlmeval/dataset/utils/puzzlevqa.py`` (``to_choice_letter``, ``PuzzleVQA_acc``) with ``extract_answer`` replaced by
-``extract_unambiguous_abcd`` (``apply_vlmevalkit_trace_extensions.py``); spec benchmarks-perception-puzzles §5.
+``extract_unambiguous_abcd`` (``apply_vlmevalkit_trace_extensions.py``).
 The judge is only pinged upstream and never affects a score, so it is not called here.
 
 Quirks reproduced on purpose:

@@ -1,6 +1,6 @@
 """RealWorldQA (``realworldqa``): ImageMCQ prompt; TRACE's explicit-final-option adapter, then exact matching.
 
-Spec: ``benchmarks-science-spatial.md`` §2.3 and §1.9 P2. Upstream:
+Upstream:
 ``maveryn/trace@rlvr:rlvr/evaluation/scripts/run_official_vlmevalkit_saved_score.py:_adapt_explicit_mcq_prediction``
 (``trace_eval_answer_parsing.extract_unambiguous_abcd`` then
 ``run_external_benchmark_score_queue._extract_final_mcq_option``), then

@@ -1,6 +1,6 @@
 """SpatialVizBench CoT (``spatialvizbench_cot``): think/answer-tag instruction; every row graded by the EASI judge.
 
-Spec: ``benchmarks-science-spatial.md`` §3.2 and §1.9 P5. Upstream:
+Upstream:
 ``VLMEvalKit@a8b12bf1:vlmeval/dataset/spatialvizbench.py:SpatialVizBench`` (alias ``SpatialVizBench_CoT``:
 ``build_prompt`` with the CoT pre-prompt, ``evaluate``) and ``vlmeval/dataset/utils/spatial_bench/`` (the LLM grader).
 

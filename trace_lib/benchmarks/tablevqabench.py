@@ -4,7 +4,7 @@ Mirrors ``VLMEvalKit@a8b12bf1:vlmeval/dataset/image_vqa.py:TableVQABench.build_p
 ``vlmeval/dataset/utils/tablevqabench.py`` (prompts, ``evaluate_tabfact``, ``evaluate_wtq`` with the
 WikiTableQuestions denotation values, ``evaluate_fintabnet``/``fintabnet_normalize``) as run by
 ``maveryn/trace@rlvr:rlvr/evaluation/scripts/run_external_benchmark_score_queue.py:_run_tablevqabench_local_score``
-with ``trace_eval_answer_parsing.unwrap_single_answer_block`` (spec benchmarks-charts-math §3). No judge.
+with ``trace_eval_answer_parsing.unwrap_single_answer_block``. No judge.
 
 Quirks reproduced on purpose:
 - only a leading, case-sensitive ``Answer: `` is removed, and only one non-empty ``<answer>`` block unwraps;
@@ -305,13 +305,6 @@ def split_accuracy(correct: int, total: int) -> float:
 def aggregate(values: Sequence[float]) -> float:
     """The reported number: the plain mean of the five split values, summed in order."""
     return float(sum(values) / len(values))
-
-
-def aggregate_counts(counts: dict[str, tuple[int, int]]) -> float:
-    """The reported number from integer counts: ``{'fintabnetqa_relieved': (c, n), 'fintabnetqa_exact': ...,
-    'vtabfact': ..., 'vwtq': ..., 'vwtq_syn': ...}`` in that order."""
-    order = ("fintabnetqa_relieved", "fintabnetqa_exact", "vtabfact", "vwtq", "vwtq_syn")
-    return aggregate([split_accuracy(*counts[name]) for name in order])
 
 
 def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringContext) -> SliceScore:

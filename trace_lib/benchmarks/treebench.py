@@ -3,9 +3,9 @@
 Mirrors ``maveryn/trace@rlvr:rlvr/evaluation/scripts/benchmark_queue_lib.py`` (``_normalize_treebench_options``,
 ``parse_lettered_option_blob``), ``.../run_official_vlmevalkit_saved_score.py`` (``_treebench_final_boxed_option``,
 ``_adapt_treebench_prediction``) and ``VLMEvalKit@a8b12bf1:vlmeval/dataset/image_mcq.py`` (``TreeBench``) with
-``vlmeval/dataset/utils/multiple_choice.py:extract_characters_regex`` and ``utils/treebench.py``; spec
-benchmarks-perception-puzzles §4. The adapter's box rule (a box holding one letter A-E that ends the single
-``<answer>`` block) is deliberately different from CountQA's and PuzzleVQA's box scanners; do not merge them.
+``vlmeval/dataset/utils/multiple_choice.py:extract_characters_regex`` and ``utils/treebench.py``.
+The adapter's box rule (a box holding one letter A-E that ends the single ``<answer>`` block) is deliberately
+different from CountQA's and PuzzleVQA's box scanners; do not merge them.
 
 Quirks reproduced on purpose:
 - the adapter rewrites the workbook and the scorer reads it back: two xlsx round trips before parsing;

@@ -2,7 +2,7 @@
 
 Mirrors ``VLMEvalKit@a8b12bf1:vlmeval/dataset/image_mcq.py`` (``VisualPuzzles.format_options``/``build_prompt``/
 ``evaluate``) and ``vlmeval/dataset/utils/visualpuzzles.py`` (``VisulPuzzles_acc``, ``extract_answer`` replaced by
-``extract_unambiguous_abcd``); spec benchmarks-perception-puzzles §6. The judge is only pinged upstream; not called.
+``extract_unambiguous_abcd``). The judge is only pinged upstream; not called.
 
 Quirks reproduced on purpose:
 - options are every single-quoted substring of the ``options`` cell (an apostrophe inside an item splits it);

@@ -4,7 +4,7 @@ Mirrors ``VLMEvalKit@a8b12bf1:vlmeval/dataset/image_mcq.py:WeMath`` (``build_pro
 ``vlmeval/dataset/utils/multiple_choice.py`` (``mcq_vanilla_eval``, ``extract_answer_from_item``, via
 :mod:`trace_lib.extraction.choices`) and ``vlmeval/dataset/utils/wemath.py`` (``wemath_evaluate_models``), run
 by ``maveryn/trace@rlvr:rlvr/evaluation/scripts/run_official_vlmevalkit_saved_score.py`` (queue-column filter,
-``_primary_score`` with ``Score (Strict)``), spec benchmarks-charts-math §8.
+``_primary_score`` with ``Score (Strict)``).
 
 Quirks reproduced on purpose:
 - the prompt appends ``\\n{requirement}`` after the options (``COT`` alias); a hint comes first when present;
@@ -31,8 +31,9 @@ from trace_lib.benchmarks._math_workbook import prediction_workbook, records, re
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
 from trace_lib.errors import InputError
-from trace_lib.extraction.choices import McqItem, build_choices, extract_options
+from trace_lib.extraction.choices import build_choices
 from trace_lib.extraction.workbook import isna
+from trace_lib.scoring.mcq_judge import McqItem, extract_options
 
 KEY = "wemath"
 #: The VLMEvalKit dataset name the matcher sees (selects the generic judge template, not the WeMath one).

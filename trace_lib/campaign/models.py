@@ -19,6 +19,7 @@ from trace_lib.errors import ReleaseFileError, UsageError
 from trace_lib.release import identity
 from trace_lib.release.locate import ReleaseRoot
 from trace_lib.release.suite import load_eval_models
+from trace_lib.scoring.judge import JUDGE_SLUG  # the judge's directory under the model root
 
 #: ``SOURCE`` exactly as upstream's launcher accepts it.
 SOURCE_PATTERN = re.compile(
@@ -28,8 +29,6 @@ SOURCE_PATTERN = re.compile(
 REVISION_PATTERN = re.compile(r"^([0-9a-f]{40}|sha256set:[0-9a-f]{64})$")
 #: A slug becomes a directory component and the served model name.
 SLUG_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-JUDGE_SLUG = "qwen3-32b-judge"
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from trace_lib import options
+from trace_lib.options import parse_gpu_groups, work_root  # the plan flags' parsers (defined with the options)
 from trace_lib.campaign.models import (
     ModelDescriptor, parse_descriptors, release_judge, release_models, select_release_models,
 )
@@ -34,12 +35,10 @@ if TYPE_CHECKING:
     from trace_lib.aggregation.budget import Family
     from trace_lib.aggregation.tolerance import ToleranceRule
 
-#: Where models, data and campaigns go when no flag or environment variable says otherwise.
-DEFAULT_WORK_DIR = Path("trace-repro-work")
-MODEL_ROOT_ENV = "TRACE_MODEL_ROOT"
-DATA_ROOT_ENV = "TRACE_DATA_ROOT"
-RUN_TAG_ENV = "TRACE_RUN_TAG"
-GPU_GROUPS_ENV = "TRACE_GPU_GROUPS"
+#: The environment variables of the plan flags (defined, with their defaults, in trace_lib.options).
+DEFAULT_WORK_DIR = options.DEFAULT_WORK_DIR
+MODEL_ROOT_ENV, DATA_ROOT_ENV = options.MODEL_ROOT_ENV.name, options.DATA_ROOT_ENV.name
+RUN_TAG_ENV, GPU_GROUPS_ENV = options.RUN_TAG_ENV.name, options.GPU_GROUPS_ENV.name
 
 
 @dataclass(frozen=True, order=True)
@@ -190,29 +189,6 @@ def worker_shares(plan: Plan, workers: int) -> list[list[Slice]]:
 
 # -- parsing ---------------------------------------------------------------------------------------------------
 
-def parse_gpu_groups(text: str) -> tuple[tuple[int, ...], ...]:
-    """``"0,1;2,3"`` -> ((0, 1), (2, 3)); without ``;``, whitespace separates single-GPU groups (``"0 1"``).
-
-    Raises:
-        UsageError: empty text, a non-integer id, or a GPU in two groups.
-    """
-    text = text.strip()
-    chunks = text.split(";") if ";" in text else text.split()
-    groups = []
-    for chunk in chunks:
-        ids = [c.strip() for c in chunk.split(",") if c.strip()]
-        if not ids or not all(re.fullmatch(r"[0-9]+", c) for c in ids):
-            raise UsageError("invalid GPU group", field="--gpu-groups", found=text,
-                             expected="e.g. '0' or '0 1 2 3' or '0,1;2,3'")
-        groups.append(tuple(int(c) for c in ids))
-    flat = [g for group in groups for g in group]
-    if not groups:
-        raise UsageError("no GPU group", field="--gpu-groups", found=text)
-    if len(flat) != len(set(flat)):
-        raise UsageError("a GPU appears in two groups", field="--gpu-groups", found=text)
-    return tuple(groups)
-
-
 def render_gpu_groups(groups: Sequence[Sequence[int]]) -> str:
     return ";".join(",".join(str(g) for g in group) for group in groups)
 
@@ -285,12 +261,6 @@ def default_run_tag(suite: Suite, seeds: Sequence[int]) -> str:
     return f"{suite.suite_id}_temp{temperature}_seed{'_'.join(str(s) for s in seeds)}"
 
 
-def work_root(flag: str | os.PathLike[str] | None, env: str, leaf: str) -> Path:
-    """Flag, then environment variable ``env``, then ``trace-repro-work/<leaf>``."""
-    value = flag or os.environ.get(env)
-    return Path(value) if value else DEFAULT_WORK_DIR / leaf
-
-
 # -- building --------------------------------------------------------------------------------------------------
 
 def build_plan(
@@ -329,7 +299,7 @@ def build_plan(
         everything = release_models(release, root)
         chosen = select_release_models(everything, model_ids) if model_ids else everything
     seed_list = parse_seeds(seeds if seeds else load_seeds(release))
-    groups = parse_gpu_groups(gpu_groups or os.environ.get(GPU_GROUPS_ENV) or "0")
+    groups = parse_gpu_groups(gpu_groups or os.environ.get(GPU_GROUPS_ENV) or options.GPU_GROUPS_ENV.default)
     if tensor_parallel_size is not None:
         if tensor_parallel_size < 1 or any(tensor_parallel_size > len(g) for g in groups):
             raise UsageError("tensor parallel size exceeds a GPU group", field="--tensor-parallel-size",

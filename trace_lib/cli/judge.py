@@ -20,7 +20,7 @@ from pathlib import Path
 from trace_lib import options
 from trace_lib.exitcodes import ExitCode
 
-LOG_DIR_ENV = "TRACE_JUDGE_LOG_DIR"
+LOG_DIR_ENV = options.JUDGE_LOG_DIR_ENV.name
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

@@ -13,6 +13,7 @@ import os
 import sys
 from typing import Sequence
 
+from trace_lib import options
 from trace_lib import __version__
 from trace_lib.errors import TraceReproError
 from trace_lib.exitcodes import ExitCode
@@ -94,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args))
     except TraceReproError as exc:
-        if os.environ.get("TRACE_REPRO_DEBUG") == "1":
+        if options.DEBUG_ENV.enabled():
             raise
         print(f"error: {exc.render()}", file=sys.stderr)
         print("(set TRACE_REPRO_DEBUG=1 for a traceback)", file=sys.stderr)

@@ -20,8 +20,8 @@ from trace_lib import options
 from trace_lib.errors import UsageError
 from trace_lib.exitcodes import ExitCode
 
-WORK_DIR_ENV = "TRACE_VALIDATION_DIR"
-JUDGE_TOKENIZER_ENV = "TRACE_JUDGE_TOKENIZER"
+WORK_DIR_ENV = options.VALIDATION_DIR_ENV.name
+JUDGE_TOKENIZER_ENV = options.JUDGE_TOKENIZER_ENV.name
 _PHASES = ("release", "generation-only", "full")
 
 
@@ -192,7 +192,7 @@ def _judge_urls(args: argparse.Namespace) -> tuple[str, ...]:
 
 
 def _print(report: Any) -> None:
-    from trace_lib.validation.canonical import canonical_json
+    from trace_lib.jsonio import canonical_json_utf8 as canonical_json
 
     print(canonical_json(report))
 
@@ -240,7 +240,7 @@ def _prepare(args: argparse.Namespace) -> ExitCode:
 
 def _generate(args: argparse.Namespace) -> ExitCode:
     from trace_lib.validation.generate import GenerationTarget, run_generation
-    from trace_lib.validation.suite import load_validation_suite
+    from trace_lib.release.validation_suite import load_validation_suite
 
     release, layout = _release(args), _layout(args)
     suite = load_validation_suite(release)
@@ -284,7 +284,7 @@ def _score(args: argparse.Namespace) -> ExitCode:
 
 def _judge(args: argparse.Namespace) -> ExitCode:
     from trace_lib.validation.judge import load_pending, run_judge
-    from trace_lib.validation.suite import load_validation_suite
+    from trace_lib.release.validation_suite import load_validation_suite
 
     release, layout = _release(args), _layout(args)
     suite = load_validation_suite(release)

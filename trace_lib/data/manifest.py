@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 from trace_lib.atomic import write_text_atomic
 from trace_lib.data.rowhash import canonical_sha256, media_set_sha256, source_record_sha256, source_row_hash
 from trace_lib.errors import InputError
-from trace_lib.release.load import canonical_json, load_json, sha256_file
+from trace_lib.jsonio import canonical_json_ascii, required
+from trace_lib.release.load import load_json, sha256_file
 
 if TYPE_CHECKING:
-    from trace_lib.benchmarks.protocol import Protocol
+    from trace_lib.protocol import Protocol
     from trace_lib.data.prepare import ArtifactSource
     from trace_lib.release.suite import Suite
 
@@ -289,13 +290,9 @@ def manifest_json(manifest: Manifest) -> dict[str, Any]:
 
 def write_manifest(path: Path, manifest: Manifest) -> None:
     """Write canonical JSON plus a newline, atomically (temp file + rename)."""
-    write_text_atomic(path, canonical_json(manifest_json(manifest)) + "\n", encoding="ascii")
+    write_text_atomic(path, canonical_json_ascii(manifest_json(manifest)) + "\n", encoding="ascii")
 
 
-def _need(doc: Mapping[str, Any], key: str, *, file: str, where: str) -> Any:
-    if not isinstance(doc, Mapping) or key not in doc:
-        raise InputError("required field is missing", file=file, field=f"{where}{key}")
-    return doc[key]
 
 
 def load_manifest(path: Path) -> Manifest:
@@ -309,17 +306,17 @@ def load_manifest(path: Path) -> Manifest:
         doc = load_json(Path(path), name=file)
     except Exception as exc:  # ReleaseFileError from the strict reader -> an input error of this file
         raise InputError(str(exc)) from None
-    if _need(doc, "schema_version", file=file, where="") != SCHEMA_VERSION:
+    if required(doc, "schema_version", file=file, error=InputError) != SCHEMA_VERSION:
         raise InputError("unknown manifest schema", file=file, field="schema_version", expected=SCHEMA_VERSION,
                          found=doc.get("schema_version"))
-    suite_id = _need(doc, "suite_id", file=file, where="")
-    view = tuple(_need(_need(doc, "dataset_views", file=file, where=""), suite_id, file=file,
-                       where="dataset_views."))
+    suite_id = required(doc, "suite_id", file=file, error=InputError)
+    view = tuple(required(required(doc, "dataset_views", file=file, error=InputError), suite_id, file=file,
+                          where="dataset_views.", error=InputError))
     datasets = {}
-    for key, raw in _need(doc, "datasets", file=file, where="").items():
+    for key, raw in required(doc, "datasets", file=file, error=InputError).items():
         where = f"datasets.{key}."
         rows = []
-        for r in _need(raw, "row_media", file=file, where=where):
+        for r in required(raw, "row_media", file=file, where=where, error=InputError):
             media_set = media_set_sha256(r["media_sha256"])
             record = source_record_sha256(r["source_row_hash"], media_set)
             if media_set != r["media_set_sha256"] or record != r["source_record_sha256"]:
@@ -327,7 +324,7 @@ def load_manifest(path: Path) -> Manifest:
             rows.append(RowMedia(r["ordinal"], r["index"], r["source_row_hash"], tuple(r["media"]),
                                  tuple(r["media_sha256"]), media_set, record))
         snapshot = dataset_snapshot(rows)
-        if snapshot != _need(raw, "dataset_snapshot_sha256", file=file, where=where):
+        if snapshot != required(raw, "dataset_snapshot_sha256", file=file, where=where, error=InputError):
             raise InputError("dataset snapshot does not re-derive", file=file, field=f"{where}dataset_snapshot_sha256",
                              expected=snapshot, found=raw.get("dataset_snapshot_sha256"))
         datasets[key] = DatasetEntry(

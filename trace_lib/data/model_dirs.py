@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from trace_lib.atomic import write_text_atomic
 from trace_lib.data.rowhash import canonical_sha256
 from trace_lib.errors import InputError
-from trace_lib.release.load import canonical_json, sha256_file
+from trace_lib.jsonio import canonical_json_ascii
+from trace_lib.release.load import sha256_file
 
 if TYPE_CHECKING:
     from trace_lib.campaign.models import ModelDescriptor
@@ -65,7 +66,7 @@ class ModelDirReport:
 
 def _write_marker(directory: Path, marker: dict[str, Any]) -> None:
     # the temp name (.trace_model_revision.json.<random>.incomplete) is excluded from hashing like the marker
-    write_text_atomic(directory / MARKER_NAME, canonical_json(marker), encoding="ascii")
+    write_text_atomic(directory / MARKER_NAME, canonical_json_ascii(marker), encoding="ascii")
 
 
 def _marker(slug: str, source: str, immutable: str, origin: str, hashes: dict[str, str],

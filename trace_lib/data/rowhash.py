@@ -1,4 +1,4 @@
-"""Row and media identity hashes (eval-campaign spec §2.5, §3.5), shared by the manifest and generation.
+"""Row and media identity hashes, shared by the manifest and generation.
 
 ``source_row_hash`` hashes a row's fields without its media columns; ``row_key`` is upstream's per-row
 identity ``<ordinal:08d>:<index>:<source_row_hash[:16]>``; ``media_set_sha256`` and ``source_record_sha256``
@@ -11,7 +11,7 @@ import hashlib
 import json
 from typing import Any, Iterable, Mapping
 
-from trace_lib.release.load import canonical_json
+from trace_lib.jsonio import canonical_json_ascii
 
 #: Row fields left out of ``source_row_hash`` (the media, which is bound separately by content).
 MEDIA_FIELDS = frozenset(
@@ -45,7 +45,7 @@ def row_key(ordinal: int, index: Any, row_hash: str) -> str:
 
 def canonical_sha256(value: Any) -> str:
     """SHA-256 of the canonical JSON (sorted keys, compact, ASCII) of ``value``."""
-    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+    return hashlib.sha256(canonical_json_ascii(value).encode("utf-8")).hexdigest()
 
 
 def media_set_sha256(media_sha256: Iterable[str]) -> str:

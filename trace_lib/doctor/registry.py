@@ -9,10 +9,10 @@ becomes a ``missing`` result naming the check). To add a check: write a module w
 from __future__ import annotations
 
 import importlib
-import os
 from dataclasses import dataclass
 from typing import Callable
 
+from trace_lib import options
 from trace_lib.doctor.context import CheckResult, DoctorContext, Status
 from trace_lib.errors import UsageError
 
@@ -86,7 +86,7 @@ def run_check(check: Check, ctx: DoctorContext) -> CheckResult:
     try:
         return check.run(ctx)
     except Exception as exc:  # noqa: BLE001 - the doctor always answers
-        if os.environ.get("TRACE_REPRO_DEBUG") == "1":
+        if options.DEBUG_ENV.enabled():
             raise
         return CheckResult(check.name, Status.MISSING, f"check stopped: {type(exc).__name__}: {exc}",
                            missing=f"{check.name} could not be checked", fix="TRACE_REPRO_DEBUG=1 trace-repro doctor")

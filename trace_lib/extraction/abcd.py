@@ -2,7 +2,7 @@
 
 Mirrors ``maveryn/trace@rlvr:rlvr/evaluation/vlmevalkit_extensions/trace_eval_answer_parsing.py``
 (``extract_unambiguous_abcd``), which ``apply_vlmevalkit_trace_extensions.py`` substitutes for the body of
-``extract_answer`` in ``vlmeval/dataset/utils/{puzzlevqa,visualpuzzles}.py``. Spec: benchmarks-perception-puzzles §0.8.
+``extract_answer`` in ``vlmeval/dataset/utils/{puzzlevqa,visualpuzzles}.py``.
 
 Candidates, in order: every ``answer: X`` marker (A-D, case-insensitive); the single ``<answer>`` block (its last
 balanced box, else the whole block, else its last ``answer:`` line), when there is exactly one block; the last

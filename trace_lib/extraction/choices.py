@@ -1,11 +1,13 @@
-"""VLMEvalKit's ImageMCQ machinery: the ImageMCQ prompt, option inference and the MCQ judge loop.
+"""VLMEvalKit's ImageMCQ machinery: the ImageMCQ prompt, option inference and the MCQ judge's prompt (pure: the judge
+loop that sends it is :mod:`trace_lib.scoring.mcq_judge`).
 
 Mirrors ``VLMEvalKit@a8b12bf1``:
 
 - ``vlmeval/dataset/image_mcq.py:ImageMCQDataset.build_prompt`` -> :func:`build_imagemcq_prompt`;
 - ``vlmeval/utils/matching_util.py`` (``can_infer_option``, ``can_infer_text``, ``can_infer``);
-- ``vlmeval/dataset/utils/multiple_choice.py`` (``build_choices``, ``build_prompt``/``_cn``/``_blink``/``_wemath``,
-  ``extract_answer_from_item``) and ``vlmeval/smp/vlm.py:build_option_str`` -> :func:`extract_options`.
+- ``vlmeval/dataset/utils/multiple_choice.py`` (``build_choices``, ``build_prompt``/``_cn``/``_blink``/``_wemath``)
+  and ``vlmeval/smp/vlm.py:build_option_str`` -> :func:`build_judge_prompt` (``extract_answer_from_item``: the
+  loop in :mod:`trace_lib.scoring.mcq_judge`).
 
 Quirks reproduced on purpose (each also named where it happens):
 
@@ -13,26 +15,17 @@ Quirks reproduced on purpose (each also named where it happens):
 - a letter counted once is accepted only among the last four tokens; ``answer is <letter>`` is matched
   case-insensitively (``the answer is about`` -> ``A``);
 - refusal strings and a bare ``Z`` token yield ``Z`` without the judge;
-- the judge prompt is built (``cn_string`` of the question) for every row, so a non-text question fails the slice;
-- after three unusable judge replies upstream draws ``random.choice(letters + ['Z'])`` unseeded; here
-  :func:`trace_lib.scoring.fallback.deterministic_choice` seeded by (benchmark, row index, decoding seed) draws,
-  and the row is marked ``fallback``.
-
-Deviation: upstream silently switches to exact matching when its judge health probe fails; here a judge whose
-whole first round fails at the transport level raises :class:`~trace_lib.errors.JudgeError`.
+- the judge prompt is built (``cn_string`` of the question) for every row, so a non-text question fails the slice.
 """
 
 from __future__ import annotations
 
 import re
 import string
-from dataclasses import dataclass
-from typing import Any, Mapping, MutableMapping, Sequence
+from typing import Any, Mapping, MutableMapping
 
-from trace_lib.errors import InputError, JudgeError
+from trace_lib.errors import InputError
 from trace_lib.extraction.workbook import isna
-from trace_lib.scoring.fallback import deterministic_choice
-from trace_lib.scoring.judge import Judge, first_round_failed
 
 #: Substring VLMEvalKit treats as "the API failed" (``matching_util``, ``multiple_choice``).
 API_FAIL_MARKER = "Failed to obtain answer via API"
@@ -46,11 +39,6 @@ REFUSALS = (
 _TOKEN_SEPARATORS = ".()[],:;!*#{}"
 _VERBOSE_ANSWER = re.compile(r"(?i)(?:correct\s+)?answer\s+is\s+\**([ABCD])\**")
 _CJK = re.compile("[\u4e00-\u9fff]")
-#: Judge rounds per row before the random fallback (``extract_answer_from_item``: ``retry = 3``).
-JUDGE_ROUNDS = 3
-#: The judge request settings of the official route (campaign ``_judge_kwargs``).
-JUDGE_MAX_TOKENS = 256
-JUDGE_TEMPERATURE = 0  # the int VLMEvalKit's wrapper sends (judge_kwargs "temperature": 0)
 
 Choices = MutableMapping[str, Any]
 
@@ -237,105 +225,3 @@ def build_judge_prompt(question: Any, option_str: str, prediction: Any, *, datas
     if _CJK.search(question):
         return _CN_TEMPLATE.format(question, option_str, prediction)
     return _DEFAULT_TEMPLATE.format(question, option_str, prediction)
-
-
-@dataclass
-class McqItem:
-    """One evaluation-table row for the MCQ matcher: identity, judge-prompt question, prediction, choices."""
-
-    index: Any
-    question: Any
-    prediction: str  # already ``str()`` of the workbook cell
-    choices: dict[str, Any]  # ``build_choices`` of the workbook row (mutated by ``can_infer_text``)
-
-
-@dataclass(frozen=True)
-class McqOption:
-    """The option a row resolved to and how (``prefetch``, ``judge``, ``exact_matching``, ``fallback``)."""
-
-    option: str
-    method: str
-    judge_calls: int = 0
-    fallback: bool = False
-    judge_replies: tuple[str, ...] = ()
-
-
-def extract_options(
-    items: Sequence[McqItem],
-    *,
-    judge: Judge | None,
-    use_judge: bool,
-    benchmark: str,
-    seed: int,
-    dataset: str | None = None,
-) -> list[McqOption]:
-    """``extract_answer_from_item`` for every item: prefetch, then up to three judge rounds, then fallback.
-
-    ``use_judge=False`` is upstream's ``exact_matching`` policy (no inference -> ``Z``).
-
-    Raises:
-        JudgeError: a row needs the judge and ``judge`` is None, or the judge's first round failed entirely.
-        InputError: a question is not text, or ``Z`` is itself an option when the fallback is needed.
-    """
-    prompts = [
-        build_judge_prompt(item.question, build_option_str(item.choices), item.prediction, dataset=dataset)
-        for item in items
-    ]
-    results: list[McqOption | None] = [None] * len(items)
-    pending: list[int] = []
-    for pos, item in enumerate(items):
-        option = can_infer(item.prediction, item.choices)
-        if option:
-            results[pos] = McqOption(str(option), "prefetch")
-        elif not use_judge:
-            results[pos] = McqOption("Z", "exact_matching")
-        else:
-            pending.append(pos)
-    if pending and judge is None:
-        raise JudgeError(f"{benchmark}: {len(pending)} rows need the Qwen3-32B judge and none is configured",
-                         field="--judge-url", hint="start the judge and pass --judge-url")
-    calls = {pos: 0 for pos in pending}
-    replies: dict[int, list[str]] = {pos: [] for pos in pending}
-    for round_no in range(JUDGE_ROUNDS):
-        if not pending:
-            break
-        answers = judge.chat([prompts[p] for p in pending], max_tokens=JUDGE_MAX_TOKENS,  # type: ignore[union-attr]
-                             temperature=JUDGE_TEMPERATURE)
-        if round_no == 0 and first_round_failed(answers):
-            raise JudgeError(f"{benchmark}: every judge request failed", field="--judge-url",
-                             hint="every request answered 5xx or timed out; check the judge's log")
-        still = []
-        for pos, answer in zip(pending, answers):
-            calls[pos] += 1
-            replies[pos].append(answer.text)
-            if API_FAIL_MARKER not in answer.text:
-                option = can_infer(answer.text, items[pos].choices)
-                if option:
-                    results[pos] = McqOption(str(option), "judge", calls[pos], judge_replies=tuple(replies[pos]))
-                    continue
-            still.append(pos)
-        pending = still
-    for pos in pending:
-        item = items[pos]
-        if "Z" in item.choices:
-            raise InputError("option Z exists, so upstream's random fallback has nothing to draw from",
-                             field=f"rows[{item.index}]")
-        letters = [*item.choices, "Z"]
-        # quirk: upstream draws random.choice unseeded here; the stand-in is seeded by (benchmark, index, seed)
-        drawn = deterministic_choice(letters, benchmark=benchmark, index=item.index, seed=seed)
-        results[pos] = McqOption(drawn, "fallback", calls[pos], fallback=True, judge_replies=tuple(replies[pos]))
-    return [r for r in results if r is not None]
-
-
-def extract_answer_from_item(
-    item: McqItem,
-    judge: Judge | None,
-    *,
-    benchmark: str,
-    seed: int,
-    dataset: str | None = None,
-    use_judge: bool = True,
-) -> McqOption:
-    """One row through :func:`extract_options` (upstream's ``extract_answer_from_item``)."""
-    return extract_options([item], judge=judge, use_judge=use_judge, benchmark=benchmark, seed=seed,
-                           dataset=dataset)[0]

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
-from trace_lib.benchmarks.protocol import PromptItem
+from trace_lib.protocol import PromptItem
 from trace_lib.errors import InputError
 
 #: The suite ``generation`` fields that become request sampling fields, in upstream's payload order.

@@ -20,7 +20,7 @@ from trace_lib.generation.request import ChatRequest, GenerationResult, build_ev
 from trace_lib.generation.store import SliceIdentity, SliceStore, StoredResponse, response_path
 
 if TYPE_CHECKING:
-    from trace_lib.benchmarks.protocol import Protocol, Row
+    from trace_lib.protocol import Protocol, Row
     from trace_lib.data.manifest import DatasetEntry
     from trace_lib.campaign.models import ModelDescriptor
     from trace_lib.campaign.plan import Slice

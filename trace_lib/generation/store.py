@@ -48,7 +48,8 @@ from typing import Any, Callable, Iterable, Mapping
 from trace_lib.atomic import write_bytes_atomic
 from trace_lib.errors import InputError
 from trace_lib.filelock import FileLock
-from trace_lib.release.load import canonical_json, sha256_bytes
+from trace_lib.jsonio import canonical_json_ascii as canonical_json
+from trace_lib.release.load import sha256_bytes
 
 SCHEMA_VERSION = "trace-repro-responses-v1"
 #: Header fields that must match for a file to be resumed (``created_at`` is informational).

@@ -1,4 +1,4 @@
-"""Group ``patches``: post-run patches are reviewed and never rewrite the canonical results (spec B5).
+"""Group ``patches``: post-run patches are reviewed and never rewrite the canonical results.
 
 Upstream ``validate_post_run_patches``: schema, the producer revision kept (the ledger must not claim the
 post-run revision produced the results), ``canonical_results_recomputed`` false, unique patch ids each with a

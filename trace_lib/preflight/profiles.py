@@ -1,6 +1,6 @@
 """Group ``profiles``: the two training profiles are the same answer-only GRPO recipe at two scales.
 
-Upstream ``train.py check`` profile gate (spec B9; training.md §1.2 A): exactly the two canonical YAML files, each
+Upstream ``train.py check`` profile gate: exactly the two canonical YAML files, each
 a mapping with its schema, id, answer-only scope and identity fields, no annotation/task-conditioned keys under
 ``easyr1``, run-time paths left null, and the 3B and 7B profiles deep-equal outside their identity fields (both are
 checked whichever one is run). Upstream pins every hyperparameter as a literal (here: group ``identity``); here
@@ -26,7 +26,7 @@ from trace_lib.release import identity
 SCHEMA = "trace-rlvr-training-config-v1"
 SCOPE = "answer_only"
 CONFIG_DIR = "rlvr/configs"
-#: fields allowed to differ between the 3B and 7B profiles (training.md §1.2 A.5)
+#: fields allowed to differ between the 3B and 7B profiles
 IDENTITY_FIELDS = ("config_id", "release.source_revision", "release.source_config_sha256",
                    "release.source_environment_sha256", "release.released_model", "release.base_model",
                    "easyr1.trainer.experiment_name")

@@ -1,4 +1,4 @@
-"""Group ``prompt_hash``: the system-prompt bytes are the ones every profile, suite and receipt pins (spec B10).
+"""Group ``prompt_hash``: the system-prompt bytes are the ones every profile, suite and receipt pins.
 
 Upstream hashes the prompt file only in ``train.py check`` (against a literal) and trusts the values recorded in
 the profiles, the TRACE-validation suite and the source map. Here the file's SHA-256 is computed and every

@@ -1,4 +1,4 @@
-"""Group ``provenance``: every suite benchmark has complete, reviewed, immutable provenance (spec B2).
+"""Group ``provenance``: every suite benchmark has complete, reviewed, immutable provenance.
 
 Upstream ``validate_provenance``: schema, suite binding, review status, VLMEvalKit revision equal to the suite's,
 one entry per suite benchmark in suite order with the suite's name, alias, category and row count, an HTTP(S)

@@ -1,6 +1,6 @@
 """Group ``receipts``: ``release_receipts.v1.json`` binds the canonical files, code revisions and source runs.
 
-Upstream ``validate_release_receipts`` (spec B4): schema, release id, review status, immutable code revisions,
+Upstream ``validate_release_receipts``: schema, release id, review status, immutable code revisions,
 canonical-file receipts whose recorded and actual hashes agree, the Hugging Face archives that ``results.json``
 names (revision, manifest and result hashes, revision-pinned tree URL), the runtime requirements receipt, the
 VLMEvalKit and judge revisions, the historical-manifest exclusion and no credential references. Stricter than

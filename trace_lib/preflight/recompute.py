@@ -2,7 +2,7 @@
 
 Upstream recomputes category/overall scores and summaries and the overall paired delta but trusts counts,
 ``seed_count``/``benchmark_count``/``evaluated_rows``, which (model, base) pairs exist, the per-seed overall
-deltas and all 144 benchmark deltas (spec B13). Here every one of them is rebuilt with
+deltas and all 144 benchmark deltas. Here every one of them is rebuilt with
 :mod:`trace_lib.aggregation` (``statistics.fmean``, sample ``stdev``, absolute tolerance 1e-10), every collection
 must hold exactly one row per identity, and every model that is not a base has exactly one comparison with a
 base of the same parameter scale. When one seed score disagrees with every aggregate built from it, the finding

@@ -8,11 +8,11 @@ Each group module defines ``GROUP = CheckGroup(name, summary, run)``; ``run(ctx,
 from __future__ import annotations
 
 import importlib
-import os
 from dataclasses import dataclass
 from typing import Callable
 
-from trace_lib.errors import UsageError
+from trace_lib import options
+from trace_lib.errors import InputError, UsageError
 from trace_lib.preflight.context import CheckContext, GroupOutcome
 
 #: Group modules in check order (upstream's preflight order, then train.py check's, then the pinned identity).
@@ -66,10 +66,23 @@ def run_group(check: CheckGroup, ctx: CheckContext) -> GroupOutcome:
     try:
         check.run(ctx, out)
     except Exception as exc:  # noqa: BLE001 - the safety net of "all failures listed, never a traceback"
-        if os.environ.get("TRACE_REPRO_DEBUG") == "1":
+        if options.DEBUG_ENV.enabled():
             raise
         out.fail(
             f"preflight group {check.name}",
             f"stopped on unexpected release structure: {type(exc).__name__}: {exc}",
         )
     return out
+
+
+def require_group(check: CheckGroup, ctx: CheckContext, *, error: type[InputError] = InputError) -> GroupOutcome:
+    """Run one group for a caller that stops at the first failure (``validation verify``, the equivalence bridge).
+
+    Raises:
+        error: the group's first failure, as one line naming its file and field.
+    """
+    outcome = run_group(check, ctx)
+    if outcome.failures:
+        first = outcome.failures[0]
+        raise error(first.message, file=first.file, field=first.field, expected=first.expected, found=first.found)
+    return outcome

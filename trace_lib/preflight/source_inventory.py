@@ -1,13 +1,13 @@
 """Group ``source_inventory``: the release-file manifest and the vendored EasyR1 manifest match the tree.
 
-Upstream ``train.py check`` (spec B11): ``release_files.v1.json`` schema, dataset-release and TRACE-validation
+Upstream ``train.py check``: ``release_files.v1.json`` schema, dataset-release and TRACE-validation
 identities, a file list equal to every file under ``rlvr/`` with matching hashes; ``VENDOR_MANIFEST.v1.json``
 schema, revisions, 64 ``verl/`` files with matching hashes equal to the vendored ``*.py`` set, disposition counts.
 Here the identity blocks must equal what they describe (actual hashes, the equivalence receipt, the validation
 files, release receipts, profiles, the source map's training receipts and vendored runtime), the listed files
 must equal the source map's destinations + public-authored files, and listed data files are always hashed.
 Source files (and the vendor manifest, which lives beside the vendored code) are checked only in a checkout;
-byte-code and hidden work directories (``rlvr/evaluation/.work/``) are ignored, unlike upstream (spec B15 #1).
+byte-code and hidden work directories (``rlvr/evaluation/.work/``) are ignored, unlike upstream.
 """
 
 from __future__ import annotations

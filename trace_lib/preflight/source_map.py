@@ -1,6 +1,6 @@
 """Group ``source_map``: the reviewed source map covers the release and its release inputs are current.
 
-Upstream ``validate_source_map`` (spec B8): schema, reviewed status, default-deny policy, review receipt, unique
+Upstream ``validate_source_map``: schema, reviewed status, default-deny policy, review receipt, unique
 ``rlvr/`` destinations with reviewed statuses and immutable source revisions and hashes, mapped files present
 with exact copies byte-identical, the runtime-closure and TRACE-validation mappings, the validation review
 receipt, counts, the dataset, training and validation release inputs, the public-authored boundary and tree

@@ -1,6 +1,6 @@
 """Group ``suite``: the ``trace_eval_v1`` suite file is well formed and says the same thing everywhere.
 
-Upstream ``validate_suite`` (validation-and-preflight.md B1): schema, canonical status, immutable VLMEvalKit
+Upstream ``validate_suite``: schema, canonical status, immutable VLMEvalKit
 commit, unique non-empty benchmark keys with non-empty contract fields and positive row counts, categories that
 partition the benchmarks in suite order, routes that cover each benchmark once and agree with its ``route``.
 Upstream's literal counts (24 benchmarks, 6 x 4, 32,805 rows) are asserted by the pinned file hash (group

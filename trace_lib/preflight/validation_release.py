@@ -1,6 +1,6 @@
 """Group ``validation_release``: the TRACE-validation suite, results, receipt and patch ledger agree.
 
-Upstream ``verify release`` (spec A9.1-A9.2, run by the preflight as B7): suite schema and contract fields,
+Upstream ``verify release`` (run by the preflight as B7): suite schema and contract fields,
 model roster, results schema and roster in suite order with 2,000 evaluated rows each and scores in [0, 100], the
 receipt's immutable source equal to the results' source, its public-release hashes equal to the actual suite and
 results files, and the campaign counts. Upstream pins roster, counts and hashes as literals (here: group

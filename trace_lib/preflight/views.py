@@ -136,7 +136,7 @@ def tree_files(ctx: CheckContext) -> tuple[list[str], list[str]]:
 
     Ignored (never part of a release, never a failure): byte-code (``__pycache__``, ``*.pyc``, ``*.pyo``) and
     anything inside a hidden directory or hidden file, e.g. the documented work directory
-    ``rlvr/evaluation/.work/`` (upstream's inventory checks fail on it, spec B15 #1).
+    ``rlvr/evaluation/.work/`` (upstream's inventory checks fail on it).
     """
     root = ctx.release.file("rlvr")
     kept, ignored = [], []

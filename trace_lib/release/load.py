@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_lib.errors import ReleaseFileError
+from trace_lib.jsonio import DuplicateKey, NonFinite, loads_strict
 
 
 def sha256_file(path: Path, *, chunk: int = 1 << 20) -> str:
@@ -26,36 +27,6 @@ def sha256_file(path: Path, *, chunk: int = 1 << 20) -> str:
 def sha256_bytes(data: bytes) -> str:
     """Hex SHA-256 of bytes."""
     return hashlib.sha256(data).hexdigest()
-
-
-def canonical_json(value: Any) -> str:
-    """Canonical JSON text (sorted keys, compact separators, ASCII) used for every content hash."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
-
-
-def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(key)
-        out[key] = value
-    return out
-
-
-class _DuplicateKey(ValueError):
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
-
-
-class _NonFinite(ValueError):
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self.name = name
-
-
-def _reject_constant(name: str) -> Any:
-    raise _NonFinite(name)
 
 
 def _position(text: str, token: str) -> str:
@@ -84,10 +55,10 @@ def _position(text: str, token: str) -> str:
 def parse_json_text(text: str, *, name: str) -> Any:
     """Parse JSON text strictly; ``name`` is the file name used in error messages."""
     try:
-        return json.loads(text, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant)
-    except _DuplicateKey as exc:
+        return loads_strict(text)
+    except DuplicateKey as exc:
         raise ReleaseFileError(f"duplicate key {exc.key!r}", file=name) from None
-    except _NonFinite as exc:
+    except NonFinite as exc:
         where = _position(text, exc.name)
         raise ReleaseFileError(f"non-finite number {exc.name}{where} is not valid JSON", file=name) from None
     except json.JSONDecodeError as exc:

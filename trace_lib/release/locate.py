@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trace_lib import options
 from trace_lib.errors import ReleaseFileError, ReleaseNotFoundError
 from trace_lib.release import identity
 from trace_lib.release.load import load_json, load_yaml, sha256_file
 
-ENV_VAR = "TRACE_ROOT"
+ENV_VAR = options.TRACE_ROOT.env
 _MARKER = identity.SUITE
 HOW_TO_POINT = "pass --trace-root DIR, set TRACE_ROOT, or run 'trace-repro fetch-release --dest DIR'"
 #: The package-data copy of the canonical files (release-relative paths under it).

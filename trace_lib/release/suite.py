@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from trace_lib.errors import ReleaseFileError
+from trace_lib.jsonio import required
 from trace_lib.release import identity
 from trace_lib.release.locate import ReleaseRoot
 
@@ -68,10 +68,6 @@ class EvalModel:
     parameter_scale: str
 
 
-def _field(doc: Mapping[str, Any], key: str, *, file: str, where: str) -> Any:
-    if not isinstance(doc, Mapping) or key not in doc:
-        raise ReleaseFileError("required field is missing", file=file, field=f"{where}{key}")
-    return doc[key]
 
 
 def load_suite(release: ReleaseRoot) -> Suite:
@@ -79,12 +75,12 @@ def load_suite(release: ReleaseRoot) -> Suite:
     rel = identity.SUITE
     doc = release.read_json(rel)
     benches = []
-    for i, item in enumerate(_field(doc, "benchmarks", file=rel, where="")):
+    for i, item in enumerate(required(doc, "benchmarks", file=rel)):
         where = f"benchmarks[{i}]."
         benches.append(
             Benchmark(
                 **{
-                    name: _field(item, name, file=rel, where=where)
+                    name: required(item, name, file=rel, where=where)
                     for name in (
                         "key", "display", "official_alias", "category", "route", "rows",
                         "answer_contract", "score_contract",
@@ -93,12 +89,12 @@ def load_suite(release: ReleaseRoot) -> Suite:
             )
         )
     return Suite(
-        suite_id=_field(doc, "suite_id", file=rel, where=""),
+        suite_id=required(doc, "suite_id", file=rel),
         benchmarks=tuple(benches),
-        categories=MappingProxyType({k: tuple(v) for k, v in _field(doc, "categories", file=rel, where="").items()}),
-        routes=MappingProxyType({k: tuple(v) for k, v in _field(doc, "routes", file=rel, where="").items()}),
-        generation=MappingProxyType(dict(_field(doc, "generation", file=rel, where=""))),
-        vlmevalkit_commit=_field(_field(doc, "vlmevalkit", file=rel, where=""), "commit", file=rel, where="vlmevalkit."),
+        categories=MappingProxyType({k: tuple(v) for k, v in required(doc, "categories", file=rel).items()}),
+        routes=MappingProxyType({k: tuple(v) for k, v in required(doc, "routes", file=rel).items()}),
+        generation=MappingProxyType(dict(required(doc, "generation", file=rel))),
+        vlmevalkit_commit=required(required(doc, "vlmevalkit", file=rel), "commit", file=rel, where="vlmevalkit."),
         sha256=release.sha256(rel),
     )
 
@@ -108,15 +104,15 @@ def load_eval_models(release: ReleaseRoot) -> tuple[EvalModel, ...]:
     rel = identity.RESULTS
     doc = release.read_json(rel)
     models = []
-    for i, item in enumerate(_field(doc, "models", file=rel, where="")):
+    for i, item in enumerate(required(doc, "models", file=rel)):
         where = f"models[{i}]."
         models.append(
             EvalModel(
-                model_id=_field(item, "model_id", file=rel, where=where),
-                display_name=_field(item, "display_name", file=rel, where=where),
-                repository_id=_field(item, "repository_id", file=rel, where=where),
-                revision=_field(item, "repository_revision", file=rel, where=where),
-                parameter_scale=_field(item, "parameter_scale", file=rel, where=where),
+                model_id=required(item, "model_id", file=rel, where=where),
+                display_name=required(item, "display_name", file=rel, where=where),
+                repository_id=required(item, "repository_id", file=rel, where=where),
+                revision=required(item, "repository_revision", file=rel, where=where),
+                parameter_scale=required(item, "parameter_scale", file=rel, where=where),
             )
         )
     return tuple(models)
@@ -124,4 +120,4 @@ def load_eval_models(release: ReleaseRoot) -> tuple[EvalModel, ...]:
 
 def load_seeds(release: ReleaseRoot) -> tuple[int, ...]:
     """The decoding seeds of the campaign (``results.json`` ``seeds``)."""
-    return tuple(_field(release.read_json(identity.RESULTS), "seeds", file=identity.RESULTS, where=""))
+    return tuple(required(release.read_json(identity.RESULTS), "seeds", file=identity.RESULTS))

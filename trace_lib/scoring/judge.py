@@ -36,6 +36,8 @@ from trace_lib.scoring.judge_http import PER_REQUEST_KINDS, CallFailed, JudgeTra
 
 #: The served model name of the judge pool (eval-campaign spec §4.1).
 JUDGE_SERVED_NAME = "qwen3-32b-judge"
+#: The judge's weights directory under the model root (the campaign's judge model and the pool's default).
+JUDGE_SLUG = "qwen3-32b-judge"
 #: VLMEvalKit ``OpenAIWrapper``'s answer after exhausting its retries: ``BaseAPI.__init__``'s ``fail_msg`` default,
 #: which overrides the wrapper's own ``"... API. "`` (set before ``super().__init__``), so no trailing space.
 VLMEVAL_FAIL_MSG = "Failed to obtain answer via API."
@@ -108,40 +110,35 @@ def complete_with_ladder(
     validator: Callable[[str], bool] | None = None,
     allow_unresolved: bool = False,
 ) -> list[JudgeReply]:
-    """:meth:`Judge.complete` with upstream's token ladder: a reply that is empty, cut by the budget (when
-    ``retry_on_length``) or rejected by ``validator`` is re-asked at the next budget of
+    """:meth:`Judge.complete` on the ``persistent`` stack's ladder (:func:`climb_ladder`): a reply that is empty,
+    cut by the budget (when ``retry_on_length``) or rejected by ``validator`` is re-asked at the next budget of
     :func:`retry_token_limits`.
 
     Raises:
         JudgeError: some prompt is still unresolved after the ladder (unless ``allow_unresolved``, which returns
             the last reply of such prompts), or the judge is unreachable.
     """
-    replies: list[JudgeReply | None] = [None] * len(prompts)
-    pending = list(range(len(prompts)))
-    for rung, budget in enumerate(retry_token_limits(max_tokens)):
-        if not pending:
-            break
+    limits = retry_token_limits(max_tokens)
+
+    def ask(rung: int, budget: int, indices: Sequence[int]) -> list[JudgeReply]:
         extra = {"rung": rung} if isinstance(judge, OpenAIJudge) else {}
-        answers = judge.complete(
-            [prompts[i] for i in pending], max_tokens=budget, temperature=temperature, top_p=top_p, system=system,
-            **extra,
-        )
-        unresolved = []
-        for i, reply in zip(pending, answers):
-            if reply.max_tokens is None:
-                reply = JudgeReply(reply.text, reply.finish_reason, reply.ok, budget)
-            replies[i] = reply
-            if not _resolved(reply, retry_on_length, validator):
-                unresolved.append(i)
-        pending = unresolved
+        answers = judge.complete([prompts[i] for i in indices], max_tokens=budget, temperature=temperature,
+                                 top_p=top_p, system=system, **extra)
+        return [r if r.max_tokens is not None else JudgeReply(r.text, r.finish_reason, r.ok, budget) for r in answers]
+
+    def check(rung: int, index: int, reply: JudgeReply) -> str | None:
+        return None if _resolved(reply, retry_on_length, validator) else "unresolved"
+
+    ladders = climb_ladder(ask, len(prompts), limits, check=check)
+    pending = [i for i, rungs in enumerate(ladders) if rungs and rungs[-1].problem is not None]
     if pending and not allow_unresolved:
         raise JudgeError(
             f"judge output still empty, truncated or invalid after the token ladder for {len(pending)} prompt(s)",
             field=f"prompt #{pending[0]}",
-            expected=f"a valid answer within {retry_token_limits(max_tokens)[-1]} tokens",
-            found=(replies[pending[0]].text[:80] if replies[pending[0]] else ""),  # type: ignore[union-attr]
+            expected=f"a valid answer within {limits[-1]} tokens",
+            found=ladders[pending[0]][-1].reply.text[:80],
         )
-    return [r for r in replies if r is not None]
+    return [rungs[-1].reply for rungs in ladders if rungs]
 
 
 def _resolved(reply: JudgeReply, retry_on_length: bool, validator: Callable[[str], bool] | None) -> bool:
@@ -344,16 +341,43 @@ def chat_body(model: str, prompt: str, *, max_tokens: int, temperature: float = 
 
 
 def completions_body(model: str, rendered: Sequence[str], *, max_tokens: int, temperature: float,
-                     top_p: float) -> dict[str, Any]:
-    """The persistent client's body: ``model, prompt, temperature, top_p, max_tokens``; ``prompt`` is a scalar
-    for a batch of one (upstream's historical shape)."""
-    return {
+                     top_p: float, stack: str = "persistent") -> dict[str, Any]:
+    """A ``/v1/completions`` body: ``model, prompt, temperature, top_p, max_tokens`` and the stack's ``seed``;
+    ``prompt`` is a scalar for a batch of one unless the stack sends lists (:class:`StackPolicy`)."""
+    policy = stack_policy(stack)
+    body = {
         "model": model,
-        "prompt": rendered[0] if len(rendered) == 1 else list(rendered),
+        "prompt": rendered[0] if len(rendered) == 1 and not policy.prompt_as_list else list(rendered),
         "temperature": temperature,
         "top_p": top_p,
         "max_tokens": max_tokens,
     }
+    if policy.seed is not None:
+        body["seed"] = policy.seed
+    return body
+
+
+def completions_url(base_url: str) -> str:
+    """``<base>/v1/completions`` from a base URL (``.../v1`` or already ``.../v1/completions`` accepted)."""
+    base = base_url.rstrip("/")
+    if base.endswith("/v1/completions"):
+        return base
+    if base.endswith("/v1"):
+        return f"{base}/completions"
+    return f"{base}/v1/completions"
+
+
+def post_completions(base_url: str, body: dict[str, Any], *, count: int, timeout_s: float,
+                     transport: JudgeTransport | None = None) -> tuple[list[JudgeReply], float]:
+    """One ``/v1/completions`` exchange of ``count`` prompts -> (their replies in prompt order, seconds taken).
+
+    Raises:
+        CallFailed: a per-request failure (HTTP error, timeout, an answer outside the completions schema).
+        JudgeError: a configuration failure (model not served, credentials refused).
+    """
+    answer = (transport or shared_transport()).post(completions_url(base_url), body, timeout_s=timeout_s,
+                                                    model=body["model"])
+    return _completion_choices(answer.data, count, int(body["max_tokens"])), answer.elapsed_s
 
 
 def first_round_failed(replies: Sequence[JudgeReply]) -> bool:
@@ -401,3 +425,73 @@ def _completion_choices(data: Any, count: int, budget: int) -> list[JudgeReply]:
         mapped[index] = JudgeReply(str(choice.get("text") or "").strip(), choice.get("finish_reason"),
                                    max_tokens=budget)
     return [m for m in mapped if m is not None]
+
+
+# -- the one token ladder ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StackPolicy:
+    """What differs between upstream's judge client stacks on ``/v1/completions`` (registered by name)."""
+
+    name: str
+    prompt_as_list: bool = False  # the body's ``prompt`` is a list even for one prompt
+    seed: int | None = None  # the body's ``seed`` (omitted when None)
+
+
+_STACKS: dict[str, StackPolicy] = {}
+
+
+def register_stack(policy: StackPolicy) -> StackPolicy:
+    """Register ``policy`` under its name (re-registering the same policy is a no-op)."""
+    known = _STACKS.setdefault(policy.name, policy)
+    if known != policy:
+        raise ValueError(f"judge stack {policy.name!r} is already registered with another policy")
+    return policy
+
+
+def stack_policy(name: str) -> StackPolicy:
+    """The registered stack ``name``.
+
+    Raises:
+        KeyError: no stack of that name is registered.
+    """
+    return _STACKS[name]
+
+
+#: Upstream's persistent client (direct and MME routes): scalar prompt for a batch of one, no seed.
+PERSISTENT = register_stack(StackPolicy("persistent"))
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One prompt's attempt on one rung: the budget, the reply, and why it did not resolve (None: it did)."""
+
+    number: int
+    budget: int
+    reply: JudgeReply
+    problem: str | None
+
+
+def climb_ladder(
+    ask: Callable[[int, int, Sequence[int]], Sequence[JudgeReply]],
+    count: int,
+    limits: Sequence[int],
+    *,
+    check: Callable[[int, int, JudgeReply], str | None],
+) -> list[list[Rung]]:
+    """Upstream's token ladder, for every stack: ask the unresolved prompts at each budget of ``limits`` in turn
+    (``ask(rung, budget, indices)`` answers one reply per index, in order) until ``check(rung, index, reply)``
+    accepts (returns None). Returns each prompt's rungs; a prompt whose last rung has a problem is unresolved.
+    """
+    ladders: list[list[Rung]] = [[] for _ in range(count)]
+    pending = list(range(count))
+    for number, budget in enumerate(limits):
+        if not pending:
+            break
+        unresolved = []
+        for index, reply in zip(pending, ask(number, budget, pending)):
+            problem = check(number, index, reply)
+            ladders[index].append(Rung(number, budget, reply, problem))
+            if problem is not None:
+                unresolved.append(index)
+        pending = unresolved
+    return ladders

@@ -168,20 +168,22 @@ _shared_lock = threading.Lock()
 
 
 def shared_transport() -> JudgeTransport:
-    """The process's transport (created on first use; concurrency from ``TRACE_JUDGE_CONCURRENCY``, default 64,
+    """The process's transport (created on first use; concurrency from ``TRACE_JUDGE_CONCURRENCY``, default 64 (trace_lib.options),
     upstream's ``--judge-api-parallelism``)."""
     global _shared
     with _shared_lock:
         if _shared is None:
             import os  # noqa: PLC0415
 
-            raw = os.environ.get("TRACE_JUDGE_CONCURRENCY", "64")
+            from trace_lib.options import JUDGE_CONCURRENCY_ENV as var  # noqa: PLC0415
+
+            raw = os.environ.get(var.name, var.default)
             try:
                 concurrency = int(raw)
             except ValueError:
-                raise JudgeError("not an integer", field="TRACE_JUDGE_CONCURRENCY", found=raw) from None
+                raise JudgeError("not an integer", field=var.name, found=raw) from None
             if concurrency < 1:
-                raise JudgeError("must be at least 1", field="TRACE_JUDGE_CONCURRENCY", found=raw)
+                raise JudgeError("must be at least 1", field=var.name, found=raw)
             _shared = JudgeTransport(concurrency=concurrency)
         return _shared
 

@@ -121,8 +121,8 @@ class Pool:
 
 def parse_gpu_groups(text: str) -> tuple[str, ...]:
     """Upstream's ``GPU_GROUPS`` (``'0,1;2,3'`` or ``'0 1 2 3'``) as ``CUDA_VISIBLE_DEVICES`` strings, one per server
-    (:func:`trace_lib.campaign.plan.parse_gpu_groups`; raises its UsageError)."""
-    from trace_lib.campaign.plan import parse_gpu_groups as parse
+    (:func:`trace_lib.options.parse_gpu_groups`; raises its UsageError)."""
+    from trace_lib.options import parse_gpu_groups as parse
 
     return tuple(",".join(str(g) for g in group) for group in parse(text))
 
@@ -384,16 +384,16 @@ def pool_spec(
     Raises:
         UsageError: bad GPU groups, port or timeout. InputError: the release lacks the chat template.
     """
-    from trace_lib.campaign.models import JUDGE_SLUG
-    from trace_lib.campaign.plan import MODEL_ROOT_ENV, work_root
-    from trace_lib.validation.suite import load_validation_suite
+    from trace_lib.options import MODEL_ROOT_ENV, work_root
+    from trace_lib.release.validation_suite import load_validation_suite
+    from trace_lib.scoring.judge import JUDGE_SLUG
 
     groups = parse_gpu_groups(gpu_groups)
     if not 1 <= port_start <= 65535 - len(groups):
         raise UsageError("not a port", field="--port-start", found=port_start)
     if not ready_timeout_s > 0:
         raise UsageError("must be positive", field="--ready-timeout", found=ready_timeout_s)
-    weights = Path(judge_model) if judge_model else work_root(model_root, MODEL_ROOT_ENV, "models") / JUDGE_SLUG
+    weights = Path(judge_model) if judge_model else work_root(model_root, MODEL_ROOT_ENV.name, "models") / JUDGE_SLUG
     template = Path(chat_template) if chat_template else release_chat_template(release)
     if chat_template and not template.is_file():
         raise InputError("no such chat template", file=str(template))

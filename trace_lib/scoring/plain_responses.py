@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterator, Sequence
 
-from trace_lib.benchmarks.protocol import Row
+from trace_lib.protocol import Row
 from trace_lib.errors import InputError
 
 #: Accepted names of the response text field, in order of preference.

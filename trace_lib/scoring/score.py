@@ -28,7 +28,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from trace_lib import __version__
 from trace_lib.atomic import write_lines_atomic, write_text_atomic
-from trace_lib.benchmarks.protocol import Protocol, Row, RowScore, ScoringContext, SliceScore
+from trace_lib.protocol import Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.errors import InputError, JudgeError
 from trace_lib.extraction.workbook import library_versions
 from trace_lib.filelock import FileLock

@@ -20,7 +20,8 @@ from trace_lib.archive.schema import (
     CONFIG_NAMES, EXPORT_MANIFEST_VERSION, EXTRACTION_CONTRACT_VERSION, PART_MANIFEST_VERSION,
     RESPONSE_CONTRACT_VERSION, RESULTS_VERSION, SCHEMA_VERSION, SCORE_CONTRACT_VERSION, arrow_schema,
 )
-from trace_lib.release.load import canonical_json, sha256_file
+from trace_lib.jsonio import canonical_json_ascii
+from trace_lib.release.load import sha256_file
 
 #: The media inputs of the paper's runs (``run_metadata.media_inputs`` in the release).
 PAPER_MEDIA_INPUTS: Mapping[str, Any] = media_inputs({"min_pixels": 3136, "max_pixels": 12845056})
@@ -79,7 +80,7 @@ class WrittenRun:
 
 def _write_json(path: Path, value: Any) -> tuple[str, int]:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(canonical_json(value) + "\n", encoding="utf-8")
+    path.write_text(canonical_json_ascii(value) + "\n", encoding="utf-8")
     return sha256_file(path), path.stat().st_size
 
 
@@ -113,14 +114,14 @@ def _rows(spec: SliceSpec, run_id: str, media_inputs: Mapping[str, Any]) -> dict
         }
         out["responses"].append({**common, "contract_version": RESPONSE_CONTRACT_VERSION,
                                  "response_text": s.response_text, "finish_reason": s.finish_reason,
-                                 "generation_settings_json": canonical_json(settings),
+                                 "generation_settings_json": canonical_json_ascii(settings),
                                  "prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens})
         used_judge = s.judge_output is not None
         out["extractions"].append({
             **common, "contract_version": EXTRACTION_CONTRACT_VERSION, "extraction_status": s.extraction_status,
             "extraction_value_type": _json_type(s.extraction_value),
-            "extraction_value_json": canonical_json(s.extraction_value),
-            "extraction_candidates_json": canonical_json(list(s.extraction_candidates)),
+            "extraction_value_json": canonical_json_ascii(s.extraction_value),
+            "extraction_candidates_json": canonical_json_ascii(list(s.extraction_candidates)),
             "extraction_sha256": hashes.extraction_sha256(sample=sample, status=s.extraction_status,
                                                           value=s.extraction_value,
                                                           candidates=list(s.extraction_candidates)),
@@ -142,7 +143,7 @@ def _rows(spec: SliceSpec, run_id: str, media_inputs: Mapping[str, Any]) -> dict
                     "request_sha256", "prompt_contract_sha256", "response_sha256")},
                 "contract_version": SCORE_CONTRACT_VERSION, "scorer_id": f"{spec.benchmark_id}-primary-v1",
                 "metric_id": "primary", "score_unit": "fraction",
-                "score_value": None if s.score is None else float(s.score), "score_value_json": canonical_json(s.score),
+                "score_value": None if s.score is None else float(s.score), "score_value_json": canonical_json_ascii(s.score),
                 "excluded": s.excluded, "evaluated_rows": None,
             })
     out["scores"].append({
@@ -153,7 +154,7 @@ def _rows(spec: SliceSpec, run_id: str, media_inputs: Mapping[str, Any]) -> dict
         "source_record_sha256": None, "media_set_sha256": None, "prompt_sha256": None, "request_sha256": None,
         "prompt_contract_sha256": None, "response_sha256": None, "contract_version": SCORE_CONTRACT_VERSION,
         "scorer_id": f"{spec.benchmark_id}-primary-v1", "metric_id": "primary", "score_unit": "percent",
-        "score_value": float(spec.aggregate_score), "score_value_json": canonical_json(float(spec.aggregate_score)),
+        "score_value": float(spec.aggregate_score), "score_value_json": canonical_json_ascii(float(spec.aggregate_score)),
         "excluded": False, "evaluated_rows": len(spec.samples),
     })
     return out

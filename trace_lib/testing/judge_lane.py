@@ -17,6 +17,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from trace_lib import options
+
 REPO = Path(__file__).resolve().parents[2]
 SLUG = "trace-qwen2.5-vl-3b"  # the validation model whose slice runs on the tiny checkpoint
 ROWS = 16
@@ -77,7 +79,7 @@ def test_validation_slice(trace_phase):
     from trace_lib.validation.pipeline import (SliceSettings, plan_validation, run_validation_generation,
                                                run_validation_slice)
     from trace_lib.validation.pins import DatasetIdentity
-    from trace_lib.validation.suite import load_validation_suite
+    from trace_lib.release.validation_suite import load_validation_suite
 
     short = locate_release(str(WORK / "release"))
     suite = load_validation_suite(short)
@@ -153,7 +155,7 @@ def run_phase_all(release, tmp_path: Path, *, vllm: str, backend: str = "vllm", 
     project.mkdir()
     (project / "conftest.py").write_text('pytest_plugins = ["trace_lib.pytest_plugin"]\n')
     (project / "test_judge_throwaway.py").write_text(THROWAWAY)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "TRACE_JUDGE", "TRACE_PHASE"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "TRACE_JUDGE_", options.PHASE_ENV.name))}
     env.update(TRACE_ROOT=str(release.path), JUDGE_GPU_WORK=str(work), JUDGE_GPU_ROWS=str(ROWS),
                JUDGE_GPU_SLUG=SLUG, JUDGE_GPU_BACKEND=backend,
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])))

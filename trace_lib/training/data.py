@@ -1,4 +1,4 @@
-"""TRACE training Parquet rows -> verl ``RLHFDataset`` rows, streamed one record batch at a time (spec §6.4).
+"""TRACE training Parquet rows -> verl ``RLHFDataset`` rows, streamed one record batch at a time.
 
 Each output row holds ``data_source``, ``prompt`` (the stripped system prompt, then the row's ``prompt_answer``
 unchanged as the user message; verl splits its ``<image>`` markers), ``images`` (the source Arrow column,

@@ -1,4 +1,4 @@
-"""The release gate every ``train`` subcommand runs first (spec §1.2): the preflight groups that cover it.
+"""The release gate every ``train`` subcommand runs first: the preflight groups that cover it.
 
 The checks themselves live in :mod:`trace_lib.preflight` (one implementation for ``trace-repro check`` and
 ``train``); this module runs the groups of upstream's training gate -- profile pair and frozen values, system

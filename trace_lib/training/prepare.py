@@ -1,6 +1,6 @@
 """``train prepare``: download the pinned dataset revision and base model, verify them, write the input receipt.
 
-``run_prepare(release, profile, input_dir)`` follows upstream's ``rlvr/train.py prepare`` (spec §1.4): an empty
+``run_prepare(release, profile, input_dir)`` follows upstream's ``rlvr/train.py prepare``: an empty
 input directory; the Hub must resolve the requested revisions to themselves; ``snapshot_download`` of exactly
 the profile's 16 train shards, validation file and two manifests into ``<input>/dataset`` and the base model's
 ``required_files`` into ``<input>/base_model``; then :func:`verify_dataset` (schema, row counts, task

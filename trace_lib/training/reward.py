@@ -1,4 +1,4 @@
-"""The TRACE answer-only reward as verl's custom reward function (spec §4, §6.5).
+"""The TRACE answer-only reward as verl's custom reward function.
 
 verl config: ``reward.custom_reward_function.path=pkg://trace_lib.training.reward``, ``.name=compute_score``;
 verl's naive reward manager calls ``compute_score(data_source, solution_str, ground_truth, extra_info)`` once

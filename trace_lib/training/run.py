@@ -1,6 +1,6 @@
 """``train run`` / ``train smoke``: verify inputs, convert data, write the verl config and run receipt, launch verl.
 
-``run_training(release, profile, request) -> int`` follows upstream's ``run_training`` (spec §1.5): inputs
+``run_training(release, profile, request) -> int`` follows upstream's ``run_training``: inputs
 re-hashed against the input receipt; exactly the profile's GPU count; an empty output directory; the
 resolved verl configuration (``resolved_verl.yaml``, composed with verl's own Hydra config and checked by
 verl's validators) and ``run_receipt.json`` (``status: launching``) written before launch; then
@@ -22,7 +22,7 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -355,8 +355,3 @@ def run_training(release: ReleaseRoot, profile: TrainingProfile, request: Traini
         receipt.update(status="failed", exit_code=code)
     write_receipt(output / RUN_RECEIPT, receipt)
     return code
-
-
-def smoke_request(**kwargs: Any) -> TrainingRequest:
-    """A smoke request (helper for tests and scripts)."""
-    return replace(TrainingRequest(mode="smoke", output_dir=kwargs.pop("output_dir")), **kwargs)

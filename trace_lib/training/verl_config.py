@@ -36,7 +36,7 @@ NEW_KEYS = frozenset({"data.trace_min_pixels", "data.trace_max_pixels", f"{ARR}.
 
 @dataclass(frozen=True)
 class Gap:
-    """A semantic difference between EasyR1 and verl 0.9.1 and how this port handles it (spec §6.3)."""
+    """A semantic difference between EasyR1 and verl 0.9.1 and how this port handles it."""
 
     number: int
     title: str

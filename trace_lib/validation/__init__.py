@@ -6,5 +6,6 @@ Pipeline order: :mod:`~trace_lib.validation.prepare` (parquet -> content-address
 :mod:`~trace_lib.validation.judge` (ground-truth-blind Qwen3-32B fallback), final score,
 :mod:`~trace_lib.validation.verify` (release / generation-only / full) and
 :mod:`~trace_lib.validation.tolerance` (reproduced vs ``results.v1.json``). :mod:`~trace_lib.validation.pipeline`
-runs one model's slice end to end; ``trace-repro validation`` exposes every stage.
+runs one model's slice end to end; ``trace-repro validation`` exposes every stage. Where each stage lives and what
+it shares with the evaluation pipeline: docs/architecture.md.
 """

@@ -1,6 +1,7 @@
 """Canonical JSON, the two hash conventions, atomic writers and strict readers of validation artifacts.
 
-Canonical JSON is ``json.dumps(v, ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)``.
+Canonical JSON is :func:`trace_lib.jsonio.canonical_json_utf8` (non-ASCII kept, unlike the evaluation release's
+:func:`~trace_lib.jsonio.canonical_json_ascii`).
 Upstream hashes it two ways (spec §A, conventions): :func:`h1` with a trailing newline (generation receipts, run
 identities, API responses) and :func:`h0` without (judge request contracts). Every artifact is written through
 :mod:`trace_lib.atomic` (temp file + ``fsync`` + rename), so an interrupted run never leaves a half-written file.
@@ -15,16 +16,12 @@ from typing import Any, Iterable
 
 from trace_lib.atomic import write_bytes_atomic, write_lines_atomic, write_text_atomic
 from trace_lib.errors import InputError
-
-
-def canonical_json(value: Any) -> str:
-    """Canonical JSON text (non-ASCII kept, sorted keys, compact, NaN refused)."""
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)
+from trace_lib.jsonio import DuplicateKey, NonFinite, canonical_json_utf8, loads_strict
 
 
 def canonical_bytes(value: Any) -> bytes:
     """Canonical JSON + ``\\n`` as UTF-8: the line/file form of every artifact."""
-    return (canonical_json(value) + "\n").encode("utf-8")
+    return (canonical_json_utf8(value) + "\n").encode("utf-8")
 
 
 def h1(value: Any) -> str:
@@ -34,7 +31,7 @@ def h1(value: Any) -> str:
 
 def h0(value: Any) -> str:
     """SHA-256 of the canonical JSON text *without* a trailing newline."""
-    return sha256_text(canonical_json(value))
+    return sha256_text(canonical_json_utf8(value))
 
 
 def sha256_text(text: str) -> str:
@@ -54,29 +51,12 @@ def write_json(path: Path, value: Any) -> str:
 
 def write_jsonl(path: Path, rows: Iterable[Any]) -> str:
     """Atomically write one canonical JSON line per row (streamed); returns the SHA-256 of the file."""
-    return write_lines_atomic(path, (canonical_json(row) for row in rows))
+    return write_lines_atomic(path, (canonical_json_utf8(row) for row in rows))
 
 
 def write_text(path: Path, text: str) -> str:
     """Atomically write ``text`` as UTF-8; returns its SHA-256."""
     return write_text_atomic(path, text)
-
-
-class _Duplicate(ValueError):
-    pass
-
-
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _Duplicate(key)
-        out[key] = value
-    return out
-
-
-def _constant(name: str) -> Any:
-    raise ValueError(f"non-finite constant {name}")
 
 
 def parse_strict(text: str, *, file: str, field: str | None = None) -> Any:
@@ -86,9 +66,11 @@ def parse_strict(text: str, *, file: str, field: str | None = None) -> Any:
         InputError: naming ``file`` (and ``field``, e.g. ``line 7``) and what is wrong.
     """
     try:
-        return json.loads(text, object_pairs_hook=_pairs, parse_constant=_constant)
-    except _Duplicate as exc:
-        raise InputError(f"duplicate key {exc.args[0]!r}", file=file, field=field) from None
+        return loads_strict(text)
+    except DuplicateKey as exc:
+        raise InputError(f"duplicate key {exc.key!r}", file=file, field=field) from None
+    except NonFinite as exc:
+        raise InputError(f"non-finite constant {exc.name}", file=file, field=field) from None
     except json.JSONDecodeError as exc:
         raise InputError(f"malformed JSON ({exc.msg} at column {exc.colno})", file=file, field=field) from None
     except ValueError as exc:

@@ -1,6 +1,6 @@
 """Render a tokenizer's chat template the way ``transformers``' ``apply_chat_template(tokenize=False)`` does.
 
-The judge prompt is rendered client side with the pinned Qwen3-32B tokenizer's own template (spec §A7.2), and its
+The judge prompt is rendered client side with the pinned Qwen3-32B tokenizer's own template, and its
 sha256 goes into every judge receipt. :class:`ChatTemplate` reads the template text from a tokenizer directory
 (``chat_template.jinja``, else ``tokenizer_config.json``'s ``chat_template``) and renders it with the same Jinja
 sandbox settings transformers uses (``trim_blocks``, ``lstrip_blocks``, ``loopcontrols``, a ``tojson`` that keeps

@@ -1,9 +1,11 @@
 """The dataset-equivalence bridge: the paper's validation parquet (suite identity) == the one new runs download.
 
 ``check_equivalence_bridge(release, suite, reproduction_manifest_sha256)`` validates
-``rlvr/dataset_equivalence.v1.json`` (spec §A2, checks 1-11 in upstream's order) between the suite's historical
-identity and :data:`~trace_lib.validation.pins.REPRODUCTION_DATASET`, and returns upstream's provenance dict (what
-score summaries embed). Any failure raises :class:`EquivalenceError` with the failing check's message.
+``rlvr/dataset_equivalence.v1.json`` between the suite's historical identity and
+:data:`~trace_lib.validation.pins.REPRODUCTION_DATASET`, and returns upstream's provenance dict (what score summaries
+embed). The receipt itself (fields, version, flags, schemas, inventory, splits) is validated by the one validator of
+that file, the preflight's ``equivalence`` group (:mod:`trace_lib.preflight.equivalence`); this module adds only the
+binding to the validation pins. Any failure raises :class:`EquivalenceError` with the failing check's message.
 """
 
 from __future__ import annotations
@@ -11,11 +13,14 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from trace_lib.errors import InputError, ReleaseFileError
+from trace_lib.errors import InputError
+from trace_lib.preflight import equivalence
+from trace_lib.preflight.context import CheckContext
+from trace_lib.preflight.registry import require_group
 from trace_lib.release import identity
 from trace_lib.release.locate import ReleaseRoot
 from trace_lib.validation import pins
-from trace_lib.validation.suite import ValidationSuite
+from trace_lib.release.validation_suite import ValidationSuite
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -79,15 +84,9 @@ def check_equivalence_bridge(
              is not None, "reproduction prepared-manifest SHA-256 is invalid")
     _require(_COMMIT.fullmatch(pins.EQUIVALENCE_COMPARED_REVISION) is not None,
              "compared dataset revision is not immutable")
-    try:
-        receipt = release.read_json(rel)
-    except ReleaseFileError as exc:
-        raise EquivalenceError(f"cannot load dataset-equivalence receipt ({exc.message})", file=rel) from None
-    _require(isinstance(receipt, dict), "dataset-equivalence receipt is not an object")
-    _require(set(receipt) == pins.EQUIVALENCE_TOP_LEVEL_KEYS,
-             "dataset-equivalence receipt has unexpected top-level fields")
-    _require(receipt.get("receipt_version") == pins.EQUIVALENCE_RECEIPT_VERSION,
-             "unsupported dataset-equivalence receipt version")
+    require_group(equivalence.GROUP, CheckContext(release, pinned=True), error=EquivalenceError)
+    receipt = release.read_json(rel)
+    # The receipt is well formed and passes (the preflight's group); here it must bridge exactly these pins.
     _require(receipt.get("repository") == historical["repo_id"], "receipt repository does not match the suite dataset")
     _require(receipt.get("original_training_revision") == historical["revision"],
              "receipt historical revision does not match the suite")
@@ -97,30 +96,11 @@ def check_equivalence_bridge(
              "receipt advisory-column contract changed")
     _require(receipt.get("compared_columns") == list(pins.EQUIVALENCE_COMPARED_COLUMNS),
              "receipt compared-column contract changed")
-
-    aggregate = receipt.get("aggregate")
-    _require(isinstance(aggregate, dict), "receipt aggregate is missing")
-    _require(aggregate.get("outcome") == "pass", "receipt did not pass")
-    for key in pins.EQUIVALENCE_AGGREGATE_FLAGS:
-        _require(aggregate.get(key) is True, f"receipt aggregate check failed: {key}")
-
-    original, current = receipt.get("original_schema"), receipt.get("current_schema")
-    _require(isinstance(original, list) and isinstance(current, list), "receipt schemas are invalid")
-    columns = list(pins.EQUIVALENCE_COMPARED_COLUMNS)
-    _require([c.get("name") for c in original if isinstance(c, dict)] == columns, "receipt historical schema changed")
-    _require([c.get("name") for c in current if isinstance(c, dict)] == [*columns, pins.EQUIVALENCE_ADVISORY_COLUMN],
-             "receipt current schema changed beyond the advisory column")
-
-    files = receipt.get("parquet_files")
-    _require(isinstance(files, list), "receipt files are invalid")
-    matching = [f for f in files if isinstance(f, dict) and f.get("path") == historical["file"]]
+    matching = [f for f in receipt["parquet_files"] if isinstance(f, dict) and f.get("path") == historical["file"]]
     _require(len(matching) == 1, "receipt does not identify one validation Parquet")
     entry = matching[0]
     _require(entry.get("split") == "validation" and entry.get("rows") == historical["row_count"],
              "receipt validation-file shape changed")
-    for key in pins.EQUIVALENCE_FILE_FLAGS:
-        _require(entry.get(key) is True, f"receipt validation-file check failed: {key}")
-    _require(entry.get("column_equality") == {c: True for c in columns}, "receipt validation columns are not all equal")
     for label, ident in (("original", historical), ("current", reproduction)):
         block = entry.get(label)
         _require(isinstance(block, dict), f"receipt {label} file identity is missing")
@@ -131,29 +111,17 @@ def check_equivalence_bridge(
             and block.get("lfs_oid_matches_sha256") is True,
             f"receipt {label} validation-file identity mismatch",
         )
-
-    inventory = receipt.get("compared_current_inventory")
-    _require(isinstance(inventory, dict), "receipt inventory is missing")
+    inventory = receipt["compared_current_inventory"]
     _require(inventory.get("revision") == pins.EQUIVALENCE_COMPARED_REVISION, "receipt inventory revision mismatch")
-    inventory_files = inventory.get("files")
-    _require(isinstance(inventory_files, list), "receipt inventory invalid")
-    hits = [f for f in inventory_files if isinstance(f, dict) and f.get("path") == reproduction["file"]]
+    hits = [f for f in inventory.get("files") or [] if isinstance(f, dict) and f.get("path") == reproduction["file"]]
     _require(len(hits) == 1, "receipt inventory does not identify one validation Parquet")
     _require(hits[0].get("size") == reproduction["file_size_bytes"]
              and hits[0].get("lfs_sha256") == reproduction["file_sha256"],
              "receipt inventory validation-file identity mismatch")
-
-    splits = receipt.get("splits")
-    split = splits.get("validation") if isinstance(splits, dict) else None
-    _require(isinstance(split, dict), "receipt validation split is missing")
-    _require(
-        split.get("rows") == historical["row_count"]
-        and split.get("unique_instance_ids") == historical["row_count"]
-        and split.get("instance_ids_equal") is True
-        and split.get("task_distribution_equal") is True
-        and split.get("current_task_distribution_sha256") == split.get("original_task_distribution_sha256"),
-        "receipt validation split is not equivalent",
-    )
+    split = receipt["splits"].get("validation")
+    _require(isinstance(split, dict) and split.get("rows") == historical["row_count"]
+             and split.get("unique_instance_ids") == historical["row_count"],
+             "receipt validation split is not equivalent")
     return {
         "schema_version": pins.EQUIVALENCE_PROVENANCE_SCHEMA,
         "receipt_sha256": receipt_sha,

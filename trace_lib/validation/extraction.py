@@ -3,7 +3,7 @@
 ``extract(response, answer_type) -> Extraction`` sees only the raw response and the declared answer type, never
 the question, image, choices or ground truth. It mirrors upstream's extractor
 (``maveryn/trace@rlvr:rlvr/evaluation/trace_validation/answer_extraction.py``) behaviour for behaviour, including
-its quirks (spec validation-and-preflight.md §A6, vectors §A10.1):
+its quirks:
 
 - candidates come from answer tags, code fences, ``final json:`` sections and balanced ``{...}`` objects
   (structured), then ``final answer:`` / ``answer:`` lines, ``\\boxed{}`` and, for option letters, a bare last
@@ -31,6 +31,8 @@ import warnings
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
+
+from trace_lib.jsonio import DuplicateKey, loads_strict
 
 #: Contract version recorded in every scored row and judge request.
 EXTRACTION_VERSION = "trace-validation-answer-extraction-v1"
@@ -221,27 +223,10 @@ def json_safe(value: Any) -> Any:
 
 
 # -- parsing structured bodies ---------------------------------------------------------------------------------
-class _Duplicate(ValueError):
-    """A mapping repeats a key: conflicting evidence, never resolved by last-wins."""
-
-
 @dataclass(frozen=True)
 class _Parsed:
     value: Any
     parser: str
-
-
-def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _Duplicate(key)
-        out[key] = value
-    return out
-
-
-def _no_constants(name: str) -> None:
-    raise ValueError(f"non-finite JSON constant: {name}")
 
 
 def _literal(text: str) -> Any:
@@ -258,7 +243,7 @@ def _literal(text: str) -> Any:
                 key = ast.literal_eval(key_node)
                 try:
                     if key in keys:
-                        raise _Duplicate(repr(key))
+                        raise DuplicateKey(repr(key))
                     keys.add(key)
                 except TypeError as exc:
                     raise ValueError("unhashable key") from exc
@@ -271,8 +256,8 @@ def _parse(text: str) -> _Parsed | None:
     if not body:
         return None
     try:
-        value = json.loads(body, object_pairs_hook=_json_object, parse_constant=_no_constants)
-    except _Duplicate:
+        value = loads_strict(body)
+    except DuplicateKey:
         return None
     except (json.JSONDecodeError, TypeError, ValueError):
         try:

@@ -4,7 +4,7 @@
 (:mod:`trace_lib.validation.request`), sends the rows without a finished receipt to the backend (``vllm``, ``hf`` or
 ``openai``, via :func:`trace_lib.generation.backends.base.create_backend`), and writes, per row, a receipt
 ``receipts/<row:06d>.json`` as soon as its result is final; at the end ``responses.jsonl`` (the receipts in row
-order, canonical bytes) and ``run_metadata.json`` (spec §A5.4). Every receipt carries the run identity (H1 of the
+order, canonical bytes) and ``run_metadata.json``. Every receipt carries the run identity (H1 of the
 run contract: dataset, prompt, model, revision, backend, decoding, pixel bounds), so a resumed run reuses exactly
 the rows of the same run and refuses a directory that belongs to another. An empty or failed response becomes an
 ``error`` row: the run ends ``incomplete`` and scoring refuses it until a rerun regenerates those rows.
@@ -27,7 +27,7 @@ from trace_lib.validation.canonical import (
 )
 from trace_lib.validation.manifest import Manifest, load_manifest
 from trace_lib.validation.request import DATA_URL, build_request, request_summary
-from trace_lib.validation.suite import ValidationModel, load_system_prompt, load_validation_suite
+from trace_lib.release.validation_suite import ValidationModel, load_system_prompt, load_validation_suite
 
 #: A model directory may carry upstream's model-preparation marker; when present it must name this model.
 MODEL_MARKER = ".trace_model_revision.json"

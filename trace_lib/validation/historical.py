@@ -4,7 +4,7 @@
 ``historical_format_correct`` (the final block parses to an object whose keys are exactly ``{"answer"}``),
 ``historical_reward`` (0.95 * accuracy + 0.05 * format), ``structured_answer_found`` and ``terminal_rfc_json`` (the
 final block is strict RFC JSON with exactly ``{"answer"}``), as upstream's ``score.py:_historical_scores`` does on top
-of ``reward_scoring.py`` (spec §A8.2); the shared machinery is :mod:`trace_lib.answers`. Its parsers are deliberately
+of ``reward_scoring.py``; the shared machinery is :mod:`trace_lib.answers`. Its parsers are deliberately
 looser than the validation extractor's: plain ``json.loads`` (last duplicate wins, NaN allowed), then
 ``ast.literal_eval``; brace scanning tracks only double quotes, everywhere.
 """

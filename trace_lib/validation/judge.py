@@ -1,4 +1,4 @@
-"""Ground-truth-blind judge fallback (``trace-validation-qwen3-answer-extractor-v2``, spec §A7).
+"""Ground-truth-blind judge fallback (``trace-validation-qwen3-answer-extractor-v2``).
 
 ``run_judge(pending, suite_judge, template, endpoints, output_dir)`` takes the rows the deterministic extractor left
 ``missing``/``ambiguous`` (exactly eight GT-blind fields each), renders one prompt per row client side with the judge
@@ -17,13 +17,22 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from trace_lib.errors import InputError, JudgeError
-from trace_lib.scoring.judge_http import PER_REQUEST_KINDS, CallFailed, probe, shared_transport
+from trace_lib.jsonio import canonical_json_utf8
+from trace_lib.scoring.judge import (
+    JudgeReply,
+    StackPolicy,
+    climb_ladder,
+    completions_body,
+    first_round_failed,
+    post_completions,
+    register_stack,
+)
+from trace_lib.scoring.judge_http import CallFailed, probe
 from trace_lib.validation import pins
 from trace_lib.validation.canonical import (
-    canonical_json,
     h0,
     read_json,
     read_jsonl,
@@ -34,7 +43,7 @@ from trace_lib.validation.canonical import (
 from trace_lib.validation.chat_template import ChatTemplate
 from trace_lib.validation.extraction import ANSWER_TYPES, EXTRACTION_VERSION, extract
 from trace_lib.validation.judge_output import JudgeOutputError, validate_judge_output
-from trace_lib.validation.suite import JudgeContract
+from trace_lib.release.validation_suite import JudgeContract
 
 PENDING_FIELDS = frozenset(
     {
@@ -111,7 +120,7 @@ class JudgeRequest:
 def render_prompt(template: ChatTemplate, raw_response: str, answer_type: str) -> str:
     """The judge prompt: system prompt + canonical ``{"answer_type", "model_response"}``, generation prompt on,
     thinking off."""
-    user = canonical_json({"answer_type": answer_type, "model_response": raw_response})
+    user = canonical_json_utf8({"answer_type": answer_type, "model_response": raw_response})
     messages = [{"role": "system", "content": pins.JUDGE_SYSTEM_PROMPT}, {"role": "user", "content": user}]
     return template.render(messages, add_generation_prompt=True, enable_thinking=False)
 
@@ -155,7 +164,7 @@ def check_receipt(receipt: Mapping[str, Any], *, row: Mapping[str, Any], contrac
     """A judge receipt is exactly bound to ``row`` and ``contract`` and its attempts justify its result.
 
     Raises:
-        JudgeOutputError: the first violated rule (upstream's ``_validate_receipt`` rules, spec §A7.4).
+        JudgeOutputError: the first violated rule (upstream's ``_validate_receipt`` rules).
     """
     if set(receipt) != RECEIPT_FIELDS:
         raise JudgeOutputError("receipt fields differ from the frozen schema")
@@ -232,7 +241,7 @@ def check_receipt(receipt: Mapping[str, Any], *, row: Mapping[str, Any], contrac
     if status not in ("ok", "missing", "ambiguous"):
         raise JudgeOutputError("receipt has invalid judge_status")
     stored = {"status": status, "answer": receipt.get("answer"), "evidence": receipt.get("evidence")}
-    again = validate_judge_output(canonical_json(stored), raw_response=str(row["raw_response"]),
+    again = validate_judge_output(canonical_json_utf8(stored), raw_response=str(row["raw_response"]),
                                   answer_type=str(row["answer_type"]))
     if again != stored:
         raise JudgeOutputError("receipt answer is not canonical")
@@ -240,15 +249,10 @@ def check_receipt(receipt: Mapping[str, Any], *, row: Mapping[str, Any], contrac
         raise JudgeOutputError("receipt result does not match its successful final attempt")
 
 
-# -- transport --------------------------------------------------------------------------------------------------
-def completion_url(endpoint: str) -> str:
-    """``<base>/v1/completions`` from a base URL (``.../v1`` or already ``.../v1/completions`` accepted)."""
-    base = endpoint.rstrip("/")
-    if base.endswith("/v1/completions"):
-        return base
-    if base.endswith("/v1"):
-        return f"{base}/completions"
-    return f"{base}/v1/completions"
+# -- transport ------------------------------------------------------------------------------------------------
+#: Upstream's ``judge_extract._call_batch`` body on the shared completions client: ``prompt`` always a list, the
+#: pinned ``seed`` last (:func:`trace_lib.scoring.judge.completions_body`).
+STACK = register_stack(StackPolicy("trace-validation", prompt_as_list=True, seed=pins.JUDGE_SEED))
 
 
 def probe_endpoints(endpoints: Sequence[str], served_model: str, *, timeout_s: float = 10.0) -> None:
@@ -260,55 +264,6 @@ def probe_endpoints(endpoints: Sequence[str], served_model: str, *, timeout_s: f
     for endpoint in endpoints:
         probe(endpoint, served_model, timeout_s=timeout_s,
               hint="start the judge ('trace-repro judge serve', see the README's validation section)")
-
-
-def validation_body(model: str, prompts: Sequence[str], *, max_tokens: int, temperature: float,
-                    top_p: float) -> dict[str, Any]:
-    """Upstream's ``judge_extract._call_batch`` body: ``model, prompt`` (always a list), ``temperature, top_p,
-    max_tokens, seed``."""
-    return {"model": model, "prompt": list(prompts), "temperature": temperature, "top_p": top_p,
-            "max_tokens": max_tokens, "seed": pins.JUDGE_SEED}
-
-
-def post_completions(endpoint: str, *, model: str, prompts: Sequence[str], max_tokens: int, temperature: float,
-                     top_p: float, timeout_s: float) -> list[dict[str, Any]]:
-    """One batched ``/v1/completions`` call -> ``[{"output", "finish_reason", "elapsed_seconds"}]`` in prompt order.
-
-    Raises:
-        CallFailed: a per-request HTTP/transport failure (the batch costs each row one rung, as upstream).
-        JudgeError: a configuration failure (model not served, credentials refused).
-        RuntimeError: a response outside the completions schema.
-    """
-    body = validation_body(model, prompts, max_tokens=max_tokens, temperature=temperature, top_p=top_p)
-    answer = shared_transport().post(completion_url(endpoint), body, timeout_s=timeout_s, model=model)
-    data = answer.data
-    if not isinstance(data, dict):
-        raise RuntimeError("endpoint response is not an object")
-    choices = data.get("choices")
-    if not isinstance(choices, list) or len(choices) != len(prompts):
-        found = len(choices) if isinstance(choices, list) else "invalid"
-        raise RuntimeError(f"endpoint returned {found} choices for batch of {len(prompts)}")
-    by_index: dict[int, dict[str, Any]] = {}
-    for position, choice in enumerate(choices):
-        if not isinstance(choice, dict):
-            raise RuntimeError(f"endpoint choice {position} is not an object")
-        index = choice.get("index", position)
-        if isinstance(index, bool) or not isinstance(index, int):
-            raise RuntimeError(f"endpoint choice {position} has invalid index")
-        if index in by_index:
-            raise RuntimeError(f"endpoint returned duplicate choice index {index}")
-        text, finish = choice.get("text"), choice.get("finish_reason")
-        if not isinstance(text, str):
-            raise RuntimeError(f"endpoint choice {position} has non-string text")
-        if finish is not None and not isinstance(finish, str):
-            raise RuntimeError(f"endpoint choice {position} has invalid finish_reason")
-        by_index[index] = {"output": text.strip(), "finish_reason": finish or ""}
-    if set(by_index) != set(range(len(prompts))):
-        raise RuntimeError(f"endpoint returned indices {sorted(by_index)} for batch of {len(prompts)}")
-    return [{**by_index[i], "elapsed_seconds": answer.elapsed_s} for i in range(len(prompts))]
-
-
-Transport = Callable[..., list[dict[str, Any]]]
 
 
 # -- the ladder -------------------------------------------------------------------------------------------------
@@ -358,7 +313,6 @@ def run_judge(
     timeout_s: float = 300.0,
     batch_size: int = pins.JUDGE_BATCH_SIZE,
     workers: int = pins.JUDGE_WORKERS,
-    transport: Transport = post_completions,
     probe: bool = True,
 ) -> JudgeReport:
     """Judge every pending row (reusing valid receipts) and write ``judge_results.jsonl`` (module docstring).
@@ -386,58 +340,66 @@ def run_judge(
         if probe:
             probe_endpoints(endpoints, judge.served_model_name)
 
-    attempts: dict[str, list[dict[str, Any]]] = {r.request_hash: [] for r in todo}
-    parsed: dict[str, dict[str, Any]] = {}
-    transport_failures = 0
-    unresolved = list(todo)
-    for retry_number, limit in enumerate(judge.max_token_retries):
-        if not unresolved:
-            break
-        batches = [unresolved[i : i + batch_size] for i in range(0, len(unresolved), batch_size)]
+    parsed: dict[int, dict[str, Any]] = {}
+    sent: dict[tuple[int, int], tuple[str, float, str | None]] = {}  # (rung, index) -> endpoint, seconds, error
 
-        def ask(numbered: tuple[int, list[JudgeRequest]]) -> tuple[list[JudgeRequest], list[dict[str, Any]], str | None, str]:
+    def ask(rung: int, limit: int, indices: Sequence[int]) -> list[JudgeReply]:
+        """One rung: batches of ``batch_size`` round-robin over the endpoints, one exchange each; a failed batch
+        costs each of its rows this rung (upstream)."""
+        batches = [list(indices[i : i + batch_size]) for i in range(0, len(indices), batch_size)]
+
+        def one(numbered: tuple[int, list[int]]) -> tuple[list[JudgeReply], float, str | None, str]:
             number, batch = numbered
             endpoint = endpoints[number % len(endpoints)]
+            body = completions_body(judge.served_model_name, [todo[i].rendered for i in batch], max_tokens=limit,
+                                    temperature=judge.temperature, top_p=judge.top_p, stack=STACK.name)
             try:
-                outputs = transport(endpoint, model=judge.served_model_name, prompts=[r.rendered for r in batch],
-                                    max_tokens=limit, temperature=judge.temperature, top_p=judge.top_p,
-                                    timeout_s=timeout_s)
-                return batch, outputs, None, endpoint
+                replies, seconds = post_completions(endpoint, body, count=len(batch), timeout_s=timeout_s)
+                return replies, seconds, None, endpoint
             except JudgeError:
                 raise  # configuration: no rung can fix it
-            except Exception as exc:  # a failed batch costs every row one rung, as upstream
-                empty = [{"output": "", "finish_reason": "", "elapsed_seconds": 0.0} for _ in batch]
-                kinds.append(exc.kind if isinstance(exc, CallFailed) else "garbled")
-                return batch, empty, f"{type(exc).__name__}: {exc}", endpoint
+            except Exception as exc:  # noqa: BLE001 - a failed batch costs every row one rung, as upstream
+                kind = exc.kind if isinstance(exc, CallFailed) else "garbled"
+                failed = [JudgeReply("", "", ok=False, max_tokens=limit, failure=kind) for _ in batch]
+                return failed, 0.0, f"{type(exc).__name__}: {exc}", endpoint
 
-        still: list[JudgeRequest] = []
-        kinds: list[str] = []
         with ThreadPoolExecutor(max_workers=max(1, min(workers, len(batches)))) as pool:
-            answered = list(pool.map(ask, enumerate(batches)))
-        if retry_number == 0 and len(kinds) == len(batches) and not PER_REQUEST_KINDS.intersection(kinds):
+            answered = list(pool.map(one, enumerate(batches)))
+        replies = [reply for batch_replies, *_ in answered for reply in batch_replies]
+        if rung == 0 and first_round_failed(replies):
             raise JudgeError(f"every judge request of the first round failed ({answered[0][2]})",
                              field=f"--judge-url {','.join(endpoints)}",
                              hint="the judge answers 5xx, times out or went away; check its log")
-        for batch, outputs, error, endpoint in answered:
-            if error is not None:
-                transport_failures += len(batch)
-            for request, output in zip(batch, outputs):
-                problem = error
-                if problem is None:
-                    try:
-                        parsed[request.request_hash] = validate_judge_output(
-                            output["output"], raw_response=str(request.row["raw_response"]),
-                            answer_type=str(request.row["answer_type"]))
-                    except Exception as exc:
-                        problem = f"{type(exc).__name__}: {exc}"
-                attempts[request.request_hash].append({
-                    "retry_number": retry_number, "max_tokens": limit, "endpoint": endpoint,
-                    "raw_output": output["output"], "finish_reason": output["finish_reason"],
-                    "elapsed_seconds": output["elapsed_seconds"], "validation_error": problem,
-                })
-                if problem is not None:
-                    still.append(request)
-        unresolved = still
+        for batch, (_, seconds, error, endpoint) in zip(batches, answered):
+            for index in batch:
+                sent[(rung, index)] = (endpoint, seconds, error)
+        return replies
+
+    def check(rung: int, index: int, reply: JudgeReply) -> str | None:
+        """None when the reply is a valid judge output (kept in ``parsed``), else why not."""
+        error = sent[(rung, index)][2]
+        if error is not None:
+            return error
+        row = todo[index].row
+        try:
+            parsed[index] = validate_judge_output(reply.text, raw_response=str(row["raw_response"]),
+                                                  answer_type=str(row["answer_type"]))
+        except Exception as exc:  # noqa: BLE001 - any invalid output climbs a rung
+            return f"{type(exc).__name__}: {exc}"
+        return None
+
+    ladders = climb_ladder(ask, len(todo), judge.max_token_retries, check=check) if todo else []
+    transport_failures = sum(1 for _, _, error in sent.values() if error is not None)
+    attempts = {
+        todo[index].request_hash: [
+            {"retry_number": r.number, "max_tokens": r.budget, "endpoint": sent[(r.number, index)][0],
+             "raw_output": r.reply.text, "finish_reason": r.reply.finish_reason or "",
+             "elapsed_seconds": sent[(r.number, index)][1], "validation_error": r.problem}
+            for r in rungs
+        ]
+        for index, rungs in enumerate(ladders)
+    }
+    parsed = {todo[index].request_hash: result for index, result in parsed.items()}
 
     for request in todo:
         result = parsed.get(request.request_hash)

@@ -1,4 +1,4 @@
-"""Validation of one Qwen3 judge output against the raw response it read (spec §A7.3, vectors §A10.2).
+"""Validation of one Qwen3 judge output against the raw response it read.
 
 ``validate_judge_output(output, raw_response=..., answer_type=...)`` returns ``{"status", "answer", "evidence"}`` or
 raises :class:`JudgeOutputError` (an invalid attempt: the retry ladder moves on). A valid output is one strict JSON
@@ -15,6 +15,8 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from trace_lib.jsonio import DuplicateKey, NonFinite, loads_strict
+
 _SINGLE_FENCE = re.compile(r"\A```json[ \t]*\r?\n(?P<body>[\s\S]*?)\r?\n```[ \t]*\Z")
 _NUMERIC_TOKEN = re.compile(r"(?<![\w.])[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?(?![\w.])")
 JUDGE_STATUSES = frozenset({"ok", "missing", "ambiguous"})  # a set: an unhashable status raises TypeError, as upstream
@@ -24,25 +26,14 @@ class JudgeOutputError(ValueError):
     """A judge output (or stored judge record) outside the contract; the message says which rule failed."""
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise JudgeOutputError(f"duplicate key: {key}")
-        out[key] = value
-    return out
-
-
-def _constant(name: str) -> None:
-    raise JudgeOutputError(f"non-finite JSON constant: {name}")
-
-
 def strict_object(text: str, *, source: str) -> dict[str, Any]:
     """One strict JSON object. Raises JudgeOutputError (``<source>: invalid JSON: ...`` or a key/constant rule)."""
     try:
-        value = json.loads(text, object_pairs_hook=_pairs, parse_constant=_constant)
-    except JudgeOutputError:
-        raise
+        value = loads_strict(text)
+    except DuplicateKey as exc:
+        raise JudgeOutputError(f"duplicate key: {exc.key}") from None
+    except NonFinite as exc:
+        raise JudgeOutputError(f"non-finite JSON constant: {exc.name}") from None
     except Exception as exc:
         raise JudgeOutputError(f"{source}: invalid JSON: {exc}") from exc
     if not isinstance(value, dict):

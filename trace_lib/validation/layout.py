@@ -17,12 +17,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from trace_lib import options
 from trace_lib.validation import pins
 
 
 @dataclass(frozen=True)
 class ValidationLayout:
     root: Path
+
+    @classmethod
+    def resolve(cls, work_dir: str | Path | None = None, campaign_root: str | Path | None = None) -> ValidationLayout:
+        """``work_dir``, else ``$TRACE_VALIDATION_DIR``, else ``<campaign_root>/validation``, else
+        ``trace-repro-work/validation``."""
+        value = work_dir or options.VALIDATION_DIR_ENV.read()
+        if not value:
+            value = Path(campaign_root) / "validation" if campaign_root else options.DEFAULT_WORK_DIR / "validation"
+        return cls(Path(value).expanduser().resolve())
 
     @property
     def parquet(self) -> Path:

@@ -1,4 +1,4 @@
-"""The prepared validation dataset: ``manifest.json`` plus content-addressed original image bytes (spec §A3).
+"""The prepared validation dataset: ``manifest.json`` plus content-addressed original image bytes.
 
 ``load_manifest(path, expected=..., verify_media=...)`` reads and fully validates a manifest and returns a
 :class:`Manifest`. With ``expected`` the pinned reproduction identity, the dataset block and the manifest's own

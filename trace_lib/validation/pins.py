@@ -3,8 +3,8 @@
 Everything else (suite, decoding, judge pins and ladder, models, canonical scores) is read from the release at run
 time (``rlvr/evaluation/trace_validation/*.json``, pinned by :mod:`trace_lib.release.identity`). What is here are
 upstream's code constants: the post-squash dataset identity new runs download, the prepared-manifest hashes,
-the equivalence-bridge contract, the judge's system prompt and the artifact schema/contract names
-(spec validation-and-preflight.md §A1.2, §A2, §A3, §A7).
+the equivalence-bridge contract, the judge's system prompt and the artifact schema/contract names.
+How the validation pipeline uses them: docs/architecture.md ("The TRACE validation slice").
 """
 
 from __future__ import annotations
@@ -82,29 +82,11 @@ HISTORICAL_FILE_SIZE_BYTES = 238_177_343
 HISTORICAL_MANIFEST_SHA256 = "825215fe98d1af3178c07449603d653cccb30a4eef63e4b9dc1cd45c3e43ce36"
 
 # -- dataset-equivalence bridge (rlvr/dataset_equivalence.v1.json, §A2) ----------------------------------------
-EQUIVALENCE_RECEIPT_VERSION = "trace-dataset-equivalence-v1"
 EQUIVALENCE_COMPARED_REVISION = "78f09b5482abc8e447a0a722cdf39e7d32f483c8"
 EQUIVALENCE_ADVISORY_COLUMN = "trace_supervision_mode"
 EQUIVALENCE_COMPARED_COLUMNS = (
     "images", "image_sizes", "prompt_answer", "prompt_answer_and_annotation", "answer_gt", "annotation_gt",
     "reward_contract", "instance_id", "domain", "task", "scene_id", "query_id", "scene_variant", "trace_ref",
-)
-EQUIVALENCE_TOP_LEVEL_KEYS = frozenset(
-    {
-        "added_advisory_column", "aggregate", "compared_columns", "compared_current_inventory",
-        "compared_current_revision", "comparison_program", "comparison_runtime", "current_schema",
-        "original_schema", "original_training_revision", "parquet_files", "receipt_version", "repository", "splits",
-    }
-)
-EQUIVALENCE_AGGREGATE_FLAGS = (
-    "current_differs_only_by_added_trace_supervision_mode", "existing_columns_value_equal",
-    "existing_field_schemas_equal", "image_bytes_equal", "instance_ids_equal_and_unique", "row_counts_equal",
-    "row_order_equal", "schema_metadata_only_adds_trace_supervision_mode", "task_distributions_equal",
-    "train_validation_instance_ids_disjoint",
-)
-EQUIVALENCE_FILE_FLAGS = (
-    "compared_columns_equal_in_row_order", "existing_field_schemas_equal", "image_bytes_equal_in_row_order",
-    "schema_metadata_only_adds_trace_supervision_mode", "task_distribution_equal",
 )
 
 # -- preparation (§A3) --------------------------------------------------------------------------------------------
@@ -122,7 +104,7 @@ IMAGE_MARKER = "<image>"
 #: Keys that would leak the ground truth into a generation request.
 GROUND_TRUTH_KEYS = frozenset({"answer_gt", "annotation_gt", "reward_contract"})
 
-# -- the generation server of the paper run (README flags, spec §A5.1) -------------------------------------------
+# -- the generation server of the paper run (README flags) -------------------------------------------
 SERVER_MAX_MODEL_LEN = 8192
 SERVER_LIMIT_MM_PER_PROMPT = {"image": 1, "video": 0}
 SERVER_GPU_MEMORY_UTILIZATION = 0.90

@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from trace_lib.aggregation.budget import DEFAULT_ALPHA
 from trace_lib.aggregation.tolerance import Verdict
+from trace_lib.benchmarks import deviations
 from trace_lib.environment.engine import engine_drift_text, engine_properties
 from trace_lib.errors import InputError
 from trace_lib.release.locate import ReleaseRoot
@@ -24,7 +25,7 @@ from trace_lib.validation.generate import GenerationReport, GenerationTarget, ru
 from trace_lib.validation.judge import JudgeReport, load_pending, run_judge
 from trace_lib.validation.layout import ValidationLayout
 from trace_lib.validation.score import ScoreReport, run_score
-from trace_lib.validation.suite import ReleaseScore, ValidationModel, load_release_scores, load_validation_suite
+from trace_lib.release.validation_suite import ReleaseScore, ValidationModel, load_release_scores, load_validation_suite
 from trace_lib.validation.tolerance import check_validation_score, validation_criterion
 
 
@@ -74,7 +75,7 @@ class SliceOutcome:
     verdict: Verdict
 
     def properties(self) -> list[tuple[str, str]]:
-        """JUnit receipt properties: stage counts, hashes and the verdict's numbers."""
+        """JUnit receipt properties: stage counts, hashes, the verdict's numbers and the deliberate deviations."""
         props = [
             ("validation_rows", str(self.score.rows)),
             ("validation_correct", str(self.score.correct)),
@@ -86,7 +87,8 @@ class SliceOutcome:
             ("generated_rows", str(self.generation.generated_rows)),
             ("reused_rows", str(self.generation.reused_rows)),
         ]
-        return props + self.verdict.properties() + engine_properties(self.generation.engine)
+        return (props + self.verdict.properties() + engine_properties(self.generation.engine)
+                + deviations.receipt_properties(deviations.for_validation()))
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,8 @@
 ``prepare_dataset(parquet, output_root, expected=...)`` checks the parquet's sha256 *before* reading it, reads the
 seven required columns in row order, writes every embedded image unchanged (no decode/re-encode, no resize) to
 ``media/sha256/<2 hex>/<sha256>.<ext>``, writes the manifest as canonical JSON (atomically, last) and re-loads it
-with full media verification; with the pinned identity the manifest must hash to upstream's prepared manifest
-(spec §A3). ``download_parquet`` fetches the pinned file through ``huggingface_hub``.
+with full media verification; with the pinned identity the manifest must hash to upstream's prepared manifest.
+``download_parquet`` fetches the pinned file through ``huggingface_hub``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One TRACE-validation generation request per manifest row, exactly as upstream sends it (spec §A5.2).
+"""One TRACE-validation generation request per manifest row, exactly as upstream sends it.
 
 ``build_request(row, manifest, system_prompt=..., suite=...)`` returns a
 :class:`~trace_lib.generation.request.ChatRequest` whose ``payload(served_model)`` is upstream's body: a system
@@ -21,7 +21,7 @@ from trace_lib.generation.request import ChatRequest
 from trace_lib.validation import pins
 from trace_lib.validation.canonical import h1
 from trace_lib.validation.manifest import Manifest
-from trace_lib.validation.suite import ValidationSuite
+from trace_lib.release.validation_suite import ValidationSuite
 
 DATA_URL = "data-url"
 FILE_URL = "file-url"

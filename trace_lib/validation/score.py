@@ -1,4 +1,4 @@
-"""Score one model's validation responses (``trace-validation-answer-scoring-v2``, spec §A8).
+"""Score one model's validation responses (``trace-validation-answer-scoring-v2``).
 
 ``run_score(release, manifest_path, generation_dir, output_dir, judge_results=None)`` validates the dataset, the
 generation run (complete, same dataset/prompt/decoding/revision, intact hashes) and, when given, the judge
@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from trace_lib.errors import InputError
+from trace_lib.jsonio import canonical_json_utf8
 from trace_lib.release import identity
 from trace_lib.release.load import sha256_file
 from trace_lib.release.locate import ReleaseRoot
 from trace_lib.validation import pins
 from trace_lib.validation.canonical import (
-    canonical_json,
     h1,
     read_json,
     read_jsonl,
@@ -39,7 +39,7 @@ from trace_lib.validation.judge import check_receipt, request_contract
 from trace_lib.validation.judge_output import JudgeOutputError
 from trace_lib.validation.manifest import Manifest, load_manifest
 from trace_lib.validation.match import semantic_correct
-from trace_lib.validation.suite import (
+from trace_lib.release.validation_suite import (
     ValidationModel,
     ValidationSuite,
     load_system_prompt,
@@ -130,7 +130,7 @@ def load_scoring_manifest(manifest_path: Path, expected: pins.DatasetIdentity) -
         where = f"rows[{row['row_index']}].answer_gt"
         if row["answer_type"] not in ANSWER_TYPES:
             raise InputError("unsupported answer_type", file=str(manifest.path), field=where, found=row["answer_type"])
-        gt = extract(canonical_json({"answer": row["answer_gt"]["value"]}), row["answer_type"])
+        gt = extract(canonical_json_utf8({"answer": row["answer_gt"]["value"]}), row["answer_type"])
         if not gt.resolved:
             raise InputError("ground truth is not a well-typed answer", file=str(manifest.path), field=where,
                              found=row["answer_gt"])

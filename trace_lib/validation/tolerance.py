@@ -17,7 +17,7 @@ import math
 from trace_lib.aggregation.budget import DEFAULT_ALPHA, Criterion
 from trace_lib.aggregation.tolerance import DEFAULT_Z, Sigma, Verdict, binomial_se, budget_verdict
 from trace_lib.release.locate import ReleaseRoot
-from trace_lib.validation.suite import ReleaseScore, load_validation_suite
+from trace_lib.release.validation_suite import ReleaseScore, load_validation_suite
 
 
 def validation_criterion(release: ReleaseRoot, *, alpha: float = DEFAULT_ALPHA, z: float | None = None) -> Criterion:

@@ -1,4 +1,4 @@
-"""Verification phases of a TRACE-validation campaign: ``release``, ``generation-only`` and ``full`` (spec §A9).
+"""Verification phases of a TRACE-validation campaign: ``release``, ``generation-only`` and ``full``.
 
 - ``release`` (offline): the suite's contract, the results table against its release receipt (hashes, source,
   roster, denominators, campaign counts) and, beyond upstream, that every score is a whole number of rows.
@@ -26,6 +26,9 @@ from typing import Any, Mapping, Sequence
 from urllib.parse import urlparse
 
 from trace_lib.errors import InputError, TraceReproError
+from trace_lib.preflight import validation_release
+from trace_lib.preflight.context import CheckContext
+from trace_lib.preflight.registry import require_group
 from trace_lib.release import identity
 from trace_lib.release.load import sha256_file
 from trace_lib.release.locate import ReleaseRoot
@@ -41,7 +44,7 @@ from trace_lib.validation.score import (
     aggregate, check_scoring_policy, code_sha256, load_generation, load_judge_results, load_scoring_manifest,
     score_rows, summary_markdown,
 )
-from trace_lib.validation.suite import (
+from trace_lib.release.validation_suite import (
     ValidationModel, ValidationSuite, load_release_scores, load_system_prompt, load_validation_suite,
 )
 from trace_lib.validation.tolerance import check_validation_score, validation_criterion
@@ -124,78 +127,21 @@ def verify_suite(release: ReleaseRoot, *, pinned: bool = True) -> ValidationSuit
 
 # -- release (A9.2) ---------------------------------------------------------------------------------------------
 def verify_release(release: ReleaseRoot, *, pinned: bool = True) -> dict[str, Any]:
-    """The ``release`` phase report (module docstring)."""
+    """The ``release`` phase report (module docstring): :func:`verify_suite`, then the preflight's
+    ``validation_release`` group (:mod:`trace_lib.preflight.validation_release`), its first failure raised."""
     suite = verify_suite(release, pinned=pinned)
     res_rel, rec_rel = identity.VALIDATION_RESULTS, identity.VALIDATION_RECEIPT
-    _require(release.exists(res_rel), "results are missing", file=res_rel)
-    _require(release.exists(rec_rel), "release receipt is missing", file=rec_rel)
-    if pinned:
+    if pinned and release.exists(rec_rel):
         _require(release.sha256(rec_rel) == identity.CANONICAL_SHA256[rec_rel], "release receipt SHA-256 mismatch",
                  file=rec_rel, expected=identity.CANONICAL_SHA256[rec_rel], found=release.sha256(rec_rel))
-    results, receipt = release.read_json(res_rel), release.read_json(rec_rel)
-    _require(isinstance(results, dict), "not a JSON object", file=res_rel, found=type(results).__name__)
-    _require(isinstance(receipt, dict), "not a JSON object", file=rec_rel, found=type(receipt).__name__)
-    _require(results.get("schema_version") == pins.RESULTS_SCHEMA, "wrong results schema", file=res_rel)
-    _require(receipt.get("schema_version") == pins.RELEASE_RECEIPT_SCHEMA, "wrong release receipt schema", file=rec_rel)
-    source = receipt.get("immutable_source")
-    _require(isinstance(source, dict), "release receipt has no immutable source", file=rec_rel)
-    scores_pin = ((source.get("files") or {}).get("benchmark_scores") or {}).get("sha256")
-    for key in ("dataset_repo_id", "dataset_revision", "run_id"):
-        _require(isinstance(source.get(key), str) and bool(source[key]), "missing", file=rec_rel,
-                 field=f"immutable_source.{key}")
-    _require(_COMMIT.fullmatch(str(source.get("dataset_revision"))) is not None, "source revision is not immutable",
-             file=rec_rel, field="immutable_source.dataset_revision")
-    _require(isinstance(scores_pin, str) and _SHA256.fullmatch(scores_pin) is not None, "no score-source pin",
-             file=rec_rel, field="immutable_source.files.benchmark_scores.sha256")
-    rs = results.get("source")
-    _require(isinstance(rs, dict) and rs.get("dataset_repo_id") == source["dataset_repo_id"]
-             and rs.get("dataset_revision") == source["dataset_revision"] and rs.get("run_id") == source["run_id"]
-             and rs.get("results_sha256") == scores_pin, "results source and release receipt differ", file=res_rel,
-             field="source")
-    public = receipt.get("public_release")
-    _require(isinstance(public, dict), "release receipt has no public-release pins", file=rec_rel)
-    _require(public.get("suite_sha256") == suite.sha256, "release receipt suite hash mismatch", file=rec_rel,
-             field="public_release.suite_sha256", expected=suite.sha256, found=public.get("suite_sha256"))
-    _require(public.get("results_sha256") == release.sha256(res_rel), "release receipt results hash mismatch",
-             file=rec_rel, field="public_release.results_sha256", expected=release.sha256(res_rel),
-             found=public.get("results_sha256"))
-    rows = suite.rows
-    evaluation = results.get("evaluation") or {}
-    _require(evaluation.get("rows_per_model") == rows, "wrong result denominator", file=res_rel,
-             field="evaluation.rows_per_model", expected=rows, found=evaluation.get("rows_per_model"))
-    _require(evaluation.get("seed") == suite.generation["seed"], "wrong result seed", file=res_rel,
-             field="evaluation.seed")
-    _require(evaluation.get("score_unit") == "percent", "wrong score unit", file=res_rel, field="evaluation.score_unit")
-    table = results.get("results")
-    _require(isinstance(table, list) and [r.get("model_id") for r in table if isinstance(r, dict)] == list(suite.slugs),
-             "result roster or order differs from the suite", file=res_rel, field="results")
-    for i, row in enumerate(table):
-        score = row.get("score")
-        where = f"results[{i}]"
-        _require(row.get("evaluated_rows") == rows, "result denominator changed", file=res_rel,
-                 field=f"{where}.evaluated_rows")
-        _require(isinstance(score, (int, float)) and not isinstance(score, bool) and math.isfinite(score)
-                 and 0.0 <= float(score) <= 100.0, "result score is invalid", file=res_rel, field=f"{where}.score")
-        correct = float(score) * rows / 100.0
-        _require(abs(correct - round(correct)) < 1e-6, "score is not a whole number of rows", file=res_rel,
-                 field=f"{where}.score", found=score)
-    campaign = receipt.get("campaign_verification") or {}
-    n_models = len(suite.models)
-    _require(campaign.get("status") == "ok" and campaign.get("models") == n_models
-             and campaign.get("seed") == suite.generation["seed"] and campaign.get("rows_per_model") == rows
-             and campaign.get("generation_rows") == n_models * rows and campaign.get("scored_rows") == n_models * rows,
-             "campaign verification summary is inconsistent", file=rec_rel, field="campaign_verification")
-    pending, judged, unresolved = (campaign.get(k) for k in ("judge_pending_rows", "judge_result_rows",
-                                                               "unresolved_rows"))
-    _require(all(isinstance(v, int) for v in (pending, judged, unresolved)) and pending == judged
-             and 0 <= unresolved <= judged <= n_models * rows, "judge counts are inconsistent", file=rec_rel,
-             field="campaign_verification")
+    require_group(validation_release.GROUP, CheckContext(release, pinned=pinned), error=VerificationError)
+    receipt = release.read_json(rec_rel)
     return {
-        "models": len(table),
+        "models": len(release.read_json(res_rel)["results"]),
         "phase": "release",
         "results_sha256": release.sha256(res_rel),
-        "rows_per_model": rows,
-        "source_revision": source["dataset_revision"],
+        "rows_per_model": suite.rows,
+        "source_revision": receipt["immutable_source"]["dataset_revision"],
         "status": "ok",
     }
 

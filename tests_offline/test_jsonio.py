@@ -1,0 +1,48 @@
+"""trace_lib.jsonio: the one strict reader, ``required`` and the two canonical byte forms that feed hashes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trace_lib.errors import InputError, ReleaseFileError
+from trace_lib.jsonio import (
+    DuplicateKey,
+    NonFinite,
+    canonical_json_ascii,
+    canonical_json_utf8,
+    loads_strict,
+    required,
+)
+
+
+def test_the_two_canonical_forms_differ_only_in_non_ascii_text():
+    value = {"b": [1, 2.5, None], "a": "Résumé 数"}
+    assert canonical_json_ascii(value) == '{"a":"R\\u00e9sum\\u00e9 \\u6570","b":[1,2.5,null]}'
+    assert canonical_json_utf8(value) == '{"a":"Résumé 数","b":[1,2.5,null]}'
+    plain = {"z": {"y": 1}, "x": "ascii"}
+    assert canonical_json_ascii(plain) == canonical_json_utf8(plain) == '{"x":"ascii","z":{"y":1}}'
+    for write in (canonical_json_ascii, canonical_json_utf8):
+        with pytest.raises(ValueError):
+            write({"x": float("nan")})
+
+
+@pytest.mark.parametrize("text, error, detail", [
+    ('{"a": 1, "b": {"c": 1, "c": 2}}', DuplicateKey, "c"),
+    ('{"a": NaN}', NonFinite, "NaN"),
+    ('[-Infinity]', NonFinite, "-Infinity"),
+])
+def test_the_strict_reader_refuses_duplicates_and_constants(text, error, detail):
+    with pytest.raises(error) as raised:
+        loads_strict(text)
+    assert raised.value.args[0] == detail
+    assert json.loads(text) is not None  # the stock reader would have accepted it
+
+
+def test_required_names_the_file_and_the_field():
+    assert required({"a": 0}, "a", file="f.json") == 0
+    with pytest.raises(ReleaseFileError, match=r"f\.json: models\[2\]\.slug: required field is missing"):
+        required({}, "slug", file="f.json", where="models[2].")
+    with pytest.raises(InputError, match="required field is missing"):
+        required([], "slug", file="m.json", error=InputError)

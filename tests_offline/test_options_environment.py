@@ -1,0 +1,46 @@
+"""Every ``TRACE_*`` environment variable is defined once, in trace_lib/options.py, with its default."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from trace_lib import options
+
+REPO = Path(__file__).resolve().parents[1]
+_NAME = re.compile(r"TRACE_[A-Z0-9_]*[A-Z0-9]")  # a name; a prefix such as "TRACE_JUDGE_" is not one
+
+
+def _spelled_out(root: Path) -> list[str]:
+    """``file:line NAME`` for every string literal that is exactly a ``TRACE_*`` name."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path == REPO / "trace_lib" / "options.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and _NAME.fullmatch(node.value):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno} {node.value}")
+    return found
+
+
+def test_no_module_spells_out_a_trace_variable():
+    """A variable read anywhere is named through options (``options.X.name`` / ``.env``), never as a literal."""
+    assert _spelled_out(REPO / "trace_lib") + _spelled_out(REPO / "tests_reproduction") == []
+
+
+def test_every_variable_is_listed_once_with_its_default():
+    assert all(_NAME.fullmatch(name) for name in options.ENVIRONMENT)
+    assert options.ENVIRONMENT["TRACE_GPU_GROUPS"].default == "0"
+    assert options.ENVIRONMENT["TRACE_JUDGE_CONCURRENCY"].default == "64"
+    assert options.ENVIRONMENT["TRACE_MODEL_ROOT"].default == options.DEFAULT_WORK_DIR / "models"
+    assert options.VALIDATION_BACKEND_ENV.read({}) == "vllm"
+    assert options.VALIDATION_BACKEND_ENV.read({"TRACE_VALIDATION_BACKEND": "openai"}) == "openai"
+    assert options.DEBUG_ENV.enabled({"TRACE_REPRO_DEBUG": "1"}) and not options.DEBUG_ENV.enabled({})
+
+
+def test_every_variable_read_through_options_is_listed():
+    """A new Option with ``env`` or a new EnvVar joins ENVIRONMENT without a second list to keep in step."""
+    names = {v.env for v in vars(options).values() if isinstance(v, options.Option) and v.env}
+    names |= {v.name for v in vars(options).values() if isinstance(v, options.EnvVar)}
+    assert set(options.ENVIRONMENT) == names and "TRACE_SLICE_TIMEOUT" in names

@@ -1,0 +1,85 @@
+"""JSON for every trace_lib file: one strict reader, one ``required`` lookup, canonical writers named by their bytes.
+
+- :func:`loads_strict` refuses duplicate object keys (:class:`DuplicateKey`, from the one hook
+  :func:`unique_object`) and the non-finite constants ``NaN``/``Infinity`` (:class:`NonFinite`); callers turn those
+  into their own one-line errors.
+- :func:`required` is the "this field must be present" lookup of release and manifest readers.
+- Two canonical forms feed hashes, and both must stay byte-stable (sorted keys, compact separators, NaN refused):
+  :func:`canonical_json_ascii` escapes non-ASCII (``\\u00e9``; the evaluation release, campaign and archive hashes)
+  and :func:`canonical_json_utf8` keeps it (the TRACE-validation artifacts, as upstream's validation code writes
+  them). They differ only for non-ASCII text; never swap one for the other.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+from trace_lib.errors import ReleaseFileError, TraceReproError
+
+
+class DuplicateKey(ValueError):
+    """A JSON object repeats ``key`` (never resolved by last-wins)."""
+
+    def __init__(self, key: Any) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+class NonFinite(ValueError):
+    """The text holds the non-finite constant ``name`` (``NaN``, ``Infinity`` or ``-Infinity``)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+def unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` that refuses a repeated key.
+
+    Raises:
+        DuplicateKey: the first repeated key.
+    """
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def reject_constant(name: str) -> Any:
+    """``parse_constant`` that refuses ``NaN``/``Infinity``.
+
+    Raises:
+        NonFinite: always.
+    """
+    raise NonFinite(name)
+
+
+def loads_strict(text: str) -> Any:
+    """Strict JSON: RFC 8259 without duplicate keys or non-finite constants.
+
+    Raises:
+        DuplicateKey, NonFinite, json.JSONDecodeError: the first violation.
+    """
+    return json.loads(text, object_pairs_hook=unique_object, parse_constant=reject_constant)
+
+
+def required(doc: Any, key: str, *, file: str, where: str = "",
+             error: type[TraceReproError] = ReleaseFileError) -> Any:
+    """``doc[key]``, or ``error("required field is missing")`` naming ``file`` and ``<where><key>``."""
+    if not isinstance(doc, Mapping) or key not in doc:
+        raise error("required field is missing", file=file, field=f"{where}{key}")
+    return doc[key]
+
+
+def canonical_json_ascii(value: Any) -> str:
+    """Canonical JSON with non-ASCII escaped (``ensure_ascii=True``): sorted keys, compact, NaN refused."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
+def canonical_json_utf8(value: Any) -> str:
+    """Canonical JSON with non-ASCII kept (``ensure_ascii=False``; UTF-8 when encoded): sorted keys, compact,
+    NaN refused."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)
