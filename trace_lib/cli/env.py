@@ -55,8 +55,11 @@ def run_constraints(args: argparse.Namespace) -> ExitCode:
     from trace_lib.atomic import write_text_atomic
     from trace_lib.environment.constraints import build_constraints, render_constraints
     from trace_lib.errors import UsageError
+    from trace_lib.outputs import check_output_file
     from trace_lib.release.locate import locate_release
 
+    if args.out is not None:
+        check_output_file(args.out, flag="--out")
     release = locate_release(options.resolve(args, options.TRACE_ROOT))
     constraints = build_constraints(release, args.profile, pypi_only=args.pypi_only)
     command = f"trace-repro env constraints --profile {args.profile}" + (" --pypi-only" if args.pypi_only else "")
