@@ -66,9 +66,12 @@ def _log_dir(value: str | None) -> Path:
 
 
 def run_serve(args: argparse.Namespace) -> ExitCode:
+    from trace_lib.outputs import check_output_dir
     from trace_lib.release.locate import locate_release
     from trace_lib.scoring import judge_pool as jp
 
+    check_output_dir(_log_dir(args.log_dir), flag="--log-dir")
+    jp.check_host(args.host)
     release = locate_release(options.resolve(args, options.TRACE_ROOT))
     spec = jp.pool_spec(release, model_root=args.model_root, judge_model=args.judge_model, gpu_groups=args.gpu_groups,
                         port_start=args.port_start, host=args.host, chat_template=args.chat_template,

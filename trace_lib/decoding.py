@@ -1,0 +1,43 @@
+"""The one input-decoding policy: every text file trace-repro reads is UTF-8 without a byte-order mark.
+
+Invalid UTF-8 or a BOM is an :class:`~trace_lib.errors.InputError` naming the file and the byte offset, never a
+``UnicodeDecodeError`` traceback and never a silent replacement character. Readers of text call :func:`read_text`
+(a whole file) or :func:`decode` (bytes read at a known offset, e.g. one line of a JSONL file).
+"""
+
+from __future__ import annotations
+
+import codecs
+from pathlib import Path
+
+from trace_lib.errors import InputError
+
+_BOMS = (codecs.BOM_UTF8, codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+
+
+def decode(data: bytes, *, file: str | Path, offset: int = 0) -> str:
+    """``data`` (found at byte ``offset`` of ``file``) as UTF-8 text.
+
+    Raises:
+        InputError: ``data`` starts the file with a byte-order mark, or is not valid UTF-8 (the message gives the
+            file's byte offset of the first bad byte).
+    """
+    if offset == 0 and data.startswith(_BOMS):
+        raise InputError("starts with a byte-order mark (byte offset 0); trace-repro reads UTF-8 without a BOM",
+                         file=str(file), hint="save it as UTF-8 without BOM")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = data[exc.start:exc.start + 4]
+        raise InputError(f"not UTF-8 text at byte offset {offset + exc.start} (bytes {bad.hex(' ')})",
+                         file=str(file), hint="save it as UTF-8") from None
+
+
+def read_text(path: Path | str) -> str:
+    """The whole of ``path`` as UTF-8 text (:func:`decode`'s policy); OS errors propagate.
+
+    Raises:
+        InputError: a BOM or invalid UTF-8 (file and byte offset named).
+    """
+    path = Path(path)
+    return decode(path.read_bytes(), file=path)
