@@ -91,8 +91,10 @@ def atomic_output(path: Path | str, mode: str = "wb", *, encoding: str | None = 
                 os.fsync(handle.fileno())
         check_replaceable(path)  # the path may have changed while the data was written
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.filename is None:
+            exc.filename = str(path)  # a failed write/fsync names no file: name the one being written
         raise
     if durable:
         _fsync_directory(path.parent)
