@@ -9,35 +9,48 @@ from __future__ import annotations
 
 import codecs
 from pathlib import Path
+from typing import Iterator
 
-from trace_lib.errors import InputError
+from trace_lib.errors import InputError, TraceReproError
 
 _BOMS = (codecs.BOM_UTF8, codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 
 
-def decode(data: bytes, *, file: str | Path, offset: int = 0) -> str:
+def decode(data: bytes, *, file: str | Path, offset: int = 0,
+           error: type[TraceReproError] = InputError) -> str:
     """``data`` (found at byte ``offset`` of ``file``) as UTF-8 text.
 
     Raises:
-        InputError: ``data`` starts the file with a byte-order mark, or is not valid UTF-8 (the message gives the
-            file's byte offset of the first bad byte).
+        InputError (or ``error``): ``data`` starts the file with a byte-order mark, or is not valid UTF-8 (the
+            message gives the file's byte offset of the first bad byte).
     """
     if offset == 0 and data.startswith(_BOMS):
-        raise InputError("starts with a byte-order mark (byte offset 0); trace-repro reads UTF-8 without a BOM",
-                         file=str(file), hint="save it as UTF-8 without BOM")
+        raise error("starts with a byte-order mark (byte offset 0); trace-repro reads UTF-8 without a BOM",
+                    file=str(file), hint="save it as UTF-8 without BOM")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         bad = data[exc.start:exc.start + 4]
-        raise InputError(f"not UTF-8 text at byte offset {offset + exc.start} (bytes {bad.hex(' ')})",
-                         file=str(file), hint="save it as UTF-8") from None
+        raise error(f"not UTF-8 text at byte offset {offset + exc.start} (bytes {bad.hex(' ')})",
+                    file=str(file), hint="save it as UTF-8") from None
 
 
-def read_text(path: Path | str) -> str:
-    """The whole of ``path`` as UTF-8 text (:func:`decode`'s policy); OS errors propagate.
+def read_text(path: Path | str, *, name: str | None = None, error: type[TraceReproError] = InputError) -> str:
+    """The whole of ``path`` as UTF-8 text (:func:`decode`'s policy; messages name ``name`` or ``path``); OS
+    errors propagate.
 
     Raises:
-        InputError: a BOM or invalid UTF-8 (file and byte offset named).
+        InputError (or ``error``): a BOM or invalid UTF-8 (file and byte offset named).
     """
     path = Path(path)
-    return decode(path.read_bytes(), file=path)
+    return decode(path.read_bytes(), file=name or str(path), error=error)
+
+
+def iter_lines(path: Path | str) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of each line of ``path`` (newline kept), decoded by :func:`decode`'s policy with
+    the byte offset of each line, streaming."""
+    offset = 0
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            yield number, decode(raw, file=path, offset=offset)
+            offset += len(raw)

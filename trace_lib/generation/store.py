@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from trace_lib.atomic import write_bytes_atomic
+from trace_lib.decoding import decode
 from trace_lib.errors import InputError
 from trace_lib.release.load import canonical_json, sha256_bytes
 
@@ -142,9 +143,10 @@ def _parse(path: Path, data: bytes) -> _Parsed:
     offset = 0
     good = 0
     for number, raw in enumerate(complete, start=1):
+        text = decode(raw, file=file, offset=offset)  # invalid UTF-8 or a BOM: one line with the byte offset
         offset += len(raw) + 1
         try:
-            record = json.loads(raw)
+            record = json.loads(text)
             if not isinstance(record, dict):
                 raise ValueError("not an object")
         except ValueError:

@@ -24,17 +24,18 @@ def indexed_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     Raises:
         InputError: a line that is not a JSON object with an ``index`` (naming the file and line).
     """
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError:
-                raise InputError("not a JSON object", file=str(path), field=f"line {number}") from None
-            if not isinstance(record, dict) or "index" not in record:
-                raise InputError("each line needs an 'index'", file=str(path), field=f"line {number}")
-            yield number, record
+    from trace_lib.decoding import iter_lines
+
+    for number, line in iter_lines(path):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            raise InputError("not a JSON object", file=str(path), field=f"line {number}") from None
+        if not isinstance(record, dict) or "index" not in record:
+            raise InputError("each line needs an 'index'", file=str(path), field=f"line {number}")
+        yield number, record
 
 
 def is_store_file(path: Path) -> bool:
