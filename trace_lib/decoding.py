@@ -30,7 +30,7 @@ def decode(data: bytes, *, file: str | Path, offset: int = 0,
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        bad = data[exc.start:exc.start + 4]
+        bad = data[exc.start:exc.end]
         raise error(f"not UTF-8 text at byte offset {offset + exc.start} (bytes {bad.hex(' ')})",
                     file=str(file), hint="save it as UTF-8") from None
 
