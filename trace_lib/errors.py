@@ -10,7 +10,7 @@ inside pytest it becomes ``pytest.fail(..., pytrace=False)``. A traceback is sho
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 _UNSET: Any = object()
 
@@ -80,6 +80,19 @@ def _show(value: Any) -> str:
     if len(text) <= 240:
         return text
     return text[:150] + " ... " + text[-80:]
+
+
+def did_you_mean(word: str, choices: Sequence[str], *, n: int = 3, cutoff: float = 0.75) -> str:
+    """The hint of an "unknown NAME" error: ``did you mean X?`` when some of ``choices`` is close to ``word``
+    (difflib ratio >= ``cutoff``), else the known names (the first 12)."""
+    import difflib
+
+    close = difflib.get_close_matches(str(word), list(choices), n=n, cutoff=cutoff)
+    if close:
+        return f"did you mean {' or '.join(close)}?"
+    known = sorted(set(choices))
+    more = f" ... ({len(known)} in all)" if len(known) > 12 else ""
+    return f"known: {', '.join(known[:12])}{more}"
 
 
 def os_error_line(exc: OSError) -> str:

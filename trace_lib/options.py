@@ -152,9 +152,64 @@ def check_schedule(value: str) -> str:
     Raises:
         UsageError: an unknown schedule.
     """
-    if value not in SCHEDULES:
-        raise UsageError("unknown schedule", field="--schedule", found=value, expected=" or ".join(SCHEDULES))
+    return check_choice(value, SCHEDULES, field="--schedule", what="schedule")
+
+MODEL_VERIFY_MODES = ("deep", "shallow", "none")
+
+
+def check_choice(value: str, choices: tuple[str, ...] | list[str], *, field: str, what: str) -> str:
+    """``value`` when it is one of ``choices``.
+
+    Raises:
+        UsageError: it is not (a close match suggested only when one is close).
+    """
+    from trace_lib.errors import did_you_mean
+
+    if value not in choices:
+        raise UsageError(f"unknown {what} {value!r}", field=field, hint=did_you_mean(value, choices))
     return value
+
+
+def check_directory(value: str | os.PathLike[str] | None, *, field: str) -> None:
+    """``value`` is absent (None), or a path that is a directory or does not exist yet.
+
+    Raises:
+        UsageError: it names something that is not a directory (a file, under a file, a FIFO ...).
+    """
+    if value is None or value == "":
+        return
+    from trace_lib.outputs import kind
+
+    path = os.fspath(value)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    except NotADirectoryError:
+        raise UsageError("runs under a file, not a directory", field=field, found=path) from None
+    import stat as _stat
+
+    if not _stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"is {kind(st.st_mode)}, not a directory", field=field, found=path)
+
+
+def validate(namespace: Any) -> None:
+    """Every shared option of ``namespace`` (flag or environment) converted and checked once, up front: the
+    values, the choices (--backend, --schedule, --model-verify) and the directories (--campaign-root,
+    --archive-root, --trace-root must not name a file).
+
+    Raises:
+        UsageError: the first bad value (one line naming the flag or environment variable).
+    """
+    from trace_lib.generation.backends.base import BACKENDS
+
+    values = {opt.dest: resolve(namespace, opt) for opt in (*COMMON, *REPRODUCTION)}
+    check_choice(values[BACKEND.dest], list(BACKENDS), field=BACKEND.flag, what="backend")
+    check_schedule(values[SCHEDULE.dest])
+    check_choice(values[MODEL_VERIFY.dest], MODEL_VERIFY_MODES, field=MODEL_VERIFY.flag, what="--model-verify mode")
+    for opt in (CAMPAIGN_ROOT, ARCHIVE_ROOT, TRACE_ROOT):
+        check_directory(values[opt.dest], field=opt.flag)
+
 
 RAY_ADDRESS = Option(
     "--ray-address", "run the engines as Ray actors on this cluster (ADDR or 'auto'): one per GPU group on every "

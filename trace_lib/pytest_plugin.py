@@ -40,6 +40,36 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_plan_options(group.addoption)  # --model, --model-id, --model-root, --seeds, --benchmark, --gpu-groups, ...
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Check every trace-repro option once, before collection: a bad value (flag or environment) is one
+    ``ERROR:`` line and exit 4, never a stack per test file nor a session that skips everything."""
+    if getattr(config.option, "help", False) or getattr(config.option, "version", False):
+        return
+    check_options(config)
+
+
+def check_options(config: pytest.Config) -> None:
+    """:func:`trace_lib.options.validate`, then the plan the flags describe (``--gpu-groups``, ``--seeds``,
+    ``--benchmark``, ``--model-id`` ...) built once against the release, when a release is given or found.
+
+    Raises:
+        pytest.UsageError: the first bad option, as one line.
+    """
+    from trace_lib.campaign.plan import plan_from_options
+
+    given_root = options.resolve(config.option, options.TRACE_ROOT)
+    try:
+        options.validate(config.option)
+        located = _located(config)
+        if isinstance(located, TraceReproError):
+            if given_root:  # --trace-root/TRACE_ROOT names no release: nothing here can run
+                raise located
+            return
+        plan_from_options(located, config.option, with_judge=False)
+    except TraceReproError as exc:
+        raise pytest.UsageError(exc.render()) from None
+
+
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     """``--print-config``: print the resolved plan (as ``trace-repro plan`` does) and exit 0 before collection."""
     if not options.resolve(config.option, options.PRINT_CONFIG):

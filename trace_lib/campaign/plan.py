@@ -260,13 +260,11 @@ def select_benchmarks(suite: Suite, keys: Sequence[str] | None) -> tuple[str, ..
     """
     if not keys:
         return suite.keys
-    import difflib
+    from trace_lib.errors import did_you_mean
 
     for key in keys:
         if key not in suite.keys:
-            close = difflib.get_close_matches(key, suite.keys, n=3)
-            raise UsageError(f"unknown benchmark {key!r}", field="--benchmark",
-                             hint=f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(suite.keys)}")
+            raise UsageError(f"unknown benchmark {key!r}", field="--benchmark", hint=did_you_mean(key, suite.keys))
     wanted = set(keys)
     return tuple(k for k in suite.keys if k in wanted)
 

@@ -136,9 +136,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     args.schedule = options.check_schedule(options.resolve(args, options.SCHEDULE))
     from trace_lib.generation.backends.base import BACKENDS
 
-    if args.backend not in BACKENDS:
-        raise UsageError(f"unknown backend {args.backend!r}", field="--backend",
-                         hint=f"choose one of: {', '.join(BACKENDS)}")
+    options.check_choice(args.backend, list(BACKENDS), field="--backend", what="backend")
     release = locate_release(options.resolve(args, options.TRACE_ROOT))
     plan = plan_from_options(release, args, with_judge=False)
     if plan.campaign_root is None:
