@@ -114,3 +114,23 @@ def test_env_constraints_out_refuses_a_special_path_in_one_line(tmp_path, make):
     assert lines[0].startswith("error: ") and "--out" in lines[0] and str(target) in lines[0]
     assert "Traceback" not in result.stderr and result.stdout == ""
     assert _snapshot(tmp_path) == before
+
+
+def test_a_failed_run_leaves_no_empty_tree_but_keeps_files_and_what_existed(tmp_path):
+    from trace_lib.outputs import no_empty_tree_left
+
+    root = tmp_path / "new" / "data"
+    with pytest.raises(OSError):
+        with no_empty_tree_left(root):
+            (root / "snapshots" / "erqa").mkdir(parents=True)
+            raise OSError("download failed")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # 'new' was created by the run: gone too
+    with no_empty_tree_left(root):
+        (root / "a").mkdir(parents=True)
+        (root / "a" / "kept.txt").write_text("x")
+        (root / "empty").mkdir()
+    assert (root / "a" / "kept.txt").is_file() and not (root / "empty").exists()
+    (tmp_path / "existing").mkdir()
+    with no_empty_tree_left(tmp_path / "existing"):
+        pass
+    assert (tmp_path / "existing").is_dir()  # it was there before

@@ -39,33 +39,57 @@ class Option:
                 return raw.lower() in ("1", "true", "yes", "on")
             try:
                 return self.type(raw)
+            except BadValue as exc:
+                raise UsageError(str(exc), field=self.env) from None
             except (TypeError, ValueError):
                 raise UsageError(f"invalid value {raw!r}", field=self.env) from None
         return self.default
 
 
-def positive_number(text: str) -> float:
-    """A finite number > 0 (argparse turns the ValueError into a one-line usage error)."""
-    value = float(text)
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(text)
+class BadValue(argparse.ArgumentTypeError, ValueError):
+    """A flag value out of its range: argparse prints ``argument --FLAG: <message>`` (one line, exit 2); an
+    environment value becomes a :class:`UsageError` naming the variable."""
+
+
+def _number(text: str, kind: Callable[[str], Any], what: str, ok: Callable[[Any], bool]) -> Any:
+    try:
+        value = kind(text)
+    except (TypeError, ValueError):
+        raise BadValue(f"must be {what} (found {text!r})") from None
+    if kind is float and not math.isfinite(value) or not ok(value):
+        raise BadValue(f"must be {what} (found {text!r})")
     return value
+
+
+# -- the range types of every numeric flag (argparse ``type=``; one place, so every flag says its range the same way)
+def positive_number(text: str) -> float:
+    """A finite number > 0 (timeouts, intervals)."""
+    return _number(text, float, "a finite number > 0", lambda v: v > 0)
 
 
 def non_negative_number(text: str) -> float:
-    """A finite number >= 0 (0 means "no limit" where an option says so)."""
-    value = float(text)
-    if not (math.isfinite(value) and value >= 0):
-        raise ValueError(text)
-    return value
+    """A finite number >= 0 (0 means "no limit" or "at once" where an option says so)."""
+    return _number(text, float, "a finite number >= 0", lambda v: v >= 0)
 
 
 def positive_int(text: str) -> int:
-    """An integer >= 1 (GPU counts, worker counts)."""
-    value = int(text)
-    if value < 1:
-        raise ValueError(text)
-    return value
+    """An integer >= 1 (GPU counts, worker counts, batch sizes, concurrency)."""
+    return _number(text, int, "an integer >= 1", lambda v: v >= 1)
+
+
+def non_negative_int(text: str) -> int:
+    """An integer >= 0 (decoding seeds)."""
+    return _number(text, int, "an integer >= 0", lambda v: v >= 0)
+
+
+def port_number(text: str) -> int:
+    """A TCP port, 1 to 65535."""
+    return _number(text, int, "a port number from 1 to 65535", lambda v: 1 <= v <= 65535)
+
+
+def unit_fraction(text: str) -> float:
+    """A number in (0, 1] (a share of GPU memory)."""
+    return _number(text, float, "a number > 0 and <= 1", lambda v: 0 < v <= 1)
 
 
 TRACE_ROOT = Option("--trace-root", "TRACE checkout (or data-only copy) holding rlvr/", env="TRACE_ROOT")
@@ -78,10 +102,7 @@ UNPINNED = Option(
 )
 def open_unit_number(text: str) -> float:
     """A number strictly between 0 and 1 (a probability budget)."""
-    value = float(text)
-    if not (math.isfinite(value) and 0.0 < value < 1.0):
-        raise ValueError(text)
-    return value
+    return _number(text, float, "a number strictly between 0 and 1", lambda v: 0 < v < 1)
 
 
 ALPHA = Option(

@@ -18,7 +18,9 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from trace_lib.errors import UsageError
 
@@ -110,7 +112,8 @@ def check_output_dir(path: Path | str, *, flag: str | None = None) -> Path:
         if existing == path.absolute():
             raise UsageError(f"is {what}, not a directory", file=str(path), field=flag,
                              hint="name a directory (it is created if absent)")
-        raise UsageError(f"is {what}, so {path} cannot be created under it", file=str(existing), field=flag)
+        raise UsageError(f"is {what}, not a directory, so {path} cannot be created under it", file=str(existing),
+                         field=flag)
     _check_writable_dir(existing, flag, path)
     return path
 
@@ -157,3 +160,24 @@ def ensure_parent(path: Path) -> None:
         if exc.errno == errno.ENOTDIR:
             raise _not_a_directory_parent(path, None) from None
         raise
+
+
+@contextmanager
+def no_empty_tree_left(root: Path | str) -> Iterator[None]:
+    """Run the block; afterwards remove the directories it created for ``root`` (``root`` and its missing
+    parents, those that did not exist before) that hold no file, so a failed download leaves no empty data root.
+    Only empty directories are removed (``rmdir``), never a file."""
+    root = Path(root).absolute()
+    top = None
+    current = root
+    while not current.exists() and current.parent != current:
+        top, current = current, current.parent
+    try:
+        yield
+    finally:
+        if top is not None and top.is_dir():
+            for directory, _, _ in sorted(os.walk(top), key=lambda entry: -len(Path(entry[0]).parts)):
+                try:
+                    os.rmdir(directory)
+                except OSError:
+                    pass  # holds a file: kept

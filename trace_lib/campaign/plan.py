@@ -376,7 +376,7 @@ def add_plan_options(register: Register) -> None:
              help="a matched comparison column for summaries (repeatable)")
     register("--gpu-groups", default=None, metavar="GROUPS",
              help=f"one engine per group, e.g. '0,1;2,3' (env {GPU_GROUPS_ENV}; default '0')")
-    register("--tensor-parallel-size", type=int, default=None, metavar="N",
+    register("--tensor-parallel-size", type=options.positive_int, default=None, metavar="N",
              help="tensor parallel size per engine (default: the group size)")
     register("--data-root", default=None, metavar="DIR",
              help=f"prepared benchmark data (env {DATA_ROOT_ENV}; default {DEFAULT_WORK_DIR}/data)")

@@ -42,10 +42,16 @@ def run(args: argparse.Namespace) -> ExitCode:
     from trace_lib.errors import UsageError
     from trace_lib.release.locate import locate_release
 
+    from trace_lib.outputs import check_output_dir
+
     root = options.resolve(args, options.CAMPAIGN_ROOT)
-    if not root or not Path(root).is_dir():
+    if not root:
+        raise UsageError("no campaign root", field="--campaign-root",
+                         hint="pass --campaign-root DIR or set TRACE_CAMPAIGN_ROOT")
+    if not Path(root).is_dir():
         raise UsageError("campaign root is not a directory", field="--campaign-root", found=root)
     root = Path(root)
+    check_output_dir(Path(args.out) if args.out else root / "diagnose", flag="--out")
     keys = campaign_slice_keys(root)
     if args.slice:
         wanted = set(args.slice)

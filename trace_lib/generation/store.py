@@ -158,6 +158,9 @@ def _parse(path: Path, data: bytes) -> _Parsed:
         if number == 1:
             if record.get("kind") != "header":
                 raise InputError("first line is not a header", file=file, field="line 1")
+            if record.get("schema_version") != SCHEMA_VERSION:
+                raise InputError("unknown response-file schema version", file=file, field="header.schema_version",
+                                 expected=SCHEMA_VERSION, found=record.get("schema_version"))
             header = record
         else:
             if record.get("kind") != "row":

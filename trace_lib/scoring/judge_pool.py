@@ -259,7 +259,7 @@ def port_taken(host: str, port: int) -> bool:
         except OSError as exc:
             if exc.errno in (errno.EADDRINUSE, errno.EACCES):
                 return True
-            raise UsageError(f"cannot listen on this host ({exc.strerror or exc})", field="--host",
+            raise UsageError(f"cannot listen on {host}:{port} ({exc.strerror or exc})", field="--host",
                              found=host) from None
     return False
 
@@ -272,8 +272,12 @@ def check_host(host: str) -> None:
     """
     try:
         socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))  # any free port: only whether this machine has the address is asked
     except (socket.gaierror, UnicodeError, ValueError) as exc:
-        raise UsageError(f"not a host name or IPv4 address of this machine ({exc})", field="--host",
+        raise UsageError(f"not a host name or IPv4 address ({exc})", field="--host", found=host) from None
+    except OSError as exc:
+        raise UsageError(f"not an address of this machine ({exc.strerror or exc})", field="--host",
                          found=host) from None
 
 

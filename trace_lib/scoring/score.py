@@ -235,12 +235,14 @@ def run_scoring(
     judge_url: str | None = None,
     dataset: FileRef | None = None,
     seed: int | None = None,
+    model: str | None = None,
 ) -> ScoredSlice:
     """Score a response file against ``rows`` and persist the result into ``out_dir``.
 
     A trace-repro store file gives the seed, model and slice id in its header, which must name ``protocol.key``
-    (``seed``, if given, must agree). A plain file (:mod:`trace_lib.scoring.plain_responses`) has no header:
-    ``seed`` is then required (it seeds deterministic fallbacks).
+    (``seed`` and ``model``, if given, must agree: a file filed under another seed or model is refused). A plain
+    file (:mod:`trace_lib.scoring.plain_responses`) has no header: ``seed`` is then required (it seeds
+    deterministic fallbacks) and ``model`` names whose responses they are (for the verdict).
 
     Raises:
         InputError: unreadable/corrupt response file, another benchmark's responses, rows not covered.
@@ -262,7 +264,7 @@ def run_scoring(
         score = score_slice(protocol, rows, texts, ScoringContext(seed=seed, judge=judge))
         return write_slice_scores(out_dir, score, protocol, seed=seed, dataset=dataset, dropped_rows=dropped,
                                   responses=FileRef(str(responses_path), sha256_file(responses_path)),
-                                  judge_url=judge_url, identity={"slice": None, "model": None,
+                                  judge_url=judge_url, identity={"slice": None, "model": model,
                                                                  "model_revision": None,
                                                                  "generation_contract_hash": None})
     header = load_header(responses_path)
@@ -279,8 +281,12 @@ def run_scoring(
         raise InputError("header has no integer seed", file=str(responses_path), field="header.seed",
                          found=header_seed)
     if seed is not None and seed != header_seed:
-        raise InputError("--seed disagrees with the response file", file=str(responses_path), field="header.seed",
-                         expected=seed, found=header_seed)
+        raise InputError("the response file holds another seed than the slice it is scored as",
+                         file=str(responses_path), field="header.seed", expected=seed, found=header_seed,
+                         hint="a file under seed_N/ (or scored with --seed N) must be seed N's responses")
+    if model is not None and header.get("model") != model:
+        raise InputError("the response file holds another model than the slice it is scored as",
+                         file=str(responses_path), field="header.model", expected=model, found=header.get("model"))
     seed = header_seed
     texts = responses_for_rows(rows, load_responses(responses_path), source=str(responses_path))
     score = score_slice(protocol, rows, texts, ScoringContext(seed=seed, judge=judge))
