@@ -118,6 +118,9 @@ def _emit(summary: dict, verdict, as_json: bool) -> None:  # noqa: ANN001
         print(verdict.explain())
     elif summary.get("model"):
         print(f"{who}: no canonical score for model {summary['model']!r}; nothing to compare")
+    else:  # a plain file names no model
+        print(f"{who}: no verdict: a plain response file names no model; pass --model-id SLUG to compare it "
+              "with that model's canonical score")
 
 
 def _verdict(rule, summary: dict):  # noqa: ANN001, ANN202

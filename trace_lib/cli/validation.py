@@ -2,9 +2,10 @@
 
 Sub-commands (pipeline order): ``plan``, ``prepare``, ``generate``, ``score``, ``judge``, ``verify``, and ``run``
 (one model through every stage, judged against the release table). Every stage writes under ``--work-dir``
-(see :mod:`trace_lib.validation.layout`) and resumes from what it finds there. Reports are canonical JSON on
-stdout; a stage that ran but found problems (incomplete generation, failed judge rows, a failed verification,
-an accuracy outside the tolerance band) exits 1; bad input exits 2 with one ``error:`` line.
+(see :mod:`trace_lib.validation.layout`) and resumes from what it finds there. ``plan`` prints one line per
+slice; the other stages print their report as canonical JSON on stdout. A stage that ran but found problems
+(incomplete generation, failed judge rows, a failed verification, an accuracy outside the tolerance band) exits 1;
+bad input exits 2 with one ``error:`` line.
 """
 
 from __future__ import annotations
