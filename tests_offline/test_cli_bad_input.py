@@ -153,3 +153,15 @@ def test_every_hint_names_a_command_that_exists():
     for path in Path(__file__).resolve().parents[1].joinpath("trace_lib").rglob("*.py"):
         named |= {(m, path.name) for m in re.findall(r"'trace-repro ([a-z][a-z-]*)", path.read_text())}
     assert {pair for pair in named if pair[0] not in COMMANDS} == set()
+
+
+def test_a_failed_start_leaves_no_header_only_response_file(tmp_path):
+    from trace_lib.generation.store import SliceIdentity, SliceStore
+
+    path = tmp_path / "generation" / "r.jsonl"
+    identity = SliceIdentity(slice="m-seed42-erqa", model="m", model_revision="r", seed=42, benchmark="erqa",
+                             contract={"x": 1})
+    with pytest.raises(RuntimeError):
+        with SliceStore.open(path, identity):
+            raise RuntimeError("the dataset could not be read")  # after the store was opened, before any row
+    assert not path.exists()

@@ -259,8 +259,9 @@ def _run_one(job, backend, args, scoring=None):  # noqa: ANN001, ANN202
     from trace_lib.generation.run import run_generation
 
     try:
+        rows = job.load_rows()  # a dataset that cannot be read fails before any response file is created
         with job.open_store() as store:
-            run = run_generation(job.slice, job.load_rows(), job.protocol, backend, store, job.image_dir,
+            run = run_generation(job.slice, rows, job.protocol, backend, store, job.image_dir,
                                  generation=job.generation, progress=not args.no_progress,
                                  batch_size=args.batch_size, dataset=job.dataset, data_root=job.data_root)
         result = SliceResult(job.slice, run=run)

@@ -212,6 +212,17 @@ def _header_line(header: Mapping[str, Any]) -> bytes:
     return (json.dumps(dict(header), ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
+def _discard_header_only(path: Path) -> None:
+    """Remove ``path`` when it holds its header line and nothing else (called under the store's lock)."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(1 << 20)
+        if data.endswith(b"\n") and data.count(b"\n") == 1 and len(data) < 1 << 20:
+            path.unlink()
+    except OSError:
+        pass
+
+
 class SliceStore:
     """An open response file: the rows already stored, and ``append`` for new ones (single writer)."""
 
@@ -300,7 +311,9 @@ class SliceStore:
     def __enter__(self) -> SliceStore:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is not None and not self.done:
+            _discard_header_only(self.path)  # a start that failed before any row leaves no file behind
         self.close()
 
 
