@@ -165,3 +165,12 @@ def test_a_failed_start_leaves_no_header_only_response_file(tmp_path):
         with SliceStore.open(path, identity):
             raise RuntimeError("the dataset could not be read")  # after the store was opened, before any row
     assert not path.exists()
+
+
+def test_diagnose_notices_a_response_file_filed_under_another_seed(world, monkeypatch):
+    from trace_lib.diagnose.campaign_view import load_campaign_slice
+    from trace_lib.errors import InputError
+    from trace_lib.reports.collect import SliceKey
+
+    with pytest.raises(InputError, match=r"header.seed: .*expected 43, found 42"):
+        load_campaign_slice(world / "swapped", SliceKey(MODEL, 43, "erqa"))
