@@ -17,7 +17,7 @@ from trace_lib.testing.cli_runner import run_cli
 
 pytestmark = pytest.mark.offline
 
-HEADER = b'{"kind":"header"}\n'
+HEADER = b'{"kind":"header","schema_version":"trace-repro-responses-v1"}\n'
 
 
 def test_decode_names_the_file_and_the_byte_offset():

@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     from trace_lib.campaign.plan import parse_seeds
     from trace_lib.release.locate import locate_release
     from trace_lib.errors import UsageError
-    from trace_lib.outputs import check_output_dir
+    from trace_lib.outputs import check_output_dir, no_empty_tree_left
     from trace_lib.release.suite import load_seeds, load_suite
 
     check_output_dir(args.dest, flag="--dest")  # validate first, then touch the network
@@ -59,8 +59,9 @@ def run(args: argparse.Namespace) -> ExitCode:
         evaluation=not args.validation or bool(seeds or benchmarks),
     )
     known = list(load_suite(release).keys)
-    report = fetch_runs(release, args.dest, selection, download=hub_downloader(cache_dir=args.cache_dir),
-                        workers=args.workers, benchmark_ids=known + ["trace_validation_iid2000"])
+    with no_empty_tree_left(args.dest):  # a failed fetch leaves no empty archive root
+        report = fetch_runs(release, args.dest, selection, download=hub_downloader(cache_dir=args.cache_dir),
+                            workers=args.workers, benchmark_ids=known + ["trace_validation_iid2000"])
     print(f"{len(report.files)} archive files verified and placed under {report.dest} ({report.reused} already "
           f"present); runs: {', '.join(report.runs)}")
     print(f"next: pytest tests_reproduction/test_archive.py --archive-root {report.dest} --data-root <data>")
