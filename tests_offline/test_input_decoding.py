@@ -68,3 +68,13 @@ def test_release_json_and_requirement_files_are_release_errors_with_the_offset(t
 def test_read_text_keeps_good_text_exact(tmp_path):
     (tmp_path / "t").write_bytes("a\r\nü\n".encode())
     assert read_text(tmp_path / "t") == "a\r\nü\n"
+
+
+def test_an_input_that_is_a_fifo_is_refused_instead_of_blocking(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(InputError, match="is a FIFO, not a regular file"):
+        read_text(tmp_path / "fifo")
+    result = run_cli(["receipt", str(tmp_path / "fifo")])  # used to block forever on open()
+    assert result.returncode == 2 and "a FIFO" in result.stderr

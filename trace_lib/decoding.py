@@ -35,6 +35,27 @@ def decode(data: bytes, *, file: str | Path, offset: int = 0,
                     file=str(file), hint="save it as UTF-8") from None
 
 
+def check_input_file(path: Path | str, *, name: str | None = None,
+                     error: type[TraceReproError] = InputError) -> Path:
+    """``path`` is a regular file (links followed), so reading it cannot block on a FIFO or a device.
+
+    Raises:
+        FileNotFoundError: it does not exist (callers name it their way).
+        InputError (or ``error``): it is a directory, FIFO, socket or device.
+    """
+    import os
+    import stat
+
+    path = Path(path)
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        from trace_lib.outputs import kind
+
+        raise error(f"is {kind(mode)}, not a regular file; trace-repro reads inputs from regular files",
+                    file=name or str(path))
+    return path
+
+
 def read_text(path: Path | str, *, name: str | None = None, error: type[TraceReproError] = InputError) -> str:
     """The whole of ``path`` as UTF-8 text (:func:`decode`'s policy; messages name ``name`` or ``path``); OS
     errors propagate.
@@ -42,7 +63,7 @@ def read_text(path: Path | str, *, name: str | None = None, error: type[TraceRep
     Raises:
         InputError (or ``error``): a BOM or invalid UTF-8 (file and byte offset named).
     """
-    path = Path(path)
+    path = check_input_file(path, name=name, error=error)
     return decode(path.read_bytes(), file=name or str(path), error=error)
 
 
@@ -50,6 +71,7 @@ def iter_lines(path: Path | str) -> Iterator[tuple[int, str]]:
     """``(line number, text)`` of each line of ``path`` (newline kept), decoded by :func:`decode`'s policy with
     the byte offset of each line, streaming."""
     offset = 0
+    check_input_file(path)
     with open(path, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
             yield number, decode(raw, file=path, offset=offset)

@@ -98,9 +98,10 @@ def _read_only(directory: Path) -> bool:
         return False
 
 
-def check_output_dir(path: Path | str, *, flag: str | None = None) -> Path:
+def check_output_dir(path: Path | str, *, flag: str | None = None, target: Path | None = None) -> Path:
     """``path`` can be an output directory: an existing writable directory, or absent with its nearest existing
-    ancestor a writable directory. Creates nothing.
+    ancestor a writable directory. Creates nothing. ``target`` names the file to be written there (for the
+    message of :func:`check_output_file`).
 
     Raises:
         UsageError: ``path`` (or a component of it) is a file, or the directory is not writable.
@@ -109,9 +110,12 @@ def check_output_dir(path: Path | str, *, flag: str | None = None) -> Path:
     existing, st = _nearest_existing(path)
     if not stat.S_ISDIR(st.st_mode):
         what = kind(st.st_mode)
-        if existing == path.absolute():
+        if existing == path.absolute() and target is None:
             raise UsageError(f"is {what}, not a directory", file=str(path), field=flag,
                              hint="name a directory (it is created if absent)")
+        if existing == path.absolute():
+            raise UsageError(f"is {what}, not a directory, so {target} cannot be written", file=str(path),
+                             field=flag)
         raise UsageError(f"is {what}, not a directory, so {path} cannot be created under it", file=str(existing),
                          field=flag)
     _check_writable_dir(existing, flag, path)
@@ -128,7 +132,7 @@ def check_output_file(path: Path | str, *, flag: str | None = None) -> Path:
     path = Path(path).expanduser()
     if not path.name or path.name in (".", ".."):
         raise UsageError("names a directory, not a file", field=flag, found=str(path))
-    check_output_dir(path.parent, flag=flag)
+    check_output_dir(path.parent, flag=flag, target=path)
     check_replaceable(path, flag=flag)
     return path
 
