@@ -96,6 +96,8 @@ CASES = {
     # input that is not UTF-8, or corrupt, or of an unknown schema
     "plain file not UTF-8": (_score("--responses", "W/latin1.jsonl", "--out", "W/o", "--seed", "42"), 2,
                              "byte offset 29"),
+    "score --responses fifo": (_score("--responses", "W/fifo", "--out", "W/o"), 2, "a FIFO, not a regular file"),
+    "receipt on a fifo": (["receipt", "W/fifo"], 2, "a FIFO"),
     "pids.txt not UTF-8": (["judge", "stop", "--log-dir", "W/pids"], 2, "byte offset 2"),
     "unknown schema version": (_score("--responses", "W/schema.jsonl", "--out", "W/o"), 2, "schema version"),
     "corrupt header": (_score("--responses", "W/cut_header.jsonl", "--out", "W/o"), 2, "line 1 is not a JSON"),

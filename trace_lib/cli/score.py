@@ -169,9 +169,13 @@ def _run_file(args: argparse.Namespace, rule, judge_url: str | None) -> ExitCode
 
     protocol = get_protocol(args.benchmark[0])
     dataset, responses = Path(args.dataset), Path(args.responses)
+    from trace_lib.decoding import check_input_file
+
     for flag, path in (("--dataset", dataset), ("--responses", responses)):
-        if not path.is_file():
-            raise UsageError("no such file", field=f"{flag} {path}")
+        try:
+            check_input_file(path, name=f"{flag} {path}")
+        except (FileNotFoundError, NotADirectoryError):
+            raise UsageError("no such file", field=f"{flag} {path}") from None
     check_output_dir(args.out, flag="--out")
     model = args.model_id[0] if args.model_id else None  # a plain file's model (a store file's header must agree)
     rows = protocol.load(dataset)
