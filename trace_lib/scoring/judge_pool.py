@@ -33,6 +33,7 @@ from typing import Any, Mapping, Sequence
 
 from trace_lib.atomic import write_json_atomic, write_text_atomic
 from trace_lib.errors import InputError, JudgeError, UsageError
+from trace_lib.outputs import check_replaceable
 from trace_lib.release import identity
 from trace_lib.release.load import sha256_file
 from trace_lib.scoring.judge import JUDGE_SERVED_NAME
@@ -362,6 +363,7 @@ def start_pool(spec: PoolSpec, *, poll_s: float = 1.0, out: Any = None) -> Pool:
             log = spec.log_dir / f"endpoint_{i}_port_{spec.port(i)}_gpu_{group.replace(',', '')}.log"
             argv = serve_command(spec, i)
             argv[0] = executable
+            check_replaceable(log)  # a log path that is a FIFO, device or link is refused, never written through
             with open(log, "wb") as handle:
                 process = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                            env=serve_environment(spec, i), start_new_session=True)
