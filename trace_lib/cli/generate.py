@@ -39,9 +39,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_plan_options(parser.add_argument)
     options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT, options.BACKEND, options.BASE_URL,
                             options.DEVICE, options.SCHEDULE, options.RAY_ADDRESS)
-    parser.add_argument("--concurrency", type=options.positive_int, default=None, help="openai backend: requests in flight")
-    parser.add_argument("--max-model-len", type=options.positive_int, default=None, help="vllm backend (default: upstream's 32768)")
-    parser.add_argument("--max-num-seqs", type=options.positive_int, default=None, help="vllm backend (default: upstream's 256)")
+    parser.add_argument("--concurrency", type=options.positive_int, default=None,
+                        help="openai backend: requests in flight")
+    parser.add_argument("--max-model-len", type=options.positive_int, default=None,
+                        help="vllm backend (default: upstream's 32768)")
+    parser.add_argument("--max-num-seqs", type=options.positive_int, default=None,
+                        help="vllm backend (default: upstream's 256)")
     parser.add_argument("--gpu-memory-utilization", type=options.unit_fraction, default=None,
                         help="vllm backend (default: upstream's 0.90)")
     parser.add_argument("--enforce-eager", action="store_true", default=None, help="vllm backend: no CUDA graphs")
@@ -54,7 +57,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--unprepared-data", action="store_true",
                         help="generate from data files not recorded in the dataset manifest (tests, debugging); "
                              "the responses are then not bound to a dataset snapshot")
-    parser.add_argument("--batch-size", type=options.positive_int, default=64, help="rows per durable append (default 64)")
+    parser.add_argument("--batch-size", type=options.positive_int, default=64,
+                        help="rows per durable append (default 64)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument("--score", action="store_true",
                         help="score each slice on CPU worker threads the moment its last row is stored, while "

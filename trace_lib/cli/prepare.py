@@ -76,7 +76,8 @@ def run_prepare_data(args: argparse.Namespace) -> ExitCode:
         return _prepare_data(args, release, suite, keys, data_root, path)
 
 
-def _prepare_data(args: argparse.Namespace, release, suite, keys, data_root: Path, path: Path) -> ExitCode:  # noqa: ANN001
+def _prepare_data(args: argparse.Namespace, release, suite, keys,  # noqa: ANN001
+                  data_root: Path, path: Path) -> ExitCode:
     from trace_lib.benchmarks.registry import get_protocol
     from trace_lib.data.manifest import (
         build_dataset_entry, check_manifest, load_manifest, new_manifest, with_entry, write_manifest,

@@ -99,7 +99,8 @@ def _engine_args(sub: argparse.ArgumentParser) -> None:
                      help="how images reach the engine (data-url = upstream's public client; hf needs file-url)")
     sub.add_argument("--backend-option", action="append", default=None, metavar="KEY=VALUE",
                      help="engine option (JSON value, e.g. tensor_parallel_size=1, max_model_len=8192); repeatable")
-    sub.add_argument("--chunk-size", type=options.positive_int, default=256, metavar="N", help="rows per backend call (default 256)")
+    sub.add_argument("--chunk-size", type=options.positive_int, default=256, metavar="N",
+                     help="rows per backend call (default 256)")
 
 
 def _judge_args(sub: argparse.ArgumentParser) -> None:
@@ -107,7 +108,8 @@ def _judge_args(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--judge-tokenizer", default=None, metavar="DIR",
                      help=f"local Qwen3-32B checkpoint whose chat template renders judge prompts (env "
                           f"{JUDGE_TOKENIZER_ENV}; default <model-root>/qwen3-32b-judge)")
-    sub.add_argument("--judge-timeout", type=options.positive_number, default=300.0, metavar="S", help="per batch (default 300)")
+    sub.add_argument("--judge-timeout", type=options.positive_number, default=300.0, metavar="S",
+                     help="per batch (default 300)")
 
 
 # -- resolution --------------------------------------------------------------------------------------------------

@@ -116,7 +116,8 @@ class StatusReport:
         for r in self.records:
             out.append(f"[trace-repro status:slice] {r.model} seed {r.seed}: rows {r.durable_rows}/{r.expected_rows}, "
                        f"benchmarks generated {r.generation_benchmarks}/{r.expected_benchmarks}, "
-                       f"scores verified {r.score_slices}/{r.expected_benchmarks} ({r.observed_score_files} scores.json present)")
+                       f"scores verified {r.score_slices}/{r.expected_benchmarks} "
+                       f"({r.observed_score_files} scores.json present)")
         for gpu in self.gpus:
             out.append(f"[trace-repro status:gpus] GPU {gpu['index']}: {gpu['utilization']}% util, "
                        f"{gpu['memory_used_mib']}/{gpu['memory_total_mib']} MiB")
