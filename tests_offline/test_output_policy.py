@@ -92,7 +92,9 @@ def test_a_parent_that_is_a_file_is_one_line_and_nothing_is_created(tmp_path):
 
 def test_output_checks_create_nothing_and_accept_new_paths(tmp_path):
     assert check_output_dir(tmp_path / "a" / "b", flag="--out") == tmp_path / "a" / "b"
-    assert check_output_file(tmp_path / "a" / "f.json", flag="--out") == tmp_path / "a" / "f.json"
+    assert check_output_file(tmp_path / "f.json", flag="--out") == tmp_path / "f.json"
+    with pytest.raises(UsageError, match="directory does not exist"):  # a file's parents are not created
+        check_output_file(tmp_path / "a" / "f.json", flag="--out")
     with pytest.raises(UsageError, match="a FIFO, not a directory"):
         check_output_dir(_fifo(tmp_path), flag="--out")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]

@@ -8,7 +8,9 @@
 - An output directory (``--out``, ``--dest``, ``--log-dir``, ``--campaign-root``) is checked up front without
   creating anything (:func:`check_output_dir`): it is a directory, or it does not exist yet and its nearest existing
   ancestor is a writable directory; writers create it (and its missing parents, the ones the user named) only when
-  they write. :func:`check_output_file` does the same for an output file.
+  they write. An output *file* (``env constraints --out FILE``) goes into a directory that exists already, as a
+  shell redirection does: trace-repro creates the directories it is named, never the parents of a file
+  (:func:`check_output_file`).
 
 Every refusal is a :class:`~trace_lib.errors.UsageError` (one line naming the flag and the path; exit 2).
 """
@@ -123,8 +125,8 @@ def check_output_dir(path: Path | str, *, flag: str | None = None, target: Path 
 
 
 def check_output_file(path: Path | str, *, flag: str | None = None) -> Path:
-    """``path`` can be written as a regular file: :func:`check_replaceable`, and its directory exists or can be
-    created (:func:`check_output_dir`). Creates nothing.
+    """``path`` can be written as a regular file: :func:`check_replaceable`, and its directory exists and is
+    writable (it is not created: the user named a file, not a directory). Creates nothing.
 
     Raises:
         UsageError: as those two.
@@ -133,6 +135,9 @@ def check_output_file(path: Path | str, *, flag: str | None = None) -> Path:
     if not path.name or path.name in (".", ".."):
         raise UsageError("names a directory, not a file", field=flag, found=str(path))
     check_output_dir(path.parent, flag=flag, target=path)
+    if not path.parent.is_dir():
+        raise UsageError(f"directory does not exist, so {path} cannot be written", file=str(path.parent),
+                         field=flag, hint="create it first, or name a file in an existing directory")
     check_replaceable(path, flag=flag)
     return path
 
