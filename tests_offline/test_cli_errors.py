@@ -64,7 +64,7 @@ def test_summarize_out_below_a_file_is_a_usage_error(capsys, tmp_path, release):
     code, _, err = _cli(capsys, "summarize", "--trace-root", str(release.path), "--campaign-root", str(campaign),
                         "--out", str(blocker / "sub"))
     assert code == 2
-    assert "--out: not a directory" in _one_error_line(err)
+    assert f"{blocker}: --out: is a regular file, not a directory" in _one_error_line(err)
     assert blocker.read_text() == "x"
 
 
@@ -139,10 +139,10 @@ def test_model_download_without_the_hub_is_an_input_error(tmp_path):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["plan", "--tolerance-z", "inf"], "argument --tolerance-z: invalid positive_number value: 'inf'"),
-        (["plan", "--tolerance-z", "0"], "argument --tolerance-z: invalid positive_number value: '0'"),
+        (["plan", "--tolerance-z", "inf"], "argument --tolerance-z: must be a finite number > 0 (found 'inf')"),
+        (["plan", "--tolerance-z", "0"], "argument --tolerance-z: must be a finite number > 0 (found '0')"),
         (["train", "print-config", "--config", "trace-qwen2.5-vl-3b", "--gpus", "0"],
-         "argument --gpus: invalid positive_int value: '0'"),
+         "argument --gpus: must be an integer >= 1 (found '0')"),
     ],
 )
 def test_out_of_range_numbers_are_usage_errors(argv, message, capsys):

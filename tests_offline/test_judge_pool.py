@@ -101,6 +101,7 @@ def test_a_server_crashing_while_starting_is_one_line_and_nothing_stays_up(relea
     message = str(info.value)
     assert "exited with code 3 while starting (RuntimeError: CUDA out of memory (fake))" in message
     assert "\n" not in message and (env["logs"] / "pids.txt").read_text() == ""
+    assert not (env["logs"] / "endpoints.txt").exists() and not (env["logs"] / "pool.json").exists()  # no stale pool
 
 
 def test_readiness_timeout_stops_every_server(release, env, monkeypatch):

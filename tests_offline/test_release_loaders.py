@@ -88,7 +88,7 @@ def test_json_file_errors(tmp_path):
     with pytest.raises(ReleaseFileError, match=r"^.*nope.json: file is missing$"):
         load_json(tmp_path / "nope.json")
     (tmp_path / "latin.json").write_bytes(b'{"a": "\xe9"}')
-    with pytest.raises(ReleaseFileError, match=r"latin.json: not UTF-8 text \(byte 7\)"):
+    with pytest.raises(ReleaseFileError, match=r"latin.json: not UTF-8 text at byte offset 7 \(bytes e9\)"):
         load_json(tmp_path / "latin.json")
 
 

@@ -57,10 +57,13 @@ def test_slice_timeout_sets_the_reproduction_limit_only(release, tmp_path):
 
 
 def test_both_reproduction_lanes_are_usage_errors_without_a_release(tmp_path):
-    """No release: the collection error names how to point at one (exit 2), never an empty (skipped) lane."""
+    """No release: one configure-time usage line names how to point at one (exit 4), never an empty (skipped)
+    lane nor a stack per test file."""
     env = {**os.environ, "TRACE_ROOT": str(tmp_path)}
     for path in ("tests_reproduction/test_validation.py", "tests_reproduction/test_slices.py"):
         done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", path], cwd=REPO, env=env,
                               capture_output=True, text=True, timeout=120)
-        assert done.returncode == 2, (path, done.stdout[-1000:], done.stderr[-1000:])
-        assert "UsageError" in done.stdout and "set TRACE_ROOT" in done.stdout and "skipped" not in done.stdout
+        assert done.returncode == 4, (path, done.stdout[-1000:], done.stderr[-1000:])
+        errors = [line for line in done.stderr.splitlines() if line.startswith("ERROR")]
+        assert len(errors) == 1 and "set TRACE_ROOT" in errors[0], done.stderr
+        assert "Traceback" not in done.stdout + done.stderr and "skipped" not in done.stdout

@@ -3,7 +3,9 @@
 A writer fills ``.<name>.<random>.incomplete`` next to the target; on success the data is flushed, fsynced and
 ``os.replace``d onto the target (then the directory entry is fsynced); on any exception, ``KeyboardInterrupt``
 included, the temp file is removed and an existing target is left untouched. So a reader sees the old file or
-the new one, never half of one. New files get the usual ``0o666 & ~umask`` permissions. Standard library only.
+the new one, never half of one. New files get the usual ``0o666 & ~umask`` permissions. The target must be absent
+or a regular file (:func:`trace_lib.outputs.check_replaceable`, checked before the temp file is made and again
+before the rename): a device, FIFO, socket, directory or link is refused, never replaced.
 The ``write_*_atomic`` helpers return the SHA-256 hex of the bytes written (callers record it in receipts).
 """
 
@@ -16,6 +18,8 @@ import secrets
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
+
+from trace_lib.outputs import check_replaceable, ensure_parent
 
 #: Suffix of every temp file (a leftover one marks an interrupted write and is never a finished file).
 TEMP_SUFFIX = ".incomplete"
@@ -69,13 +73,15 @@ def atomic_output(path: Path | str, mode: str = "wb", *, encoding: str | None = 
 
     Raises:
         ValueError: ``mode`` is not a write mode listed above.
+        UsageError: ``path`` is not absent or a regular file, or a parent component is a file; nothing is written.
     """
     if mode not in _MODES:
         raise ValueError(f"atomic_output: mode must be one of {', '.join(_MODES)} (found {mode!r})")
     if "b" not in mode and encoding is None:
         encoding = "utf-8"
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    check_replaceable(path)
+    ensure_parent(path)
     tmp, handle = _open_temp(path, mode, encoding, newline)
     try:
         with handle:
@@ -83,9 +89,12 @@ def atomic_output(path: Path | str, mode: str = "wb", *, encoding: str | None = 
             handle.flush()
             if durable:
                 os.fsync(handle.fileno())
+        check_replaceable(path)  # the path may have changed while the data was written
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.filename is None:
+            exc.filename = str(path)  # a failed write/fsync names no file: name the one being written
         raise
     if durable:
         _fsync_directory(path.parent)

@@ -1,14 +1,16 @@
 """Every error trace-repro raises for a user mistake or bad input, and its one-line rendering.
 
 The rendered form is ``FILE: FIELD: what is wrong (expected X, found Y); what to do``. Parts that do not apply
-are left out. The CLI prints it after ``error:`` and exits with :class:`~trace_lib.exitcodes.ExitCode.USAGE`;
+are left out. The CLI prints it after ``error:`` and exits with :class:`~trace_lib.exitcodes.ExitCode.USAGE`
+(an ``OSError`` is rendered by :func:`os_error_line`, with the exit code :func:`~trace_lib.exitcodes.exit_code_for`
+gives it);
 inside pytest it becomes ``pytest.fail(..., pytrace=False)``. A traceback is shown only with
 ``TRACE_REPRO_DEBUG=1``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 _UNSET: Any = object()
 
@@ -78,6 +80,34 @@ def _show(value: Any) -> str:
     if len(text) <= 240:
         return text
     return text[:150] + " ... " + text[-80:]
+
+
+def did_you_mean(word: str, choices: Sequence[str], *, n: int = 3, cutoff: float = 0.75) -> str:
+    """The hint of an "unknown NAME" error: ``did you mean X?`` when some of ``choices`` is close to ``word``
+    (difflib ratio >= ``cutoff``), else the known names (the first 12)."""
+    import difflib
+
+    close = difflib.get_close_matches(str(word), list(choices), n=n, cutoff=cutoff)
+    if close:
+        return f"did you mean {' or '.join(close)}?"
+    known = sorted(set(choices))
+    more = f" ... ({len(known)} in all)" if len(known) > 12 else ""
+    return f"known: {', '.join(known[:12])}{more}"
+
+
+def os_error_line(exc: OSError) -> str:
+    """An OS error as one line: ``PATH: errno text (ENAME)`` (``PATH -> PATH2`` for a rename), or its text when
+    it names no path."""
+    import errno as _errno
+
+    text = exc.strerror or str(exc) or type(exc).__name__
+    code = _errno.errorcode.get(exc.errno or -1)
+    if code:
+        text += f" ({code})"
+    paths = [str(p) for p in (exc.filename, exc.filename2) if p is not None]
+    if not paths:
+        return text
+    return f"{' -> '.join(paths)}: {text}"
 
 
 class ReleaseNotFoundError(TraceReproError):

@@ -42,33 +42,57 @@ class Option:
                 return raw.lower() in ("1", "true", "yes", "on")
             try:
                 return self.type(raw)
+            except BadValue as exc:
+                raise UsageError(str(exc), field=self.env) from None
             except (TypeError, ValueError):
                 raise UsageError(f"invalid value {raw!r}", field=self.env) from None
         return self.default
 
 
-def positive_number(text: str) -> float:
-    """A finite number > 0 (argparse turns the ValueError into a one-line usage error)."""
-    value = float(text)
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(text)
+class BadValue(argparse.ArgumentTypeError, ValueError):
+    """A flag value out of its range: argparse prints ``argument --FLAG: <message>`` (one line, exit 2); an
+    environment value becomes a :class:`UsageError` naming the variable."""
+
+
+def _number(text: str, kind: Callable[[str], Any], what: str, ok: Callable[[Any], bool]) -> Any:
+    try:
+        value = kind(text)
+    except (TypeError, ValueError):
+        raise BadValue(f"must be {what} (found {text!r})") from None
+    if kind is float and not math.isfinite(value) or not ok(value):
+        raise BadValue(f"must be {what} (found {text!r})")
     return value
+
+
+# -- the range types of every numeric flag (argparse ``type=``; one place, so every flag says its range the same way)
+def positive_number(text: str) -> float:
+    """A finite number > 0 (timeouts, intervals)."""
+    return _number(text, float, "a finite number > 0", lambda v: v > 0)
 
 
 def non_negative_number(text: str) -> float:
-    """A finite number >= 0 (0 means "no limit" where an option says so)."""
-    value = float(text)
-    if not (math.isfinite(value) and value >= 0):
-        raise ValueError(text)
-    return value
+    """A finite number >= 0 (0 means "no limit" or "at once" where an option says so)."""
+    return _number(text, float, "a finite number >= 0", lambda v: v >= 0)
 
 
 def positive_int(text: str) -> int:
-    """An integer >= 1 (GPU counts, worker counts)."""
-    value = int(text)
-    if value < 1:
-        raise ValueError(text)
-    return value
+    """An integer >= 1 (GPU counts, worker counts, batch sizes, concurrency)."""
+    return _number(text, int, "an integer >= 1", lambda v: v >= 1)
+
+
+def non_negative_int(text: str) -> int:
+    """An integer >= 0 (decoding seeds)."""
+    return _number(text, int, "an integer >= 0", lambda v: v >= 0)
+
+
+def port_number(text: str) -> int:
+    """A TCP port, 1 to 65535."""
+    return _number(text, int, "a port number from 1 to 65535", lambda v: 1 <= v <= 65535)
+
+
+def unit_fraction(text: str) -> float:
+    """A number in (0, 1] (a share of GPU memory)."""
+    return _number(text, float, "a number > 0 and <= 1", lambda v: 0 < v <= 1)
 
 
 TRACE_ROOT = Option("--trace-root", "TRACE checkout (or data-only copy) holding rlvr/", env="TRACE_ROOT")
@@ -81,10 +105,7 @@ UNPINNED = Option(
 )
 def open_unit_number(text: str) -> float:
     """A number strictly between 0 and 1 (a probability budget)."""
-    value = float(text)
-    if not (math.isfinite(value) and 0.0 < value < 1.0):
-        raise ValueError(text)
-    return value
+    return _number(text, float, "a number strictly between 0 and 1", lambda v: 0 < v < 1)
 
 
 ALPHA = Option(
@@ -159,9 +180,64 @@ def check_schedule(value: str) -> str:
     Raises:
         UsageError: an unknown schedule.
     """
-    if value not in SCHEDULES:
-        raise UsageError("unknown schedule", field="--schedule", found=value, expected=" or ".join(SCHEDULES))
+    return check_choice(value, SCHEDULES, field="--schedule", what="schedule")
+
+MODEL_VERIFY_MODES = ("deep", "shallow", "none")
+
+
+def check_choice(value: str, choices: tuple[str, ...] | list[str], *, field: str, what: str) -> str:
+    """``value`` when it is one of ``choices``.
+
+    Raises:
+        UsageError: it is not (a close match suggested only when one is close).
+    """
+    from trace_lib.errors import did_you_mean
+
+    if value not in choices:
+        raise UsageError(f"unknown {what} {value!r}", field=field, hint=did_you_mean(value, choices))
     return value
+
+
+def check_directory(value: str | os.PathLike[str] | None, *, field: str) -> None:
+    """``value`` is absent (None), or a path that is a directory or does not exist yet.
+
+    Raises:
+        UsageError: it names something that is not a directory (a file, under a file, a FIFO ...).
+    """
+    if value is None or value == "":
+        return
+    from trace_lib.outputs import kind
+
+    path = os.fspath(value)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    except NotADirectoryError:
+        raise UsageError("runs under a file, not a directory", field=field, found=path) from None
+    import stat as _stat
+
+    if not _stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"is {kind(st.st_mode)}, not a directory", field=field, found=path)
+
+
+def validate(namespace: Any) -> None:
+    """Every shared option of ``namespace`` (flag or environment) converted and checked once, up front: the
+    values, the choices (--backend, --schedule, --model-verify) and the directories (--campaign-root,
+    --archive-root, --trace-root must not name a file).
+
+    Raises:
+        UsageError: the first bad value (one line naming the flag or environment variable).
+    """
+    from trace_lib.generation.backends.base import BACKENDS
+
+    values = {opt.dest: resolve(namespace, opt) for opt in (*COMMON, *REPRODUCTION)}
+    check_choice(values[BACKEND.dest], list(BACKENDS), field=BACKEND.flag, what="backend")
+    check_schedule(values[SCHEDULE.dest])
+    check_choice(values[MODEL_VERIFY.dest], MODEL_VERIFY_MODES, field=MODEL_VERIFY.flag, what="--model-verify mode")
+    for opt in (CAMPAIGN_ROOT, ARCHIVE_ROOT, TRACE_ROOT):
+        check_directory(values[opt.dest], field=opt.flag)
+
 
 RAY_ADDRESS = Option(
     "--ray-address", "run the engines as Ray actors on this cluster (ADDR or 'auto'): one per GPU group on every "

@@ -1,18 +1,22 @@
 """The pytest plugin: shared options, the session's release, receipt properties on every test.
 
-Options come from :mod:`trace_lib.options` (same spellings as the CLI). Every test's JUnit entry carries
-the environment and release identity (properties are appended to ``item.user_properties`` directly, which
-JUnit writes under every ``junit_family``). Tests record their own facts with the ``receipt`` fixture.
+Options come from :mod:`trace_lib.options` (same spellings as the CLI). An ``OSError`` escaping the setup or call
+of a lane test (one not marked ``offline``: disk full, an unwritable campaign root) fails it with the CLI's one
+line, the path and the errno text (:func:`~trace_lib.errors.os_error_line`; ``TRACE_REPRO_DEBUG=1`` keeps the
+traceback). Every test's JUnit entry carries the environment and release identity (properties are appended to
+``item.user_properties`` directly, which JUnit writes under every ``junit_family``). Tests record their own facts
+with the ``receipt`` fixture.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NoReturn
 
 import pytest
 
 from trace_lib import options
-from trace_lib.errors import TraceReproError
+from trace_lib.errors import TraceReproError, os_error_line
+from trace_lib.exitcodes import ExitCode, exit_code_for
 from trace_lib.receipts.junit import MARKERS_PROPERTY
 from trace_lib.receipts.properties import environment_properties, release_properties
 from trace_lib.release.locate import ReleaseRoot, locate_release
@@ -34,6 +38,36 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         else:
             group.addoption(opt.flag, type=opt.type, default=None, help=opt.help + env_note)
     add_plan_options(group.addoption)  # --model, --model-id, --model-root, --seeds, --benchmark, --gpu-groups, ...
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Check every trace-repro option once, before collection: a bad value (flag or environment) is one
+    ``ERROR:`` line and exit 4, never a stack per test file nor a session that skips everything."""
+    if getattr(config.option, "help", False) or getattr(config.option, "version", False):
+        return
+    check_options(config)
+
+
+def check_options(config: pytest.Config) -> None:
+    """:func:`trace_lib.options.validate`, then the plan the flags describe (``--gpu-groups``, ``--seeds``,
+    ``--benchmark``, ``--model-id`` ...) built once against the release, when a release is given or found.
+
+    Raises:
+        pytest.UsageError: the first bad option, as one line.
+    """
+    from trace_lib.campaign.plan import plan_from_options
+
+    given_root = options.resolve(config.option, options.TRACE_ROOT)
+    try:
+        options.validate(config.option)
+        located = _located(config)
+        if isinstance(located, TraceReproError):
+            if given_root:  # --trace-root/TRACE_ROOT names no release: nothing here can run
+                raise located
+            return
+        plan_from_options(located, config.option, with_judge=False)
+    except TraceReproError as exc:
+        raise pytest.UsageError(exc.render()) from None
 
 
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
@@ -125,13 +159,37 @@ def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
     declared = {line.split(":", 1)[0].strip() for line in item.config.getini("markers")}
     names = sorted({m.name for m in item.iter_markers()} & declared)
     item.user_properties.append((MARKERS_PROPERTY, ",".join(names)))
-    return (yield)
+    try:
+        return (yield)
+    except OSError as exc:
+        if not _one_line_os_errors(item):
+            raise
+        error = exc
+    fail_os_error(error)  # outside the except block: no "during handling" chain in the report
+
+
+def _one_line_os_errors(item: pytest.Item) -> bool:
+    import os
+
+    return item.get_closest_marker("offline") is None and os.environ.get("TRACE_REPRO_DEBUG") != "1"
+
+
+def fail_os_error(exc: OSError) -> NoReturn:
+    """Fail the running test with the CLI's one line for ``exc`` (which exit class it is, the path, the errno)."""
+    what = "" if exit_code_for(exc) == ExitCode.USAGE else "the machine failed: "
+    pytest.fail(f"{what}{os_error_line(exc)}", pytrace=False)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     try:
-        return (yield)
+        try:
+            return (yield)
+        except OSError as exc:
+            if not _one_line_os_errors(item):
+                raise
+            error = exc
+        fail_os_error(error)  # outside the except block: no "during handling" chain in the report
     finally:
         item.user_properties.extend(environment_properties())
         cached = item.config.stash.get(_RELEASE_KEY, None)

@@ -40,7 +40,7 @@ class PartDigestError(InputError):
 
 def close_matches(word: str, choices: Sequence[str], n: int = 3) -> list[str]:
     """Up to ``n`` of ``choices`` closest to ``word`` (difflib), for "unknown id" messages."""
-    return difflib.get_close_matches(word, list(choices), n=n, cutoff=0.4)
+    return difflib.get_close_matches(word, list(choices), n=n, cutoff=0.75)  # only close ones: 'bogus' is no typo
 
 
 def unknown_id_error(kind: str, word: str, choices: Sequence[str], *, field_name: str) -> UsageError:

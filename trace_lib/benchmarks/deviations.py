@@ -149,6 +149,9 @@ JUDGE_DEVIATIONS: list[str] = [
     "the judge pool is started with 'vllm serve' (same flags) instead of 'python -m "
     "vllm.entrypoints.openai.api_server'; the official route spreads requests over the pool per request instead "
     "of leasing one endpoint per benchmark job",
+    "'judge stop' signals only process groups that 'judge serve' started and that are still the same processes "
+    "(pid, kernel start time and boot id recorded in pool.json beside upstream's pids.txt); upstream's stop script "
+    "signals whatever pids.txt names, pid 0 or 1 included",
 ]
 
 #: Deviations of generation (requests identical to upstream's; what differs is how they reach the engine).

@@ -6,11 +6,10 @@ implemented*: its slices fail with that reason (never pass, never skip silently)
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from typing import TYPE_CHECKING
 
-from trace_lib.errors import ProtocolNotImplementedError, UsageError
+from trace_lib.errors import ProtocolNotImplementedError, UsageError, did_you_mean
 
 if TYPE_CHECKING:
     from trace_lib.benchmarks.protocol import Protocol
@@ -51,9 +50,7 @@ PROTOCOLS: dict[str, str] = {
 
 def _check_known(key: str) -> str:
     if key not in PROTOCOLS:
-        close = difflib.get_close_matches(key, PROTOCOLS, n=3)
-        hint = f"did you mean {', '.join(close)}?" if close else f"known keys: {', '.join(PROTOCOLS)}"
-        raise UsageError(f"unknown benchmark {key!r}", field="--benchmark", hint=hint)
+        raise UsageError(f"unknown benchmark {key!r}", field="--benchmark", hint=did_you_mean(key, list(PROTOCOLS)))
     return PROTOCOLS[key]
 
 

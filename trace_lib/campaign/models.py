@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from trace_lib.errors import ReleaseFileError, UsageError
+from trace_lib.errors import ReleaseFileError, UsageError, did_you_mean
 from trace_lib.release import identity
 from trace_lib.release.locate import ReleaseRoot
 from trace_lib.release.suite import load_eval_models
@@ -175,7 +175,7 @@ def select_release_models(models: Sequence[ModelDescriptor], ids: Sequence[str])
     for model_id in ids:
         if model_id not in by_slug:
             raise UsageError(f"unknown release model {model_id!r}", field="--model-id",
-                             hint=f"known: {', '.join(by_slug)}")
+                             hint=did_you_mean(model_id, list(by_slug)))
         picked.append(by_slug[model_id])
     check_unique(picked)
     return tuple(picked)

@@ -236,13 +236,11 @@ def select_benchmarks(suite: Suite, keys: Sequence[str] | None) -> tuple[str, ..
     """
     if not keys:
         return suite.keys
-    import difflib
+    from trace_lib.errors import did_you_mean
 
     for key in keys:
         if key not in suite.keys:
-            close = difflib.get_close_matches(key, suite.keys, n=3)
-            raise UsageError(f"unknown benchmark {key!r}", field="--benchmark",
-                             hint=f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(suite.keys)}")
+            raise UsageError(f"unknown benchmark {key!r}", field="--benchmark", hint=did_you_mean(key, suite.keys))
     wanted = set(keys)
     return tuple(k for k in suite.keys if k in wanted)
 
@@ -348,7 +346,7 @@ def add_plan_options(register: Register) -> None:
              help="a matched comparison column for summaries (repeatable)")
     register("--gpu-groups", default=None, metavar="GROUPS",
              help=f"one engine per group, e.g. '0,1;2,3' (env {GPU_GROUPS_ENV}; default '0')")
-    register("--tensor-parallel-size", type=int, default=None, metavar="N",
+    register("--tensor-parallel-size", type=options.positive_int, default=None, metavar="N",
              help="tensor parallel size per engine (default: the group size)")
     register("--data-root", default=None, metavar="DIR",
              help=f"prepared benchmark data (env {DATA_ROOT_ENV}; default {DEFAULT_WORK_DIR}/data)")

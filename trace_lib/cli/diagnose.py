@@ -23,6 +23,7 @@ from typing import Sequence
 
 from trace_lib import options
 from trace_lib.exitcodes import ExitCode
+from trace_lib.outputs import check_output_dir
 
 #: Spellings of the two sides, each an appendable flag so that two of one side is caught, not silently overridden.
 REFERENCE_FLAGS = ("--reference", "--against", "--archive-root")
@@ -111,6 +112,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     else:
         raise UsageError("--out is required when the candidate is an archive run (nothing is written into an "
                          "archive)", field="--out")
+    check_output_dir(out, flag="--out")
 
     rule = load_tolerance_rule(release, alpha=options.resolve(args, options.ALPHA),
                                z=options.resolve(args, options.TOLERANCE_Z))

@@ -54,9 +54,11 @@ def _no_action(parser: argparse.ArgumentParser) -> ExitCode:
 def run_constraints(args: argparse.Namespace) -> ExitCode:
     from trace_lib.atomic import write_text_atomic
     from trace_lib.environment.constraints import build_constraints, render_constraints
-    from trace_lib.errors import UsageError
+    from trace_lib.outputs import check_output_file
     from trace_lib.release.locate import locate_release
 
+    if args.out is not None:
+        check_output_file(args.out, flag="--out")
     release = locate_release(options.resolve(args, options.TRACE_ROOT))
     constraints = build_constraints(release, args.profile, pypi_only=args.pypi_only)
     command = f"trace-repro env constraints --profile {args.profile}" + (" --pypi-only" if args.pypi_only else "")
@@ -64,11 +66,7 @@ def run_constraints(args: argparse.Namespace) -> ExitCode:
     if args.out is None:
         sys.stdout.write(text)
         return ExitCode.OK
-    try:
-        write_text_atomic(args.out, text)
-    except OSError as exc:
-        raise UsageError(f"cannot write the constraints file ({exc.strerror or exc})", field="--out",
-                         found=args.out) from None
+    write_text_atomic(args.out, text)  # an OS error is main's one line (exit 2 or 3)
     print(f"[trace-repro env] wrote {args.out}: {len(constraints.pins)} pins from "
           f"{', '.join(constraints.source.files)} (profile {args.profile})", file=sys.stderr)
     return ExitCode.OK

@@ -31,8 +31,10 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> ExitCode:
     from trace_lib.release import identity
+    from trace_lib.outputs import check_output_dir
     from trace_lib.release.fetch import FetchError, fetch_release
 
+    check_output_dir(args.dest, flag="--dest")  # before any request
     try:
         report = fetch_release(args.dest, base_url=args.base_url, timeout=args.timeout)
     except FetchError as exc:

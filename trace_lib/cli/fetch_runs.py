@@ -41,18 +41,27 @@ def run(args: argparse.Namespace) -> ExitCode:
     from trace_lib.archive.fetch import Selection, fetch_runs, hub_downloader
     from trace_lib.campaign.plan import parse_seeds
     from trace_lib.release.locate import locate_release
-    from trace_lib.release.suite import load_suite
+    from trace_lib.errors import UsageError
+    from trace_lib.outputs import check_output_dir, no_empty_tree_left
+    from trace_lib.release.suite import load_seeds, load_suite
 
+    check_output_dir(args.dest, flag="--dest")  # validate first, then touch the network
     release = locate_release(options.resolve(args, options.TRACE_ROOT))
     seeds = parse_seeds(args.seeds) if args.seeds else ()
+    known_seeds = load_seeds(release)
+    for seed in seeds:
+        if seed not in known_seeds:
+            raise UsageError(f"unknown seed {seed}", field="--seeds",
+                             hint=f"the release's seeds are {', '.join(str(s) for s in known_seeds)}")
     benchmarks = tuple(args.benchmark or ())
     selection = Selection(
         model_ids=tuple(args.model_id or ()), seeds=seeds, benchmarks=benchmarks, validation=args.validation,
         evaluation=not args.validation or bool(seeds or benchmarks),
     )
     known = list(load_suite(release).keys)
-    report = fetch_runs(release, args.dest, selection, download=hub_downloader(cache_dir=args.cache_dir),
-                        workers=args.workers, benchmark_ids=known + ["trace_validation_iid2000"])
+    with no_empty_tree_left(args.dest):  # a failed fetch leaves no empty archive root
+        report = fetch_runs(release, args.dest, selection, download=hub_downloader(cache_dir=args.cache_dir),
+                            workers=args.workers, benchmark_ids=known + ["trace_validation_iid2000"])
     print(f"{len(report.files)} archive files verified and placed under {report.dest} ({report.reused} already "
           f"present); runs: {', '.join(report.runs)}")
     print(f"next: pytest tests_reproduction/test_archive.py --archive-root {report.dest} --data-root <data>")

@@ -42,10 +42,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_plan_options(parser.add_argument)
     options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT, options.BACKEND, options.BASE_URL,
                             options.DEVICE, options.SCHEDULE, options.RAY_ADDRESS)
-    parser.add_argument("--concurrency", type=int, default=None, help="openai backend: requests in flight")
-    parser.add_argument("--max-model-len", type=int, default=None, help="vllm backend (default: upstream's 32768)")
-    parser.add_argument("--max-num-seqs", type=int, default=None, help="vllm backend (default: upstream's 256)")
-    parser.add_argument("--gpu-memory-utilization", type=float, default=None,
+    parser.add_argument("--concurrency", type=options.positive_int, default=None,
+                        help="openai backend: requests in flight")
+    parser.add_argument("--max-model-len", type=options.positive_int, default=None,
+                        help="vllm backend (default: upstream's 32768)")
+    parser.add_argument("--max-num-seqs", type=options.positive_int, default=None,
+                        help="vllm backend (default: upstream's 256)")
+    parser.add_argument("--gpu-memory-utilization", type=options.unit_fraction, default=None,
                         help="vllm backend (default: upstream's 0.90)")
     parser.add_argument("--enforce-eager", action="store_true", default=None, help="vllm backend: no CUDA graphs")
     parser.add_argument("--engines-per-group", type=options.positive_int, default=1, metavar="N",
@@ -57,7 +60,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--unprepared-data", action="store_true",
                         help="generate from data files not recorded in the dataset manifest (tests, debugging); "
                              "the responses are then not bound to a dataset snapshot")
-    parser.add_argument("--batch-size", type=int, default=64, help="rows per durable append (default 64)")
+    parser.add_argument("--batch-size", type=options.positive_int, default=64,
+                        help="rows per durable append (default 64)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument("--score", action="store_true",
                         help="score each slice on CPU worker threads the moment its last row is stored, while "
@@ -141,14 +145,15 @@ def run(args: argparse.Namespace) -> ExitCode:
     args.schedule = options.check_schedule(options.resolve(args, options.SCHEDULE))
     from trace_lib.generation.backends.base import BACKENDS
 
-    if args.backend not in BACKENDS:
-        raise UsageError(f"unknown backend {args.backend!r}", field="--backend",
-                         hint=f"choose one of: {', '.join(BACKENDS)}")
+    options.check_choice(args.backend, list(BACKENDS), field="--backend", what="backend")
     release = locate_release(options.resolve(args, options.TRACE_ROOT))
     plan = plan_from_options(release, args, with_judge=False)
     if plan.campaign_root is None:
         raise UsageError("no campaign root", field="--campaign-root", hint="pass --campaign-root DIR or set "
                          "TRACE_CAMPAIGN_ROOT")
+    from trace_lib.outputs import check_output_dir
+
+    check_output_dir(plan.campaign_root, flag="--campaign-root")  # before any engine or request
     index, count = _worker_share(args)
     ray_address = options.resolve(args, options.RAY_ADDRESS)
     engines = args.engines_per_group
@@ -266,8 +271,9 @@ def _run_one(job, backend, args, scoring=None):  # noqa: ANN001, ANN202
     from trace_lib.generation.run import run_generation
 
     try:
+        rows = job.load_rows()  # a dataset that cannot be read fails before any response file is created
         with job.open_store() as store:
-            run = run_generation(job.slice, job.load_rows(), job.protocol, backend, store, job.image_dir,
+            run = run_generation(job.slice, rows, job.protocol, backend, store, job.image_dir,
                                  generation=job.generation, progress=not args.no_progress,
                                  batch_size=args.batch_size, dataset=job.dataset, data_root=job.data_root)
         result = SliceResult(job.slice, run=run)

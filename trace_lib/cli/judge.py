@@ -39,14 +39,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument("--judge-model", default=None, metavar="DIR", help="the judge weights directory itself")
     serve.add_argument("--gpu-groups", default="0 1 2 3 4 5 6 7",
                        help="one server per group: '0 1 2 3' (one GPU each) or '0,1;2,3' (TP over a group)")
-    serve.add_argument("--port-start", type=int, default=jp.JUDGE_PORT_START,
+    serve.add_argument("--port-start", type=options.port_number, default=jp.JUDGE_PORT_START,
                        help=f"port of the first server; server i listens on port-start + i "
                             f"(default {jp.JUDGE_PORT_START})")
     serve.add_argument("--host", default=jp.JUDGE_HOST)
     serve.add_argument("--chat-template", default=None, metavar="FILE",
                        help=f"default: the release's {jp.CHAT_TEMPLATE_REL} (SHA-256 checked against the release)")
     serve.add_argument("--vllm", default="vllm", metavar="EXE", help="the vllm executable (default: vllm on PATH)")
-    serve.add_argument("--ready-timeout", type=float, default=jp.READY_TIMEOUT_S, metavar="S",
+    serve.add_argument("--ready-timeout", type=options.positive_number, default=jp.READY_TIMEOUT_S, metavar="S",
                        help=f"seconds to wait for every /v1/models (default {jp.READY_TIMEOUT_S:g})")
     serve.add_argument("--log-dir", default=None, metavar="DIR",
                        help=f"logs, pids.txt, endpoints.txt (env {LOG_DIR_ENV}; default trace-repro-work/judge)")
@@ -54,7 +54,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     stop = actions.add_parser("stop", help="stop the pool recorded in --log-dir/pids.txt")
     stop.add_argument("--log-dir", default=None, metavar="DIR",
                       help=f"the pool's log directory (env {LOG_DIR_ENV}; default trace-repro-work/judge)")
-    stop.add_argument("--grace", type=float, default=jp.STOP_GRACE_S, metavar="S",
+    stop.add_argument("--grace", type=options.non_negative_number, default=jp.STOP_GRACE_S, metavar="S",
                       help=f"seconds between SIGTERM and SIGKILL (default {jp.STOP_GRACE_S:g})")
     stop.set_defaults(run=run_stop)
 
@@ -66,9 +66,12 @@ def _log_dir(value: str | None) -> Path:
 
 
 def run_serve(args: argparse.Namespace) -> ExitCode:
+    from trace_lib.outputs import check_output_dir
     from trace_lib.release.locate import locate_release
     from trace_lib.scoring import judge_pool as jp
 
+    check_output_dir(_log_dir(args.log_dir), flag="--log-dir")
+    jp.check_host(args.host)
     release = locate_release(options.resolve(args, options.TRACE_ROOT))
     spec = jp.pool_spec(release, model_root=args.model_root, judge_model=args.judge_model, gpu_groups=args.gpu_groups,
                         port_start=args.port_start, host=args.host, chat_template=args.chat_template,

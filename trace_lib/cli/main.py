@@ -1,8 +1,10 @@
 """``trace-repro``: the argparse root. Each subcommand lives in its own module under ``trace_lib.cli``.
 
 A subcommand module defines ``add_parser(subparsers)`` (registering its parser with ``set_defaults(run=...)``)
-and a ``run(args) -> ExitCode`` function; only the chosen command's module is imported. Errors that are the
-user's (``TraceReproError``) print one ``error:`` line and exit 2; ``TRACE_REPRO_DEBUG=1`` shows the traceback.
+and a ``run(args) -> ExitCode`` function; only the chosen command's module is imported. :func:`main` is the one
+error handler: a ``TraceReproError`` (the user's) prints one ``error:`` line and exits 2; an ``OSError`` prints one
+``error:`` line with the path and the errno text and exits 2 for a bad path or 3 when the machine failed
+(:mod:`trace_lib.exitcodes`); ``TRACE_REPRO_DEBUG=1`` shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from typing import Sequence
 
 from trace_lib import options
 from trace_lib import __version__
-from trace_lib.errors import TraceReproError
-from trace_lib.exitcodes import ExitCode
+from trace_lib.errors import TraceReproError, os_error_line
+from trace_lib.exitcodes import EXIT_CODES_HELP, ExitCode, exit_code_for
 
 #: Command name -> (module, one-line help). The listing of ``trace-repro --help`` comes from this table; only the
 #: chosen command's module is imported (a broken or heavy module never slows or breaks the others).
@@ -71,7 +73,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="trace-repro",
         description="Reproduce and verify the TRACE paper release: preflight, evaluation, training, validation.",
-        epilog=FIRST_STEPS,
+        epilog=FIRST_STEPS + "\n\n" + EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"trace-repro {__version__}")
@@ -92,17 +94,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "run", None):
         parser.print_help(sys.stderr)
         return int(ExitCode.USAGE)
+    debug = options.DEBUG_ENV.enabled()
     try:
         return int(args.run(args))
     except TraceReproError as exc:
-        if options.DEBUG_ENV.enabled():
+        if debug:
             raise
         print(f"error: {exc.render()}", file=sys.stderr)
-        print("(set TRACE_REPRO_DEBUG=1 for a traceback)", file=sys.stderr)
         return int(ExitCode.USAGE)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return int(ExitCode.INTERRUPTED)
     except BrokenPipeError:  # `trace-repro ... | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return int(ExitCode.OK)
+    except OSError as exc:
+        if debug:
+            raise
+        code = exit_code_for(exc)
+        what = "" if code == ExitCode.USAGE else "the machine failed: "
+        print(f"error: {what}{os_error_line(exc)}", file=sys.stderr)
+        return int(code)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from trace_lib import options
 from trace_lib.campaign.models import SOURCE_PATTERN, SLUG_PATTERN
@@ -33,7 +34,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                       help=f"where data goes (env {DATA_ROOT_ENV}; default trace-repro-work/data)")
     data.add_argument("--force", action="store_true", help="download and rebuild even when a verified copy exists")
     data.add_argument("--verify-only", action="store_true", help="re-verify the manifest and files; write nothing")
-    data.add_argument("--workers", type=int, default=8, help="threads hashing images (default 8)")
+    data.add_argument("--workers", type=options.positive_int, default=8, help="threads hashing images (default 8)")
     data.add_argument("--no-progress", action="store_true", help="no progress bars")
     options.add_to_argparse(data, options.TRACE_ROOT)
     data.set_defaults(run=run_prepare_data)
@@ -51,11 +52,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_prepare_data(args: argparse.Namespace) -> ExitCode:
-    from trace_lib.benchmarks.registry import get_protocol
-    from trace_lib.data.manifest import (
-        build_dataset_entry, check_manifest, load_manifest, manifest_path, new_manifest, with_entry, write_manifest,
-    )
-    from trace_lib.data.prepare import fetch_artifact, load_artifact_sources
+    from trace_lib.data.manifest import check_manifest, load_manifest, manifest_path
+    from trace_lib.outputs import check_output_dir, no_empty_tree_left
     from trace_lib.release.suite import load_suite
 
     release = locate_release(options.resolve(args, options.TRACE_ROOT))
@@ -72,6 +70,19 @@ def run_prepare_data(args: argparse.Namespace) -> ExitCode:
         print(f"[prepare-data] verified {len(keys)} benchmark(s): {len(problems)} problem(s)"
               + (f"; dataset_revision={manifest.dataset_revision}" if manifest.dataset_revision else ""))
         return ExitCode.FINDINGS if problems else ExitCode.OK
+
+    check_output_dir(data_root, flag="--data-root")
+    with no_empty_tree_left(data_root):  # a run where every download fails leaves no empty data root
+        return _prepare_data(args, release, suite, keys, data_root, path)
+
+
+def _prepare_data(args: argparse.Namespace, release, suite, keys,  # noqa: ANN001
+                  data_root: Path, path: Path) -> ExitCode:
+    from trace_lib.benchmarks.registry import get_protocol
+    from trace_lib.data.manifest import (
+        build_dataset_entry, check_manifest, load_manifest, new_manifest, with_entry, write_manifest,
+    )
+    from trace_lib.data.prepare import fetch_artifact, load_artifact_sources
 
     sources = load_artifact_sources(release)
     manifest = load_manifest(path) if path.exists() else new_manifest(suite, data_root)

@@ -41,7 +41,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--responses", default=None, metavar="FILE.jsonl",
                         help="one-file mode: a response file of the trace-repro store format")
     parser.add_argument("--out", default=None, metavar="DIR", help="one-file mode: where scores go")
-    parser.add_argument("--seed", type=int, default=None,
+    parser.add_argument("--seed", type=options.non_negative_int, default=None,
                         help="one-file mode: the decoding seed of a plain {index, response} JSONL file "
                              "(trace-repro response files carry it in their header)")
     parser.add_argument("--json", action="store_true", help="print the scores.json documents (with verdicts)")
@@ -98,7 +98,8 @@ class CampaignScorer:
         protocol, rows, dataset_ref = self._benchmark(key.benchmark)
         return run_scoring(protocol, rows, responses,
                            scores_dir(self.campaign_root, model=key.model, seed=key.seed, benchmark=key.benchmark),
-                           judge=self.judge, judge_url=self.judge_url, dataset=dataset_ref)
+                           judge=self.judge, judge_url=self.judge_url, dataset=dataset_ref, seed=key.seed,
+                           model=key.model)  # the header must name the slice the path files it under
 
 
 def _emit(summary: dict, verdict, as_json: bool) -> None:  # noqa: ANN001
@@ -118,6 +119,9 @@ def _emit(summary: dict, verdict, as_json: bool) -> None:  # noqa: ANN001
         print(verdict.explain())
     elif summary.get("model"):
         print(f"{who}: no canonical score for model {summary['model']!r}; nothing to compare")
+    else:  # a plain file names no model
+        print(f"{who}: no verdict: a plain response file names no model; pass --model-id SLUG to compare it "
+              "with that model's canonical score")
 
 
 def _verdict(rule, summary: dict):  # noqa: ANN001, ANN202
@@ -136,6 +140,12 @@ def run(args: argparse.Namespace) -> ExitCode:
                                alpha=options.resolve(args, options.ALPHA))  # family: the release's campaign
     judge_url = options.resolve(args, options.JUDGE_URL)
     one_file = [f for f in ("dataset", "responses", "out") if getattr(args, f)]
+    if one_file and getattr(args, options.CAMPAIGN_ROOT.dest, None):
+        raise UsageError(f"--{one_file[0]} (one-file mode) and --campaign-root (campaign mode) contradict",
+                         field="score", hint="pass one of them")
+    if not one_file and args.seed is not None:
+        raise UsageError("--seed is for one-file mode (a campaign's response files carry their seed)",
+                         field="--seed")
     if one_file:
         return _run_file(args, rule, judge_url)
     if options.resolve(args, options.CAMPAIGN_ROOT):
@@ -154,17 +164,27 @@ def _run_file(args: argparse.Namespace, rule, judge_url: str | None) -> ExitCode
         missing.insert(0, "--benchmark (exactly one)")
     if missing:
         raise UsageError("one-file mode needs " + ", ".join(missing), field="score")
+    if args.model_id and len(args.model_id) != 1:
+        raise UsageError("one-file mode scores one model's responses", field="--model-id", found=args.model_id)
+    from trace_lib.outputs import check_output_dir
+
     protocol = get_protocol(args.benchmark[0])
     dataset, responses = Path(args.dataset), Path(args.responses)
+    from trace_lib.decoding import check_input_file
+
     for flag, path in (("--dataset", dataset), ("--responses", responses)):
-        if not path.is_file():
-            raise UsageError("no such file", field=f"{flag} {path}")
+        try:
+            check_input_file(path, name=f"{flag} {path}")
+        except (FileNotFoundError, NotADirectoryError):
+            raise UsageError("no such file", field=f"{flag} {path}") from None
+    check_output_dir(args.out, flag="--out")
+    model = args.model_id[0] if args.model_id else None  # a plain file's model (a store file's header must agree)
     rows = protocol.load(dataset)
     judge = _judge(judge_url)
     if judge is not None and protocol.judge != "none":
         judge.check()  # the endpoint serves the judge, before any row is scored
     scored = run_scoring(protocol, rows, responses, Path(args.out), judge=judge, judge_url=judge_url,
-                         dataset=FileRef(str(dataset), sha256_file(dataset)), seed=args.seed)
+                         dataset=FileRef(str(dataset), sha256_file(dataset)), seed=args.seed, model=model)
     verdict = _verdict(rule, dict(scored.summary))
     _emit(dict(scored.summary), verdict, args.json)
     return ExitCode.FINDINGS if verdict is not None and not verdict.ok else ExitCode.OK
@@ -184,12 +204,16 @@ def _run_campaign(args: argparse.Namespace, release, rule, judge_url: str | None
     verdict_failures = 0
     if scorer.judge is not None:
         scorer.judge.check()  # an unreachable judge stops the run here (exit 2), before any slice
-    for key in slices:
+    pending = [key for key in slices if not response_file(root, key).is_file()]
+    if pending:  # one line for what is not generated yet, not one error per slice
+        shown = " ".join(key.id for key in pending[:6]) + (" ..." if len(pending) > 6 else "")
+        print(f"[score] not generated yet: {len(pending)} of {len(slices)} slice(s) have no response file "
+              f"({shown}); run 'trace-repro generate' for them or select --benchmark/--model-id/--seeds",
+              file=sys.stderr)
+        failed += [key.id for key in pending]
+    for key in (k for k in slices if k not in pending):
         responses = response_file(root, key)
         try:
-            if not responses.is_file():
-                raise UsageError("no responses", field=key.id, found=str(responses),
-                                 hint="run 'trace-repro generate' for this slice")
             scored = scorer.score(key, responses)
         except TraceReproError as exc:
             failed.append(key.id)

@@ -34,9 +34,15 @@ def run(args: argparse.Namespace) -> ExitCode:
     from trace_lib.aggregation.tolerance import load_tolerance_rule
     from trace_lib.cli.verify import campaign_inputs
     from trace_lib.release.suite import load_eval_models
+    from trace_lib.outputs import check_output_dir, file_name
     from trace_lib.reports.summarize import build_campaign_summary, summary_rule, write_reports
 
+    file_name(args.stem, flag="--stem")  # files land in --out, never beside or above it
+    if args.out:
+        check_output_dir(args.out, flag="--out")
     release, suite, root, models, seeds, keys = campaign_inputs(args)
+    if not args.out:
+        check_output_dir(root / "results", flag="--out")
     rule = summary_rule(load_tolerance_rule(release, z=3.0), suite, models=models, seeds=seeds, benchmarks=keys,
                         alpha=options.resolve(args, options.ALPHA), z=options.resolve(args, options.TOLERANCE_Z))
     labels = {m.model_id: m.display_name for m in load_eval_models(release)}

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from trace_lib import options
+from trace_lib.errors import UsageError
 from trace_lib.exitcodes import ExitCode
 
 _SUBCOMMANDS = {
@@ -115,11 +116,17 @@ def _print_config(release: object, profile: object, args: argparse.Namespace) ->
     )
     config = build_overrides(profile, launch)
     if args.composed:
-        from omegaconf import OmegaConf
+        try:
+            from omegaconf import OmegaConf
 
-        from trace_lib.training.verl_config import compose
+            from trace_lib.training.verl_config import compose
 
-        print(OmegaConf.to_yaml(compose(config)), end="")
+            composed = compose(config)
+        except ImportError as exc:
+            raise UsageError(f"needs verl and its Hydra/OmegaConf stack ({exc.name or exc} is not "
+                             "importable)", field="--composed",
+                             hint="pip install -e '.[train]', or drop --composed for the overrides alone") from None
+        print(OmegaConf.to_yaml(composed), end="")
         return
     doc = {
         "config_id": profile.config_id,

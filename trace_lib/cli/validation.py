@@ -2,9 +2,10 @@
 
 Sub-commands (pipeline order): ``plan``, ``prepare``, ``generate``, ``score``, ``judge``, ``verify``, and ``run``
 (one model through every stage, judged against the release table). Every stage writes under ``--work-dir``
-(see :mod:`trace_lib.validation.layout`) and resumes from what it finds there. Reports are canonical JSON on
-stdout; a stage that ran but found problems (incomplete generation, failed judge rows, a failed verification,
-an accuracy outside the tolerance band) exits 1; bad input exits 2 with one ``error:`` line.
+(see :mod:`trace_lib.validation.layout`) and resumes from what it finds there. ``plan`` prints one line per
+slice; the other stages print their report as canonical JSON on stdout. A stage that ran but found problems
+(incomplete generation, failed judge rows, a failed verification, an accuracy outside the tolerance band) exits 1;
+bad input exits 2 with one ``error:`` line.
 """
 
 from __future__ import annotations
@@ -98,7 +99,8 @@ def _engine_args(sub: argparse.ArgumentParser) -> None:
                      help="how images reach the engine (data-url = upstream's public client; hf needs file-url)")
     sub.add_argument("--backend-option", action="append", default=None, metavar="KEY=VALUE",
                      help="engine option (JSON value, e.g. tensor_parallel_size=1, max_model_len=8192); repeatable")
-    sub.add_argument("--chunk-size", type=int, default=256, metavar="N", help="rows per backend call (default 256)")
+    sub.add_argument("--chunk-size", type=options.positive_int, default=256, metavar="N",
+                     help="rows per backend call (default 256)")
 
 
 def _judge_args(sub: argparse.ArgumentParser) -> None:
@@ -106,7 +108,8 @@ def _judge_args(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--judge-tokenizer", default=None, metavar="DIR",
                      help=f"local Qwen3-32B checkpoint whose chat template renders judge prompts (env "
                           f"{JUDGE_TOKENIZER_ENV}; default <model-root>/qwen3-32b-judge)")
-    sub.add_argument("--judge-timeout", type=float, default=300.0, metavar="S", help="per batch (default 300)")
+    sub.add_argument("--judge-timeout", type=options.positive_number, default=300.0, metavar="S",
+                     help="per batch (default 300)")
 
 
 # -- resolution --------------------------------------------------------------------------------------------------
@@ -124,6 +127,7 @@ def _layout(args: argparse.Namespace) -> Any:
     if not value:
         campaign = options.resolve(args, options.CAMPAIGN_ROOT)
         value = Path(campaign) / "validation" if campaign else DEFAULT_WORK_DIR / "validation"
+    options.check_directory(Path(value).expanduser(), field="--work-dir")  # a file there: one line, before work
     return ValidationLayout(Path(value).expanduser().resolve())
 
 

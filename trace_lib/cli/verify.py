@@ -22,7 +22,7 @@ def add_selection_options(parser: argparse.ArgumentParser) -> None:
     """``--model-id``, ``--seeds``, ``--benchmark`` (spelled as the plan flags) for the campaign reports."""
     parser.add_argument("--model-id", action="append", default=None, metavar="SLUG",
                         help="a model slug to report on (repeatable; default: those in the campaign directory)")
-    parser.add_argument("--seeds", nargs="+", type=int, default=None, metavar="SEED",
+    parser.add_argument("--seeds", nargs="+", type=options.non_negative_int, default=None, metavar="SEED",
                         help="seeds to report on (default: those in the campaign directory)")
     parser.add_argument("--benchmark", action="append", default=None, metavar="KEY",
                         help="restrict to this suite benchmark (repeatable; default: all)")

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from trace_lib.atomic import write_text_atomic
 from trace_lib.data.rowhash import canonical_sha256
+from trace_lib.decoding import read_text
 from trace_lib.errors import InputError
 from trace_lib.jsonio import canonical_json_ascii
 from trace_lib.release.load import sha256_file
@@ -168,9 +169,11 @@ def verify_model_dir(descriptor: ModelDescriptor, *, deep: bool = True) -> Model
     problems = _check_shape(directory)
     marker_path = directory / MARKER_NAME
     try:
-        marker = json.loads(marker_path.read_text(encoding="utf-8"))
+        marker = json.loads(read_text(marker_path))
     except FileNotFoundError:
         return ModelDirReport(directory, (*problems, f"{marker_path}: revision marker is missing"))
+    except InputError as exc:  # not UTF-8 (byte offset named)
+        return ModelDirReport(directory, (*problems, exc.render()))
     except ValueError:
         return ModelDirReport(directory, (*problems, f"{marker_path}: marker is not JSON"))
     if marker.get("schema_version") != MARKER_SCHEMA:

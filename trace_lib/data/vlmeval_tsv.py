@@ -112,7 +112,7 @@ def load_vlmeval_tsv(path: str | os.PathLike[str], *, skip_noimg: bool = True) -
     path = Path(path)
     file = str(path)
     if not path.is_file():
-        raise InputError("dataset file not found", file=file, hint="run 'trace-repro prepare' or pass --dataset")
+        raise InputError("dataset file not found", file=file, hint="run 'trace-repro prepare-data' or pass --dataset")
     localize = path.stat().st_size > LOCALIZE_THRESHOLD_BYTES
     try:
         frame = pd.read_csv(path, sep="\t")

@@ -36,13 +36,15 @@ def load_campaign_slice(campaign_root: Path, key: SliceKey) -> SliceView | None:
     Raises:
         InputError: a corrupt response, records or scores file.
     """
-    from trace_lib.generation.store import load_responses, response_path
-    from trace_lib.scoring.score import RECORDS_FILE, SCORES_FILE, scores_dir
+    from trace_lib.generation.store import load_header, load_responses, response_path
+    from trace_lib.scoring.score import RECORDS_FILE, SCORES_FILE, check_header_slice, scores_dir
 
     root = Path(campaign_root)
     path = response_path(root, model=key.model, seed=key.seed, benchmark=key.benchmark)
     if not path.is_file():
         return None
+    # a file filed under another slice's path (seeds swapped) is refused, not compared as that slice
+    check_header_slice(path, load_header(path), benchmark=key.benchmark, seed=key.seed, model=key.model)
     rows: dict[str, RowView] = {}
     for stored in load_responses(path):
         rows[stored.index] = RowView(

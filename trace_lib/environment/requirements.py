@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
+from trace_lib.decoding import decode
 from trace_lib.errors import ReleaseFileError
 from trace_lib.release import identity
 from trace_lib.release.locate import ReleaseRoot
@@ -138,7 +139,7 @@ def read_requirements(release: ReleaseRoot, rel: str, *, _seen: tuple[str, ...] 
     """
     if rel in _seen:
         raise ReleaseFileError("requirements include cycle", file=_seen[-1], found=rel)
-    text = release.read_bytes(rel).decode("utf-8")
+    text = decode(release.read_bytes(rel), file=rel, error=ReleaseFileError)
     result = RequirementSet(files=[rel])
     base = PurePosixPath(rel).parent
     for number, line in _logical_lines(text):

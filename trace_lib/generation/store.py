@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from trace_lib.atomic import write_bytes_atomic
+from trace_lib.decoding import decode
 from trace_lib.errors import InputError
 from trace_lib.filelock import FileLock
 from trace_lib.jsonio import canonical_json_ascii as canonical_json
@@ -144,9 +145,10 @@ def _parse(path: Path, data: bytes) -> _Parsed:
     offset = 0
     good = 0
     for number, raw in enumerate(complete, start=1):
+        text = decode(raw, file=file, offset=offset)  # invalid UTF-8 or a BOM: one line with the byte offset
         offset += len(raw) + 1
         try:
-            record = json.loads(raw)
+            record = json.loads(text)
             if not isinstance(record, dict):
                 raise ValueError("not an object")
         except ValueError:
@@ -158,6 +160,9 @@ def _parse(path: Path, data: bytes) -> _Parsed:
         if number == 1:
             if record.get("kind") != "header":
                 raise InputError("first line is not a header", file=file, field="line 1")
+            if record.get("schema_version") != SCHEMA_VERSION:
+                raise InputError("unknown response-file schema version", file=file, field="header.schema_version",
+                                 expected=SCHEMA_VERSION, found=record.get("schema_version"))
             header = record
         else:
             if record.get("kind") != "row":
@@ -207,6 +212,17 @@ def load_responses(path: Path) -> list[StoredResponse]:
 
 def _header_line(header: Mapping[str, Any]) -> bytes:
     return (json.dumps(dict(header), ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+def _discard_header_only(path: Path) -> None:
+    """Remove ``path`` when it holds its header line and nothing else (called under the store's lock)."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(1 << 20)
+        if data.endswith(b"\n") and data.count(b"\n") == 1 and len(data) < 1 << 20:
+            path.unlink()
+    except OSError:
+        pass
 
 
 class SliceStore:
@@ -339,7 +355,9 @@ class SliceStore:
     def __enter__(self) -> SliceStore:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is not None and not self.done:
+            _discard_header_only(self.path)  # a start that failed before any row leaves no file behind
         self.close()
 
 

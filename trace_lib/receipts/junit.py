@@ -129,8 +129,10 @@ def load_junit(path: str | Path) -> JUnitSummary:
         InputError: the file is missing, unreadable, not XML, or not a JUnit ``testsuites``/``testsuite`` file.
     """
     label = str(path)
+    from trace_lib.decoding import check_input_file
+
     try:
-        root = ET.parse(path).getroot()
+        root = ET.parse(check_input_file(path)).getroot()
     except FileNotFoundError:
         raise InputError("file is missing", file=label) from None
     except ET.ParseError as exc:

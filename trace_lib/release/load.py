@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from trace_lib.decoding import read_text
 from trace_lib.errors import ReleaseFileError
 from trace_lib.jsonio import DuplicateKey, NonFinite, loads_strict
 
@@ -71,11 +72,9 @@ def load_json(path: Path, *, name: str | None = None) -> Any:
     """Read and strictly parse a JSON file (UTF-8)."""
     label = name or str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, name=label, error=ReleaseFileError)
     except FileNotFoundError:
         raise ReleaseFileError("file is missing", file=label) from None
-    except UnicodeDecodeError as exc:
-        raise ReleaseFileError(f"not UTF-8 text (byte {exc.start})", file=label) from None
     except OSError as exc:
         raise ReleaseFileError(f"cannot read file: {exc.strerror}", file=label) from None
     return parse_json_text(text, name=label)
@@ -104,11 +103,9 @@ def load_yaml(path: Path, *, name: str | None = None) -> Any:
 
     _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, name=label, error=ReleaseFileError)
     except FileNotFoundError:
         raise ReleaseFileError("file is missing", file=label) from None
-    except UnicodeDecodeError as exc:
-        raise ReleaseFileError(f"not UTF-8 text (byte {exc.start})", file=label) from None
     except OSError as exc:
         raise ReleaseFileError(f"cannot read file: {exc.strerror}", file=label) from None
     try:

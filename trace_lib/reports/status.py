@@ -1,8 +1,8 @@
 """Campaign progress (``trace-repro status``): durable rows, verified score slices, rate and ETA, GPUs.
 
 A snapshot counts, per (model, seed): rows stored in the response files (capped at the suite rows), benchmarks
-fully generated, ``scores.json`` files present with a finite score and the suite's row count
-(``observed_score_files``), and those that also pass the receipt checks of ``trace-repro verify --phase score``
+fully generated, ``scores.json`` files present with a finite score (``observed_score_files``, whatever their row
+count or receipts), and those that also pass the receipt checks of ``trace-repro verify --phase score``
 (``score_slices``). The generation rate needs two observations: :func:`build_status` takes the previous snapshot
 (``--watch``); without one, the rate and ETA are ``None``. ``complete`` = every row durable and every slice
 receipt-verified.
@@ -111,12 +111,13 @@ class StatusReport:
         out = [
             f"[trace-repro status] generation {self.durable_rows}/{self.expected_rows} rows ({pct:.1f}%), {rate}, "
             f"{eta_text}; scores {self.score_slices}/{self.expected_score_slices} slices verified "
-            f"({self.observed_score_files} files); complete={str(self.complete).lower()}"
+            f"({self.observed_score_files} scores.json present); complete={str(self.complete).lower()}"
         ]
         for r in self.records:
             out.append(f"[trace-repro status:slice] {r.model} seed {r.seed}: rows {r.durable_rows}/{r.expected_rows}, "
                        f"benchmarks generated {r.generation_benchmarks}/{r.expected_benchmarks}, "
-                       f"scores verified {r.score_slices}/{r.expected_benchmarks} ({r.observed_score_files} files)")
+                       f"scores verified {r.score_slices}/{r.expected_benchmarks} "
+                       f"({r.observed_score_files} scores.json present)")
         for gpu in self.gpus:
             out.append(f"[trace-repro status:gpus] GPU {gpu['index']}: {gpu['utilization']}% util, "
                        f"{gpu['memory_used_mib']}/{gpu['memory_total_mib']} MiB")
@@ -178,7 +179,7 @@ def build_status(
                 generated += rows == reader.rows[key.benchmark]
                 state = reader.score(key, protocol_versions=versions)
                 verified += state.complete
-                observed += state.score is not None and state.rows == state.expected_rows
+                observed += state.score is not None  # every scores.json with a score, verified or not
             records.append(ModelSeedProgress(model, seed, durable, sum(reader.rows[k] for k in keys), generated,
                                              len(keys), verified, observed))
     observed_at = time.time() if now is None else now

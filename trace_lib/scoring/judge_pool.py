@@ -6,13 +6,20 @@ after generation, on the same GPU groups, one server per group on ports ``JUDGE_
 chat_template_no_think.jinja`` (read from the release, its SHA-256 checked against ``rlvr/release_files.v1.json``),
 ``--tensor-parallel-size`` = the group's size, and per-server environment (``CUDA_VISIBLE_DEVICES``, ``VLLM_PORT =
 29000 + 100 i``, 8 CPU threads). :func:`start_pool` writes ``pids.txt`` (``pid port group log`` per line, upstream's
-format) and ``endpoints.txt`` into the log directory, waits until every ``/v1/models`` lists the judge, and stops
-what it started when one server dies or the wait times out or is interrupted. :func:`stop_pool` sends SIGTERM to
-each server's process group, then SIGKILL after a grace period (upstream's ``stop_vllm_endpoint_pool.sh``).
+format) and ``pool.json`` (each server's identity: pid, kernel start time, boot id) into the log directory, waits
+until every ``/v1/models`` lists the judge, writes ``endpoints.txt`` and leaves the servers running; when one server
+dies or the wait times out or is interrupted it stops what it started and leaves no ``endpoints.txt``.
+:func:`stop_pool` sends SIGTERM to each server's process group, then SIGKILL after a grace period (upstream's
+``stop_vllm_endpoint_pool.sh``).
+
+``pids.txt`` is input: a process group is signalled only when its leader is a server this suite started and still
+the same process (its pid, start time and boot match ``pool.json``, and it leads its own session). Pid 0, 1, a
+negative pid or the caller's own process group is a one-line error before anything is signalled.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -24,7 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from trace_lib.atomic import write_json_atomic, write_text_atomic
 from trace_lib.errors import InputError, JudgeError, UsageError
+from trace_lib.outputs import check_replaceable
 from trace_lib.release import identity
 from trace_lib.release.load import sha256_file
 from trace_lib.scoring.judge import JUDGE_SERVED_NAME
@@ -50,6 +59,9 @@ READY_TIMEOUT_S = 900.0
 STOP_GRACE_S = 10.0
 PIDS_FILE = "pids.txt"
 ENDPOINTS_FILE = "endpoints.txt"
+#: Identity of every server :func:`start_pool` started (what :func:`stop_pool` checks before signalling).
+RECORD_FILE = "pool.json"
+_BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 
 
 @dataclass(frozen=True)
@@ -76,12 +88,76 @@ class PoolSpec:
 
 @dataclass(frozen=True)
 class Server:
-    """One started server: its process group leader's pid, port, GPU group and log file."""
+    """One started server: its process group leader's pid, port, GPU group and log file; ``start_ticks`` is the
+    leader's kernel start time (``/proc/PID/stat`` field 22) when it was started, ``None`` when unknown."""
 
     pid: int
     port: int
     group: str
     log: Path
+    start_ticks: int | None = None
+
+
+@dataclass(frozen=True)
+class ProcessIdentity:
+    """What ``/proc/PID/stat`` says of a live (not zombie) process."""
+
+    start_ticks: int
+    pgid: int
+    sid: int
+
+
+def process_identity(pid: int) -> ProcessIdentity | None:
+    """``pid``'s start time, process group and session from ``/proc``; ``None`` when it is gone or a zombie."""
+    try:
+        data = Path(f"/proc/{int(pid)}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = data.rsplit(b")", 1)[-1].split()  # fields[0] is field 3 (state); comm may hold spaces and ')'
+    if len(fields) < 20 or fields[0] in (b"Z", b"X"):
+        return None
+    return ProcessIdentity(start_ticks=int(fields[19]), pgid=int(fields[2]), sid=int(fields[3]))
+
+
+def boot_id() -> str | None:
+    try:
+        return _BOOT_ID.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def observe_server(pid: int, port: int, group: str, log: Path) -> Server:
+    """The record of a server this process has just started (its start time read from ``/proc``)."""
+    identity_now = process_identity(pid)
+    return Server(pid, port, group, Path(log), identity_now.start_ticks if identity_now else None)
+
+
+def check_pid(pid: int, *, file: str | None = None, field: str | None = None) -> None:
+    """``pid`` can name a server's process group: not 0, 1, negative, nor the caller's own process group.
+
+    Raises:
+        InputError: it cannot.
+    """
+    if pid == 0 or pid in (os.getpgrp(), os.getpid()):
+        what = "the caller's own process group"
+    elif pid == 1:
+        what = "init"
+    elif pid < 0:
+        what = "every process (a negative pid)"
+    else:
+        return
+    raise InputError(f"pid {pid} would signal {what}; nothing was signalled", file=file, field=field,
+                     hint="pids.txt must list the servers 'trace-repro judge serve' started")
+
+
+def owned(server: Server, *, boot: str | None) -> bool:
+    """``server`` is still the process group leader this suite started: same pid, same kernel start time, same
+    boot (``boot`` is the recorded boot id), and it leads its own session."""
+    if server.start_ticks is None or boot is None or boot != boot_id():
+        return False
+    now = process_identity(server.pid)
+    return (now is not None and now.start_ticks == server.start_ticks and now.pgid == server.pid
+            and now.sid == server.pid)
 
 
 @dataclass
@@ -93,16 +169,17 @@ class Pool:
     processes: list[subprocess.Popen] = field(default_factory=list, repr=False)  # when started by this process
 
     def stop(self, *, grace_s: float = STOP_GRACE_S, out: Any = None) -> list[Server]:
-        """Stop every server of this pool (and reap the ones this process started); empties ``pids.txt``."""
-        stopped = stop_servers(self.servers, grace_s=grace_s, out=out)
-        self.servers = [s for s in self.servers if s not in stopped and _alive(s.pid)]
+        """Stop every server of this pool (and reap the ones this process started); empties ``pids.txt`` and
+        removes ``pool.json`` and ``endpoints.txt``."""
+        stopped = stop_servers([s for s in self.servers if owned(s, boot=boot_id())], grace_s=grace_s, out=out,
+                               children=self.processes)
+        self.servers = [s for s in self.servers if s not in stopped and process_identity(s.pid) is not None]
         for process in self.processes:
             try:
                 process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
-        if self.pids_file.parent.is_dir():
-            self.pids_file.write_text("", encoding="utf-8")
+        _clear_records(self.spec.log_dir)
         return stopped
 
     @property
@@ -170,14 +247,39 @@ def check_weights(model_root: Path) -> None:
 
 
 def port_taken(host: str, port: int) -> bool:
-    """True when something already listens on ``host:port`` (or the port cannot be bound)."""
+    """True when something already listens on ``host:port`` (or this user may not bind it).
+
+    Raises:
+        UsageError: ``host`` is not an IPv4 address or name of this machine (``--host``).
+    """
+    check_host(host)
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
-        except OSError:
-            return True
+        except OSError as exc:
+            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+                return True
+            raise UsageError(f"cannot listen on {host}:{port} ({exc.strerror or exc})", field="--host",
+                             found=host) from None
     return False
+
+
+def check_host(host: str) -> None:
+    """``host`` resolves to an IPv4 address a server here could listen on.
+
+    Raises:
+        UsageError: it does not (one line naming ``--host``).
+    """
+    try:
+        socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))  # any free port: only whether this machine has the address is asked
+    except (socket.gaierror, UnicodeError, ValueError) as exc:
+        raise UsageError(f"not a host name or IPv4 address ({exc})", field="--host", found=host) from None
+    except OSError as exc:
+        raise UsageError(f"not an address of this machine ({exc.strerror or exc})", field="--host",
+                         found=host) from None
 
 
 def serve_command(spec: PoolSpec, i: int) -> list[str]:
@@ -237,6 +339,10 @@ def start_pool(spec: PoolSpec, *, poll_s: float = 1.0, out: Any = None) -> Pool:
         JudgeError: a server exited while starting, or was not ready within ``ready_timeout_s`` (everything
             started is stopped first). KeyboardInterrupt also stops everything started, then propagates.
     """
+    from trace_lib.outputs import check_output_dir
+
+    check_output_dir(spec.log_dir, flag="--log-dir")
+    check_host(spec.host)
     check_weights(spec.model_root)
     executable = shutil.which(spec.vllm)
     if executable is None:
@@ -248,22 +354,23 @@ def start_pool(spec: PoolSpec, *, poll_s: float = 1.0, out: Any = None) -> Pool:
                              hint="another judge pool? stop it with 'trace-repro judge stop', or choose --port-start")
     spec.log_dir.mkdir(parents=True, exist_ok=True)
     pool = Pool(spec)
-    pool.pids_file.write_text("", encoding="utf-8")
-    (spec.log_dir / ENDPOINTS_FILE).write_text("".join(u + "\n" for u in spec.urls()), encoding="utf-8")
+    boot = boot_id()
+    (spec.log_dir / ENDPOINTS_FILE).unlink(missing_ok=True)  # written once every server is ready
+    write_text_atomic(pool.pids_file, "")
     processes: list[subprocess.Popen] = []
     try:
         for i, group in enumerate(spec.gpu_groups):
             log = spec.log_dir / f"endpoint_{i}_port_{spec.port(i)}_gpu_{group.replace(',', '')}.log"
             argv = serve_command(spec, i)
             argv[0] = executable
+            check_replaceable(log)  # a log path that is a FIFO, device or link is refused, never written through
             with open(log, "wb") as handle:
                 process = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                            env=serve_environment(spec, i), start_new_session=True)
             processes.append(process)
-            server = Server(process.pid, spec.port(i), group, log)
+            server = observe_server(process.pid, spec.port(i), group, log)
             pool.servers.append(server)
-            with open(pool.pids_file, "a", encoding="utf-8") as handle:
-                handle.write(f"{server.pid} {server.port} {server.group} {server.log}\n")
+            write_records(spec.log_dir, pool.servers, boot)
             if out is not None:
                 print(f"[judge] start port={server.port} gpus={group} pid={server.pid} log={log}", file=out, flush=True)
         deadline = time.monotonic() + spec.ready_timeout_s
@@ -290,77 +397,142 @@ def start_pool(spec: PoolSpec, *, poll_s: float = 1.0, out: Any = None) -> Pool:
         pool.stop(grace_s=5.0)
         raise
     pool.processes = processes
+    write_text_atomic(spec.log_dir / ENDPOINTS_FILE, "".join(u + "\n" for u in spec.urls()))
     return pool
 
 
-def _alive(pid: int) -> bool:
+def write_records(log_dir: Path, servers: Sequence[Server], boot: str | None) -> None:
+    """``pids.txt`` (upstream's ``pid port group log`` lines) and ``pool.json`` (the identities), each atomically."""
+    write_text_atomic(log_dir / PIDS_FILE, "".join(f"{s.pid} {s.port} {s.group} {s.log}\n" for s in servers))
+    write_json_atomic(log_dir / RECORD_FILE, {"boot_id": boot, "servers": [
+        {"pid": s.pid, "port": s.port, "group": s.group, "log": str(s.log), "start_ticks": s.start_ticks}
+        for s in servers]}, indent=1)
+
+
+def _clear_records(log_dir: Path) -> None:
+    """After a stop: an empty ``pids.txt`` (as upstream's stop script leaves it), no identities, no endpoints."""
+    if log_dir.is_dir():
+        write_text_atomic(log_dir / PIDS_FILE, "")
+        (log_dir / RECORD_FILE).unlink(missing_ok=True)
+        (log_dir / ENDPOINTS_FILE).unlink(missing_ok=True)
+
+
+def _reap(children: Sequence[subprocess.Popen]) -> None:
+    for child in children:
+        child.poll()  # a leader this process started is a zombie until reaped: reap it so it counts as gone
+
+
+def group_alive(pgid: int) -> bool:
+    """Some live (not zombie) process is in process group ``pgid`` (read from ``/proc``)."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        now = process_identity(int(entry.name))
+        if now is not None and now.pgid == pgid:
+            return True
+    return False
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    """``killpg(pgid, sig)`` for a group :func:`owned` vouched for (never 0, 1 or the caller's own group)."""
+    check_pid(pgid)
     try:
-        os.kill(pid, 0)
+        os.killpg(pgid, sig)  # each server leads its own session (start_new_session), like upstream's setsid
     except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie child of ours counts as gone
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        return done == 0
-    except ChildProcessError:
-        return True
+        pass
 
 
-def _signal(pid: int, sig: int) -> None:
-    try:
-        os.killpg(pid, sig)  # each server leads its own session (start_new_session), like upstream's setsid
-    except (ProcessLookupError, PermissionError):
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def stop_servers(servers: Sequence[Server], *, grace_s: float = STOP_GRACE_S, out: Any = None) -> list[Server]:
-    """SIGTERM every live server's process group, wait up to ``grace_s``, SIGKILL the rest; returns those
-    that were running."""
-    live = [s for s in servers if _alive(s.pid)]
-    for server in live:
+def stop_servers(servers: Sequence[Server], *, grace_s: float = STOP_GRACE_S, out: Any = None,
+                 children: Sequence[subprocess.Popen] = ()) -> list[Server]:
+    """SIGTERM the process group of each of ``servers`` (already checked with :func:`owned`), wait up to
+    ``grace_s`` for every member of every group to exit, SIGKILL the groups still alive; returns ``servers``.
+    ``children`` are the leaders' ``Popen`` objects when this process started them (reaped while waiting)."""
+    for server in servers:
         if out is not None:
             print(f"[judge] stop pid={server.pid} port={server.port} gpus={server.group}", file=out, flush=True)
-        _signal(server.pid, signal.SIGTERM)
+        _signal_group(server.pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    while any(_alive(s.pid) for s in live) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    for server in live:
-        if _alive(server.pid):
+    while True:
+        _reap(children)
+        if not any(group_alive(s.pid) for s in servers) or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    for server in servers:
+        if group_alive(server.pid):  # a live member keeps the pgid from being reused, so the group is still ours
             if out is not None:
                 print(f"[judge] kill pid={server.pid} port={server.port}", file=out, flush=True)
-            _signal(server.pid, signal.SIGKILL)
-    return live
+            _signal_group(server.pid, signal.SIGKILL)
+    _reap(children)
+    return list(servers)
 
 
 def read_pids(log_dir: Path) -> list[Server]:
-    """The servers ``pids.txt`` in ``log_dir`` records.
+    """The servers ``pids.txt`` in ``log_dir`` records, with the start times ``pool.json`` records for them.
 
     Raises:
-        InputError: no ``pids.txt`` there, or a line that is not ``pid port group log``.
+        InputError: no ``pids.txt`` there; it is not UTF-8 text; a line that is not ``pid port group log``; a pid
+            of 0, 1, a negative one or the caller's own process group.
     """
+    from trace_lib.decoding import read_text
+
     path = Path(log_dir) / PIDS_FILE
     if not path.is_file():
         raise InputError("no judge pool here (pids.txt missing)", file=str(path),
                          hint="pass the --log-dir the pool was started with")
+    recorded = {entry["pid"]: entry.get("start_ticks") for entry in _read_record(Path(log_dir))["servers"]}
     servers = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(read_text(path).splitlines(), start=1):
         parts = line.split(maxsplit=3)
         if not parts:
             continue
-        if len(parts) != 4 or not parts[0].isdigit() or not parts[1].isdigit():
+        if (len(parts) != 4 or not parts[0].lstrip("-").isascii() or not parts[0].lstrip("-").isdigit()
+                or not parts[1].isascii() or not parts[1].isdigit()):
             raise InputError("not 'pid port group log'", file=str(path), field=f"line {number}", found=line[:80])
-        servers.append(Server(int(parts[0]), int(parts[1]), parts[2], Path(parts[3])))
+        pid = int(parts[0])
+        check_pid(pid, file=str(path), field=f"line {number}")
+        start = recorded.get(pid)
+        servers.append(Server(pid, int(parts[1]), parts[2], Path(parts[3]), start if isinstance(start, int) else None))
     return servers
 
 
+def _read_record(log_dir: Path) -> dict[str, Any]:
+    """``pool.json`` (``{"boot_id": None, "servers": []}`` when absent or unreadable: nothing is vouched for)."""
+    from trace_lib.decoding import read_text
+
+    empty: dict[str, Any] = {"boot_id": None, "servers": []}
+    path = log_dir / RECORD_FILE
+    if not path.is_file():
+        return empty
+    try:
+        record = json.loads(read_text(path))
+    except ValueError:
+        return empty
+    if not isinstance(record, dict) or not isinstance(record.get("servers"), list):
+        return empty
+    record["servers"] = [e for e in record["servers"] if isinstance(e, dict) and isinstance(e.get("pid"), int)]
+    return record
+
+
 def stop_pool(log_dir: Path, *, grace_s: float = STOP_GRACE_S, out: Any = None) -> list[Server]:
-    """Stop the pool recorded in ``log_dir`` and empty its ``pids.txt``; returns the servers that were running."""
-    stopped = stop_servers(read_pids(log_dir), grace_s=grace_s, out=out)
-    (Path(log_dir) / PIDS_FILE).write_text("", encoding="utf-8")
+    """Stop the pool recorded in ``log_dir`` and empty its ``pids.txt``; returns the servers that were running.
+
+    Only servers :func:`owned` vouches for are signalled; every other line of ``pids.txt`` gets a ``[judge] skip``
+    line on ``out`` (exited, pid reused, or never started by this suite).
+
+    Raises:
+        InputError: as :func:`read_pids` (nothing is signalled then).
+    """
+    log_dir = Path(log_dir)
+    servers = read_pids(log_dir)
+    boot = _read_record(log_dir).get("boot_id")
+    ours = [s for s in servers if owned(s, boot=boot)]
+    for server in servers:
+        if server not in ours and out is not None:
+            reason = ("not running" if process_identity(server.pid) is None else
+                      "not a server this suite started (no matching record in pool.json)")
+            print(f"[judge] skip pid={server.pid} port={server.port}: {reason}; not signalled", file=out, flush=True)
+    stopped = stop_servers(ours, grace_s=grace_s, out=out)
+    _clear_records(log_dir)
     return stopped
 
 

@@ -24,27 +24,30 @@ def indexed_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     Raises:
         InputError: a line that is not a JSON object with an ``index`` (naming the file and line).
     """
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError:
-                raise InputError("not a JSON object", file=str(path), field=f"line {number}") from None
-            if not isinstance(record, dict) or "index" not in record:
-                raise InputError("each line needs an 'index'", file=str(path), field=f"line {number}")
-            yield number, record
+    from trace_lib.decoding import iter_lines
+
+    for number, line in iter_lines(path):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            raise InputError("not a JSON object", file=str(path), field=f"line {number}") from None
+        if not isinstance(record, dict) or "index" not in record:
+            raise InputError("each line needs an 'index'", file=str(path), field=f"line {number}")
+        yield number, record
 
 
 def is_store_file(path: Path) -> bool:
-    """True when the first line is a trace-repro store header (``{"kind": "header", ...}``)."""
+    """True when the first line is a trace-repro store header (``{"kind": "header", ...}``), or is meant to be one
+    but is corrupt (it names ``"kind"`` and ``"header"``): the store reader then reports what is wrong with it,
+    instead of the file being taken for a plain one that needs ``--seed``."""
     with open(path, "rb") as handle:
         first = handle.readline()
     try:
         record = json.loads(first)
     except ValueError:
-        return False
+        return b'"kind"' in first and b'"header"' in first
     return isinstance(record, dict) and record.get("kind") == "header"
 
 
@@ -65,9 +68,13 @@ def read_plain_responses(
     order = {str(row["index"]): i for i, row in enumerate(rows)}
     found: dict[int, str | None] = {}
     for number, record in indexed_records(path):
-        field = next((f for f in TEXT_FIELDS if f in record), None)
-        if field is None:
+        present = [f for f in TEXT_FIELDS if f in record]
+        if not present:
             raise InputError(f"each line needs one of {', '.join(TEXT_FIELDS)}", file=file, field=f"line {number}")
+        if len(present) > 1:
+            raise InputError(f"a line holds both {' and '.join(present)}: which is the answer?", file=file,
+                             field=f"line {number}", hint="keep one text field per line")
+        field = present[0]
         text = record[field]
         if text is not None and not isinstance(text, str):
             raise InputError("response must be a string or null", file=file, field=f"line {number}.{field}",

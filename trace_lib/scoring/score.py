@@ -271,6 +271,30 @@ def scores_dir(campaign_root: Path, *, model: str, seed: int, benchmark: str) ->
     return Path(campaign_root) / "scoring" / f"seed_{seed}" / model / benchmark
 
 
+def check_header_slice(path: Path, header: Mapping[str, Any], *, benchmark: str, seed: int | None = None,
+                       model: str | None = None) -> int:
+    """The header's seed, once the header names the slice the file is read as: ``benchmark``, and ``seed`` and
+    ``model`` where given (a file filed under ``seed_43/`` must hold seed 43's responses).
+
+    Raises:
+        InputError: another benchmark, seed or model, or no integer seed (naming the header field).
+    """
+    if header.get("benchmark") != benchmark:
+        raise InputError("responses belong to another benchmark", file=str(path), field="header.benchmark",
+                         expected=benchmark, found=header.get("benchmark"))
+    header_seed = header.get("seed")
+    if isinstance(header_seed, bool) or not isinstance(header_seed, int):
+        raise InputError("header has no integer seed", file=str(path), field="header.seed", found=header_seed)
+    if seed is not None and seed != header_seed:
+        raise InputError("the response file holds another seed than the slice it is read as", file=str(path),
+                         field="header.seed", expected=seed, found=header_seed,
+                         hint="a file under seed_N/ (or scored with --seed N) must be seed N's responses")
+    if model is not None and header.get("model") != model:
+        raise InputError("the response file holds another model than the slice it is read as", file=str(path),
+                         field="header.model", expected=model, found=header.get("model"))
+    return header_seed
+
+
 def run_scoring(
     protocol: Protocol,
     rows: Sequence[Row],
@@ -281,12 +305,14 @@ def run_scoring(
     judge_url: str | None = None,
     dataset: FileRef | None = None,
     seed: int | None = None,
+    model: str | None = None,
 ) -> ScoredSlice:
     """Score a response file against ``rows`` and persist the result into ``out_dir``.
 
     A trace-repro store file gives the seed, model and slice id in its header, which must name ``protocol.key``
-    (``seed``, if given, must agree). A plain file (:mod:`trace_lib.scoring.plain_responses`) has no header:
-    ``seed`` is then required (it seeds deterministic fallbacks).
+    (``seed`` and ``model``, if given, must agree: a file filed under another seed or model is refused). A plain
+    file (:mod:`trace_lib.scoring.plain_responses`) has no header: ``seed`` is then required (it seeds
+    deterministic fallbacks) and ``model`` names whose responses they are (for the verdict).
 
     Raises:
         InputError: unreadable/corrupt response file, another benchmark's responses, rows not covered.
@@ -315,25 +341,11 @@ def _score_into(protocol: Protocol, rows: Sequence[Row], responses_path: Path, o
         score = score_slice(protocol, rows, texts, ScoringContext(seed=seed, judge=judge))
         return _commit(out_dir, score, protocol, seed=seed, dataset=dataset, dropped_rows=dropped,
                                   responses=FileRef(str(responses_path), sha256_file(responses_path)),
-                                  judge_url=judge_url, identity={"slice": None, "model": None,
+                                  judge_url=judge_url, identity={"slice": None, "model": model,
                                                                  "model_revision": None,
                                                                  "generation_contract_hash": None})
     header = load_header(responses_path)
-    if header.get("benchmark") != protocol.key:
-        raise InputError(
-            "responses belong to another benchmark",
-            file=str(responses_path),
-            field="header.benchmark",
-            expected=protocol.key,
-            found=header.get("benchmark"),
-        )
-    header_seed = header.get("seed")
-    if isinstance(header_seed, bool) or not isinstance(header_seed, int):
-        raise InputError("header has no integer seed", file=str(responses_path), field="header.seed",
-                         found=header_seed)
-    if seed is not None and seed != header_seed:
-        raise InputError("--seed disagrees with the response file", file=str(responses_path), field="header.seed",
-                         expected=seed, found=header_seed)
+    header_seed = check_header_slice(responses_path, header, benchmark=protocol.key, seed=seed, model=model)
     seed = header_seed
     texts = responses_for_rows(rows, load_responses(responses_path), source=str(responses_path))
     score = score_slice(protocol, rows, texts, ScoringContext(seed=seed, judge=judge))

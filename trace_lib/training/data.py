@@ -70,7 +70,9 @@ def load_system_prompt(release: ReleaseRoot, profile: TrainingProfile) -> str:
     if digest != profile.prompt_sha256:
         raise InputError("system prompt hash differs from the profile", file=profile.prompt_path,
                          expected=profile.prompt_sha256, found=digest)
-    return raw.decode("utf-8").strip()
+    from trace_lib.decoding import decode
+
+    return decode(raw, file=profile.prompt_path).strip()
 
 
 def _output_schema(image_type: object) -> object:

@@ -190,7 +190,8 @@ def download(profile: TrainingProfile, input_dir: Path, cache_dir: Path | None) 
     try:
         from huggingface_hub import HfApi, snapshot_download
     except ImportError:
-        raise InputError("prepare requires huggingface_hub", hint="pip install 'trace-repro[train]'") from None
+        raise InputError("'trace-repro train prepare' requires huggingface_hub",
+                         hint="pip install 'trace-repro[train]'") from None
     from trace_lib.data.hub_access import hub_access
 
     api = HfApi()

@@ -16,12 +16,11 @@ caller fails that request's slice only and goes on.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import queue
 from typing import Any, Iterable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
-from trace_lib.errors import BackendError, UsageError
+from trace_lib.errors import BackendError, UsageError, did_you_mean
 from trace_lib.generation.request import ChatRequest, GenerationResult, RequestFailure
 
 
@@ -58,9 +57,7 @@ def create_backend(name: str, *, model_path: str, served_name: str, **options: A
         BackendError: the backend's engine or client could not be created.
     """
     if name not in BACKENDS:
-        close = difflib.get_close_matches(name, BACKENDS, n=1)
-        hint = f"did you mean {close[0]}?" if close else f"choose one of: {', '.join(BACKENDS)}"
-        raise UsageError(f"unknown backend {name!r}", field="--backend", hint=hint)
+        raise UsageError(f"unknown backend {name!r}", field="--backend", hint=did_you_mean(name, list(BACKENDS)))
     module_name, _, attr = BACKENDS[name].partition(":")
     factory = getattr(importlib.import_module(module_name), attr)
     return factory(model_path=model_path, served_name=served_name, **options)

@@ -1,0 +1,138 @@
+"""The one output-path policy (trace_lib.outputs, applied by trace_lib.atomic): a path that is not a regular file is
+refused and left exactly as it was; every check happens before anything is written."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+
+import pytest
+
+from trace_lib.atomic import atomic_output, write_text_atomic
+from trace_lib.errors import UsageError
+from trace_lib.outputs import check_output_dir, check_output_file, file_name
+from trace_lib.testing.cli_runner import run_cli
+
+pytestmark = pytest.mark.offline
+
+
+def _fifo(tmp_path):
+    path = tmp_path / "pipe"
+    os.mkfifo(path)
+    return path
+
+
+def _socket(tmp_path):
+    path = tmp_path / "sock"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(path))
+    sock.close()
+    return path
+
+
+def _symlink_to_fifo(tmp_path):
+    link = tmp_path / "link"
+    link.symlink_to(_fifo(tmp_path))
+    return link
+
+
+def _directory(tmp_path):
+    path = tmp_path / "dir"
+    path.mkdir()
+    return path
+
+
+def _read_only_file(tmp_path):
+    path = tmp_path / "ro.txt"
+    path.write_text("keep me\n")
+    path.chmod(0o444)
+    return path
+
+
+SPECIAL = {"fifo": _fifo, "socket": _socket, "symlink to a fifo": _symlink_to_fifo, "directory": _directory,
+           "read-only file": _read_only_file}
+
+
+def _snapshot(tmp_path):
+    return {p.relative_to(tmp_path): (os.lstat(p).st_mode, os.lstat(p).st_ino) for p in tmp_path.rglob("*")}
+
+
+@pytest.mark.parametrize("make", SPECIAL.values(), ids=SPECIAL.keys())
+def test_the_atomic_writer_refuses_a_target_that_is_not_a_writable_regular_file(tmp_path, make):
+    target = make(tmp_path)
+    before = _snapshot(tmp_path)
+    with pytest.raises(UsageError, match="regular files only|read-only"):
+        write_text_atomic(target, "x")
+    with pytest.raises(UsageError):
+        with atomic_output(target):
+            pytest.fail("the block must not run")  # checked before any work
+    assert _snapshot(tmp_path) == before  # same kind, same inode, no temp file left
+
+
+def test_a_target_swapped_for_a_fifo_while_writing_is_not_replaced(tmp_path):
+    target = tmp_path / "out.txt"
+    with pytest.raises(UsageError, match="a FIFO"):
+        with atomic_output(target) as handle:
+            handle.write(b"data")
+            os.mkfifo(target)
+    assert stat.S_ISFIFO(os.lstat(target).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+
+
+def test_a_parent_that_is_a_file_is_one_line_and_nothing_is_created(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(UsageError, match=r"file: is a regular file, not a directory"):
+        write_text_atomic(tmp_path / "file" / "sub" / "out.txt", "x")
+    for check in (check_output_dir, check_output_file):
+        with pytest.raises(UsageError, match="regular file"):
+            check(tmp_path / "file" / "sub" / "out", flag="--out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_output_checks_create_nothing_and_accept_new_paths(tmp_path):
+    assert check_output_dir(tmp_path / "a" / "b", flag="--out") == tmp_path / "a" / "b"
+    assert check_output_file(tmp_path / "f.json", flag="--out") == tmp_path / "f.json"
+    with pytest.raises(UsageError, match="directory does not exist"):  # a file's parents are not created
+        check_output_file(tmp_path / "a" / "f.json", flag="--out")
+    with pytest.raises(UsageError, match="a FIFO, not a directory"):
+        check_output_dir(_fifo(tmp_path), flag="--out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "../../x", "a/b", ".hidden", "x\0y"])
+def test_a_file_name_flag_is_one_path_component(name):
+    with pytest.raises(UsageError, match="--stem"):
+        file_name(name, flag="--stem")
+
+
+@pytest.mark.parametrize("make", [_fifo, _symlink_to_fifo, _read_only_file], ids=["fifo", "symlink", "read-only"])
+def test_env_constraints_out_refuses_a_special_path_in_one_line(tmp_path, make):
+    target = make(tmp_path)
+    before = _snapshot(tmp_path)
+    result = run_cli(["env", "constraints", "--out", str(target)])
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("error: ") and "--out" in lines[0] and str(target) in lines[0]
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    assert _snapshot(tmp_path) == before
+
+
+def test_a_failed_run_leaves_no_empty_tree_but_keeps_files_and_what_existed(tmp_path):
+    from trace_lib.outputs import no_empty_tree_left
+
+    root = tmp_path / "new" / "data"
+    with pytest.raises(OSError):
+        with no_empty_tree_left(root):
+            (root / "snapshots" / "erqa").mkdir(parents=True)
+            raise OSError("download failed")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # 'new' was created by the run: gone too
+    with no_empty_tree_left(root):
+        (root / "a").mkdir(parents=True)
+        (root / "a" / "kept.txt").write_text("x")
+        (root / "empty").mkdir()
+    assert (root / "a" / "kept.txt").is_file() and not (root / "empty").exists()
+    (tmp_path / "existing").mkdir()
+    with no_empty_tree_left(tmp_path / "existing"):
+        pass
+    assert (tmp_path / "existing").is_dir()  # it was there before

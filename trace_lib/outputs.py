@@ -1,0 +1,192 @@
+"""The one output-path policy of trace-repro: what a command may write, checked before any work or network.
+
+- A file trace-repro writes is a *regular file*: a path that names a device, FIFO, socket, directory or a symbolic
+  link (to anything) is refused, never replaced (:func:`check_replaceable`; :mod:`trace_lib.atomic` applies it to
+  every write, so every writer inherits it).
+- A name the user gives for a file inside an output directory (``--stem``) is one path component: never empty,
+  ``.``, ``..`` or holding a separator, so nothing lands outside the directory the user named (:func:`file_name`).
+- An output directory (``--out``, ``--dest``, ``--log-dir``, ``--campaign-root``) is checked up front without
+  creating anything (:func:`check_output_dir`): it is a directory, or it does not exist yet and its nearest existing
+  ancestor is a writable directory; writers create it (and its missing parents, the ones the user named) only when
+  they write. An output *file* (``env constraints --out FILE``) goes into a directory that exists already, as a
+  shell redirection does: trace-repro creates the directories it is named, never the parents of a file
+  (:func:`check_output_file`).
+
+Every refusal is a :class:`~trace_lib.errors.UsageError` (one line naming the flag and the path; exit 2).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from trace_lib.errors import UsageError
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISLNK, "a symbolic link"),
+)
+
+
+def kind(mode: int) -> str:
+    """What ``mode`` (an ``lstat`` mode) names, in words: ``"a regular file"``, ``"a FIFO"``, ..."""
+    for test, words in _KINDS:
+        if test(mode):
+            return words
+    return "a regular file" if stat.S_ISREG(mode) else "a special file"
+
+
+def check_replaceable(path: Path | str, *, flag: str | None = None) -> Path:
+    """``path`` is absent or a writable regular file (a link is not followed), so renaming a new file onto it
+    replaces only what trace-repro may replace.
+
+    Raises:
+        UsageError: ``path`` names a directory, device, FIFO, socket or symbolic link, or a regular file without
+            any write permission bit (read-only on purpose), or runs under a file.
+    """
+    path = Path(path)
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return path
+    except NotADirectoryError:
+        raise _not_a_directory_parent(path, flag) from None
+    if not stat.S_ISREG(mode):
+        raise UsageError(f"is {kind(mode)}; trace-repro writes regular files only and never replaces one that "
+                         "is not", file=str(path), field=flag, hint="name a new file or a regular file")
+    if not mode & 0o222:
+        raise UsageError("is read-only (no write permission); trace-repro does not replace it", file=str(path),
+                         field=flag, hint="name another file, or make it writable (chmod u+w) if it may go")
+    return path
+
+
+def _nearest_existing(path: Path) -> tuple[Path, os.stat_result]:
+    """The nearest ancestor-or-self of ``path`` that exists (links followed), with its stat: a directory, or the file
+    the path runs under."""
+    current = path.absolute()
+    while True:
+        try:
+            return current, os.stat(current)
+        except (FileNotFoundError, NotADirectoryError):
+            if current.parent == current:
+                raise
+            current = current.parent
+
+
+def _not_a_directory_parent(path: Path, flag: str | None) -> UsageError:
+    existing, st = _nearest_existing(path.parent)
+    return UsageError(f"is {kind(st.st_mode)}, not a directory, so {path} cannot be written", file=str(existing),
+                      field=flag)
+
+
+def _check_writable_dir(directory: Path, flag: str | None, target: Path) -> None:
+    if not os.access(directory, os.W_OK | os.X_OK):
+        reason = "on a read-only filesystem" if _read_only(directory) else "not writable by this user"
+        raise UsageError(f"directory is {reason}, so {target} cannot be written", file=str(directory), field=flag)
+
+
+def _read_only(directory: Path) -> bool:
+    try:
+        return bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def check_output_dir(path: Path | str, *, flag: str | None = None, target: Path | None = None) -> Path:
+    """``path`` can be an output directory: an existing writable directory, or absent with its nearest existing
+    ancestor a writable directory. Creates nothing. ``target`` names the file to be written there (for the
+    message of :func:`check_output_file`).
+
+    Raises:
+        UsageError: ``path`` (or a component of it) is a file, or the directory is not writable.
+    """
+    path = Path(path).expanduser()
+    existing, st = _nearest_existing(path)
+    if not stat.S_ISDIR(st.st_mode):
+        what = kind(st.st_mode)
+        if existing == path.absolute() and target is None:
+            raise UsageError(f"is {what}, not a directory", file=str(path), field=flag,
+                             hint="name a directory (it is created if absent)")
+        if existing == path.absolute():
+            raise UsageError(f"is {what}, not a directory, so {target} cannot be written", file=str(path),
+                             field=flag)
+        raise UsageError(f"is {what}, not a directory, so {path} cannot be created under it", file=str(existing),
+                         field=flag)
+    _check_writable_dir(existing, flag, path)
+    return path
+
+
+def check_output_file(path: Path | str, *, flag: str | None = None) -> Path:
+    """``path`` can be written as a regular file: :func:`check_replaceable`, and its directory exists and is
+    writable (it is not created: the user named a file, not a directory). Creates nothing.
+
+    Raises:
+        UsageError: as those two.
+    """
+    path = Path(path).expanduser()
+    if not path.name or path.name in (".", ".."):
+        raise UsageError("names a directory, not a file", field=flag, found=str(path))
+    check_output_dir(path.parent, flag=flag, target=path)
+    if not path.parent.is_dir():
+        raise UsageError(f"directory does not exist, so {path} cannot be written", file=str(path.parent),
+                         field=flag, hint="create it first, or name a file in an existing directory")
+    check_replaceable(path, flag=flag)
+    return path
+
+
+def file_name(name: str, *, flag: str) -> str:
+    """``name`` as the single path component a file inside an output directory may have.
+
+    Raises:
+        UsageError: ``name`` is empty, ``.``/``..``, starts with a dot, or holds a path separator or NUL.
+    """
+    seps = {os.sep, "/"} | ({os.altsep} if os.altsep else set())
+    if (not name or name in (".", "..") or name.startswith(".") or any(s in name for s in seps) or "\0" in name):
+        raise UsageError("must be a plain file name (no directory part, not empty, not starting with '.')",
+                         field=flag, found=name)
+    return name
+
+
+def ensure_parent(path: Path) -> None:
+    """Create ``path``'s missing parent directories (those under the directory the user named).
+
+    Raises:
+        UsageError: a component of the parent is not a directory.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise _not_a_directory_parent(path, None) from None
+    except OSError as exc:
+        if exc.errno == errno.ENOTDIR:
+            raise _not_a_directory_parent(path, None) from None
+        raise
+
+
+@contextmanager
+def no_empty_tree_left(root: Path | str) -> Iterator[None]:
+    """Run the block; afterwards remove the directories it created for ``root`` (``root`` and its missing
+    parents, those that did not exist before) that hold no file, so a failed download leaves no empty data root.
+    Only empty directories are removed (``rmdir``), never a file."""
+    root = Path(root).absolute()
+    top = None
+    current = root
+    while not current.exists() and current.parent != current:
+        top, current = current, current.parent
+    try:
+        yield
+    finally:
+        if top is not None and top.is_dir():
+            for directory, _, _ in sorted(os.walk(top), key=lambda entry: -len(Path(entry[0]).parts)):
+                try:
+                    os.rmdir(directory)
+                except OSError:
+                    pass  # holds a file: kept
