@@ -143,6 +143,12 @@ JUDGE_DEVIATIONS: list[str] = [
     "the judge pool is started with 'vllm serve' (same flags) instead of 'python -m "
     "vllm.entrypoints.openai.api_server'; the official route spreads requests over the pool per request instead "
     "of leasing one endpoint per benchmark job",
+    "judge prompts go out sorted by their text (trace_lib.scoring.request_order: prompts sharing the instruction "
+    "and question together, for vLLM's prefix cache), so a completions batch of 64 holds other prompts than "
+    "upstream's; each prompt's request content and reply are unchanged (TRACE_JUDGE_PREFIX_ORDER=0: upstream's order)",
+    "one judge call keeps up to TRACE_JUDGE_CONCURRENCY (64) requests in flight (upstream: 16 chat requests per "
+    "VLMEvalKit job, one completions batch per endpoint), and 'score --campaign-root' scores --jobs slices at once "
+    "(upstream: one job per endpoint); only the throughput differs",
 ]
 
 #: Deviations of generation (requests identical to upstream's; what differs is how they reach the engine).
