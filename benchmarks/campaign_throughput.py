@@ -6,7 +6,8 @@ equal size), and upstream's design (``vllm serve`` + an HTTP client with 32
 requests in flight, one slice after another), side by side in one run on the same requests.
 
 The model is a random-weight Qwen2.5-VL with the 3B release's layer shapes (36 layers, hidden 2048, a 32-block
-vision tower; config only, loaded with vLLM's ``load_format="dummy"``; the vocabulary is the tiny test
+vision tower) or, with ``--shape 7b``, the 7B release's (28 layers, hidden 3584; 6 of the 8 models); config only,
+loaded with vLLM's ``load_format="dummy"``; the vocabulary is the tiny test
 tokenizer's, so random weights stop at ``<|im_end|>`` now and then and output lengths vary). The mini campaign is
 ``--benchmarks`` x ``--seeds`` slices of ``--rows`` rows (default 8 x 3 x 200 = 24 slices, 4,800 rows per
 path): each benchmark has its own prompt length and image sizes (224x224 up to 1024x768, some rows with two
@@ -19,7 +20,7 @@ and the ratios; for the offline engine also how much of the wall time the drivin
 fraction means preprocessing, not the GPU, bounds the path). Targets: streaming >= 1.2x per-slice and >= 2.5x
 upstream's design.
 
-    python benchmarks/campaign_throughput.py [--benchmarks 8] [--seeds 3] [--rows 200] [--max-tokens 256]
+    python benchmarks/campaign_throughput.py [--shape 3b|7b] [--benchmarks 8] [--seeds 3] [--rows 200] [--max-tokens 256]
         [--replicas 2] [--skip-per-slice] [--skip-upstream] [--work-dir DIR]
 """
 
@@ -167,6 +168,7 @@ def main() -> int:
     # `timeout` and schedulers stop a run with SIGTERM: exit through the finally blocks so `vllm serve` is stopped
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shape", choices=("3b", "7b"), default="3b", help="the release's layer shapes to load")
     parser.add_argument("--benchmarks", type=int, default=8)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--rows", type=int, default=200)
@@ -193,12 +195,12 @@ def main() -> int:
     from trace_lib.release.locate import locate_release
     from trace_lib.release.suite import load_suite
     from trace_lib.testing.tiny_bench import tiny_tsv_protocol
-    from trace_lib.testing.tiny_qwen import write_qwen25vl_shaped_config
+    from trace_lib.testing.tiny_qwen import QWEN25VL_SHAPES, write_qwen25vl_shaped_config
 
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="campaign-throughput-"))
-    model_dir = work / "qwen25vl-3b-shapes"
+    model_dir = work / f"qwen25vl-{args.shape}-shapes"
     if not model_dir.exists():
-        write_qwen25vl_shaped_config(model_dir)
+        write_qwen25vl_shaped_config(model_dir, QWEN25VL_SHAPES[args.shape])
     data = work / "data"
     data.mkdir(parents=True, exist_ok=True)
     tables = [data / f"bench{b:02d}.tsv" for b in range(args.benchmarks)]
@@ -292,7 +294,8 @@ def main() -> int:
     replicated = f"streaming, {args.replicas} engines on the GPU"
     if args.replicas > 1:
         _wait_gpu_memory_free(args.gpu_index)
-        argv = [sys.executable, __file__, "--work-dir", str(work), "--benchmarks", str(args.benchmarks),
+        argv = [sys.executable, __file__, "--work-dir", str(work), "--shape", args.shape,
+                "--benchmarks", str(args.benchmarks),
                 "--seeds", str(args.seeds), "--rows", str(args.rows), "--max-tokens", str(args.max_tokens),
                 "--gpu-memory-utilization", str(args.gpu_memory_utilization / args.replicas),
                 "--max-model-len", str(args.max_model_len), *(["--enforce-eager"] if args.enforce_eager else [])]
