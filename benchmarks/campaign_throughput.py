@@ -184,6 +184,8 @@ def main() -> int:
     parser.add_argument("--skip-upstream", action="store_true", help="no 'vllm serve' run")
     parser.add_argument("--gpu-index", type=int, default=0, help="NVML index of the GPU to sample")
     parser.add_argument("--work-dir", default=None)
+    parser.add_argument("--calibration", default=None, metavar="FILE",
+                        help="write the best path's rows/s for this shape here (trace-repro plan --estimate)")
     args = parser.parse_args()
     os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
     started = time.monotonic()
@@ -253,6 +255,7 @@ def main() -> int:
           f"built in {time.monotonic() - started:.0f} s under {work}", flush=True)
 
     results: dict[str, tuple[float, int, int, float]] = {}
+    start_s: dict[str, float] = {}
 
     def measure(name: str, fn, backend, campaign: Path) -> None:  # noqa: ANN001
         loop = getattr(backend, "loop_stats", None)
@@ -277,7 +280,8 @@ def main() -> int:
               allowed_local_media_path=str(data.resolve()), limit_mm_per_prompt={"image": 24, "video": 3},
               **engine_flags)
     backend = VLLMBackend(model_path=str(model_dir), served_name="bench", llm=llm)
-    print(f"[engine] offline LLM up in {time.monotonic() - t0:.0f} s", flush=True)
+    start_s["streaming"] = time.monotonic() - t0
+    print(f"[engine] offline LLM up in {start_s['streaming']:.0f} s", flush=True)
     list(backend.generate(warmup_requests(41)))
     if not args.skip_per_slice:
         measure("per-slice", per_slice, backend, work / "campaign-per-slice")
@@ -310,7 +314,8 @@ def main() -> int:
                 workers.append((worker, log))
                 if not _await_line(worker, "READY"):
                     raise SystemExit(f"replica {index} did not start; log: {work / f'replica{index}.log'}")
-            print(f"[engine] {args.replicas} offline engines up in {time.monotonic() - t0:.0f} s", flush=True)
+            start_s[replicated] = time.monotonic() - t0
+            print(f"[engine] {args.replicas} offline engines up in {start_s[replicated]:.0f} s", flush=True)
 
             def go(backend, campaign: Path) -> None:  # noqa: ANN001, ARG001
                 for worker, _ in workers:
@@ -394,6 +399,17 @@ def main() -> int:
         ratios += [f"/ upstream design = {rate[name] / upstream:.2f} (target >= 2.5)"] if upstream else []
         if name in rate:
             print(f"{name} " + "; ".join(ratios))
+    ours = {name: r for name, r in rate.items() if name in start_s}
+    if args.calibration and ours:
+        from trace_lib.campaign.estimate import record_calibration
+
+        best = max(ours, key=ours.get)
+        record_calibration(Path(args.calibration), f"generation_{args.shape}", {
+            "rows_per_s": round(ours[best], 2), "path": best, "max_tokens": args.max_tokens,
+            "start_s": round(start_s[best], 1),
+            "measured_by": "benchmarks/campaign_throughput.py " + " ".join(sys.argv[1:]),
+        })
+        print(f"calibration: generation_{args.shape} = {ours[best]:.1f} rows/s ({best}) written to {args.calibration}")
     print(f"total wall time {time.monotonic() - started:.0f} s")
     return 0
 
