@@ -351,6 +351,18 @@ def _bodies(call: Call, prompts: list[str]) -> tuple[str, dict]:
                                            temperature=s["temperature"], top_p=s["top_p"])
 
 
+FAILED: list[str] = []  # requests of (a) and (c) the engine refused (printed; none expected)
+
+
+def _post(transport: Any, url: str, body: dict) -> None:
+    from trace_lib.scoring.judge_http import CallFailed
+
+    try:
+        transport.post(url, body, timeout_s=600)
+    except CallFailed as exc:
+        FAILED.append(exc.reason)
+
+
 def saturate(url: str, work: Workload, in_flight: int) -> int:
     """(a): every prompt its own request, ``in_flight`` at once, in prefix order; returns prompts answered."""
     from trace_lib.scoring.judge_http import JudgeTransport
@@ -362,7 +374,7 @@ def saturate(url: str, work: Workload, in_flight: int) -> int:
 
     def one(item: tuple[Call, str]) -> None:
         route, body = _bodies(item[0], [item[1]])
-        transport.post(f"{url}/{route}", body, timeout_s=600)
+        _post(transport, f"{url}/{route}", body)
 
     with ThreadPoolExecutor(max_workers=in_flight) as pool:
         list(pool.map(one, [items[i] for i in order]))
@@ -389,14 +401,14 @@ def upstream_design(url: str, work: Workload, release: Any) -> int:
             if call.route == "chat":
                 def one(prompt: str, c: Call = call) -> None:
                     route, body = _bodies(c, [prompt])
-                    transport.post(f"{url}/{route}", body, timeout_s=600)
+                    _post(transport, f"{url}/{route}", body)
 
                 with ThreadPoolExecutor(max_workers=UPSTREAM_CHAT_IN_FLIGHT) as pool:
                     list(pool.map(one, call.prompts))
             else:
                 for batch in _upstream_batches([_rendered(call, p) for p in call.prompts]):
                     route, body = _bodies(call, [call.prompts[i] for i in batch])
-                    transport.post(f"{url}/{route}", body, timeout_s=600)
+                    _post(transport, f"{url}/{route}", body)
             answered += len(call.prompts)
     transport.close()
     return answered
@@ -461,6 +473,9 @@ def measure(name: str, engine: str, fn: Callable[[], int]) -> Measured:
     after = read_counters(engine)
     delta = None if before is None or after is None else {k: after[k] - before[k] for k in before}
     result = Measured(name, prompts, seconds, delta)
+    if FAILED:
+        print(f"[{name}] {len(FAILED)} request(s) failed, first: {FAILED[0]}", flush=True)
+        FAILED.clear()
     print(f"[{name}] {prompts} judge requests in {seconds:.1f} s: {prompts / seconds:.2f} req/s, "
           f"{result.rate('prompt_tokens'):.0f} prompt tok/s, {result.rate('output_tokens'):.0f} output tok/s, "
           f"prefix-cache hit rate {result.hit_rate:.3f}", flush=True)
