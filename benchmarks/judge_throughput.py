@@ -435,7 +435,7 @@ def campaign_scorer(relay: AnswerRelay, release: Any, campaign: Path, data_root:
     argv = [sys.executable, "-m", "trace_lib", "score", "--trace-root", str(release.path), "--campaign-root",
             str(campaign), "--data-root", str(data_root), "--judge-url", relay.url, "--model-id", MODEL,
             "--seeds", *map(str, seeds), *[a for k in keys for a in ("--benchmark", k)]]
-    env = dict(os.environ, TRACE_JUDGE_PREFIX_ORDER="1" if ordered else "0", PYTHONPATH=str(REPO))
+    env = dict(os.environ, TRACE_JUDGE_PREFIX_ORDER="1" if ordered else "0", PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     with open(log, "w") as handle:
         done = subprocess.run(argv, stdout=handle, stderr=subprocess.STDOUT, env=env, cwd=REPO)
     tail = log.read_text().strip().splitlines()[-1:] or [""]
