@@ -168,7 +168,8 @@ def build_workload(release: Any, campaign: Path, data_root: Path, keys: list[str
 
 # -- the engine ------------------------------------------------------------------------------------------------
 
-def start_judge(work: Path, release: Any, *, timeout_s: float = 540.0) -> tuple[subprocess.Popen, str]:
+def start_judge(work: Path, release: Any, *, log_path: Path | None = None,
+                timeout_s: float = 540.0) -> tuple[subprocess.Popen, str]:
     """Start the 32B-shaped ``vllm serve`` (upstream's command + ``--load-format dummy``); returns it and its URL."""
     from trace_lib.scoring.judge import JUDGE_SERVED_NAME
     from trace_lib.scoring.judge_http import probe
@@ -194,14 +195,15 @@ def start_judge(work: Path, release: Any, *, timeout_s: float = 540.0) -> tuple[
     env = serve_environment(spec, 0)
     env["VLLM_SERVER_DEV_MODE"] = "1"  # POST /reset_prefix_cache between paths
     print("[engine] " + " ".join(argv), flush=True)
-    log = open(work / "vllm-judge.log", "wb")  # noqa: SIM115 - closed with the server
+    log_path = log_path or work / "vllm-judge.log"
+    log = open(log_path, "wb")  # noqa: SIM115 - closed with the server
     server = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     url = spec.urls()[0]
     t0 = time.monotonic()
     while True:
         if server.poll() is not None:
             log.close()
-            sys.stderr.write((work / "vllm-judge.log").read_text(errors="replace")[-4000:])
+            sys.stderr.write(log_path.read_text(errors="replace")[-4000:])
             raise SystemExit("vllm serve exited while starting")
         try:
             probe(url, JUDGE_SERVED_NAME, timeout_s=5.0)
@@ -209,7 +211,7 @@ def start_judge(work: Path, release: Any, *, timeout_s: float = 540.0) -> tuple[
         except JudgeError:
             if time.monotonic() - t0 > timeout_s:
                 stop(server)
-                raise SystemExit(f"vllm serve not ready after {timeout_s:.0f} s; log {work / 'vllm-judge.log'}")
+                raise SystemExit(f"vllm serve not ready after {timeout_s:.0f} s; log {log_path}")
             time.sleep(1)
     print(f"[engine] judge up in {time.monotonic() - t0:.0f} s at {url}", flush=True)
     return server, url
@@ -463,12 +465,39 @@ class Measured:
         return c["cache_hits"] / c["cache_queries"] if c and c["cache_queries"] else float("nan")
 
 
+def _watch(name: str, engine: str, done: threading.Event, every_s: float = 20.0) -> None:
+    """Print the engine's running/waiting requests and tokens so far every ``every_s`` while a path runs."""
+    import httpx
+
+    t0 = time.perf_counter()
+    while not done.wait(every_s):
+        try:
+            text = httpx.get(engine.removesuffix("/v1") + "/metrics", timeout=5).text
+        except httpx.HTTPError as exc:
+            print(f"[{name}] +{time.perf_counter() - t0:.0f} s: /metrics unreachable ({exc})", flush=True)
+            continue
+        sums: dict[str, float] = {}
+        for line in text.splitlines():
+            match = _SAMPLE.match(line)
+            if match:
+                sums[match.group(1)] = sums.get(match.group(1), 0.0) + float(match.group(3))
+        print(f"[{name}] +{time.perf_counter() - t0:.0f} s: running {sums.get('vllm:num_requests_running', 0):.0f}, "
+              f"waiting {sums.get('vllm:num_requests_waiting', 0):.0f}, finished "
+              f"{sums.get(COUNTERS['requests'], 0):.0f}, output tokens {sums.get(COUNTERS['output_tokens'], 0):.0f}",
+              flush=True)
+
+
 def measure(name: str, engine: str, fn: Callable[[], int]) -> Measured:
     if not reset_prefix_cache(engine):
         print(f"[{name}] (prefix cache not reset: the server has no /reset_prefix_cache)", flush=True)
     before = read_counters(engine)
+    done = threading.Event()
+    threading.Thread(target=_watch, args=(name, engine, done), daemon=True).start()
     t0 = time.perf_counter()
-    prompts = fn()
+    try:
+        prompts = fn()
+    finally:
+        done.set()
     seconds = time.perf_counter() - t0
     after = read_counters(engine)
     delta = None if before is None or after is None else {k: after[k] - before[k] for k in before}
@@ -494,6 +523,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stub", action="store_true", help="a loopback stub instead of vLLM (CPU dry run)")
     parser.add_argument("--calibration", default=None, metavar="FILE",
                         help="write the measured judge rate here (trace-repro plan --estimate reads it)")
+    parser.add_argument("--server-log", default=None, metavar="FILE", help="vllm serve's log (default: in the work dir)")
     parser.add_argument("--trace-root", default=None)
     parser.add_argument("--work-dir", default=None)
     args = parser.parse_args(argv)
@@ -522,7 +552,8 @@ def main(argv: list[str] | None = None) -> int:
             stub = OpenAIStubServer(lambda route, body: "A", model=JUDGE_SERVED_NAME).__enter__()
             engine = stub.url
         else:
-            server, engine = start_judge(work, release)
+            server, engine = start_judge(work, release,
+                                         log_path=Path(args.server_log) if args.server_log else None)
         relay = AnswerRelay(engine, workload.answers)
         saturate(engine, Workload(workload.calls[:2]), 8)  # warm-up
         results = [measure("(a) saturation", engine,

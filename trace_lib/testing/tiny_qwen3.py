@@ -97,8 +97,9 @@ QWEN3_32B_SHAPES = {
 
 
 def write_qwen3_judge_shaped_config(dest: Path, shapes: dict = QWEN3_32B_SHAPES) -> Path:
-    """Write a Qwen3 judge directory with ``shapes`` (default: Qwen3-32B's) and *no* weights -- serve it with
-    ``--load-format dummy`` (random weights); the tokenizer and chat template are the tiny judge's. Needs
+    """Write a Qwen3 judge directory with ``shapes`` (default: Qwen3-32B's; the vocabulary is the tokenizer's) and
+    *no* weights -- serve it with ``--load-format dummy`` (random weights); the tokenizer and chat template are the
+    tiny judge's. Needs
     ``tokenizers`` only. Returns ``dest``.
 
     Raises:
@@ -111,12 +112,12 @@ def write_qwen3_judge_shaped_config(dest: Path, shapes: dict = QWEN3_32B_SHAPES)
         raise FileExistsError(f"{dest}: directory is not empty")
     dest.mkdir(parents=True, exist_ok=True)
     ids, vocab_size = _write_judge_tokenizer(dest)
-    if vocab_size > shapes["vocab_size"]:
-        raise ValueError(f"tokenizer has {vocab_size} tokens, more than the shape's vocabulary")
     _write_json(dest / "config.json", {
         "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_act": "silu", "attention_bias": False,
         "attention_dropout": 0.0, "torch_dtype": "bfloat16", "use_cache": True, "use_sliding_window": False,
-        "bos_token_id": ids["<|endoftext|>"], "eos_token_id": ids["<|im_end|>"], **shapes,
+        "bos_token_id": ids["<|endoftext|>"], "eos_token_id": ids["<|im_end|>"],
+        # the tokenizer's vocabulary: random weights must sample ids it can decode (2% of the 32B's weights less)
+        **shapes, "vocab_size": vocab_size,
     })
     _write_json(dest / "generation_config.json", _generation_config(ids))
     return dest
