@@ -168,7 +168,7 @@ def build_workload(release: Any, campaign: Path, data_root: Path, keys: list[str
 
 # -- the engine ------------------------------------------------------------------------------------------------
 
-def start_judge(work: Path, release: Any, *, log_path: Path | None = None,
+def start_judge(work: Path, release: Any, *, log_path: Path | None = None, eager: bool = False,
                 timeout_s: float = 540.0) -> tuple[subprocess.Popen, str]:
     """Start the 32B-shaped ``vllm serve`` (upstream's command + ``--load-format dummy``); returns it and its URL."""
     from trace_lib.scoring.judge import JUDGE_SERVED_NAME
@@ -188,7 +188,7 @@ def start_judge(work: Path, release: Any, *, log_path: Path | None = None,
         template.write_text(QWEN3_NO_THINK_TEMPLATE, encoding="utf-8")
     port = next(p for p in range(18100, 18200) if not port_taken("127.0.0.1", p))
     spec = PoolSpec(model_root=model, gpu_groups=("0",), log_dir=work, chat_template=template,
-                    served_names=(JUDGE_SERVED_NAME,), port_start=port, extra_args=("--load-format", "dummy"))
+                    served_names=(JUDGE_SERVED_NAME,), port_start=port, extra_args=("--load-format", "dummy", *(["--enforce-eager"] if eager else [])))
     argv = serve_command(spec, 0)
     if shutil.which(argv[0]) is None:  # wheels installed with --target: no console script on PATH
         argv[:2] = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve"]
@@ -431,12 +431,13 @@ def _upstream_batches(rendered: list[str]) -> list[list[int]]:
 
 
 def campaign_scorer(relay: AnswerRelay, release: Any, campaign: Path, data_root: Path, seeds: list[int],
-                    keys: list[str], ordered: bool, log: Path) -> int:
+                    keys: list[str], ordered: bool, log: Path, jobs: int | None = None) -> int:
     """(b): ``trace-repro score --campaign-root`` in a subprocess, through the relay; returns prompts answered."""
     before = relay.prompts
     argv = [sys.executable, "-m", "trace_lib", "score", "--trace-root", str(release.path), "--campaign-root",
             str(campaign), "--data-root", str(data_root), "--judge-url", relay.url, "--model-id", MODEL,
-            "--seeds", *map(str, seeds), *[a for k in keys for a in ("--benchmark", k)]]
+            "--seeds", *map(str, seeds), *[a for k in keys for a in ("--benchmark", k)],
+            *(["--jobs", str(jobs)] if jobs else [])]
     env = dict(os.environ, TRACE_JUDGE_PREFIX_ORDER="1" if ordered else "0", PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     with open(log, "w") as handle:
         done = subprocess.run(argv, stdout=handle, stderr=subprocess.STDOUT, env=env, cwd=REPO)
@@ -519,6 +520,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--benchmarks", nargs="+", default=None, help="judge-route keys (default: all)")
     parser.add_argument("--saturation-in-flight", type=int, default=256)
     parser.add_argument("--skip-upstream", action="store_true", help="no (c)")
+    parser.add_argument("--score-jobs", type=int, default=None, metavar="N",
+                        help="(b): 'trace-repro score --jobs N' (default: its own default)")
+    parser.add_argument("--enforce-eager", action="store_true",
+                        help="serve without CUDA graphs (starts faster; not upstream's flags: ratios only)")
     parser.add_argument("--skip-unordered", action="store_true", help="(b) with prefix ordering only")
     parser.add_argument("--stub", action="store_true", help="a loopback stub instead of vLLM (CPU dry run)")
     parser.add_argument("--calibration", default=None, metavar="FILE",
@@ -553,7 +558,8 @@ def main(argv: list[str] | None = None) -> int:
             engine = stub.url
         else:
             server, engine = start_judge(work, release,
-                                         log_path=Path(args.server_log) if args.server_log else None)
+                                         log_path=Path(args.server_log) if args.server_log else None,
+                                         eager=args.enforce_eager)
         relay = AnswerRelay(engine, workload.answers)
         saturate(engine, Workload(workload.calls[:2]), 8)  # warm-up
         results = [measure("(a) saturation", engine,
@@ -561,7 +567,8 @@ def main(argv: list[str] | None = None) -> int:
         for ordered in (True, False)[: 1 if args.skip_unordered else 2]:
             name = f"(b) trace-repro score, prefix order {'on' if ordered else 'off'}"
             results.append(measure(name, engine, lambda o=ordered: campaign_scorer(
-                relay, release, campaign, data_root, args.seeds, workload.keys, o, work / f"score-{int(o)}.log")))
+                relay, release, campaign, data_root, args.seeds, workload.keys, o, work / f"score-{int(o)}.log",
+                args.score_jobs)))
         if relay.unknown:
             print(f"[relay] {relay.unknown} prompt(s) the recording did not predict were answered 'A'", flush=True)
         if not args.skip_upstream:
