@@ -57,13 +57,15 @@ class Rates:
 
 
 #: One H200 (docs/performance.md): generation at the 3B / 7B release shapes with two engines on the GPU (issue 28's
-#: run, 256-token outputs), the 32B-shaped judge through trace-repro's scorer, 32,805 rows scored in 7.16 s CPU.
+#: run, 256-token outputs); the 32B-shaped judge's saturation on the suite's judge prompts (judge_throughput.py,
+#: 2026-12-01: 8.50 requests/s; a campaign's full-size slices keep it saturated) and its start-up (142-175 s);
+#: 32,805 rows scored in 7.16 s CPU (score_campaign_speed.py).
 DEFAULT_RATES = Rates(
     generation_rows_per_s={"3b": 61.4, "7b": 43.5},
-    judge_requests_per_s=9.9,
+    judge_requests_per_s=8.5,
     scoring_rows_per_s=4580.0,
     engine_start_s=124.0,
-    judge_start_s=150.0,
+    judge_start_s=175.0,
     source="defaults (one H200, docs/performance.md)",
     generation_output_tokens={"3b": 256, "7b": 256},
 )
