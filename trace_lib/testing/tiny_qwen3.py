@@ -7,6 +7,9 @@ BPE plus ``<think>`` / ``</think>`` (the ``qwen3`` reasoning parser needs both),
 :data:`QWEN3_NO_THINK_TEMPLATE`: system/user/assistant turns, and with ``add_generation_prompt`` the assistant
 header followed by an empty think block when ``enable_thinking`` is false (the rendering
 :func:`trace_lib.scoring.judge.render_qwen3_no_think` sends). Needs torch, transformers and tokenizers.
+
+:func:`write_qwen3_judge_shaped_config` writes the same tokenizer beside a config with Qwen3-32B's layer shapes
+(:data:`QWEN3_32B_SHAPES`) and no weights, for ``vllm serve --load-format dummy`` (``benchmarks/judge_throughput.py``).
 """
 
 from __future__ import annotations
