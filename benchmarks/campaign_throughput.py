@@ -6,7 +6,8 @@ equal size), and upstream's design (``vllm serve`` + an HTTP client with 32
 requests in flight, one slice after another), side by side in one run on the same requests.
 
 The model is a random-weight Qwen2.5-VL with the 3B release's layer shapes (36 layers, hidden 2048, a 32-block
-vision tower; config only, loaded with vLLM's ``load_format="dummy"``; the vocabulary is the tiny test
+vision tower) or, with ``--shape 7b``, the 7B release's (28 layers, hidden 3584; 6 of the 8 models); config only,
+loaded with vLLM's ``load_format="dummy"``; the vocabulary is the tiny test
 tokenizer's, so random weights stop at ``<|im_end|>`` now and then and output lengths vary). The mini campaign is
 ``--benchmarks`` x ``--seeds`` slices of ``--rows`` rows (default 8 x 3 x 200 = 24 slices, 4,800 rows per
 path): each benchmark has its own prompt length and image sizes (224x224 up to 1024x768, some rows with two
@@ -19,7 +20,7 @@ and the ratios; for the offline engine also how much of the wall time the drivin
 fraction means preprocessing, not the GPU, bounds the path). Targets: streaming >= 1.2x per-slice and >= 2.5x
 upstream's design.
 
-    python benchmarks/campaign_throughput.py [--benchmarks 8] [--seeds 3] [--rows 200] [--max-tokens 256]
+    python benchmarks/campaign_throughput.py [--shape 3b|7b] [--benchmarks 8] [--seeds 3] [--rows 200] [--max-tokens 256]
         [--replicas 2] [--skip-per-slice] [--skip-upstream] [--work-dir DIR]
 """
 
@@ -167,6 +168,7 @@ def main() -> int:
     # `timeout` and schedulers stop a run with SIGTERM: exit through the finally blocks so `vllm serve` is stopped
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shape", choices=("3b", "7b"), default="3b", help="the release's layer shapes to load")
     parser.add_argument("--benchmarks", type=int, default=8)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--rows", type=int, default=200)
@@ -182,6 +184,8 @@ def main() -> int:
     parser.add_argument("--skip-upstream", action="store_true", help="no 'vllm serve' run")
     parser.add_argument("--gpu-index", type=int, default=0, help="NVML index of the GPU to sample")
     parser.add_argument("--work-dir", default=None)
+    parser.add_argument("--calibration", default=None, metavar="FILE",
+                        help="write the best path's rows/s for this shape here (trace-repro plan --estimate)")
     args = parser.parse_args()
     os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
     started = time.monotonic()
@@ -193,12 +197,12 @@ def main() -> int:
     from trace_lib.release.locate import locate_release
     from trace_lib.release.suite import load_suite
     from trace_lib.testing.tiny_bench import tiny_tsv_protocol
-    from trace_lib.testing.tiny_qwen import write_qwen25vl_shaped_config
+    from trace_lib.testing.tiny_qwen import QWEN25VL_SHAPES, write_qwen25vl_shaped_config
 
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="campaign-throughput-"))
-    model_dir = work / "qwen25vl-3b-shapes"
+    model_dir = work / f"qwen25vl-{args.shape}-shapes"
     if not model_dir.exists():
-        write_qwen25vl_shaped_config(model_dir)
+        write_qwen25vl_shaped_config(model_dir, QWEN25VL_SHAPES[args.shape])
     data = work / "data"
     data.mkdir(parents=True, exist_ok=True)
     tables = [data / f"bench{b:02d}.tsv" for b in range(args.benchmarks)]
@@ -251,6 +255,7 @@ def main() -> int:
           f"built in {time.monotonic() - started:.0f} s under {work}", flush=True)
 
     results: dict[str, tuple[float, int, int, float]] = {}
+    start_s: dict[str, float] = {}
 
     def measure(name: str, fn, backend, campaign: Path) -> None:  # noqa: ANN001
         loop = getattr(backend, "loop_stats", None)
@@ -275,7 +280,8 @@ def main() -> int:
               allowed_local_media_path=str(data.resolve()), limit_mm_per_prompt={"image": 24, "video": 3},
               **engine_flags)
     backend = VLLMBackend(model_path=str(model_dir), served_name="bench", llm=llm)
-    print(f"[engine] offline LLM up in {time.monotonic() - t0:.0f} s", flush=True)
+    start_s["streaming"] = time.monotonic() - t0
+    print(f"[engine] offline LLM up in {start_s['streaming']:.0f} s", flush=True)
     list(backend.generate(warmup_requests(41)))
     if not args.skip_per_slice:
         measure("per-slice", per_slice, backend, work / "campaign-per-slice")
@@ -292,7 +298,8 @@ def main() -> int:
     replicated = f"streaming, {args.replicas} engines on the GPU"
     if args.replicas > 1:
         _wait_gpu_memory_free(args.gpu_index)
-        argv = [sys.executable, __file__, "--work-dir", str(work), "--benchmarks", str(args.benchmarks),
+        argv = [sys.executable, __file__, "--work-dir", str(work), "--shape", args.shape,
+                "--benchmarks", str(args.benchmarks),
                 "--seeds", str(args.seeds), "--rows", str(args.rows), "--max-tokens", str(args.max_tokens),
                 "--gpu-memory-utilization", str(args.gpu_memory_utilization / args.replicas),
                 "--max-model-len", str(args.max_model_len), *(["--enforce-eager"] if args.enforce_eager else [])]
@@ -307,7 +314,8 @@ def main() -> int:
                 workers.append((worker, log))
                 if not _await_line(worker, "READY"):
                     raise SystemExit(f"replica {index} did not start; log: {work / f'replica{index}.log'}")
-            print(f"[engine] {args.replicas} offline engines up in {time.monotonic() - t0:.0f} s", flush=True)
+            start_s[replicated] = time.monotonic() - t0
+            print(f"[engine] {args.replicas} offline engines up in {start_s[replicated]:.0f} s", flush=True)
 
             def go(backend, campaign: Path) -> None:  # noqa: ANN001, ARG001
                 for worker, _ in workers:
@@ -391,6 +399,17 @@ def main() -> int:
         ratios += [f"/ upstream design = {rate[name] / upstream:.2f} (target >= 2.5)"] if upstream else []
         if name in rate:
             print(f"{name} " + "; ".join(ratios))
+    ours = {name: r for name, r in rate.items() if name in start_s}
+    if args.calibration and ours:
+        from trace_lib.campaign.estimate import record_calibration
+
+        best = max(ours, key=ours.get)
+        record_calibration(Path(args.calibration), f"generation_{args.shape}", {
+            "rows_per_s": round(ours[best], 2), "path": best, "max_tokens": args.max_tokens,
+            "start_s": round(start_s[best], 1),
+            "measured_by": "benchmarks/campaign_throughput.py " + " ".join(sys.argv[1:]),
+        })
+        print(f"calibration: generation_{args.shape} = {ours[best]:.1f} rows/s ({best}) written to {args.calibration}")
     print(f"total wall time {time.monotonic() - started:.0f} s")
     return 0
 

@@ -181,6 +181,32 @@ def test_campaign_mode_scores_every_generated_slice(capsys, release, tmp_path, m
     assert (root / "scoring" / "seed_43" / MODEL / "erqa" / "scores.json").is_file()
 
 
+def test_campaign_jobs_score_the_same_and_report_benchmark_major(capsys, release, tmp_path, monkeypatch):
+    """--jobs N scores slices side by side (a benchmark's seeds together); every scores.json equals the one of
+    --jobs 1, and the lines come in model, benchmark, seed order."""
+    for key in ("erqa", "logicvista"):
+        _register(monkeypatch, toy_mcq_protocol(key))
+    accuracy = {(s, k): 0.36 + 0.01 * (s - 42) for s in (42, 43) for k in ("erqa", "logicvista")}
+    outputs = {}
+    for jobs in ("1", "3"):
+        root = tmp_path / f"campaign{jobs}"
+        datasets = build_toy_campaign(root, tmp_path / "data", model=MODEL, accuracy=accuracy,
+                                      rows={"erqa": ERQA_ROWS, "logicvista": 447})
+        monkeypatch.setattr("trace_lib.data.prepare.ArtifactSource.local_path",
+                            lambda self, data_root, d=datasets: d[self.key])
+        code, out, _ = _score(capsys, release, "--campaign-root", str(root), "--model-id", MODEL, "--seeds", "42",
+                              "43", "--benchmark", "erqa", "--benchmark", "logicvista", "--jobs", jobs)
+        assert "[score] 4/4 slice(s) scored" in out
+        order = [line.split(":")[0] for line in out.splitlines() if ": score " in line]
+        assert order == [f"{MODEL}-seed{s}-{k}" for k in ("erqa", "logicvista") for s in (42, 43)]
+        outputs[jobs] = {path.relative_to(root): {k: v for k, v in json.loads(path.read_text()).items()
+                                                  if k not in ("created_at", "inputs")}
+                         for path in sorted((root / "scoring").rglob("scores.json"))}
+    assert len(outputs["1"]) == 4 and outputs["1"] == outputs["3"]
+    code, _, err = _score(capsys, release, "--campaign-root", str(tmp_path / "campaign1"), "--jobs", "0")
+    assert code == 2 and "--jobs" in err
+
+
 def _plain(path, rows, texts, *, field="response"):
     with open(path, "w", encoding="utf-8") as handle:
         for row, text in reversed(list(zip(rows, texts))):  # any order

@@ -103,12 +103,16 @@ def test_completions_stack_retries_a_garbled_answer(stub):
         stub.responder = original
 
 
-def test_bodies_are_byte_identical_to_upstreams(stub):
+def test_bodies_are_byte_identical_to_upstreams(stub, monkeypatch):
     """Bodies as upstream builds them: VLMEvalKit ``OpenAIWrapper.generate_inner`` (``json.dumps`` of model,
     messages, n, temperature, default kwargs, then max_tokens, ``n`` popped for a local base); the persistent and
-    validation clients (``requests`` ``json=``: ``json.dumps(..., allow_nan=False)``)."""
+    validation clients (``requests`` ``json=``: ``json.dumps(..., allow_nan=False)``). Prompts in the protocol's
+    order (prefix ordering off), as upstream batches them."""
     from trace_lib.scoring.judge import completions_body, post_completions
+    from trace_lib.scoring.request_order import ORDER_ENV
     from trace_lib.validation.judge import STACK
+
+    monkeypatch.setenv(ORDER_ENV, "0")
 
     prompt = "Which is it? é 数 \"quoted\"\n\tB"
     stub.raw_requests.clear()

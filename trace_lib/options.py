@@ -318,6 +318,9 @@ VALIDATION_BASE_URL_ENV = EnvVar("TRACE_VALIDATION_BASE_URL",
 REFERENCE_PYTHON_ENV = EnvVar("TRACE_REFERENCE_PYTHON", "paper_env lane: an interpreter with the current engine")
 REFERENCE_PYTHONPATH_ENV = EnvVar("TRACE_REFERENCE_PYTHONPATH", "paper_env lane: that interpreter's extra path")
 DEBUG_ENV = EnvVar("TRACE_REPRO_DEBUG", "1: show tracebacks instead of one-line errors")
+JUDGE_PREFIX_ORDER_ENV = EnvVar("TRACE_JUDGE_PREFIX_ORDER", "0: judge prompts go out in the protocol's order "
+                                "(default 1: sorted, for the prefix cache)", default="1")
+CALIBRATION_ENV = EnvVar("TRACE_CALIBRATION", "the rates file plan --estimate reads (--calibration)")
 
 #: Every ``TRACE_*`` environment variable, by name: each Option with an ``env`` and each EnvVar of this module.
 ENVIRONMENT: dict[str, Option | EnvVar] = {

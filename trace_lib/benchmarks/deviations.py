@@ -152,6 +152,12 @@ JUDGE_DEVIATIONS: list[str] = [
     "'judge stop' signals only process groups that 'judge serve' started and that are still the same processes "
     "(pid, kernel start time and boot id recorded in pool.json beside upstream's pids.txt); upstream's stop script "
     "signals whatever pids.txt names, pid 0 or 1 included",
+    "judge prompts go out sorted by their text (trace_lib.scoring.request_order: prompts sharing the instruction "
+    "and question together, for vLLM's prefix cache), so a completions batch of 64 holds other prompts than "
+    "upstream's; each prompt's request content and reply are unchanged (TRACE_JUDGE_PREFIX_ORDER=0: upstream's order)",
+    "one judge call keeps up to TRACE_JUDGE_CONCURRENCY (64) requests in flight (upstream: 16 chat requests per "
+    "VLMEvalKit job, one completions batch per endpoint), and 'score --campaign-root' scores --jobs slices at once "
+    "(upstream: one job per endpoint); only the throughput differs",
 ]
 
 #: Deviations of generation (requests identical to upstream's; what differs is how they reach the engine).

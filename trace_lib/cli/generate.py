@@ -51,10 +51,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--gpu-memory-utilization", type=options.unit_fraction, default=None,
                         help="vllm backend (default: upstream's 0.90)")
     parser.add_argument("--enforce-eager", action="store_true", default=None, help="vllm backend: no CUDA graphs")
-    parser.add_argument("--engines-per-group", type=options.positive_int, default=1, metavar="N",
+    parser.add_argument("--engines-per-group", type=engines_arg, default=1, metavar="N|auto",
                         help="vllm backend: N engine processes share each GPU group, each with 1/N of "
                              "--gpu-memory-utilization and its own benchmarks (default 1; 2 keeps one GPU busier "
-                             "when a single engine leaves it idle between steps)")
+                             "when a single engine leaves it idle between steps; auto: from the model's size and "
+                             "the GPU's free memory, trace_lib.campaign.engines)")
     parser.add_argument("--model-verify", choices=("deep", "shallow", "none"), default="deep",
                         help="check model directories against their markers first (default deep: re-hash files)")
     parser.add_argument("--unprepared-data", action="store_true",
@@ -72,6 +73,39 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     options.add_to_argparse(parser, options.REQUEST_TIMEOUT)
     parser.add_argument("--worker", default=None, metavar="I/N", help=argparse.SUPPRESS)
     parser.set_defaults(run=stoppable(run, label="generate"))
+
+
+def engines_arg(text: str) -> int | str:
+    """``--engines-per-group``: a positive integer or ``auto``."""
+    return "auto" if text == "auto" else options.positive_int(text)
+
+
+def _resolve_engines(args: argparse.Namespace, plan: Plan) -> int:
+    """``--engines-per-group`` as a number (``auto`` decided here, once, and logged)."""
+    if args.engines_per_group != "auto":
+        return args.engines_per_group
+    if args.backend != "vllm":
+        return 1
+    from trace_lib.campaign.engines import choose_engines
+    from trace_lib.generation.backends.vllm import GPU_MEMORY_UTILIZATION
+
+    choice = choose_engines([Path(m.local_path) for m in plan.models], plan.gpu_groups,
+                            gpu_memory_utilization=args.gpu_memory_utilization or GPU_MEMORY_UTILIZATION,
+                            max_num_seqs=args.max_num_seqs)
+    print(f"[generate] --engines-per-group auto: {choice.reason}", file=sys.stderr)
+    return choice.engines
+
+
+def _with_engines(argv: list[str], engines: int) -> list[str]:
+    """``argv`` with ``--engines-per-group auto`` replaced by the number chosen (workers must not re-decide
+    once their siblings hold GPU memory)."""
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg == "--engines-per-group=auto":
+            out[i] = f"--engines-per-group={engines}"
+        elif arg == "--engines-per-group" and i + 1 < len(out) and out[i + 1] == "auto":
+            out[i + 1] = str(engines)
+    return out
 
 
 def _worker_share(args: argparse.Namespace) -> tuple[int, int]:
@@ -156,7 +190,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     check_output_dir(plan.campaign_root, flag="--campaign-root")  # before any engine or request
     index, count = _worker_share(args)
     ray_address = options.resolve(args, options.RAY_ADDRESS)
-    engines = args.engines_per_group
+    engines = args.engines_per_group = _resolve_engines(args, plan)
     if args.request_timeout is not None and args.backend != "openai":
         raise UsageError("a request timeout needs the openai backend", field="--request-timeout",
                          found=args.request_timeout, hint="drop it, or pass --backend openai")
@@ -169,7 +203,7 @@ def run(args: argparse.Namespace) -> ExitCode:
         if "generate" not in sys.argv[1:]:
             raise UsageError("several engine workers need the command line entry point", field="--gpu-groups",
                              hint="run 'trace-repro generate ...' (it starts the workers)")
-        return _spawn_workers(plan, sys.argv[sys.argv.index("generate", 1):], engines)
+        return _spawn_workers(plan, _with_engines(sys.argv[sys.argv.index("generate", 1):], engines), engines)
 
     data_root = Path(plan.data_root).resolve()
     sources = load_artifact_sources(release)

@@ -1,5 +1,9 @@
 """``trace-repro plan``: resolve and print a campaign plan (suite, run tag, seeds, models, deltas, GPU plan,
-tolerance, slices). Starts nothing and writes nothing."""
+tolerance, slices). Starts nothing and writes nothing.
+
+``--estimate [--gpus N] [--calibration FILE] [--output-tokens N]`` prints instead how long the plan takes per
+phase (generation, judge, scoring) from its rows, the judge requests its protocols imply and the measured rates
+of :mod:`trace_lib.campaign.estimate`."""
 
 from __future__ import annotations
 
@@ -18,14 +22,40 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT, options.ALPHA, options.TOLERANCE_Z,
                             options.PRINT_CONFIG)
     parser.add_argument("--slices-only", action="store_true", help="print only the slice ids, one per line")
+    estimate = parser.add_argument_group("estimate")
+    estimate.add_argument("--estimate", action="store_true",
+                          help="print the wall clock per phase the plan will take (trace_lib.campaign.estimate)")
+    estimate.add_argument("--gpus", type=int, default=None, metavar="N",
+                          help="GPUs to estimate for (default: the plan's GPU groups)")
+    estimate.add_argument("--calibration", default=None, metavar="FILE",
+                          help="rates the GPU benchmarks measured (default $TRACE_CALIBRATION or "
+                               "trace-repro-work/calibration.json; else the stated H200 defaults)")
+    estimate.add_argument("--output-tokens", type=int, default=None, metavar="N",
+                          help="mean output tokens per generated row to expect (scales the generation rates)")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> ExitCode:
     release = locate_release(options.resolve(args, options.TRACE_ROOT))
     plan = plan_from_options(release, args)
+    if args.estimate:
+        return _estimate(args, release, plan)
     if args.slices_only:
         print("\n".join(s.id for s in plan.slices))
     else:
         print(plan.render(plan.tolerance_rule(release)))
+    return ExitCode.OK
+
+
+def _estimate(args: argparse.Namespace, release, plan) -> ExitCode:  # noqa: ANN001
+    from trace_lib.campaign.estimate import calibration_path, estimate, load_rates, plan_work
+    from trace_lib.errors import UsageError
+
+    gpus = args.gpus if args.gpus is not None else sum(len(group) for group in plan.gpu_groups)
+    if gpus < 1:
+        raise UsageError("must be at least 1", field="--gpus", found=gpus)
+    if args.output_tokens is not None and args.output_tokens < 1:
+        raise UsageError("must be at least 1", field="--output-tokens", found=args.output_tokens)
+    rates = load_rates(calibration_path(args.calibration))
+    print("\n".join(estimate(plan_work(plan, release), rates, gpus=gpus, output_tokens=args.output_tokens).lines()))
     return ExitCode.OK

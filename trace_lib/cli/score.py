@@ -2,8 +2,9 @@
 the release's canonical scores.
 
 One file:   ``trace-repro score --benchmark KEY --dataset FILE --responses FILE.jsonl --out DIR [--judge-url URL]``
-Campaign:   ``trace-repro score --campaign-root DIR [--data-root DIR] [--model-id SLUG] [--seeds S ...] [--benchmark KEY]``
-            (models and seeds default to those with responses in the campaign directory)
+Campaign:   ``trace-repro score --campaign-root DIR [--data-root DIR] [--model-id SLUG] [--seeds S ...] [--benchmark KEY]
+            [--jobs N]`` (models and seeds default to those with responses in the campaign directory; N slices
+            at once, a benchmark's seeds together)
 
 Writes ``records.jsonl`` (one line per row: extracted answer, credit, judge calls) and ``scores.json`` into the
 output directory (campaign: ``<root>/scoring/seed_<S>/<model>/<benchmark>/``) and prints one line per slice: the
@@ -45,9 +46,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="one-file mode: the decoding seed of a plain {index, response} JSONL file "
                              "(trace-repro response files carry it in their header)")
     parser.add_argument("--json", action="store_true", help="print the scores.json documents (with verdicts)")
+    parser.add_argument("--jobs", type=int, default=DEFAULT_JOBS, metavar="N",
+                        help=f"campaign mode: slices scored at once, a benchmark's seeds side by side so their "
+                             f"judge requests share the judge's prefix cache (default {DEFAULT_JOBS}; 1: one after "
+                             "another)")
     options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT, options.JUDGE_URL,
                             options.ALPHA, options.TOLERANCE_Z)
     parser.set_defaults(run=stoppable(run, label="score"))
+
+
+#: Slices ``score --campaign-root`` scores at once: enough to keep a judge busy across slice boundaries (one
+#: slice's last requests leave the engine idle) and to send the three seeds of a benchmark together.
+DEFAULT_JOBS = 4
+
+
+def scoring_order(slices):  # noqa: ANN001, ANN201 - SliceKeys in, SliceKeys out
+    """Model, then benchmark, then seed: the seeds of one benchmark are scored next to each other."""
+    benchmarks = list(dict.fromkeys(k.benchmark for k in slices))
+    return sorted(slices, key=lambda k: (k.model, benchmarks.index(k.benchmark), k.seed))
 
 
 def _judge(url: str | None):  # noqa: ANN202 - Judge | None, imported lazily
@@ -204,6 +220,8 @@ def _run_campaign(args: argparse.Namespace, release, rule, judge_url: str | None
     verdict_failures = 0
     if scorer.judge is not None:
         scorer.judge.check()  # an unreachable judge stops the run here (exit 2), before any slice
+    if args.jobs < 1:
+        raise UsageError("must be at least 1", field="--jobs", found=args.jobs)
     pending = [key for key in slices if not response_file(root, key).is_file()]
     if pending:  # one line for what is not generated yet, not one error per slice
         shown = " ".join(key.id for key in pending[:6]) + (" ..." if len(pending) > 6 else "")
@@ -211,17 +229,25 @@ def _run_campaign(args: argparse.Namespace, release, rule, judge_url: str | None
               f"({shown}); run 'trace-repro generate' for them or select --benchmark/--model-id/--seeds",
               file=sys.stderr)
         failed += [key.id for key in pending]
-    for key in (k for k in slices if k not in pending):
-        responses = response_file(root, key)
-        try:
-            scored = scorer.score(key, responses)
-        except TraceReproError as exc:
-            failed.append(key.id)
-            print(f"{key.id}: error: {exc.render()}", file=sys.stderr)
-            continue
-        verdict = _verdict(rule, dict(scored.summary))
-        verdict_failures += verdict is not None and not verdict.ok
-        _emit(dict(scored.summary), verdict, args.json)
+
+    def score_one(key: SliceKey):  # noqa: ANN202 - ScoredSlice
+        return scorer.score(key, response_file(root, key))
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    ordered = scoring_order([key for key in slices if key not in pending])
+    with ThreadPoolExecutor(max_workers=min(args.jobs, len(ordered)) or 1) as pool:
+        futures = [(key, pool.submit(score_one, key)) for key in ordered]
+        for key, future in futures:  # reported in scoring order as each finishes
+            try:
+                scored = future.result()
+            except TraceReproError as exc:
+                failed.append(key.id)
+                print(f"{key.id}: error: {exc.render()}", file=sys.stderr)
+                continue
+            verdict = _verdict(rule, dict(scored.summary))
+            verdict_failures += verdict is not None and not verdict.ok
+            _emit(dict(scored.summary), verdict, args.json)
     print(f"[score] {len(slices) - len(failed)}/{len(slices)} slice(s) scored, {verdict_failures} outside tolerance"
           + (f"; not scored: {' '.join(failed[:10])}" + (" ..." if len(failed) > 10 else "") if failed else ""),
           file=sys.stderr if args.json else sys.stdout)

@@ -13,6 +13,7 @@ import json
 import time
 
 from trace_lib import options
+from trace_lib.errors import UsageError
 from trace_lib.exitcodes import ExitCode
 
 
@@ -27,6 +28,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="print each snapshot as one JSON object")
     parser.add_argument("--fail-if-incomplete", action="store_true", help="exit 1 when the campaign is incomplete")
     parser.add_argument("--no-gpu", action="store_true", help="do not query nvidia-smi")
+    parser.add_argument("--gpus", type=int, default=None, metavar="N",
+                        help="GPUs the campaign runs on, for the estimate it is compared with (default: those "
+                             "nvidia-smi lists, else 1)")
+    parser.add_argument("--calibration", default=None, metavar="FILE",
+                        help="measured rates for the estimate (as 'trace-repro plan --estimate')")
     options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT)
     parser.set_defaults(run=run)
 
@@ -39,13 +45,22 @@ def run(args: argparse.Namespace) -> ExitCode:
     _, suite, root, models, seeds, keys = campaign_inputs(args)
     reader = CampaignReader(root, {b.key: b.rows for b in suite.benchmarks})
     previous = None
+    if args.gpus is not None and args.gpus < 1:
+        raise UsageError("must be at least 1", field="--gpus", found=args.gpus)
+    estimated = None
     while True:
+        gpus = () if args.no_gpu else query_gpus()
         report = build_status(root, suite, models=models, seeds=seeds, benchmarks=keys, reader=reader,
-                              previous=previous, gpus=() if args.no_gpu else query_gpus())
+                              previous=previous, gpus=gpus)
+        if estimated is None:
+            estimated = _estimate(args, suite, models, seeds, keys, args.gpus or len(gpus) or 1)
+        against = _against_estimate(estimated, report, root)
         if args.json:
-            print(json.dumps(report.to_json(), sort_keys=True), flush=True)
+            print(json.dumps({**report.to_json(), "estimate": {**estimated.to_json(), "progress": against}},
+                             sort_keys=True), flush=True)
         else:
-            print("\n".join(report.lines()), flush=True)
+            print("\n".join(report.lines() + [f"[trace-repro status:estimate] {line}" for line in against]),
+                  flush=True)
         if args.watch is None or report.complete:
             break
         previous = report
@@ -53,3 +68,21 @@ def run(args: argparse.Namespace) -> ExitCode:
     if args.fail_if_incomplete and not report.complete:
         return ExitCode.FINDINGS
     return ExitCode.OK
+
+
+def _estimate(args: argparse.Namespace, suite, models, seeds, keys, gpus: int):  # noqa: ANN001, ANN202
+    from trace_lib.campaign.estimate import calibration_path, estimate, load_rates, slice_work
+
+    work = slice_work(suite, [(m, s, k) for m in models for s in seeds for k in keys])
+    return estimate(work, load_rates(calibration_path(args.calibration)), gpus=gpus)
+
+
+def _against_estimate(estimated, report, root) -> list[str]:  # noqa: ANN001
+    import time as _time
+
+    from trace_lib.campaign.estimate import Progress, campaign_started_at, compare_progress
+
+    started = campaign_started_at(root)
+    elapsed = None if started is None else max(0.0, _time.time() - started)
+    return compare_progress(estimated, Progress(report.durable_rows, report.expected_rows, report.score_slices,
+                                                report.expected_score_slices, elapsed))

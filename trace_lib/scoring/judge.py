@@ -33,6 +33,7 @@ from typing import Any, Callable, Literal, Sequence
 
 from trace_lib.errors import JudgeError
 from trace_lib.scoring.judge_http import PER_REQUEST_KINDS, CallFailed, JudgeTransport, probe, shared_transport
+from trace_lib.scoring.request_order import dispatch_order
 
 #: The served model name of the judge pool (eval-campaign spec §4.1).
 JUDGE_SERVED_NAME = "qwen3-32b-judge"
@@ -189,7 +190,8 @@ class OpenAIJudge(Judge):
     official-route requests are spread over them by position and retried on the same endpoint (VLMEvalKit's
     wrapper holds one ``api_base``); completions batches start at endpoint ``(batch + rung) % n`` and a failed
     attempt moves on to the next one, as upstream's persistent client does. Requests go through the shared
-    pooled transport (:mod:`trace_lib.scoring.judge_http`).
+    pooled transport (:mod:`trace_lib.scoring.judge_http`), in the order of
+    :func:`~trace_lib.scoring.request_order.dispatch_order` (replies come back in prompt order).
     """
 
     def __init__(
@@ -199,7 +201,7 @@ class OpenAIJudge(Judge):
         model: str = JUDGE_SERVED_NAME,
         timeout_s: float = 120.0,
         attempts: int = 5,
-        concurrency: int = 16,
+        concurrency: int | None = None,
         backoff_s: float = 0.5,
         chat_timeout_s: float = 330.0,
         chat_attempts: int = 5,
@@ -216,7 +218,7 @@ class OpenAIJudge(Judge):
         self.model = model
         self.timeout_s = timeout_s
         self.attempts = max(attempts, len(self.base_urls))
-        self.concurrency = concurrency
+        self._concurrency = concurrency
         self.backoff_s = backoff_s
         self.chat_timeout_s = chat_timeout_s
         self.chat_attempts = chat_attempts
@@ -226,6 +228,12 @@ class OpenAIJudge(Judge):
         self._transport = transport
         self._rng = random.Random()
         self._lock = threading.Lock()
+
+    @property
+    def concurrency(self) -> int:
+        """Requests one call keeps in flight: as given, else the transport's bound (``TRACE_JUDGE_CONCURRENCY``),
+        which also bounds all calls together."""
+        return self._concurrency if self._concurrency is not None else self.transport.concurrency
 
     @property
     def transport(self) -> JudgeTransport:
@@ -280,7 +288,8 @@ class OpenAIJudge(Judge):
                 raise JudgeError(f"judge unreachable ({last.reason})", field=self._label, hint=_START_HINT)
             return JudgeReply(VLMEVAL_FAIL_MSG, finish, ok=False, failure=last.kind)
 
-        return self._map(one, list(enumerate(prompts)))
+        order = dispatch_order(prompts)
+        return _restore(order, self._map(one, [(i, prompts[i]) for i in order]))
 
     def complete(  # type: ignore[override]
         self, prompts, *, max_tokens=256, temperature=0.0, top_p=1.0, system=None, rung=0
@@ -288,7 +297,9 @@ class OpenAIJudge(Judge):
         """Persistent-client requests; ``rung`` (the ladder's step) shifts the first endpoint, as upstream's
         ``pos + retry_round``."""
         budget = max(MIN_COMPLETION_TOKENS, int(max_tokens))
-        rendered = [render_qwen3_no_think(p, system=system) for p in prompts]
+        as_given = [render_qwen3_no_think(p, system=system) for p in prompts]
+        order = dispatch_order(as_given)  # grouped for the prefix cache (trace_lib.scoring.request_order)
+        rendered = [as_given[i] for i in order]
         batches = _batches(rendered, batch_size=self.batch_size, max_chars=self.max_batch_chars)
 
         def one(item: tuple[int, list[int]]) -> list[JudgeReply]:
@@ -300,7 +311,7 @@ class OpenAIJudge(Judge):
         out: list[JudgeReply] = []
         for replies in self._map(one, list(enumerate(batches))):
             out.extend(replies)
-        return out
+        return _restore(order, out)
 
     def _completion_batch(self, start: int, body: dict[str, Any], count: int, budget: int) -> list[JudgeReply]:
         last: CallFailed | None = None
@@ -389,6 +400,14 @@ def first_round_failed(replies: Sequence[JudgeReply]) -> bool:
 
 
 _START_HINT = "start the judge ('trace-repro judge serve') or choose non-judge slices"
+
+
+def _restore(order: Sequence[int], replies: Sequence[JudgeReply]) -> list[JudgeReply]:
+    """Replies given in dispatch ``order`` (positions of the prompts), back in prompt order."""
+    out: list[JudgeReply | None] = [None] * len(order)
+    for position, reply in zip(order, replies):
+        out[position] = reply
+    return [r for r in out if r is not None]
 
 
 def _batches(rendered: Sequence[str], *, batch_size: int, max_chars: int) -> list[list[int]]:

@@ -327,6 +327,18 @@ QWEN25VL_3B_SHAPES = {
                "fullatt_block_indexes": [7, 15, 23, 31]},
 }
 
+#: The 7B release's layers (Qwen2.5-VL-7B-Instruct's config.json): 28 text layers, hidden 3584, MLP 18944, 28 query /
+#: 4 KV heads; the same 32-block vision tower, merged into 3584.
+QWEN25VL_7B_SHAPES = {
+    "text": {"hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28, "num_attention_heads": 28,
+             "num_key_value_heads": 4, "max_window_layers": 28,
+             "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [16, 24, 24]}},
+    "vision": {"depth": 32, "hidden_size": 1280, "intermediate_size": 3420, "num_heads": 16, "out_hidden_size": 3584,
+               "fullatt_block_indexes": [7, 15, 23, 31]},
+}
+#: ``--shape`` values of the GPU benchmarks.
+QWEN25VL_SHAPES = {"3b": QWEN25VL_3B_SHAPES, "7b": QWEN25VL_7B_SHAPES}
+
 
 def write_qwen25vl_shaped_config(dest: Path, shapes: dict = QWEN25VL_3B_SHAPES) -> Path:
     """Write a Qwen2.5-VL checkpoint directory with ``shapes`` (default: the 3B release's layers) and *no*

@@ -1,0 +1,87 @@
+"""``generate --engines-per-group auto``: the rule of trace_lib.campaign.engines on the release shapes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trace_lib.campaign.engines import (
+    MAX_ENGINES_PER_GPU,
+    ModelSize,
+    choose_engines,
+    config_parameters,
+    engines_per_gpu,
+    kv_bytes_per_token,
+    model_size,
+)
+from trace_lib.cli.generate import _with_engines, engines_arg
+from trace_lib.errors import InputError
+from trace_lib.testing.tiny_qwen import QWEN25VL_3B_SHAPES, QWEN25VL_7B_SHAPES
+
+pytestmark = pytest.mark.offline
+
+GIB = 2**30
+VOCAB = {"3b": (151936, True), "7b": (152064, False)}  # the releases' vocabularies and embedding tying
+
+
+def _config(shape: str) -> dict:
+    shapes = {"3b": QWEN25VL_3B_SHAPES, "7b": QWEN25VL_7B_SHAPES}[shape]
+    vocab, tied = VOCAB[shape]
+    return {"architectures": ["Qwen2_5_VLForConditionalGeneration"], "tie_word_embeddings": tied,
+            "text_config": {**shapes["text"], "vocab_size": vocab, "tie_word_embeddings": tied},
+            "vision_config": shapes["vision"]}
+
+
+@pytest.mark.parametrize(("shape", "billions", "kv"), [("3b", 3.75, 36864), ("7b", 8.29, 57344)])
+def test_size_from_the_config_matches_the_releases(shape, billions, kv):
+    assert config_parameters(_config(shape)) / 1e9 == pytest.approx(billions, rel=0.01)
+    assert kv_bytes_per_token(_config(shape)) == kv
+
+
+@pytest.mark.parametrize(("shape", "free_gib", "engines"),
+                         [("3b", 140, 2), ("7b", 140, 2), ("3b", 79, 2), ("7b", 79, 1), ("3b", 40, 1)])
+def test_the_rule_on_an_h200_and_an_80_gb_gpu(tmp_path, shape, free_gib, engines):
+    (tmp_path / "config.json").write_text(json.dumps(_config(shape)))
+    choice = engines_per_gpu(model_size(tmp_path), free_gib * GIB, gpu_memory_utilization=0.90)
+    assert choice.engines == engines and choice.reason.startswith(f"{engines} engine(s) per GPU")
+
+
+def test_never_more_than_measured_and_never_zero():
+    small = ModelSize(weight_bytes=GIB, kv_bytes_per_token=1024)
+    assert engines_per_gpu(small, 10_000 * GIB, gpu_memory_utilization=0.9).engines == MAX_ENGINES_PER_GPU
+    assert engines_per_gpu(ModelSize(500 * GIB, 1024), 80 * GIB, gpu_memory_utilization=0.9).engines == 1
+    fewer_seqs = engines_per_gpu(ModelSize(16 * GIB, 57344), 79 * GIB, gpu_memory_utilization=0.9, max_num_seqs=64)
+    assert fewer_seqs.engines == 2  # a smaller batch reserves less KV cache
+
+
+def test_weights_on_disk_count_over_the_config(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(_config("3b")))
+    (tmp_path / "model-00001.safetensors").write_bytes(b"\0" * 4096)
+    assert model_size(tmp_path).weight_bytes == 4096
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(InputError, match="config.json"):
+        model_size(tmp_path)
+
+
+def test_the_campaign_choice_takes_the_fullest_gpu_and_the_largest_model(tmp_path):
+    dirs = []
+    for shape in ("3b", "7b"):
+        (tmp_path / shape).mkdir()
+        (tmp_path / shape / "config.json").write_text(json.dumps(_config(shape)))
+        dirs.append(tmp_path / shape)
+    gpus = ({"index": 0, "memory_total_mib": 143771, "memory_used_mib": 0},
+            {"index": 1, "memory_total_mib": 143771, "memory_used_mib": 70000})
+    assert choose_engines(dirs, ((0,),), gpu_memory_utilization=0.9, gpus=gpus).engines == 2
+    assert choose_engines(dirs, ((0,), (1,)), gpu_memory_utilization=0.9, gpus=gpus).engines == 1  # 7B on GPU 1
+    assert choose_engines(dirs, ((0, 1),), gpu_memory_utilization=0.9, gpus=gpus).engines == 1  # tensor parallel
+    assert choose_engines(dirs, ((0,),), gpu_memory_utilization=0.9, gpus=()).engines == 1  # no nvidia-smi
+
+
+def test_workers_get_the_number_not_auto():
+    assert engines_arg("auto") == "auto" and engines_arg("3") == 3
+    with pytest.raises(ValueError):
+        engines_arg("0")
+    assert _with_engines(["generate", "--engines-per-group", "auto", "--x"], 2) == [
+        "generate", "--engines-per-group", "2", "--x"]
+    assert _with_engines(["generate", "--engines-per-group=auto"], 1) == ["generate", "--engines-per-group=1"]

@@ -1,0 +1,121 @@
+"""The campaign estimate (trace_lib.campaign.estimate): its arithmetic, the calibration file, and the CLI paths
+(``plan --estimate``, ``status``'s comparison)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trace_lib.campaign.estimate import (
+    DEFAULT_RATES,
+    FALLBACK_REQUESTS_PER_ROW,
+    Progress,
+    Rates,
+    SliceWork,
+    compare_progress,
+    estimate,
+    judge_requests_per_row,
+    load_rates,
+    model_shape,
+    record_calibration,
+)
+from trace_lib.cli.main import main
+from trace_lib.errors import InputError
+
+pytestmark = pytest.mark.offline
+
+RATES = Rates(generation_rows_per_s={"3b": 50.0, "7b": 25.0}, judge_requests_per_s=10.0, scoring_rows_per_s=1000.0,
+              engine_start_s=60.0, judge_start_s=100.0, source="test", generation_output_tokens={"3b": 256, "7b": 256})
+WORK = [SliceWork("m3", "3b", 1000, 1000.0), SliceWork("m3", "3b", 500, 100.0), SliceWork("m7", "7b", 1000, 0.0)]
+
+
+def test_phases_are_rows_over_rates_plus_start_up():
+    est = estimate(WORK, RATES, gpus=1)
+    gen, judge, scoring = (est.phase(n) for n in ("generation", "judge", "scoring"))
+    assert gen.seconds == pytest.approx(2 * 60 + 1500 / 50 + 1000 / 25)  # a start per model
+    assert judge.work == 1100 and judge.seconds == pytest.approx(100 + 1100 / 10)
+    assert scoring.seconds == pytest.approx(2500 / 1000)
+    assert est.total_s == pytest.approx(gen.seconds + judge.seconds + scoring.seconds)
+
+
+def test_gpus_divide_the_work_not_the_start_up():
+    one, four = estimate(WORK, RATES, gpus=1), estimate(WORK, RATES, gpus=4)
+    for name, start in (("generation", 120), ("judge", 100)):
+        assert four.phase(name).seconds - start == pytest.approx((one.phase(name).seconds - start) / 4)
+    assert four.phase("scoring").seconds == one.phase("scoring").seconds  # the CPU's share
+    with pytest.raises(ValueError):
+        estimate(WORK, RATES, gpus=0)
+
+
+def test_output_tokens_scale_generation_from_the_measured_length():
+    base, longer = estimate(WORK, RATES, gpus=1), estimate(WORK, RATES, gpus=1, output_tokens=512)
+    assert longer.phase("generation").seconds - 120 == pytest.approx(2 * (base.phase("generation").seconds - 120))
+    assert not longer.notes and base.notes  # without it the estimate says what length its rates assume
+
+
+def test_no_judge_work_has_no_judge_start_up():
+    est = estimate([SliceWork("m", "7b", 10, 0.0)], RATES, gpus=1)
+    assert est.phase("judge").seconds == 0
+
+
+def test_judge_requests_follow_the_protocols_judge_use():
+    assert judge_requests_per_row("countqa", "none") == 0
+    assert judge_requests_per_row("charxivreason", "always") == 1.0
+    assert judge_requests_per_row("mathverse", "always") > 1  # extraction, then the judgement
+    assert judge_requests_per_row("mmstar", "fallback") == FALLBACK_REQUESTS_PER_ROW
+    assert model_shape("trace-qwen2.5-vl-3b") == "3b" and model_shape("trace-qwen2.5-vl-7b-grpo") == "7b"
+
+
+def test_progress_is_set_against_the_estimate():
+    est = estimate(WORK, RATES, gpus=1)
+    gen = est.phase("generation").seconds
+    rest = est.phase("judge").seconds + est.phase("scoring").seconds
+    lines = compare_progress(est, Progress(1250, 2500, 1, 4, elapsed_s=(gen / 2 + rest / 4) * 2))
+    assert "50% of rows, 25% of slices scored" in lines[0]
+    assert "2.00x the estimate (recalibrate" in lines[1]
+    assert len(compare_progress(est, Progress(0, 2500, 0, 4, elapsed_s=None))) == 1
+
+
+def test_calibration_overrides_defaults_and_bad_values_name_the_field(tmp_path):
+    path = tmp_path / "calibration.json"
+    assert load_rates(path) is DEFAULT_RATES  # absent: the stated defaults
+    record_calibration(path, "judge", {"requests_per_s": 12.5})
+    record_calibration(path, "generation_7b", {"rows_per_s": 40.0, "max_tokens": 128})
+    rates = load_rates(path)
+    assert rates.judge_requests_per_s == 12.5 and rates.generation_rows_per_s["7b"] == 40.0
+    assert rates.generation_rows_per_s["3b"] == DEFAULT_RATES.generation_rows_per_s["3b"]
+    assert rates.generation_output_tokens["7b"] == 128 and str(path) in rates.source
+    path.write_text(json.dumps({"judge": {"requests_per_s": -1}}))
+    with pytest.raises(InputError, match="judge.requests_per_s"):
+        load_rates(path)
+    path.write_text("{not json")
+    with pytest.raises(InputError, match="calibration file unreadable"):
+        load_rates(path)
+
+
+def test_plan_estimate_prints_every_phase(capsys, tmp_path):
+    calibration = tmp_path / "c.json"
+    record_calibration(calibration, "judge", {"requests_per_s": 20.0})
+    assert main(["plan", "--estimate", "--gpus", "2", "--calibration", str(calibration)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("estimate on 2 GPU(s), rates from calibration")
+    judge = next(line for line in out.splitlines() if line.strip().startswith("judge"))
+    assert "at      40.0/s" in judge  # 20 requests/s on each of 2 GPUs
+    assert main(["plan", "--estimate", "--gpus", "0"]) == 2
+    assert "--gpus" in capsys.readouterr().err
+
+
+def test_status_sets_the_campaign_against_the_estimate(capsys, tmp_path):
+    from trace_lib.testing.synthetic_campaign import build_toy_campaign
+
+    root = tmp_path / "campaign"
+    build_toy_campaign(root, tmp_path / "data", model="trace-qwen2.5-vl-7b", rows={"erqa": 400},
+                       accuracy={(42, "erqa"): 0.4})
+    assert main(["status", "--campaign-root", str(root), "--no-gpu", "--gpus", "2", "--benchmark", "erqa"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[trace-repro status:estimate]")]
+    assert lines and "on 2 GPU(s)" in lines[0] and "100% of rows, 0% of slices scored" in lines[0]
+    assert main(["status", "--campaign-root", str(root), "--no-gpu", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["estimate"]["gpus"] == 1 and [p["name"] for p in doc["estimate"]["phases"]] == [
+        "generation", "judge", "scoring"]

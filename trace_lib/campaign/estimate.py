@@ -1,0 +1,341 @@
+"""How long a planned campaign takes, per phase, before it starts: ``trace-repro plan --estimate [--gpus N]``.
+
+The estimate is arithmetic on three inputs:
+
+- the work: the plan's rows per slice (the suite's row counts), and the judge requests each protocol implies per
+  row (:data:`JUDGE_REQUESTS_PER_ROW`: measured on synthetic responses by ``benchmarks/judge_throughput.py`` for
+  the routes that ask the judge on every row; a stated fallback rate for the routes that ask it only when rule
+  extraction fails);
+- the rates of one GPU: generation rows/s by model shape, judge requests/s, engine start-up seconds, and the
+  CPU's scoring rows/s (:class:`Rates`), read from a calibration file the GPU benchmarks write
+  (``--calibration FILE``; default ``$TRACE_CALIBRATION`` or ``trace-repro-work/calibration.json``), else the
+  stated H200 defaults (:data:`DEFAULT_RATES`, the figures of docs/performance.md);
+- the GPUs: generation and then the judge use all of them (upstream's phased order), so each phase's rate is the
+  one-GPU rate times ``--gpus``.
+
+``generation = start + rows / (rate[shape] x gpus)`` per model (models one after another); ``judge = start +
+requests / (rate x gpus)``; ``scoring = rows / scoring rate`` (one CPU core, the protocols' own work). The total is
+their sum. :func:`compare_progress` sets the estimate against a campaign's progress (``trace-repro status``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from trace_lib import options
+from trace_lib.errors import InputError
+
+CALIBRATION_ENV = options.CALIBRATION_ENV.name
+CALIBRATION_LEAF = "calibration.json"
+#: Seconds of estimated work done before the elapsed time is set against it (start-up dominates before).
+PACE_AFTER_S = 600.0
+
+#: Judge requests per row by protocol judge use; ``always`` routes measured per benchmark below.
+FALLBACK_REQUESTS_PER_ROW = 0.2
+JUDGE_REQUESTS_PER_ROW: dict[str, float] = {
+    # every row, measured on benchmarks/score_speed.py's synthetic responses (60 rows, seed 42)
+    "charxivreason": 1.0, "erqa": 1.0, "spatialvizbench_cot": 1.0, "logicvista": 1.0,
+    "mathverse": 1.75,  # answer extraction, then the judgement of the extracted answer
+    "mme_reasoning": 1.38,  # per question type: one or two judge prompts
+}
+
+
+@dataclass(frozen=True)
+class Rates:
+    """One GPU's (and one core's) measured rates; ``source`` says where they came from."""
+
+    generation_rows_per_s: Mapping[str, float]  # by model shape ("3b", "7b"), best engines per GPU
+    judge_requests_per_s: float
+    scoring_rows_per_s: float
+    engine_start_s: float
+    judge_start_s: float
+    source: str = "defaults"
+    generation_output_tokens: Mapping[str, int] = field(default_factory=dict)  # output tokens/row they were at
+
+
+#: One H200 (docs/performance.md): generation at the 3B / 7B release shapes with two engines on the GPU (issue 28's
+#: run, 256-token outputs); the 32B-shaped judge's saturation on the suite's judge prompts (judge_throughput.py,
+#: 2026-12-01: 8.50 requests/s; a campaign's full-size slices keep it saturated) and its start-up (142-175 s);
+#: 32,805 rows scored in 7.16 s CPU (score_campaign_speed.py).
+DEFAULT_RATES = Rates(
+    generation_rows_per_s={"3b": 61.4, "7b": 43.5},
+    judge_requests_per_s=8.5,
+    scoring_rows_per_s=4580.0,
+    engine_start_s=124.0,
+    judge_start_s=175.0,
+    source="defaults (one H200, docs/performance.md)",
+    generation_output_tokens={"3b": 256, "7b": 256},
+)
+
+
+def calibration_path(flag: str | Path | None = None) -> Path:
+    """``flag``, else ``$TRACE_CALIBRATION``, else ``trace-repro-work/calibration.json``."""
+    from trace_lib.options import work_root
+
+    return work_root(flag, CALIBRATION_ENV, CALIBRATION_LEAF)
+
+
+def _positive(path: Path, where: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise InputError("not a positive number", file=str(path), field=where, found=value)
+    return float(value)
+
+
+def load_rates(path: Path | None) -> Rates:
+    """The defaults, overridden by what the calibration file at ``path`` holds (an absent file: the defaults).
+
+    Sections: ``judge`` (``requests_per_s``, ``start_s``), ``generation_<shape>`` (``rows_per_s``,
+    ``max_tokens``, ``start_s``), ``scoring`` (``rows_per_s``).
+
+    Raises:
+        InputError: the file is not JSON, or a value is not a positive number (file and field named).
+    """
+    if path is None or not Path(path).is_file():
+        return DEFAULT_RATES
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"calibration file unreadable ({type(exc).__name__})", file=str(path)) from None
+    if not isinstance(data, dict):
+        raise InputError("not a JSON object", file=str(path))
+    rates = DEFAULT_RATES
+    generation = dict(rates.generation_rows_per_s)
+    tokens = dict(rates.generation_output_tokens)
+    for name, section in data.items():
+        if not isinstance(section, dict):
+            raise InputError("not a JSON object", file=str(path), field=name)
+        if name == "judge":
+            if "requests_per_s" in section:
+                rates = replace(rates, judge_requests_per_s=_positive(path, "judge.requests_per_s",
+                                                                      section["requests_per_s"]))
+            if "start_s" in section:
+                rates = replace(rates, judge_start_s=_positive(path, "judge.start_s", section["start_s"]))
+        elif name.startswith("generation_"):
+            shape = name.removeprefix("generation_")
+            if "rows_per_s" in section:
+                generation[shape] = _positive(path, f"{name}.rows_per_s", section["rows_per_s"])
+            if "max_tokens" in section:
+                tokens[shape] = int(_positive(path, f"{name}.max_tokens", section["max_tokens"]))
+            if "start_s" in section:
+                rates = replace(rates, engine_start_s=_positive(path, f"{name}.start_s", section["start_s"]))
+        elif name == "scoring" and "rows_per_s" in section:
+            rates = replace(rates, scoring_rows_per_s=_positive(path, "scoring.rows_per_s", section["rows_per_s"]))
+    return replace(rates, generation_rows_per_s=generation, generation_output_tokens=tokens,
+                   source=f"calibration {path} (defaults for what it lacks)")
+
+
+def record_calibration(path: Path, section: str, values: Mapping[str, Any]) -> None:
+    """Set ``section`` of the calibration file at ``path`` to ``values`` (other sections kept; atomic)."""
+    from trace_lib.atomic import write_json_atomic
+
+    path = Path(path)
+    data: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            loaded = json.loads(path.read_text(encoding="utf-8"))
+            data = loaded if isinstance(loaded, dict) else {}
+        except (OSError, UnicodeDecodeError, ValueError):
+            data = {}
+    data[section] = dict(values)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, data, indent=2, sort_keys=True)
+
+
+def model_shape(slug: str, repository: str = "") -> str:
+    """``3b`` for a model whose slug or repository names 3B, else ``7b`` (6 of the paper's 8 models)."""
+    text = f"{slug} {repository}".lower()
+    return "3b" if "3b" in text else "7b"
+
+
+def judge_requests_per_row(benchmark: str, judge_use: str) -> float:
+    """The judge requests one row of ``benchmark`` implies, by its protocol's judge use (module docstring)."""
+    if judge_use == "none":
+        return 0.0
+    if judge_use == "always":
+        return JUDGE_REQUESTS_PER_ROW.get(benchmark, 1.0)
+    return FALLBACK_REQUESTS_PER_ROW
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase: its work (rows or judge requests), the rate it runs at on all GPUs, its start-up and seconds."""
+
+    name: str
+    work: float
+    unit: str
+    rate: float
+    start_s: float
+
+    @property
+    def seconds(self) -> float:
+        return self.start_s + (self.work / self.rate if self.work else 0.0)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The per-phase estimate of a campaign on ``gpus`` GPUs."""
+
+    phases: tuple[Phase, ...]
+    gpus: int
+    rates: Rates
+    notes: tuple[str, ...] = ()
+
+    @property
+    def total_s(self) -> float:
+        return sum(p.seconds for p in self.phases)
+
+    def phase(self, name: str) -> Phase:
+        return next(p for p in self.phases if p.name == name)
+
+    def lines(self) -> list[str]:
+        out = [f"estimate on {self.gpus} GPU(s), rates from {self.rates.source}:"]
+        for p in self.phases:
+            start = f" + {p.start_s:.0f} s start-up" if p.start_s else ""
+            out.append(f"  {p.name:<10} {p.work:>12,.0f} {p.unit:<15} at {p.rate:>9,.1f}/s{start}: "
+                       f"{format_duration(p.seconds)}")
+        out.append(f"  {'total':<10} {format_duration(self.total_s)} (phases one after another, upstream's order)")
+        out += [f"  note: {n}" for n in self.notes]
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {"gpus": self.gpus, "rates_source": self.rates.source, "total_s": round(self.total_s, 1),
+                "phases": [{"name": p.name, "work": p.work, "unit": p.unit, "rate_per_s": p.rate,
+                            "start_s": p.start_s, "seconds": round(p.seconds, 1)} for p in self.phases]}
+
+
+def format_duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.2f} h"
+
+
+@dataclass(frozen=True)
+class SliceWork:
+    """What one slice costs: its model's shape, its rows and the judge requests its protocol implies."""
+
+    model: str
+    shape: str
+    rows: int
+    judge_requests: float
+
+
+def estimate(work: Sequence[SliceWork], rates: Rates, *, gpus: int, output_tokens: int | None = None) -> Estimate:
+    """The phases of ``work`` on ``gpus`` GPUs (module docstring). ``output_tokens``: the mean output tokens per
+    row to expect, scaling the generation rates from the output length they were measured at.
+
+    Raises:
+        ValueError: ``gpus`` below 1, or a shape without a generation rate.
+    """
+    if gpus < 1:
+        raise ValueError("gpus must be at least 1")
+    notes = []
+    generation_s = 0.0
+    rows_by_model: dict[str, tuple[str, int]] = {}
+    for w in work:
+        shape, rows = rows_by_model.get(w.model, (w.shape, 0))
+        rows_by_model[w.model] = (shape, rows + w.rows)
+    rows = sum(w.rows for w in work)
+    for model, (shape, model_rows) in rows_by_model.items():
+        if shape not in rates.generation_rows_per_s:
+            raise ValueError(f"no generation rate for shape {shape!r}")
+        rate = rates.generation_rows_per_s[shape]
+        measured_at = rates.generation_output_tokens.get(shape)
+        if output_tokens and measured_at:
+            rate *= measured_at / output_tokens
+        generation_s += rates.engine_start_s + model_rows / (rate * gpus)
+    effective = rows / max(generation_s - rates.engine_start_s * len(rows_by_model), 1e-9) if rows else 1.0
+    if output_tokens is None and rates.generation_output_tokens:
+        lengths = sorted(set(rates.generation_output_tokens.values()))
+        notes.append(f"generation rates were measured at {'/'.join(map(str, lengths))} output tokens per row; pass "
+                     "--output-tokens N for your models' mean")
+    requests = sum(w.judge_requests for w in work)
+    phases = (
+        Phase("generation", rows, "rows", effective, rates.engine_start_s * len(rows_by_model)),
+        Phase("judge", requests, "judge requests", rates.judge_requests_per_s * gpus,
+              rates.judge_start_s if requests else 0.0),
+        Phase("scoring", rows, "rows (CPU)", rates.scoring_rows_per_s, 0.0),
+    )
+    return Estimate(phases, gpus, rates, tuple(notes))
+
+
+def slice_work(suite: Any, slices: Sequence[tuple[str, int, str]],
+               repositories: Mapping[str, str] | None = None) -> list[SliceWork]:
+    """A :class:`SliceWork` per ``(model, seed, benchmark)``: the suite's rows, the protocol's judge use, the model's
+    shape from its slug (or ``repositories[slug]``)."""
+    from trace_lib.benchmarks.registry import get_protocol
+    from trace_lib.errors import ProtocolNotImplementedError
+
+    uses: dict[str, str] = {}
+    out = []
+    for model, _seed, benchmark in slices:
+        if benchmark not in uses:
+            try:
+                uses[benchmark] = get_protocol(benchmark).judge
+            except ProtocolNotImplementedError:
+                uses[benchmark] = "none"
+        rows = suite.benchmark(benchmark).rows
+        out.append(SliceWork(model, model_shape(model, (repositories or {}).get(model, "")), rows,
+                             rows * judge_requests_per_row(benchmark, uses[benchmark])))
+    return out
+
+
+def plan_work(plan: Any, release: Any) -> list[SliceWork]:
+    """:func:`slice_work` of every slice of ``plan``."""
+    from trace_lib.release.suite import load_suite
+
+    return slice_work(load_suite(release), [(s.model, s.seed, s.benchmark) for s in plan.slices],
+                      {m.slug: m.source for m in plan.models})
+
+
+def campaign_started_at(root: Path) -> float | None:
+    """The earliest ``created_at`` of the response files under ``root`` (POSIX seconds), None when there are none."""
+    import datetime as dt
+
+    from trace_lib.errors import TraceReproError
+    from trace_lib.generation.store import load_header
+
+    first = None
+    for path in (Path(root) / "generation").glob("seed_*/*/*.jsonl"):
+        try:
+            stamp = dt.datetime.fromisoformat(str(load_header(path).get("created_at"))).timestamp()
+        except (TraceReproError, OSError, ValueError, TypeError):
+            continue
+        first = stamp if first is None else min(first, stamp)
+    return first
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Done so far: rows generated, slices scored, of how many; seconds since the campaign began."""
+
+    rows_done: int
+    rows_total: int
+    slices_scored: int
+    slices_total: int
+    elapsed_s: float | None
+
+
+def compare_progress(est: Estimate, progress: Progress) -> list[str]:
+    """Lines setting ``progress`` against ``est``: the estimate's seconds for the work done so far (generation
+    by rows, judge + scoring by scored slices), the elapsed time against it, and what remains."""
+    gen, judge, scoring = (est.phase(n) for n in ("generation", "judge", "scoring"))
+    rows_frac = progress.rows_done / progress.rows_total if progress.rows_total else 1.0
+    scored_frac = progress.slices_scored / progress.slices_total if progress.slices_total else 1.0
+    done_s = gen.seconds * rows_frac + (judge.seconds + scoring.seconds) * scored_frac
+    left_s = est.total_s - done_s
+    lines = [f"estimate: {format_duration(est.total_s)} in all on {est.gpus} GPU(s) (generation "
+             f"{format_duration(gen.seconds)}, judge {format_duration(judge.seconds)}, scoring "
+             f"{format_duration(scoring.seconds)}); done: {rows_frac:.0%} of rows, {scored_frac:.0%} of slices scored "
+             f"= {format_duration(done_s)} of the estimate; {format_duration(left_s)} left by the estimate"]
+    if progress.elapsed_s is not None and done_s >= min(PACE_AFTER_S, 0.05 * est.total_s):  # not on a first row
+        pace = progress.elapsed_s / done_s
+        lines.append(f"elapsed {format_duration(progress.elapsed_s)} for that work: {pace:.2f}x the estimate"
+                     + ("" if 0.8 <= pace <= 1.25 else " (recalibrate: run the GPU benchmarks with --calibration)"))
+    return lines
