@@ -82,7 +82,7 @@ CASES = {
     "summarize --stem empty": (["summarize", "--campaign-root", "W/campaign", "--stem", ""], 2, "--stem"),
     "diagnose --out file": (["diagnose", "--campaign-root", "W/campaign", "--against", "W/campaign", "--out",
                              "W/a_file"], 2, "--out"),
-    "diagnose without root": (["diagnose", "--against", "W/campaign"], 2, "no campaign root"),
+    "diagnose without root": (["diagnose", "--against", "W/campaign"], 2, "no candidate run given"),
     "generate --campaign-root file": (["generate", "--campaign-root", "W/a_file", "--benchmark", "erqa"], 2,
                                       "--campaign-root"),
     "judge serve --log-dir file": (["judge", "serve", "--log-dir", "W/a_file"], 2, "--log-dir"),

@@ -13,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from trace_lib.errors import UsageError
 
@@ -221,7 +221,7 @@ def check_directory(value: str | os.PathLike[str] | None, *, field: str) -> None
         raise UsageError(f"is {kind(st.st_mode)}, not a directory", field=field, found=path)
 
 
-def validate(namespace: Any) -> None:
+def validate(namespace: Any, *, backends: Sequence[str]) -> None:
     """Every shared option of ``namespace`` (flag or environment) converted and checked once, up front: the
     values, the choices (--backend, --schedule, --model-verify) and the directories (--campaign-root,
     --archive-root, --trace-root must not name a file).
@@ -229,10 +229,8 @@ def validate(namespace: Any) -> None:
     Raises:
         UsageError: the first bad value (one line naming the flag or environment variable).
     """
-    from trace_lib.generation.backends.base import BACKENDS
-
     values = {opt.dest: resolve(namespace, opt) for opt in (*COMMON, *REPRODUCTION)}
-    check_choice(values[BACKEND.dest], list(BACKENDS), field=BACKEND.flag, what="backend")
+    check_choice(values[BACKEND.dest], list(backends), field=BACKEND.flag, what="backend")
     check_schedule(values[SCHEDULE.dest])
     check_choice(values[MODEL_VERIFY.dest], MODEL_VERIFY_MODES, field=MODEL_VERIFY.flag, what="--model-verify mode")
     for opt in (CAMPAIGN_ROOT, ARCHIVE_ROOT, TRACE_ROOT):

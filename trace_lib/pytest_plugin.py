@@ -59,7 +59,9 @@ def check_options(config: pytest.Config) -> None:
 
     given_root = options.resolve(config.option, options.TRACE_ROOT)
     try:
-        options.validate(config.option)
+        from trace_lib.generation.backends.base import BACKENDS
+
+        options.validate(config.option, backends=list(BACKENDS))
         located = _located(config)
         if isinstance(located, TraceReproError):
             if given_root:  # --trace-root/TRACE_ROOT names no release: nothing here can run
@@ -169,9 +171,7 @@ def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
 
 
 def _one_line_os_errors(item: pytest.Item) -> bool:
-    import os
-
-    return item.get_closest_marker("offline") is None and os.environ.get("TRACE_REPRO_DEBUG") != "1"
+    return item.get_closest_marker("offline") is None and not options.DEBUG_ENV.enabled()
 
 
 def fail_os_error(exc: OSError) -> NoReturn:

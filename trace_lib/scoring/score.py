@@ -215,14 +215,15 @@ def write_slice_scores(
 
 @contextmanager
 def scoring_lock(out_dir: Path) -> Iterator[None]:
-    """Hold the exclusive lock of a score output directory (created if missing; removed again when this made it
-    and it is still empty on failure).
+    """Hold the exclusive lock of a score output directory (created if missing, with its missing parents; on
+    failure every directory this made is removed again while it is still empty, so a refused scorer leaves the disk
+    as it found it).
 
     Raises:
         InputError: another process holds it.
     """
     out_dir = Path(out_dir)
-    created = not out_dir.exists()
+    created = [p for p in (out_dir, *out_dir.parents) if not p.exists()]  # deepest first
     out_dir.mkdir(parents=True, exist_ok=True)
     lock = FileLock(out_dir / LOCK_FILE, busy=lambda: InputError(
         "another process is scoring into this directory", file=str(out_dir),
@@ -231,11 +232,11 @@ def scoring_lock(out_dir: Path) -> Iterator[None]:
         with lock:
             yield
     except BaseException:
-        if created:
+        for directory in created:
             try:
-                out_dir.rmdir()
+                directory.rmdir()
             except OSError:
-                pass  # not empty: something was committed, or another writer's files
+                break  # not empty: something was committed, or another writer's files
         raise
 
 
@@ -320,12 +321,12 @@ def run_scoring(
     """
     with scoring_lock(out_dir):  # a second scorer is refused before any judge work
         return _score_into(protocol, rows, Path(responses_path), Path(out_dir), judge=judge, judge_url=judge_url,
-                           dataset=dataset, seed=seed)
+                           dataset=dataset, seed=seed, model=model)
 
 
 def _score_into(protocol: Protocol, rows: Sequence[Row], responses_path: Path, out_dir: Path, *,
                 judge: Judge | None, judge_url: str | None, dataset: FileRef | None,
-                seed: int | None) -> ScoredSlice:
+                seed: int | None, model: str | None) -> ScoredSlice:
     from trace_lib.generation.store import load_header, load_responses
     from trace_lib.release.load import sha256_file
 
@@ -340,10 +341,9 @@ def _score_into(protocol: Protocol, rows: Sequence[Row], responses_path: Path, o
         texts, dropped = read_plain_responses(responses_path, rows, dropped=lookup)
         score = score_slice(protocol, rows, texts, ScoringContext(seed=seed, judge=judge))
         return _commit(out_dir, score, protocol, seed=seed, dataset=dataset, dropped_rows=dropped,
-                                  responses=FileRef(str(responses_path), sha256_file(responses_path)),
-                                  judge_url=judge_url, identity={"slice": None, "model": model,
-                                                                 "model_revision": None,
-                                                                 "generation_contract_hash": None})
+                       responses=FileRef(str(responses_path), sha256_file(responses_path)),
+                       judge_url=judge_url, identity={"slice": None, "model": model, "model_revision": None,
+                                                      "generation_contract_hash": None})
     header = load_header(responses_path)
     header_seed = check_header_slice(responses_path, header, benchmark=protocol.key, seed=seed, model=model)
     seed = header_seed
