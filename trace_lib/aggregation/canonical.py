@@ -45,10 +45,17 @@ class Canonical:
     categories: Mapping[tuple[str, str], SeedValues]  # (model, category)
     overall: Mapping[str, SeedValues]
     comparisons: tuple[Comparison, ...]
+    row_counts: Mapping[str, int] | None = None  # rows per benchmark when not the suite's (tiny-model lanes)
 
     @property
     def model_ids(self) -> tuple[str, ...]:
         return tuple(self.overall)
+
+    def rows(self, benchmark: str) -> int:
+        """The rows every seed of ``benchmark`` must score."""
+        if self.row_counts is not None and benchmark in self.row_counts:
+            return self.row_counts[benchmark]
+        return self.suite.benchmark(benchmark).rows
 
     def category_delta(self, comparison: Comparison, category: str) -> SeedValues:
         model, base = self.categories.get((comparison.model_id, category)), self.categories.get(

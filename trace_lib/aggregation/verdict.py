@@ -162,7 +162,8 @@ class Verdict:
         return text + (f" ({self.note})" if self.note else "")
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """JSON-ready (non-finite numbers as None)."""
+        return _finite({
             "test_id": self.test_id, "kind": self.kind, "outcome": self.outcome, "model_id": self.model_id,
             "benchmark_id": self.benchmark_id, "seed": self.seed, "reproduced_seeds": self.reproduced_seeds,
             "estimate": self.estimate, "canonical": self.canonical, "difference": self.difference,
@@ -170,7 +171,7 @@ class Verdict:
             "mds": self.mds, "per_test_alpha": self.per_test_alpha, "family_size": self.family_size,
             "components": dict(self.components), "seed_unstable": dict(self.seed_unstable) if self.seed_unstable
             else None, "sign": dict(self.sign) if self.sign else None, "note": self.note,
-        }
+        })
 
     def properties(self) -> list[tuple[str, str]]:
         """JUnit receipt properties (``verdict`` is the outcome)."""
@@ -185,6 +186,16 @@ class Verdict:
         if self.sign:
             props.append(("sign_verdict", str(self.sign["outcome"])))
         return props
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 # -- the plan's family ----------------------------------------------------------------------------------------
@@ -233,7 +244,7 @@ class VerdictPlan:
         return max(1, sum(self.family(canonical).values()))
 
     def describe(self, canonical: Canonical) -> str:
-        names = {"slice": "slices", "mean": "means", "category": "categories", "overall": "overalls",
+        names = {"slice": "slices", "mean": "means", "category": "categories", "overall": "overall tests",
                  "claim": "claim tests"}
         parts = [f"{n} {names[k]}" for k, n in self.family(canonical).items() if n]
         return f"{self.family_size(canonical)} tests ({' + '.join(parts)})"
@@ -458,7 +469,7 @@ def slice_id(model: str, seed: int, benchmark: str) -> str:
     return f"{model}-seed{seed}-{benchmark}"
 
 
-def _linear(cell: Cell) -> Linear:
+def cell_linear(cell: Cell) -> Linear:
     from trace_lib.benchmarks.registry import get_protocol
 
     aggregate = get_protocol(cell.benchmark_id).row_aggregate
@@ -488,7 +499,7 @@ def judge_credits(credits: CreditTable, release: Any, *, alpha: float = DEFAULT_
         if bench not in suite.keys:
             raise InputError(f"unknown benchmark {bench!r}", file=credits.source, field="benchmark_id",
                              hint=f"suite benchmarks: {', '.join(suite.keys)}")
-        rows = suite.benchmark(bench).rows
+        rows = canonical.rows(bench)
         if len(cell.index) != rows:
             raise InputError(f"{model}/{bench} has {len(cell.index)} rows per seed, the suite has {rows}",
                              file=credits.source, field="index")
@@ -516,14 +527,14 @@ def _judge_cells(canonical: Canonical, plan: VerdictPlan, rule: Rule, cells: Map
             cell = cell.select([s for s in cell.seeds if s in seeds_wanted])
             if not cell.seeds:
                 continue
-            linear = _linear(cell)
+            linear = cell_linear(cell)
             linears[(model, bench)] = linear
             can_seeds = canonical.benchmarks.get((model, bench))
             if not can_seeds:
                 continue  # no canonical score: scored, not judged
             arch = archive.get((model, bench))
             mu = mean(can_seeds)
-            v_r, v_c, source = row_variances(linear, mu, _linear(arch) if arch is not None else None)
+            v_r, v_c, source = row_variances(linear, mu, cell_linear(arch) if arch is not None else None)
             x = linear.scores()
             sc = Scored(x, np.array(list(can_seeds.values())), v_r, v_c, source, seeds=cell.seeds)
             scored[(model, bench)] = sc
@@ -592,7 +603,7 @@ def _claims(canonical: Canonical, plan: VerdictPlan, rule: Rule, linears: Mappin
                 v_r, source = t.row_variance + b.row_variance, "binomial bound (one reproduced seed)"
             v_c = None
             if arch_t is not None and arch_b is not None and arch_t.seeds == arch_b.seeds:
-                v_c = unit_variance(_linear(arch_t).paired(_linear(arch_b)))
+                v_c = unit_variance(cell_linear(arch_t).paired(cell_linear(arch_b)))
             if v_c is None:  # carried to the canonical means like each model's own
                 v_c = carried_variance(v_r, t.row_variance + b.row_variance, t.canonical_variance + b.canonical_variance)
             else:
@@ -619,6 +630,45 @@ def _claim(rule: Rule, test_id: str, s: Scored, can: Mapping[int, float], comp: 
                          reproduced_weight=1.0 / len(s.reproduced), model_id=comp.model_id,
                          benchmark_id=level)
     return rule.judge_sign(verdict, s)
+
+
+# -- the planned tests ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PlannedSpec:
+    """A planned test: its id, kind and the (model, benchmark) cells whose credits it needs."""
+
+    test_id: str
+    kind: str
+    cells: tuple[tuple[str, str], ...]
+
+
+def planned_tests(canonical: Canonical, plan: Any) -> list[PlannedSpec]:
+    """Every test the plan makes, in report order (slices, means, categories and overall, claims); the ids are
+    those :func:`judge_credits` gives its verdicts (``tests_reproduction`` parametrizes over them)."""
+    plan = VerdictPlan.of(plan)
+    models = [m for m in plan.models if m in canonical.overall]
+    out = []
+    for model in models:
+        for bench in plan.benchmarks:
+            if (model, bench) not in canonical.benchmarks:
+                continue
+            out += [PlannedSpec(slice_id(model, seed, bench), "slice", ((model, bench),)) for seed in plan.seeds]
+            if len(plan.seeds) > 1:
+                out.append(PlannedSpec(f"{model}-{bench}", "mean", ((model, bench),)))
+    levels = [(f"category[{c}]", canonical.suite.categories[c], "category") for c in plan.categories(canonical)]
+    if plan.full_suite(canonical):
+        levels.append(("overall", canonical.suite.keys, "overall"))
+    for model in models:
+        out += [PlannedSpec(f"{model}-{label}", kind, tuple((model, b) for b in members))
+                for label, members, kind in levels]
+    for comp in plan.comparisons(canonical):
+        pair = (comp.model_id, comp.base_model_id)
+        out += [PlannedSpec(f"{comp.comparison_id}-{bench}", "claim", tuple((m, bench) for m in pair))
+                for bench in plan.benchmarks if bench in comp.benchmarks]
+        out += [PlannedSpec(f"{comp.comparison_id}-{label}", "claim", tuple((m, b) for m in pair for b in members))
+                for label, members, _ in levels]
+    return out
 
 
 # -- power before any reproduction (plan --print-config) ----------------------------------------------------------
@@ -657,7 +707,7 @@ def planned_power(canonical: Canonical, plan: Any, *, alpha: float = DEFAULT_ALP
             if not seeds:
                 continue
             p = min(1.0, max(0.0, mean(seeds) / 100.0))
-            v[(model, bench)] = 1e4 * p * (1 - p) / canonical.suite.benchmark(bench).rows
+            v[(model, bench)] = 1e4 * p * (1 - p) / canonical.rows(bench)
             n = len(seeds)
             for seed in plan.seeds:
                 add(slice_id(model, seed, bench), "slice", v[(model, bench)] * (1 + 1 / n))
@@ -691,7 +741,7 @@ def release_seed_excess(canonical: Canonical) -> list[tuple[str, str, SeedExcess
         if bench not in canonical.suite.keys:
             continue
         p = min(1.0, max(0.0, mean(seeds) / 100.0))
-        bound = 1e4 * p * (1 - p) / canonical.suite.benchmark(bench).rows
+        bound = 1e4 * p * (1 - p) / canonical.rows(bench)
         out.append((model, bench, seed_excess(np.array([]), np.array(list(seeds.values())), bound)))
     return sorted(out, key=lambda item: item[2].p_value)
 
