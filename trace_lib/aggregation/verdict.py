@@ -164,6 +164,12 @@ class Verdict:
         text += f": {self.outcome.upper() if self.outcome != 'reproduced' else 'reproduced'}"
         return text + (f" ({self.note})" if self.note else "")
 
+    def noted(self, note: str) -> Verdict:
+        """This verdict with ``note`` appended (e.g. the responses' engine differs from the paper's)."""
+        if not note:
+            return self
+        return replace(self, note=f"{self.note}; {note}" if self.note else note)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (non-finite numbers as None)."""
         return _finite({
@@ -188,6 +194,8 @@ class Verdict:
             props += [(f"seed_{k}", repr(v)) for k, v in self.seed_unstable.items()]
         if self.sign:
             props.append(("sign_verdict", str(self.sign["outcome"])))
+        if self.note:
+            props.append(("verdict_note", self.note))
         return props
 
 
@@ -813,3 +821,21 @@ def judged_outcomes(verdicts: Iterable[Verdict]) -> dict[str, int]:
     """Outcome counts of ``verdicts`` (every outcome present, 0 when absent)."""
     found = list(verdicts)
     return {o: sum(1 for v in found if v.outcome == o) for o in OUTCOMES}
+
+
+def sampling_band(canonical: Canonical, rule: Rule, model: str, benchmark: str) -> float | None:
+    """The |difference| sampling alone explains between two single-seed runs of one slice, at ``rule``'s per-test
+    level: ``crit * sqrt(2 (V + tau^2))`` with V the binomial bound at the canonical mean and tau^2 the release
+    prior's seed-level excess for the benchmark (``trace-repro diagnose``); None without a canonical value."""
+    seeds = canonical.benchmarks.get((model, benchmark))
+    if not seeds or benchmark not in canonical.suite.keys:
+        return None
+    scale = binomial_scale(mean(seeds), canonical.rows(benchmark))
+    prior = canonical.seed_prior
+    dof = None
+    tau2 = 0.0
+    if prior is not None and benchmark in prior.prior_var:
+        tau2 = max(0.0, prior.prior_var[benchmark] * scale - scale)
+        dof = prior.effective_prior_dof(benchmark) if tau2 > 0 else None
+    crit, _ = rule.quantiles(dof)
+    return crit * math.sqrt(2.0 * (scale + tau2))

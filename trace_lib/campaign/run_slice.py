@@ -408,7 +408,7 @@ class SliceRunner:
         verdict = self.verdicts.judge(slice_.id)
         if isinstance(verdict, str):
             return dataclasses.replace(outcome, verdict_reason=verdict)
-        return dataclasses.replace(outcome, verdict=verdict)
+        return dataclasses.replace(outcome, verdict=verdict.noted(outcome.engine_note))
 
 
 def _check_model_dir(model: ModelDescriptor, *, deep: bool) -> None:

@@ -139,9 +139,10 @@ def build_campaign_summary(
         engine = read_stored_engine(response_file(Path(root), key))
         engines[key.id] = engine
         score = scores.get((key.model, key.benchmark), {}).get(key.seed, math.nan)
+        verdict = by_id.get(slice_id(key.model, key.seed, key.benchmark))
         seed_scores.append(SeedScore(bench.category, bench.key, bench.display, key.model, key.seed,
                                      len(cells[(key.model, key.benchmark)].index), score,
-                                     by_id.get(slice_id(key.model, key.seed, key.benchmark)),
+                                     verdict.noted(engine_drift_text(engine)) if verdict else None,
                                      str(scores_file(Path(root), key)),
                                      engine_drift_text(engine)))
     means = []
