@@ -781,10 +781,24 @@ class PlannedTest:
     mds: float
 
 
+def predicted_seed_variance(canonical: Canonical, model: str, benchmark: str) -> float:
+    """One seed's score variance predicted from the release alone: the cell's canonical seed variance moderated
+    by the release prior (``(d_eff q0 + d q) / (d_eff + d)`` on the binomial scale, i.e. row-level plus seed-level
+    variance as the release's seeds show it); the binomial bound when no prior can be fitted."""
+    seeds = canonical.benchmarks[(model, benchmark)]
+    scale = binomial_scale(mean(seeds), canonical.rows(benchmark))
+    prior = canonical.seed_prior
+    if prior is None or benchmark not in prior.prior_var or len(seeds) < 2:
+        return scale
+    values = np.array(list(seeds.values()))
+    return prior.moderated_var(benchmark, float(values.var(ddof=1)) / scale, len(values) - 1) * scale
+
+
 def planned_power(canonical: Canonical, plan: Any, *, alpha: float = DEFAULT_ALPHA) -> list[PlannedTest]:
-    """Predicted from the binomial bound at the canonical mean with the suite's rows (``100^2 p(1-p)/n`` per
-    seed: an upper bound of the row-level variance; the release's median cell is 0.64x it in stddev), no seed
-    excess, the planned number of seeds, normal critical values at each kind's per-test level."""
+    """Each planned test's predicted SE, band and 80%-power minimum detectable shift before any reproduction: one
+    seed's variance from :func:`predicted_seed_variance` on both sides, the planned number of seeds, composites and
+    claims summing their cells, normal critical values at each kind's per-test level (a seed-unstable cell's
+    Student t would widen its band further)."""
     from scipy.stats import norm
 
     plan = VerdictPlan.of(plan)
@@ -803,8 +817,7 @@ def planned_power(canonical: Canonical, plan: Any, *, alpha: float = DEFAULT_ALP
             seeds = canonical.benchmarks.get((model, bench))
             if not seeds:
                 continue
-            p = min(1.0, max(0.0, mean(seeds) / 100.0))
-            v[(model, bench)] = 1e4 * p * (1 - p) / canonical.rows(bench)
+            v[(model, bench)] = predicted_seed_variance(canonical, model, bench)
             n = len(seeds)
             for seed in plan.seeds:
                 add(slice_id(model, seed, bench), "slice", v[(model, bench)] * (1 + 1 / n))
