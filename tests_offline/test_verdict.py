@@ -223,3 +223,13 @@ def test_a_structured_aggregate_needs_its_fields(release, canonical):
             for s in (42, 43) for i in range(canonical.rows("wemath"))]
     with pytest.raises(InputError, match="wemath's aggregate needs the per-row field 'key'"):
         _judge(release, canonical, CreditTable.from_records(rows))
+
+
+def test_benchmarks_json_lists_each_aggregate_and_its_fields(capsys, release):
+    code = main(["benchmarks", "--trace-root", str(release.path), "--json"])
+    rows = {r["key"]: r["aggregate"] for r in json.loads(capsys.readouterr().out)}
+    assert code == 0 and len(rows) == 24
+    assert rows["tablevqabench"] == {"kind": "split-macro-mean", "fields": ["credit", "split", "exact_score"],
+                                     "description": rows["tablevqabench"]["description"]}
+    assert rows["wemath"]["fields"] == ["credit", "key", "problem_id"]
+    assert {r["kind"] for k, r in rows.items() if k not in ("tablevqabench", "wemath")} == {"mean"}
