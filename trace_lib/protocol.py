@@ -5,7 +5,8 @@ A protocol module (``trace_lib/benchmarks/<key>.py``) defines its functions in p
 and checksum) are *not* restated here: they come from ``suite.v1.json`` and ``benchmark_provenance.v1.json``.
 
 The contract sits below every layer that calls it (data preparation, generation, scoring), so it imports nothing
-of trace_lib; benchmark modules import it as :mod:`trace_lib.benchmarks.protocol`. See docs/adding-a-benchmark.md.
+of trace_lib but :mod:`trace_lib.linear_aggregate`; benchmark modules import it as
+:mod:`trace_lib.benchmarks.protocol`. See docs/adding-a-benchmark.md.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, Sequence
+
+from trace_lib.linear_aggregate import MEAN, RowAggregate
 
 #: One dataset row with its native columns (``index`` is always present).
 Row = Mapping[str, Any]
@@ -86,3 +89,4 @@ class Protocol:
     score: Callable[[Sequence[Row], Sequence[str | None], ScoringContext], SliceScore]  # responses -> slice
     judge: JudgeUse = "none"  # whether scoring calls the Qwen3-32B judge
     quirks: tuple[str, ...] = ()  # upstream behaviours reproduced on purpose, one line each
+    row_aggregate: RowAggregate = MEAN  # the score as a linear function of independent units (row-level variance)

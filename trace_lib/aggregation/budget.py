@@ -1,48 +1,12 @@
-"""The false-alarm budget of a reproduction campaign: family, per-test level and critical values.
+"""The false-alarm budget: a family of ``m`` planned tests, one family-wise ``alpha``, Šidák per-test levels.
 
-A campaign makes ``m`` tests (its *family*, fixed by the plan, never by ``-k``). The user states one family-wise
-false-alarm budget ``alpha`` (``--alpha``, default 0.05): the probability that a faithful re-run reports anything
-FAILED. Each test gets the Šidák level ``a = 1 - (1 - alpha)^(1/m)``; Šidák is exact for independent tests and
-conservative for the positively dependent ones here (seeds of one cell share its canonical mean, models share a
-benchmark's pooled stddev: Šidák's inequality for two-sided tests of multivariate normal and t vectors).
-
-Derivation of a slice band at level ``a`` (``x`` the mean of ``k`` reproduced seeds, ``mu`` the mean of ``n``
-canonical seeds, both draws of one distribution with seed-to-seed stddev ``sigma``): ``D = x - mu ~
-N(0, (1/k + 1/n) sigma^2)``, ``f = sqrt(1/k + 1/n)``. ``sigma`` is unknown; three models of it are available:
-
-- binomial: a score that is a mean of per-row credits in [0, 1], independent across rows given the seed, has
-  ``Var <= sum p_i(1-p_i)/N^2 <= p(1-p)/N`` (Jensen), so ``sigma <= SE_bin`` with no estimation error and
-  ``P(|D| > f * z_a * SE_bin) <= a`` with ``z_a`` the normal quantile ``Phi^-1(1 - a/2)``;
-- seed pool: when the seed spread of a benchmark is common to the release's models, the pooled variance
-  ``s_pool^2`` (mean of the models' sample variances) has ``nu = sum(n_i - 1)`` degrees of freedom (8 models x 2 =
-  16), ``D / (f s_pool) ~ t_nu`` exactly, and ``P(|D| > f * t_{nu,a} * s_pool) = a``;
-- moderated (the default under a budget): the pool assumes the 8 models share a benchmark's seed spread, and
-  the release says they do not (Cochran's test flags cvbench_3d and mathvista; across benchmarks p ~ 0.005; the
-  observed spread reaches 6.7x the binomial error, so the binomial bound fails there too). Each cell's variance is
-  instead a draw of an empirical-Bayes prior (scaled inverse chi-square, shape ``d0`` common, scale ``s0^2`` per
-  benchmark, fitted by the method of moments on log variances: :mod:`trace_lib.aggregation.moderation`); given
-  the cell's own ``s^2`` (2 dof), ``D / (f s_mod) ~ t_{d_eff+2}`` with ``s_mod^2 = (d_eff s0^2 + 2 s^2) /
-  (d_eff + 2)``, where ``d_eff <= d0`` discounts the prior for ``s0`` being estimated from 8 cells. So
-  ``P(|D| > f * t_{d_eff+2,a} * s_mod | s) ~= a`` for every cell, whatever its own spread: a noisy cell gets a
-  wider band, a quiet one a narrower band than the pool gives. Category and overall scores compose their
-  benchmarks' moderated variances (:meth:`~trace_lib.aggregation.tolerance.ToleranceRule.category_sigma`).
-
-The band is ``f * max(z_a * SE_bin, t_{nu,a} * s)`` with ``s`` the pool or the moderated stddev: a faithful re-run
-lands outside with probability <= ``a`` if *either* model holds (the max is wider than each single-model band, so
-its exceedance is at most the smaller of the two exceedances). With the moderated term that is: the cell's
-rows are independent given the seed (the binomial bound), or its variance is an ordinary draw of the benchmark's
-prior; the pooled rule needed equal variances instead, which the release rejects (``benchmarks/
-tolerance_power.py`` measures a faithful-campaign false-alarm rate of ~0.45 for the pooled band when the cells'
-variances follow the fitted posterior, ~0.05 for the moderated one). The plug-in ``d0, s0`` are refitted from
-each release, so the level is approximate, checked by that simulation, not exact. Category and overall scores use
-the same form with their own binomial term and seed estimate. The TRACE validation has one canonical draw and no
-seed pool: its band is ``z_a * sqrt(2) * SE_bin``.
-
-``--tolerance-z Z`` overrides both critical values with ``Z`` (the pre-budget rule; ``alpha`` is then reported as
-implied: ``1 - (1 - a_Z)^m`` with ``a_Z = P(|t_nu| > Z)``, the larger of the two single-bound levels).
-Quantiles use the standard library only (normal: :class:`statistics.NormalDist`; Student t: the closed-form series
-of Abramowitz & Stegun 26.7.3-4 for integer ``nu``, the regularized incomplete beta function by its continued
-fraction for fractional ``nu``, inverted by bisection), so the offline lane needs no scipy.
+The user states one budget ``alpha`` (``--alpha``, default 0.05): the probability that a faithful re-run reports
+anything "differs" (evaluation verdicts, :mod:`trace_lib.aggregation.verdict`, whose family is the plan's:
+:class:`~trace_lib.aggregation.verdict.VerdictPlan`) or FAILED (the validation band,
+:mod:`trace_lib.aggregation.tolerance`). Each test gets the Šidák level ``a = 1 - (1 - alpha)^(1/m)``: exact for
+independent tests, conservative for the positively dependent ones here (the seeds and the mean of one cell share
+its canonical mean; Šidák's inequality for two-sided tests of multivariate normal and t vectors). ``m`` is fixed by
+the plan, never by ``-k`` or by what is on disk. Distributions come from ``scipy.stats``.
 """
 
 from __future__ import annotations
@@ -50,108 +14,38 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from statistics import NormalDist
 
 from trace_lib.errors import UsageError
 
 #: The default family-wise false-alarm budget.
 DEFAULT_ALPHA = 0.05
-#: Per-test level of the "screening" band used by the campaign-level count check (a nominal 95% band).
-SCREEN_ALPHA = 0.05
-
-_NORMAL = NormalDist()
 
 
 def normal_two_sided_quantile(a: float) -> float:
     """``z`` with ``P(|Z| > z) = a`` for a standard normal ``Z``."""
-    return _NORMAL.inv_cdf(1.0 - a / 2.0)
+    from scipy.stats import norm
 
-
-def _t_tail_series(t: float, dof: int) -> float:
-    """``P(|T| > t)`` for integer ``dof >= 1``: the exact finite series of A&S 26.7.3-4."""
-    theta = math.atan(t / math.sqrt(dof))
-    s, c = math.sin(theta), math.cos(theta)
-    if dof % 2 == 0:  # A = sin(theta) * (1 + 1/2 c^2 + 1*3/(2*4) c^4 + ... up to c^(dof-2))
-        term, total = 1.0, 1.0
-        for j in range(1, dof // 2):
-            term *= (2 * j - 1) / (2 * j) * c * c
-            total += term
-        inside = s * total
-    else:  # A = 2/pi * (theta + sin(theta) * (c + 2/3 c^3 + ... up to c^(dof-2)))
-        if dof == 1:
-            inside = 2.0 * theta / math.pi
-        else:
-            term, total = c, c
-            for j in range(1, (dof - 1) // 2):
-                term *= (2 * j) / (2 * j + 1) * c * c
-                total += term
-            inside = 2.0 / math.pi * (theta + s * total)
-    return max(0.0, 1.0 - inside)
-
-
-def _beta_continued_fraction(a: float, b: float, x: float) -> float:
-    """The continued fraction of ``I_x(a, b)`` (DLMF 8.17.22), evaluated by the modified Lentz method."""
-    tiny, h = 1e-300, 1.0
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 1000):
-        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
-            d = 1.0 + numerator * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            h *= c * d
-        if abs(c * d - 1.0) < 1e-15:
-            break
-    return h
-
-
-def regularized_beta(a: float, b: float, x: float) -> float:
-    """``I_x(a, b)``, the regularized incomplete beta function, for ``a, b > 0`` and ``x`` in [0, 1]."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    log_front = a * math.log(x) + b * math.log1p(-x) - (math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b))
-    if x < (a + 1.0) / (a + b + 2.0):
-        return math.exp(log_front) * _beta_continued_fraction(a, b, x) / a
-    return 1.0 - math.exp(log_front) * _beta_continued_fraction(b, a, 1.0 - x) / b
+    return float(norm.isf(a / 2.0))
 
 
 def t_two_sided_tail(t: float, dof: float) -> float:
-    """``P(|T| > t)`` for Student's t with ``dof > 0`` degrees of freedom: the exact series for integer ``dof``
-    (A&S 26.7.3-4), ``I_{dof/(dof+t^2)}(dof/2, 1/2)`` otherwise, the normal tail for ``dof = inf``."""
+    """``P(|T| > t)`` for Student's t with ``dof > 0`` degrees of freedom (``inf``: the normal tail)."""
+    from scipy.stats import norm, t as student
+
     if not dof > 0:
         raise ValueError(f"dof must be positive, got {dof}")
-    t = abs(t)
-    if math.isinf(dof):
-        return math.erfc(t / math.sqrt(2.0))
-    if dof == int(dof) and dof <= 4000:
-        return _t_tail_series(t, int(dof))
-    return regularized_beta(dof / 2.0, 0.5, dof / (dof + t * t))
+    tail = norm.sf(abs(t)) if math.isinf(dof) else student.sf(abs(t), dof)
+    return float(2.0 * tail)
 
 
 @functools.lru_cache(maxsize=256)
 def t_two_sided_quantile(a: float, dof: float) -> float:
-    """``t`` with ``P(|T_dof| > t) = a`` (bisection on :func:`t_two_sided_tail` to ~1e-12 relative)."""
+    """``t`` with ``P(|T_dof| > t) = a``."""
+    from scipy.stats import t as student
+
     if not 0.0 < a < 1.0:
         raise ValueError(f"level must be in (0, 1), got {a}")
-    if math.isinf(dof):
-        return normal_two_sided_quantile(a)
-    lo, hi = 0.0, 1.0
-    while t_two_sided_tail(hi, dof) > a:
-        hi *= 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if t_two_sided_tail(mid, dof) > a:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-12 * hi:
-            break
-    return 0.5 * (lo + hi)
+    return normal_two_sided_quantile(a) if math.isinf(dof) else float(student.isf(a / 2.0, dof))
 
 
 def sidak_level(alpha: float, family_size: int) -> float:
@@ -162,19 +56,6 @@ def sidak_level(alpha: float, family_size: int) -> float:
 def family_rate(per_test: float, family_size: int) -> float:
     """The family-wise rate ``1 - (1 - a)^m`` implied by a per-test level ``a`` (inverse of :func:`sidak_level`)."""
     return -math.expm1(max(1, family_size) * math.log1p(-min(per_test, 1.0 - 1e-16)))
-
-
-def binomial_upper_tail(k: int, n: int, p: float) -> float:
-    """``P(X >= k)`` for ``X ~ Binomial(n, p)`` (exact sum)."""
-    if k <= 0:
-        return 1.0
-    if k > n or p <= 0.0:
-        return 0.0
-    if p >= 1.0:
-        return 1.0
-    log_p, log_q, log_n = math.log(p), math.log1p(-p), math.lgamma(n + 1)
-    return min(1.0, sum(math.exp(log_n - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * log_p + (n - i) * log_q)
-                        for i in range(k, n + 1)))
 
 
 def check_alpha(alpha: float) -> float:
@@ -189,41 +70,6 @@ def check_alpha(alpha: float) -> float:
 
 
 @dataclass(frozen=True)
-class Family:
-    """The tests a planned campaign makes (every verdict it reports), counted from the plan's shape."""
-
-    slices: int  # models x seeds x benchmarks
-    means: int = 0  # models x benchmarks when there are >= 2 seeds (mean of the reproduced seeds)
-    overalls: int = 0  # models x seeds (full suite only)
-    categories: int = 0  # models x seeds x categories (full suite only)
-    campaign_checks: int = 0  # models x seeds x 2: the count and direction checks (full suite only)
-
-    @property
-    def size(self) -> int:
-        return self.slices + self.means + self.overalls + self.categories + self.campaign_checks
-
-    @classmethod
-    def for_campaign(cls, *, models: int, seeds: int, benchmarks: int, categories: int, full_suite: bool) -> Family:
-        """The family of ``models`` (with canonical scores) x ``seeds`` x ``benchmarks``."""
-        groups = models * seeds if full_suite else 0
-        return cls(
-            slices=models * seeds * benchmarks,
-            means=models * benchmarks if seeds > 1 else 0,
-            overalls=groups,
-            categories=groups * categories,
-            campaign_checks=2 * groups,
-        )
-
-    def describe(self) -> str:
-        parts = [f"{self.slices} slices"]
-        for count, name in ((self.means, "benchmark means"), (self.overalls, "overalls"),
-                            (self.categories, "categories"), (self.campaign_checks, "campaign checks")):
-            if count:
-                parts.append(f"{count} {name}")
-        return f"{self.size} tests ({' + '.join(parts)})"
-
-
-@dataclass(frozen=True)
 class Criterion:
     """How a family's per-test critical values follow from the budget (or from an explicit ``--tolerance-z``)."""
 
@@ -235,19 +81,19 @@ class Criterion:
     family_text: str = ""
 
     @classmethod
-    def from_alpha(cls, alpha: float, family: Family | int) -> Criterion:
-        size = family.size if isinstance(family, Family) else int(family)
-        text = family.describe() if isinstance(family, Family) else f"{size} tests"
+    def from_alpha(cls, alpha: float, family: int) -> Criterion:
+        size = int(family)
+        text = f"{size} tests"
         return cls(check_alpha(alpha), size, sidak_level(alpha, size), "sidak", None, text)
 
     @classmethod
-    def from_z(cls, z: float, family: Family | int = 1, *, dof: int | None = None) -> Criterion:
+    def from_z(cls, z: float, family: int = 1, *, dof: int | None = None) -> Criterion:
         """The fixed-z criterion; the per-test level reported is the larger of the normal and ``t_dof`` levels."""
         if not (isinstance(z, (int, float)) and math.isfinite(z) and z > 0):
             raise UsageError("z must be a positive number", field="--tolerance-z", found=z)
-        size = family.size if isinstance(family, Family) else int(family)
-        text = family.describe() if isinstance(family, Family) else f"{size} tests"
-        per_test = t_two_sided_tail(z, dof) if dof else 2.0 * (1.0 - _NORMAL.cdf(z))
+        size = int(family)
+        text = f"{size} tests"
+        per_test = t_two_sided_tail(z, dof if dof else math.inf)
         return cls(family_rate(per_test, size), size, per_test, "fixed-z", float(z), text)
 
     def binomial_z(self) -> float:

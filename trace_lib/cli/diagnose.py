@@ -52,6 +52,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="output directory (default <candidate>/diagnose for a campaign)")
     parser.add_argument("--no-plot", action="store_true", help="skip the per-model PNGs")
     options.add_to_argparse(parser, options.TRACE_ROOT, options.ALPHA, options.TOLERANCE_Z)
+    # --tolerance-z is kept only to refuse it with a pointer (evaluation verdicts take --alpha)
     parser.set_defaults(run=run)
 
 
@@ -76,7 +77,8 @@ def one_of(args: argparse.Namespace, flags: Sequence[str], *, side: str, env_def
 
 
 def run(args: argparse.Namespace) -> ExitCode:
-    from trace_lib.aggregation.tolerance import load_tolerance_rule
+    from trace_lib.aggregation.canonical import load_canonical
+    from trace_lib.aggregation.verdict import Rule
     from trace_lib.archive.extraction_form import benchmark_routes
     from trace_lib.diagnose.attribution import diagnose_slice
     from trace_lib.diagnose.band import sampling_band
@@ -114,8 +116,11 @@ def run(args: argparse.Namespace) -> ExitCode:
                          "archive)", field="--out")
     check_output_dir(out, flag="--out")
 
-    rule = load_tolerance_rule(release, alpha=options.resolve(args, options.ALPHA),
-                               z=options.resolve(args, options.TOLERANCE_Z))
+    options.reject_tolerance_z(args)
+    canonical = load_canonical(release)  # the band at the per-test level of the release's whole planned campaign
+    from trace_lib.campaign.verdicts import verdict_plan
+
+    rule = (canonical, Rule.for_plan(canonical, verdict_plan(release), alpha=options.resolve(args, options.ALPHA)))
     diagnoses, unmatched = [], []
     for key in keys:
         left = candidate.slice(key)
