@@ -161,11 +161,21 @@ def test_within_band_is_symmetric_in_the_sign_of_the_delta():
 
 
 def test_the_sampling_band_is_sqrt2_times_the_one_run_band(release):
-    from trace_lib.aggregation.tolerance import budget_verdict, load_tolerance_rule
+    """Two single-seed runs: the difference of two independent draws, sqrt(2) times one run's spread (the binomial
+    bound at the canonical mean plus the release prior's seed-level excess), at the rule's per-test level."""
+    from trace_lib.aggregation.canonical import load_canonical
+    from trace_lib.aggregation.verdict import Rule, binomial_scale
+    from trace_lib.campaign.verdicts import verdict_plan
     from trace_lib.diagnose.band import sampling_band
 
-    rule = load_tolerance_rule(release)
-    one = budget_verdict(rule.budget, subject=KEY.id, reproduced=0.0, canonical=0.0, factor=1.0,
-                         sigma=rule.slice_sigma(KEY.model, KEY.benchmark), canonical_seeds=1).band
-    assert one > 0 and sampling_band(rule, KEY) == pytest.approx(math.sqrt(2.0) * one, rel=1e-12)
-    assert sampling_band(rule, SliceKey("no-such-model", 42, "mmstar")) is None
+    canonical = load_canonical(release)
+    rule = Rule.for_plan(canonical, verdict_plan(release))
+    seeds = canonical.benchmarks[(KEY.model, KEY.benchmark)]
+    scale = binomial_scale(sum(seeds.values()) / len(seeds), canonical.rows(KEY.benchmark))
+    prior = canonical.seed_prior
+    tau2 = max(0.0, prior.prior_var[KEY.benchmark] * scale - scale)
+    crit, _ = rule.quantiles(prior.effective_prior_dof(KEY.benchmark) if tau2 > 0 else None)
+    one_run = crit * math.sqrt(scale + tau2)
+    band = sampling_band((canonical, rule), KEY)
+    assert one_run > 0 and band == pytest.approx(math.sqrt(2.0) * one_run, rel=1e-12)
+    assert sampling_band((canonical, rule), SliceKey("no-such-model", 42, "mmstar")) is None

@@ -11,9 +11,9 @@ import pytest
 from trace_lib.benchmarks import registry
 from trace_lib.cli.main import main
 from trace_lib.release.suite import load_suite
-from trace_lib.reports.collect import CampaignReader, SliceKey
+from trace_lib.reports.collect import CampaignReader, SliceKey, expected_slices
 from trace_lib.reports.status import build_status
-from trace_lib.campaign.verdicts import verdict_plan
+from trace_lib.campaign.verdicts import judge_campaign, verdict_plan
 from trace_lib.reports.summarize import build_campaign_summary, write_reports
 from trace_lib.reports.verify import verify_campaign
 from trace_lib.testing.synthetic_campaign import build_toy_campaign, toy_mcq_protocol
@@ -135,7 +135,8 @@ def test_summarize_judges_seed_scores_and_writes_three_reports(tmp_path, campaig
     pytest.importorskip("openpyxl", reason="the 'report' extra (openpyxl) writes the spreadsheet")
     pytest.importorskip("matplotlib", reason="the 'report' extra (matplotlib) draws the plot")
     plan = verdict_plan(release, benchmarks=list(KEYS))
-    summary = build_campaign_summary(campaign, release, load_suite(release), plan, models=[MODEL], seeds=[42, 43],
+    judged = judge_campaign(campaign, release, plan, expected_slices([MODEL], [42, 43], KEYS))
+    summary = build_campaign_summary(campaign, release, load_suite(release), judged, models=[MODEL], seeds=[42, 43],
                                      benchmarks=KEYS)
     assert [m.key.id for m in summary.missing] == [f"{MODEL}-seed43-countbenchqa"]
     # seed 43 of erqa (60 %) is far from seed 42 (36 %): the cell is seed-unstable, so nothing there can pass

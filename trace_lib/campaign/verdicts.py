@@ -8,12 +8,13 @@ X`` and ``summarize --benchmark X`` judge with the same per-test level.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from trace_lib.aggregation.canonical import Canonical, load_canonical
-from trace_lib.aggregation.credits import CreditTable, archive_credits, campaign_credits
+from trace_lib.aggregation.credits import CreditTable
 from trace_lib.aggregation.verdict import DEFAULT_MARGIN, VerdictPlan, VerdictSet, judge_credits
 from trace_lib.aggregation.budget import DEFAULT_ALPHA
 
@@ -107,3 +108,61 @@ class CampaignJudge:
                                canonical=self.canonical, archive_credits=archive)
         verdict = result.by_id().get(test_id)
         return verdict if verdict is not None else f"{test_id}: no verdict (no canonical value)"
+
+
+def campaign_credits(root: Path, slices: Sequence[Any], *, protocol_versions: Mapping[str, str] | None = None,
+                     rows: Mapping[str, int] | None = None) -> tuple[CreditTable, list[Any]]:
+    """The per-row credits of a campaign's receipt-verified slices (``records.jsonl``: ``score`` is the credit,
+    the aggregate's fields are keys of ``detail``). Returns the table and the slice states not usable (missing,
+    incomplete or unverified)."""
+    from trace_lib.benchmarks.registry import get_protocol
+    from trace_lib.reports.collect import CampaignReader
+
+    reader = CampaignReader(Path(root), dict(rows or {}))
+    tables, missing = [], []
+    for key in slices:
+        state = reader.score(key, protocol_versions=protocol_versions)
+        if not state.complete or state.score is None:
+            missing.append(state)
+            continue
+        fields = get_protocol(key.benchmark).row_aggregate.fields
+        path = Path(state.path).parent / "records.jsonl"
+        records = []
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                if line.strip():
+                    rec = json.loads(line)
+                    detail = rec.get("detail") or {}
+                    records.append({"model_id": key.model, "seed": key.seed, "benchmark_id": key.benchmark,
+                                    "index": rec["index"], "credit": rec["score"],
+                                    **{f: detail.get(f) for f in fields}})
+        tables.append(CreditTable.from_records(records, source=str(path)))
+    return CreditTable.concat(tables, source=str(root)), missing
+
+
+def archive_credits(root: Any, cells: Iterable[tuple[str, str]]) -> CreditTable | None:
+    """The paper's own per-row canonical credits for ``cells`` (model, benchmark) from a fetched archive
+    (``trace-repro fetch-runs``): every archived seed of each cell whose benchmark is a plain mean and whose
+    archive holds row-level scores (aggregate-only slices and structured aggregates are left out). None when no
+    cell has any.
+
+    Raises:
+        UsageError, InputError: the archive cannot be opened or a part is unreadable.
+    """
+    from trace_lib.archive.reader import open_archive
+    from trace_lib.benchmarks.registry import get_protocol
+
+    archive = open_archive(root)
+    wanted = set(cells)
+    records = []
+    for key in archive.slices():
+        if (key.model_id, key.benchmark_id) not in wanted:
+            continue
+        if get_protocol(key.benchmark_id).row_aggregate.fields:
+            continue
+        rows = [r for r in archive.iter_slice(key) if not r.excluded]
+        if not rows or not all(r.has_row_score and r.score_value is not None for r in rows):
+            continue
+        records += [{"model_id": key.model_id, "seed": key.seed, "benchmark_id": key.benchmark_id,
+                     "index": r.source_index, "credit": float(r.score_value)} for r in rows]
+    return CreditTable.from_records(records, source=str(root)) if records else None

@@ -35,10 +35,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> ExitCode:
-    from trace_lib.campaign.verdicts import verdict_plan
+    from trace_lib.campaign.verdicts import judge_campaign, verdict_plan
     from trace_lib.cli.verify import campaign_inputs
     from trace_lib.release.suite import load_eval_models
     from trace_lib.outputs import check_output_dir, file_name
+    from trace_lib.reports.collect import expected_slices
     from trace_lib.reports.summarize import build_campaign_summary, write_reports
 
     options.reject_tolerance_z(args)
@@ -50,10 +51,11 @@ def run(args: argparse.Namespace) -> ExitCode:
         check_output_dir(root / "results", flag="--out")
     plan = verdict_plan(release, model_ids=args.model_id, seeds=args.seeds, benchmarks=args.benchmark)
     labels = {m.model_id: m.display_name for m in load_eval_models(release)}
-    summary = build_campaign_summary(root, release, suite, plan, models=models, seeds=seeds, benchmarks=keys,
-                                     labels=labels, alpha=options.resolve(args, options.ALPHA),
-                                     margin=options.resolve(args, options.MARGIN),
-                                     archive_root=options.resolve(args, options.ARCHIVE_ROOT))
+    judged = judge_campaign(root, release, plan, expected_slices(models, seeds, keys or suite.keys),
+                            alpha=options.resolve(args, options.ALPHA), margin=options.resolve(args, options.MARGIN),
+                            archive_root=options.resolve(args, options.ARCHIVE_ROOT))
+    summary = build_campaign_summary(root, release, suite, judged, models=models, seeds=seeds, benchmarks=keys,
+                                     labels=labels)
     paths = write_reports(summary, Path(args.out) if args.out else root / "results", stem=args.stem,
                           xlsx=not args.no_xlsx, plot=not args.no_plot)
     print(f"[trace-repro summarize] {len(summary.seed_scores)}/{summary.expected_slices} slices scored; "

@@ -103,27 +103,19 @@ def build_campaign_summary(
     root: Path,
     release: Any,
     suite: Suite,
-    plan: VerdictPlan,
+    judged: Any,
     *,
     models: Sequence[str],
     seeds: Sequence[int],
     benchmarks: Sequence[str] | None = None,
     labels: Mapping[str, str] | None = None,
-    alpha: float = 0.05,
-    margin: float = 2.0,
-    archive_root: Any = None,
 ) -> CampaignSummary:
-    """Collect and judge the selected slices of ``root`` under ``plan``'s family (unverified slices are listed as
-    missing).
-
-    Raises:
-        InputError, UsageError: see :func:`trace_lib.campaign.verdicts.judge_campaign`.
-    """
-    from trace_lib.campaign.verdicts import judge_campaign
-
+    """Collect the selected slices of ``root`` with their verdicts ``judged`` (the
+    :class:`~trace_lib.campaign.verdicts.CampaignVerdicts` of :func:`~trace_lib.campaign.verdicts.judge_campaign`
+    over the same selection; unverified slices are listed as missing). Reports render verdicts, they do not make
+    them."""
     keys = tuple(benchmarks) if benchmarks else suite.keys
     wanted = expected_slices(models, seeds, keys)
-    judged = judge_campaign(Path(root), release, plan, wanted, alpha=alpha, margin=margin, archive_root=archive_root)
     by_id = judged.result.by_id()
     missing_ids = {m.key.id for m in judged.missing}
     cells = judged.credits.cells()
