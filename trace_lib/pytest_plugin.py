@@ -10,6 +10,7 @@ with the ``receipt`` fixture.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Callable, Iterator, NoReturn
 
 import pytest
@@ -193,17 +194,26 @@ def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
     declared = {line.split(":", 1)[0].strip() for line in item.config.getini("markers")}
     names = sorted({m.name for m in item.iter_markers()} & declared)
     item.user_properties.append((MARKERS_PROPERTY, ",".join(names)))
-    try:
+    with _os_errors_in_one_line(item):
         return (yield)
-    except OSError as exc:
-        if not _one_line_os_errors(item):
-            raise
-        error = exc
-    fail_os_error(error)  # outside the except block: no "during handling" chain in the report
 
 
 def _one_line_os_errors(item: pytest.Item) -> bool:
     return item.get_closest_marker("offline") is None and not options.DEBUG_ENV.enabled()
+
+
+@contextmanager
+def _os_errors_in_one_line(item: pytest.Item) -> Iterator[None]:
+    """An OSError of a lane test (not an offline unit test, not under TRACE_REPRO_DEBUG) fails it with one line."""
+    try:
+        yield
+    except OSError as exc:
+        if not _one_line_os_errors(item):
+            raise
+        try:
+            fail_os_error(exc)
+        except pytest.fail.Exception as failure:
+            raise failure from None  # no "during handling" chain in the report
 
 
 def fail_os_error(exc: OSError) -> NoReturn:
@@ -215,13 +225,8 @@ def fail_os_error(exc: OSError) -> NoReturn:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     try:
-        try:
+        with _os_errors_in_one_line(item):
             return (yield)
-        except OSError as exc:
-            if not _one_line_os_errors(item):
-                raise
-            error = exc
-        fail_os_error(error)  # outside the except block: no "during handling" chain in the report
     finally:
         item.user_properties.extend(environment_properties())
         cached = item.config.stash.get(_RELEASE_KEY, None)
