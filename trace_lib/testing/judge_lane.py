@@ -41,11 +41,11 @@ def _log(**record):
 
 def test_eval_slice(release, trace_phase):
     from trace_lib.scoring.judge import OpenAIJudge
-    from trace_lib.testing.synthetic_campaign import TINY_SLUG, tiny_rule, tiny_slice_runner
+    from trace_lib.testing.synthetic_campaign import TINY_SLUG, tiny_canonical, tiny_slice_runner
 
     url = os.environ.get("TRACE_JUDGE_URL")
     runner = tiny_slice_runner(release, WORK / "eval", WORK / "models" / TINY_SLUG, backend=BACKEND, judge_url=url,
-                               rule=tiny_rule(50.0, rows=ROWS), rows=ROWS, seeds=(42,), max_tokens=64,
+                               canonical=tiny_canonical(release, 50.0, rows=ROWS), rows=ROWS, seeds=(42,), max_tokens=64,
                                backend_overrides={"max_model_len": 8192, "gpu_memory_utilization": 0.25}
                                if VLLM else {})
     try:
