@@ -39,7 +39,7 @@ def runner(release, tmp_path_factory, judge):
     runner.engines.close()
 
 
-def test_a_whole_slice_generates_scores_and_is_judged(runner):
+def test_a_whole_slice_generates_scores_and_is_judged(runner, release):
     from trace_lib.generation.store import load_responses
     from trace_lib.testing.hf_reference import reference_prompt_lengths, reference_responses
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from trace_lib.aggregation.verdict import OUTCOMES, Verdict, VerdictPlan, VerdictSet, cell_linear, slice_id
+from trace_lib.aggregation.verdict import OUTCOMES, Verdict, VerdictSet, cell_linear, slice_id
 from trace_lib.atomic import atomic_output, write_text_atomic
 from trace_lib.environment.engine import campaign_engine_line, engine_drift_text, read_stored_engine
 from trace_lib.errors import UsageError

@@ -9,7 +9,6 @@ type, and its evidence is a verbatim, case-sensitive substring of the response t
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from decimal import Decimal, InvalidOperation
