@@ -40,9 +40,7 @@ seed pool: its band is ``z_a * sqrt(2) * SE_bin``.
 
 ``--tolerance-z Z`` overrides both critical values with ``Z`` (the pre-budget rule; ``alpha`` is then reported as
 implied: ``1 - (1 - a_Z)^m`` with ``a_Z = P(|t_nu| > Z)``, the larger of the two single-bound levels).
-Quantiles use the standard library only (normal: :class:`statistics.NormalDist`; Student t: the closed-form series
-of Abramowitz & Stegun 26.7.3-4 for integer ``nu``, the regularized incomplete beta function by its continued
-fraction for fractional ``nu``, inverted by bisection), so the offline lane needs no scipy.
+Distributions come from ``scipy.stats`` (normal, Student t, binomial).
 """
 
 from __future__ import annotations
@@ -50,7 +48,6 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from statistics import NormalDist
 
 from trace_lib.errors import UsageError
 
@@ -59,99 +56,33 @@ DEFAULT_ALPHA = 0.05
 #: Per-test level of the "screening" band used by the campaign-level count check (a nominal 95% band).
 SCREEN_ALPHA = 0.05
 
-_NORMAL = NormalDist()
 
 
 def normal_two_sided_quantile(a: float) -> float:
     """``z`` with ``P(|Z| > z) = a`` for a standard normal ``Z``."""
-    return _NORMAL.inv_cdf(1.0 - a / 2.0)
+    from scipy.stats import norm
 
-
-def _t_tail_series(t: float, dof: int) -> float:
-    """``P(|T| > t)`` for integer ``dof >= 1``: the exact finite series of A&S 26.7.3-4."""
-    theta = math.atan(t / math.sqrt(dof))
-    s, c = math.sin(theta), math.cos(theta)
-    if dof % 2 == 0:  # A = sin(theta) * (1 + 1/2 c^2 + 1*3/(2*4) c^4 + ... up to c^(dof-2))
-        term, total = 1.0, 1.0
-        for j in range(1, dof // 2):
-            term *= (2 * j - 1) / (2 * j) * c * c
-            total += term
-        inside = s * total
-    else:  # A = 2/pi * (theta + sin(theta) * (c + 2/3 c^3 + ... up to c^(dof-2)))
-        if dof == 1:
-            inside = 2.0 * theta / math.pi
-        else:
-            term, total = c, c
-            for j in range(1, (dof - 1) // 2):
-                term *= (2 * j) / (2 * j + 1) * c * c
-                total += term
-            inside = 2.0 / math.pi * (theta + s * total)
-    return max(0.0, 1.0 - inside)
-
-
-def _beta_continued_fraction(a: float, b: float, x: float) -> float:
-    """The continued fraction of ``I_x(a, b)`` (DLMF 8.17.22), evaluated by the modified Lentz method."""
-    tiny, h = 1e-300, 1.0
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 1000):
-        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
-            d = 1.0 + numerator * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            h *= c * d
-        if abs(c * d - 1.0) < 1e-15:
-            break
-    return h
-
-
-def regularized_beta(a: float, b: float, x: float) -> float:
-    """``I_x(a, b)``, the regularized incomplete beta function, for ``a, b > 0`` and ``x`` in [0, 1]."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    log_front = a * math.log(x) + b * math.log1p(-x) - (math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b))
-    if x < (a + 1.0) / (a + b + 2.0):
-        return math.exp(log_front) * _beta_continued_fraction(a, b, x) / a
-    return 1.0 - math.exp(log_front) * _beta_continued_fraction(b, a, 1.0 - x) / b
+    return float(norm.isf(a / 2.0))
 
 
 def t_two_sided_tail(t: float, dof: float) -> float:
-    """``P(|T| > t)`` for Student's t with ``dof > 0`` degrees of freedom: the exact series for integer ``dof``
-    (A&S 26.7.3-4), ``I_{dof/(dof+t^2)}(dof/2, 1/2)`` otherwise, the normal tail for ``dof = inf``."""
+    """``P(|T| > t)`` for Student's t with ``dof > 0`` degrees of freedom (``inf``: the normal tail)."""
+    from scipy.stats import norm, t as student
+
     if not dof > 0:
         raise ValueError(f"dof must be positive, got {dof}")
-    t = abs(t)
-    if math.isinf(dof):
-        return math.erfc(t / math.sqrt(2.0))
-    if dof == int(dof) and dof <= 4000:
-        return _t_tail_series(t, int(dof))
-    return regularized_beta(dof / 2.0, 0.5, dof / (dof + t * t))
+    tail = norm.sf(abs(t)) if math.isinf(dof) else student.sf(abs(t), dof)
+    return float(2.0 * tail)
 
 
 @functools.lru_cache(maxsize=256)
 def t_two_sided_quantile(a: float, dof: float) -> float:
-    """``t`` with ``P(|T_dof| > t) = a`` (bisection on :func:`t_two_sided_tail` to ~1e-12 relative)."""
+    """``t`` with ``P(|T_dof| > t) = a``."""
+    from scipy.stats import t as student
+
     if not 0.0 < a < 1.0:
         raise ValueError(f"level must be in (0, 1), got {a}")
-    if math.isinf(dof):
-        return normal_two_sided_quantile(a)
-    lo, hi = 0.0, 1.0
-    while t_two_sided_tail(hi, dof) > a:
-        hi *= 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if t_two_sided_tail(mid, dof) > a:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-12 * hi:
-            break
-    return 0.5 * (lo + hi)
+    return normal_two_sided_quantile(a) if math.isinf(dof) else float(student.isf(a / 2.0, dof))
 
 
 def sidak_level(alpha: float, family_size: int) -> float:
@@ -165,16 +96,10 @@ def family_rate(per_test: float, family_size: int) -> float:
 
 
 def binomial_upper_tail(k: int, n: int, p: float) -> float:
-    """``P(X >= k)`` for ``X ~ Binomial(n, p)`` (exact sum)."""
-    if k <= 0:
-        return 1.0
-    if k > n or p <= 0.0:
-        return 0.0
-    if p >= 1.0:
-        return 1.0
-    log_p, log_q, log_n = math.log(p), math.log1p(-p), math.lgamma(n + 1)
-    return min(1.0, sum(math.exp(log_n - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * log_p + (n - i) * log_q)
-                        for i in range(k, n + 1)))
+    """``P(X >= k)`` for ``X ~ Binomial(n, p)``."""
+    from scipy.stats import binom
+
+    return 1.0 if k <= 0 else float(binom.sf(k - 1, n, p))
 
 
 def check_alpha(alpha: float) -> float:
@@ -247,7 +172,7 @@ class Criterion:
             raise UsageError("z must be a positive number", field="--tolerance-z", found=z)
         size = family.size if isinstance(family, Family) else int(family)
         text = family.describe() if isinstance(family, Family) else f"{size} tests"
-        per_test = t_two_sided_tail(z, dof) if dof else 2.0 * (1.0 - _NORMAL.cdf(z))
+        per_test = t_two_sided_tail(z, dof if dof else math.inf)
         return cls(family_rate(per_test, size), size, per_test, "fixed-z", float(z), text)
 
     def binomial_z(self) -> float:

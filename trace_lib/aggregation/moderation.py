@@ -17,8 +17,7 @@ the cell's sample variance over its ``d`` + 1 seeds is ``s^2 ~ sigma^2 chi2_d / 
 One ``d0`` over every benchmark, not one per benchmark: 8 cells of 2 dof each say almost nothing about a
 benchmark's own ``d0`` (``Var e`` alone is 1.64 per cell), while 24 benchmarks x 7 within-group dof estimate a
 common one. Cells with a zero sample variance carry no log-scale information and are left out of the fit (their
-moderated variance is then ``d0 s0^2 / (d0 + d)``). Digamma and trigamma are implemented here (recurrence plus
-asymptotic series, ~1e-12) so the offline lane needs no scipy.
+moderated variance is then ``d0 s0^2 / (d0 + d)``). Digamma and trigamma come from ``scipy.special``.
 """
 
 from __future__ import annotations
@@ -33,45 +32,31 @@ MIN_RESIDUAL_DOF = 4
 
 
 def digamma(x: float) -> float:
-    """``psi(x)`` for ``x > 0`` (shift to ``x >= 6``, then the asymptotic series)."""
+    """``psi(x)`` for ``x > 0`` (``scipy.special.digamma``)."""
+    from scipy.special import digamma as psi
+
     if x <= 0:
         raise ValueError(f"digamma needs x > 0, got {x}")
-    acc = 0.0
-    while x < 6.0:
-        acc -= 1.0 / x
-        x += 1.0
-    inv2 = 1.0 / (x * x)
-    series = inv2 * (1 / 12 - inv2 * (1 / 120 - inv2 * (1 / 252 - inv2 * (1 / 240 - inv2 * (1 / 132)))))
-    return acc + math.log(x) - 0.5 / x - series
+    return float(psi(x))
 
 
 def trigamma(x: float) -> float:
-    """``psi'(x)`` for ``x > 0`` (shift to ``x >= 6``, then the asymptotic series)."""
+    """``psi'(x)`` for ``x > 0`` (``scipy.special.polygamma(1, x)``)."""
+    from scipy.special import polygamma
+
     if x <= 0:
         raise ValueError(f"trigamma needs x > 0, got {x}")
-    acc = 0.0
-    while x < 6.0:
-        acc += 1.0 / (x * x)
-        x += 1.0
-    inv, inv2 = 1.0 / x, 1.0 / (x * x)
-    series = inv + inv2 / 2 + inv * inv2 * (1 / 6 - inv2 * (1 / 30 - inv2 * (1 / 42 - inv2 * (1 / 30 - inv2 * 5 / 66))))
-    return acc + series
+    return float(polygamma(1, x))
 
 
 def trigamma_inverse(y: float) -> float:
-    """``x > 0`` with ``trigamma(x) = y`` for ``y > 0`` (bisection on ``log x``; trigamma is decreasing)."""
+    """``x > 0`` with ``trigamma(x) = y`` for ``y > 0`` (``scipy.optimize.brentq`` on ``log x``; trigamma is
+    decreasing)."""
+    from scipy.optimize import brentq
+
     if not y > 0:
         raise ValueError(f"trigamma_inverse needs y > 0, got {y}")
-    lo, hi = -30.0, 30.0  # trigamma(e^-30) ~ e^60, trigamma(e^30) ~ e^-30
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if trigamma(math.exp(mid)) > y:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-13:
-            break
-    return math.exp(0.5 * (lo + hi))
+    return math.exp(brentq(lambda u: trigamma(math.exp(u)) - y, -30.0, 30.0, xtol=1e-14))
 
 
 def _log_variance_offset(dof: float) -> float:

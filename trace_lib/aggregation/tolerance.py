@@ -24,7 +24,6 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, replace
-from statistics import NormalDist
 from types import MappingProxyType
 from typing import Any, Mapping
 
@@ -140,13 +139,12 @@ class Verdict:
         exactly ``p_value < a``)."""
         if not math.isfinite(self.delta):
             return 0.0
-        p_bin = 2.0 * (1.0 - NormalDist().cdf(abs(self.delta) / (self.factor * self.sigma.binomial))) \
+        p_bin = t_two_sided_tail(abs(self.delta) / (self.factor * self.sigma.binomial), math.inf) \
             if self.sigma.binomial > 0 else 0.0
         p_pool = 0.0
         if self.sigma.seed_pool > 0:
             u = abs(self.delta) / (self.factor * self.sigma.seed_pool)
-            p_pool = t_two_sided_tail(u, self.sigma.pool_dof) if self.sigma.pool_dof else \
-                2.0 * (1.0 - NormalDist().cdf(u))
+            p_pool = t_two_sided_tail(u, self.sigma.pool_dof or math.inf)
         return max(p_bin, p_pool)
 
     @property

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, Sequence
 
+from trace_lib.benchmarks.linear import MEAN, RowAggregate
 from trace_lib.scoring.judge import Judge
 
 #: One dataset row with its native columns (``index`` is always present).
@@ -85,3 +86,4 @@ class Protocol:
     score: Callable[[Sequence[Row], Sequence[str | None], ScoringContext], SliceScore]  # responses -> slice
     judge: JudgeUse = "none"  # whether scoring calls the Qwen3-32B judge
     quirks: tuple[str, ...] = ()  # upstream behaviours reproduced on purpose, one line each
+    row_aggregate: RowAggregate = MEAN  # the score as a linear function of independent units (row-level variance)

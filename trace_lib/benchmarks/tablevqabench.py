@@ -26,7 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 from trace_lib.benchmarks._math_workbook import prediction_workbook, records
+from trace_lib.benchmarks.linear import Linear, RowAggregate, first_seed, numeric
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
 from trace_lib.errors import InputError
@@ -381,6 +384,28 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
                       counts=counts)
 
 
+def linearize(credits: np.ndarray, extra: dict[str, np.ndarray]) -> Linear:
+    """The five-value macro mean as a row-linear sum: ``w = 100 / (5 n_split)``, FinTabNetQA rows counting
+    ``credit + exact_score`` (relieved and exact are two of the five values); rows need ``split`` and, on
+    fintabnetqa, ``exact_score``."""
+    split = first_seed(extra["split"]).astype(str)
+    fintab = split == "fintabnetqa"
+    values = credits + np.where(fintab[:, None], numeric(extra["exact_score"]), 0.0)
+    present = [s for s in SPLITS if np.any(split == s)]
+    weights = np.zeros(len(split))
+    group = np.zeros(len(split), dtype=int)
+    for number, name in enumerate(present):
+        rows = split == name
+        weights[rows] = 100.0 / (len(SPLITS) + 1) / rows.sum()  # five values: fintabnetqa counts twice
+        group[rows] = number
+    return Linear(0.0, weights, values, np.where(fintab, 2.0, 1.0), group)
+
+
+ROW_AGGREGATE = RowAggregate(
+    "split-macro-mean", ("split", "exact_score"),
+    "mean of five split accuracies (fintabnetqa relieved and exact, vtabfact, vwtq, vwtq_syn)", linearize)
+
+
 PROTOCOL = Protocol(
     key=KEY,
     upstream="VLMEvalKit@a8b12bf1:vlmeval/dataset/utils/tablevqabench.py + maveryn/trace@rlvr:"
@@ -398,4 +423,5 @@ PROTOCOL = Protocol(
         "per split round((c+1e-9)/(n+1e-9), 8)*100; reported = mean of five values (FinTabNetQA twice)",
         "a vwtq piece reading as inf/nan aborts the slice (upstream AssertionError)",
     ),
+    row_aggregate=ROW_AGGREGATE,
 )

@@ -27,7 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 from trace_lib.benchmarks._math_workbook import prediction_workbook, records, reread
+from trace_lib.benchmarks.linear import Linear, RowAggregate, first_seed
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
 from trace_lib.errors import InputError
@@ -210,7 +213,7 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
     out = [
         RowScore(index=str(row["index"]), extracted=opt.option, score=float(hit), judge_calls=opt.judge_calls,
                  fallback=opt.fallback, detail={"method": opt.method, "judge_replies": list(opt.judge_replies),
-                                                "key": row["key"]})
+                                                "key": row["key"], "problem_id": _key(row["id"])})
         for row, opt, hit in zip(data, options, hits)
     ]
     by_index = {r.index: r for r in out}
@@ -234,6 +237,46 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
     )
 
 
+def _problem_penalty(steps_ok: list[float | None], multi: float | None) -> float:
+    """``g = 0.5 [IG] + [RM strict] + [IK]`` of one composite problem (as :func:`dimensions` classifies it)."""
+    if multi is None:
+        return 0.0
+    all_right = all(j is not None and j == 1.0 for j in steps_ok)
+    any_wrong = any(j is not None and j == 0.0 for j in steps_ok)
+    if multi == 1.0:
+        return float(any_wrong)  # rote memorization (strict)
+    return 0.5 * all_right + any_wrong  # inadequate generalization / insufficient knowledge
+
+
+def linearize(credits: np.ndarray, extra: dict[str, np.ndarray]) -> Linear:
+    """``Score (Strict)`` as ``100 - (100/525) * sum_p g_p`` over composite problems (rows need ``key`` and
+    ``problem_id``); rows outside a 2- or 3-step problem carry no weight."""
+    keys, ids = first_seed(extra["key"]).astype(str), first_seed(extra["problem_id"]).astype(str)
+    problems: dict[tuple[int, str], dict[str, int]] = {}
+    for pos, (key, problem) in enumerate(zip(keys, ids)):
+        for steps in (2, 3):
+            if key.startswith(f"{steps}steps_"):
+                problems.setdefault((steps, problem), {})[key.split("_", 1)[1]] = pos
+    order = sorted(problems, key=lambda p: (p[0], p[1]))
+    seeds = credits.shape[1]
+    values = np.zeros((len(order), seeds))
+    for u, (steps, problem) in enumerate(order):
+        parts = problems[(steps, problem)]
+        if "1" not in parts:
+            continue  # the left join starts from step 1: no step-1 row, no problem
+        for s in range(seeds):
+            steps_ok = [credits[parts[str(j)], s] if str(j) in parts else None for j in range(1, steps + 1)]
+            multi = credits[parts["multi"], s] if "multi" in parts else None
+            values[u, s] = _problem_penalty(steps_ok, multi)
+    count = len(order)
+    return Linear(100.0, np.full(count, -100.0 / PROBLEMS), values, np.ones(count), np.zeros(count, dtype=int))
+
+
+ROW_AGGREGATE = RowAggregate(
+    "composite-problems", ("key", "problem_id"),
+    "Score (Strict) = 100 x (525 - 0.5 IG - RM - IK) / 525 over 2- and 3-step composite problems", linearize)
+
+
 PROTOCOL = Protocol(
     key=KEY,
     upstream="VLMEvalKit@a8b12bf1:vlmeval/dataset/image_mcq.py:WeMath + vlmeval/dataset/utils/wemath.py + "
@@ -252,4 +295,5 @@ PROTOCOL = Protocol(
         "Score (Strict) = '{:.2%}' of (525 - 0.5*IG - RM - IK)/525 with 525 hard-coded, read back as a float",
         "no correct multi-step answer in the slice: upstream divides by zero and aborts",
     ),
+    row_aggregate=ROW_AGGREGATE,
 )

@@ -1,0 +1,115 @@
+"""The release's canonical numbers a verdict compares against: per-seed scores and the paper's comparisons.
+
+Read from ``results.json`` (``scores.benchmark_scores``/``category_scores``/``overall_scores`` per seed, and
+``comparisons``: each claim "model minus its base", paired by benchmark and decoding seed) and ``suite.v1.json``
+(benchmarks, rows, categories). Category deltas of a comparison are not in the release; they are the per-seed
+differences of the two models' canonical category scores (the same pairing the release uses).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from trace_lib.errors import ReleaseFileError
+from trace_lib.release import identity
+from trace_lib.release.locate import ReleaseRoot
+from trace_lib.release.suite import Suite, load_suite
+
+#: Per-seed values: ``{seed: value}``.
+SeedValues = Mapping[int, float]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One of the paper's claims: ``model - base``, per benchmark, category and overall, per seed."""
+
+    model_id: str
+    base_model_id: str
+    benchmarks: Mapping[str, SeedValues]
+    overall: SeedValues
+
+    @property
+    def comparison_id(self) -> str:
+        """The claim's test-id stem, e.g. ``trace-qwen2.5-vl-3b-vs-qwen2.5-vl-3b-base``."""
+        return f"{self.model_id}-vs-{self.base_model_id}"
+
+
+@dataclass(frozen=True)
+class Canonical:
+    """The release side of every verdict."""
+
+    suite: Suite
+    benchmarks: Mapping[tuple[str, str], SeedValues]  # (model, benchmark)
+    categories: Mapping[tuple[str, str], SeedValues]  # (model, category)
+    overall: Mapping[str, SeedValues]
+    comparisons: tuple[Comparison, ...]
+
+    @property
+    def model_ids(self) -> tuple[str, ...]:
+        return tuple(self.overall)
+
+    def category_delta(self, comparison: Comparison, category: str) -> SeedValues:
+        model, base = self.categories.get((comparison.model_id, category)), self.categories.get(
+            (comparison.base_model_id, category))
+        if not model or not base:
+            return {}
+        return {s: model[s] - base[s] for s in sorted(model) if s in base}
+
+
+def mean(values: SeedValues) -> float:
+    return statistics.fmean(values.values())
+
+
+def _per_seed(doc: Any, name: str, keys: tuple[str, ...]) -> dict[Any, dict[int, float]]:
+    where = f"scores.{name}"
+    try:
+        entries = doc["scores"][name]
+    except (KeyError, TypeError):
+        raise ReleaseFileError("required field is missing", file=identity.RESULTS, field=where) from None
+    out: dict[Any, dict[int, float]] = {}
+    for i, entry in enumerate(entries):
+        try:
+            key = tuple(entry[k] for k in keys)
+            out.setdefault(key[0] if len(key) == 1 else key, {})[int(entry["seed"])] = float(entry["score"])
+        except (KeyError, TypeError, ValueError):
+            raise ReleaseFileError("entry lacks a key, seed or score", file=identity.RESULTS,
+                                   field=f"{where}[{i}]") from None
+    return out
+
+
+def _seed_values(entry: Any, where: str) -> dict[int, float]:
+    try:
+        return {int(v["seed"]): float(v["delta"]) for v in entry["seed_values"]}
+    except (KeyError, TypeError, ValueError):
+        raise ReleaseFileError("delta lacks seed_values of seed and delta", file=identity.RESULTS,
+                               field=where) from None
+
+
+def load_canonical(release: ReleaseRoot) -> Canonical:
+    """The canonical per-seed scores and comparisons of ``release``.
+
+    Raises:
+        ReleaseFileError: a score or comparison entry lacks a field.
+    """
+    doc = release.read_json(identity.RESULTS)
+    comparisons = []
+    for i, entry in enumerate(doc.get("comparisons") or []):
+        where = f"comparisons[{i}]"
+        try:
+            model, base = str(entry["model_id"]), str(entry["base_model_id"])
+            benchmarks = {str(d["benchmark_id"]): _seed_values(d, f"{where}.benchmark_deltas")
+                          for d in entry["benchmark_deltas"]}
+            overall = _seed_values(entry["overall_delta"], f"{where}.overall_delta")
+        except (KeyError, TypeError):
+            raise ReleaseFileError("comparison lacks model_id, base_model_id, benchmark_deltas or overall_delta",
+                                   file=identity.RESULTS, field=where) from None
+        comparisons.append(Comparison(model, base, benchmarks, overall))
+    return Canonical(
+        suite=load_suite(release),
+        benchmarks=_per_seed(doc, "benchmark_scores", ("model_id", "benchmark_id")),
+        categories=_per_seed(doc, "category_scores", ("model_id", "category_name")),
+        overall=_per_seed(doc, "overall_scores", ("model_id",)),
+        comparisons=tuple(comparisons),
+    )

@@ -1,0 +1,335 @@
+"""Per-row credits of a reproduction, one row per (model_id, seed, benchmark_id, index): what every verdict reads.
+
+A :class:`CreditTable` holds numpy columns ``model_id``, ``seed``, ``benchmark_id``, ``index`` (str), ``credit``
+(float in [0, 1]) and ``extra`` (the per-row fields a benchmark's aggregate needs beside the credit:
+:mod:`trace_lib.benchmarks.linear`). It comes from a JSONL or Parquet file (``trace-repro verdict --credits``), from
+a campaign's ``records.jsonl`` files (:func:`campaign_credits`) or from dicts; it is validated on construction,
+so a bad file is one :class:`~trace_lib.errors.InputError` naming the file and the field.
+
+    table = CreditTable.from_jsonl("credits.jsonl")
+    for (model, benchmark), cell in table.cells().items():   # credits (rows x seeds), extra, seeds, index
+        ...
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from trace_lib.errors import InputError
+
+#: The key columns and the credit column, in file order.
+KEY_COLUMNS = ("model_id", "seed", "benchmark_id", "index")
+COLUMNS = (*KEY_COLUMNS, "credit")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (model, benchmark): credits ``(rows, seeds)`` in index order, the seeds, and the extra fields."""
+
+    model_id: str
+    benchmark_id: str
+    seeds: tuple[int, ...]
+    index: tuple[str, ...]
+    credits: np.ndarray  # (n, S)
+    extra: Mapping[str, np.ndarray]  # field -> (n, S) object array
+
+    def select(self, seeds: Sequence[int]) -> Cell:
+        """The same cell restricted to ``seeds`` (in that order)."""
+        cols = [self.seeds.index(s) for s in seeds]
+        return Cell(self.model_id, self.benchmark_id, tuple(seeds), self.index, self.credits[:, cols],
+                    {k: v[:, cols] for k, v in self.extra.items()})
+
+
+@dataclass(frozen=True)
+class CreditTable:
+    """Long-form per-row credits (see the module docstring); ``source`` names the file in error messages."""
+
+    model_id: np.ndarray
+    seed: np.ndarray
+    benchmark_id: np.ndarray
+    index: np.ndarray
+    credit: np.ndarray
+    extra: Mapping[str, np.ndarray] = field(default_factory=dict)
+    source: str = "credits"
+
+    def __post_init__(self) -> None:
+        n = len(self.credit)
+        for name in ("model_id", "seed", "benchmark_id", "index"):
+            if len(getattr(self, name)) != n:
+                raise InputError(f"column has {len(getattr(self, name))} values, credit has {n}", file=self.source,
+                                 field=name)
+        bad = ~np.isfinite(self.credit) | (self.credit < 0.0) | (self.credit > 1.0)
+        if bad.any():
+            at = int(np.flatnonzero(bad)[0])
+            raise InputError("credit outside [0, 1]", file=self.source, field=f"{self._where(at)}.credit",
+                             found=float(self.credit[at]))
+        if n:
+            order = self._order()
+            same = np.ones(n - 1, dtype=bool)
+            for column in (self.model_id, self.seed, self.benchmark_id, self.index):
+                ordered = column[order]
+                same &= ordered[1:] == ordered[:-1]
+            if same.any():
+                at = int(order[1:][same][0])
+                raise InputError("duplicate row (model_id, seed, benchmark_id, index)", file=self.source,
+                                 field=self._where(at))
+
+    def _order(self) -> np.ndarray:
+        """Positions sorted by (model_id, benchmark_id, seed, index)."""
+        return np.lexsort((self.index.astype(str), self.seed, self.benchmark_id.astype(str),
+                           self.model_id.astype(str)))
+
+    def _where(self, at: int) -> str:
+        return (f"row {at + 1} ({self.model_id[at]}, seed {self.seed[at]}, {self.benchmark_id[at]}, "
+                f"index {self.index[at]})")
+
+    def __len__(self) -> int:
+        return len(self.credit)
+
+    # -- constructors ---------------------------------------------------------------------------------------
+    @classmethod
+    def from_records(cls, records: Iterable[Mapping[str, Any]], *, source: str = "credits") -> CreditTable:
+        """From dicts with the :data:`COLUMNS` (and any extra fields)."""
+        rows = list(records)
+        columns: dict[str, list[Any]] = {}
+        for number, row in enumerate(rows, 1):
+            if not isinstance(row, Mapping):
+                raise InputError("a row is not an object", file=source, field=f"row {number}")
+            for name in COLUMNS:
+                if name not in row or row[name] is None:
+                    raise InputError("required field is missing", file=source, field=f"row {number}.{name}")
+            for name in row:
+                columns.setdefault(name, [None] * (number - 1))
+            for name, values in columns.items():
+                values.append(row.get(name))
+        for name in COLUMNS:
+            columns.setdefault(name, [])
+        return cls._from_columns(columns, source)
+
+    @classmethod
+    def _from_columns(cls, columns: Mapping[str, Sequence[Any]], source: str) -> CreditTable:
+        missing = [c for c in COLUMNS if c not in columns]
+        if missing:
+            raise InputError("required column is missing", file=source, field=missing[0],
+                             expected=list(COLUMNS))
+        for name in COLUMNS:
+            nulls = [i for i, v in enumerate(columns[name]) if v is None or (isinstance(v, float) and math.isnan(v))]
+            if nulls:
+                raise InputError("required field is missing", file=source, field=f"row {nulls[0] + 1}.{name}")
+        try:
+            seed = np.asarray([_as_int(v) for v in columns["seed"]], dtype=np.int64)
+        except (TypeError, ValueError):
+            at = next(i for i, v in enumerate(columns["seed"]) if not _is_int(v))
+            raise InputError("seed is not an integer", file=source, field=f"row {at + 1}.seed",
+                             found=columns["seed"][at]) from None
+        try:
+            credit = np.asarray([_as_float(v) for v in columns["credit"]], dtype=float)
+        except (TypeError, ValueError):
+            at = next(i for i, v in enumerate(columns["credit"]) if not _is_float(v))
+            raise InputError("credit is not a number", file=source, field=f"row {at + 1}.credit",
+                             found=columns["credit"][at]) from None
+        text = {name: np.asarray([str(v) for v in columns[name]], dtype=object)
+                for name in ("model_id", "benchmark_id", "index")}
+        extra = {name: np.asarray(list(values), dtype=object) for name, values in columns.items()
+                 if name not in COLUMNS}
+        return cls(text["model_id"], seed, text["benchmark_id"], text["index"], credit, extra, source)
+
+    @classmethod
+    def from_jsonl(cls, path: str | Path) -> CreditTable:
+        """One JSON object per line.
+
+        Raises:
+            InputError: unreadable file, a line that is not a JSON object, or a bad field.
+        """
+        label = str(path)
+        rows = []
+        try:
+            with open(path, encoding="utf-8") as handle:
+                for number, line in enumerate(handle, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        rows.append(json.loads(line))
+                    except json.JSONDecodeError as exc:
+                        raise InputError(f"not JSON ({exc.msg})", file=label, field=f"line {number}") from None
+        except OSError as exc:
+            raise InputError(f"cannot read file: {exc.strerror}", file=label) from None
+        except UnicodeDecodeError:
+            raise InputError("not UTF-8 text", file=label) from None
+        return cls.from_records(rows, source=label)
+
+    @classmethod
+    def from_parquet(cls, path: str | Path) -> CreditTable:
+        """A Parquet table with the :data:`COLUMNS` (extra columns are the aggregate fields).
+
+        Raises:
+            InputError: unreadable or not Parquet, or a bad field.
+        """
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        label = str(path)
+        try:
+            table = pq.read_table(path)
+        except OSError as exc:
+            raise InputError(f"cannot read file: {getattr(exc, 'strerror', None) or exc}", file=label) from None
+        except (pa.ArrowInvalid, ValueError) as exc:
+            raise InputError(f"not a Parquet file ({str(exc).splitlines()[0][:120]})", file=label) from None
+        return cls._from_columns({name: table.column(name).to_pylist() for name in table.column_names}, label)
+
+    @classmethod
+    def read(cls, path: str | Path) -> CreditTable:
+        """JSONL or Parquet, by the file's magic bytes (``PAR1``)."""
+        try:
+            with open(path, "rb") as handle:
+                magic = handle.read(4)
+        except OSError as exc:
+            raise InputError(f"cannot read file: {exc.strerror}", file=str(path)) from None
+        return cls.from_parquet(path) if magic == b"PAR1" else cls.from_jsonl(path)
+
+    @classmethod
+    def concat(cls, tables: Sequence[CreditTable], *, source: str = "credits") -> CreditTable:
+        names = sorted({k for t in tables for k in t.extra})
+        n = [len(t) for t in tables]
+        extra = {k: np.concatenate([t.extra.get(k, np.full(m, None, dtype=object)) for t, m in zip(tables, n)])
+                 if tables else np.empty(0, dtype=object) for k in names}
+        cat = (lambda name, dtype: np.concatenate([getattr(t, name) for t in tables]).astype(dtype)  # noqa: E731
+               if tables else np.empty(0, dtype=dtype))
+        return cls(cat("model_id", object), cat("seed", np.int64), cat("benchmark_id", object), cat("index", object),
+                   cat("credit", float), extra, source)
+
+    # -- writers --------------------------------------------------------------------------------------------
+    def to_records(self) -> list[dict[str, Any]]:
+        out = []
+        for i in range(len(self)):
+            row = {"model_id": str(self.model_id[i]), "seed": int(self.seed[i]),
+                   "benchmark_id": str(self.benchmark_id[i]), "index": str(self.index[i]),
+                   "credit": float(self.credit[i])}
+            row.update({k: _plain(v[i]) for k, v in self.extra.items() if v[i] is not None})
+            out.append(row)
+        return out
+
+    def to_jsonl(self, path: str | Path) -> Path:
+        from trace_lib.atomic import write_text_atomic
+
+        write_text_atomic(Path(path), "".join(json.dumps(r, sort_keys=True) + "\n" for r in self.to_records()))
+        return Path(path)
+
+    def to_parquet(self, path: str | Path) -> Path:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from trace_lib.atomic import atomic_output
+
+        columns: dict[str, Any] = {"model_id": self.model_id.astype(str), "seed": self.seed,
+                                   "benchmark_id": self.benchmark_id.astype(str), "index": self.index.astype(str),
+                                   "credit": self.credit}
+        for name, values in self.extra.items():
+            columns[name] = [_plain(v) for v in values]
+        with atomic_output(Path(path)) as handle:
+            pq.write_table(pa.table(columns), handle)
+        return Path(path)
+
+    # -- views ----------------------------------------------------------------------------------------------
+    def cells(self) -> dict[tuple[str, str], Cell]:
+        """``(model_id, benchmark_id) -> Cell`` with rows in index order.
+
+        Raises:
+            InputError: the seeds of a cell do not hold the same row indices.
+        """
+        out: dict[tuple[str, str], Cell] = {}
+        if not len(self):
+            return out
+        order = self._order()
+        model, bench, seed, index = (self.model_id[order], self.benchmark_id[order], self.seed[order],
+                                     self.index[order])
+        breaks = np.flatnonzero((model[1:] != model[:-1]) | (bench[1:] != bench[:-1])) + 1
+        for lo, hi in zip(np.r_[0, breaks], np.r_[breaks, len(order)]):
+            rows = order[lo:hi]
+            seeds = tuple(int(s) for s in np.unique(seed[lo:hi]))
+            per_seed = [rows[seed[lo:hi] == s] for s in seeds]
+            first = self.index[per_seed[0]]
+            for s, these in zip(seeds, per_seed):
+                if len(these) != len(first) or not np.array_equal(self.index[these], first):
+                    raise InputError(f"seed {s} holds {len(these)} rows, seed {seeds[0]} holds {len(first)}, or "
+                                     "their indices differ (every seed must score the same rows)", file=self.source,
+                                     field=f"{model[lo]}/{bench[lo]}.index")
+            matrix = np.stack(per_seed, axis=1)  # (n, S) positions into the table
+            out[(str(model[lo]), str(bench[lo]))] = Cell(
+                str(model[lo]), str(bench[lo]), seeds, tuple(str(i) for i in first), self.credit[matrix],
+                {k: v[matrix] for k, v in self.extra.items()})
+        return out
+
+
+def _is_int(value: Any) -> bool:
+    try:
+        _as_int(value)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def _as_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise TypeError(value)
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError(value)
+        return int(value)
+    if isinstance(value, str) and not value.strip().isdigit():
+        raise ValueError(value)
+    return int(value)
+
+
+def _is_float(value: Any) -> bool:
+    try:
+        _as_float(value)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def _as_float(value: Any) -> float:
+    if isinstance(value, (bool, str)):
+        raise TypeError(value)
+    return float(value)
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def campaign_credits(root: Path, slices: Sequence[Any], *, protocol_versions: Mapping[str, str] | None = None,
+                     rows: Mapping[str, int] | None = None) -> tuple[CreditTable, list[Any]]:
+    """The per-row credits of a campaign's receipt-verified slices (``records.jsonl``: ``score`` is the credit,
+    the aggregate's fields are keys of ``detail``). Returns the table and the slice states not usable (missing,
+    incomplete or unverified)."""
+    from trace_lib.benchmarks.registry import get_protocol
+    from trace_lib.reports.collect import CampaignReader
+
+    reader = CampaignReader(Path(root), dict(rows or {}))
+    tables, missing = [], []
+    for key in slices:
+        state = reader.score(key, protocol_versions=protocol_versions)
+        if not state.complete or state.score is None:
+            missing.append(state)
+            continue
+        fields = get_protocol(key.benchmark).row_aggregate.fields
+        path = Path(state.path).parent / "records.jsonl"
+        records = []
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                if line.strip():
+                    rec = json.loads(line)
+                    detail = rec.get("detail") or {}
+                    records.append({"model_id": key.model, "seed": key.seed, "benchmark_id": key.benchmark,
+                                    "index": rec["index"], "credit": rec["score"],
+                                    **{f: detail.get(f) for f in fields}})
+        tables.append(CreditTable.from_records(records, source=str(path)))
+    return CreditTable.concat(tables, source=str(root)), missing

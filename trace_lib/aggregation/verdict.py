@@ -1,0 +1,702 @@
+"""The reproduction verdict: row-level sampling variance, seed-level excess, three outcomes, the paper's claims.
+
+Every number a reproduction reports is judged here, from per-row credits (:class:`~trace_lib.aggregation.credits.
+CreditTable`), by :func:`judge_credits`; ``trace-repro score``, ``summarize``, ``verdict --credits`` and
+``tests_reproduction`` all call it. The derivation is in docs/tolerance.md; in short, for a cell (model m,
+benchmark b) with reproduced seeds R (k of them) and the release's canonical seeds C (3):
+
+1. each seed's score is ``X_s = const + sum_u w_u y_u[s]`` exactly (:mod:`trace_lib.benchmarks.linear`), so the
+   variance of one seed's score given the items is ``V = sum_u w_u^2 sigma_u^2``, estimated without bias from the
+   per-unit sample variance over the k >= 2 reproduced seeds (pooled with the archive's canonical per-row credits
+   when given); with k = 1 and no archive, the Jensen bound ``sigma^2 <= m (upper - m)`` per group ("binomial
+   bound"). Under the null the canonical side has the same V;
+2. seed-level excess: the seed scores of both sides, each about its own mean, give ``S^2`` on ``f = k + 1`` dof;
+   ``Q = f S^2 / V ~ chi2_f`` without excess, and a cell with ``p < SEED_EXCESS_LEVEL`` is *seed-unstable*: its
+   variance becomes ``S^2`` (``V + tau^2``) and its critical values Student t on ``f`` dof;
+3. a test of difference ``D`` (a seed minus the canonical mean: ``Var = (V + tau^2)(1 + 1/3)``; the mean of the k
+   seeds: ``(V + tau^2)(1/k + 1/3)``; categories and overall sum their benchmarks' variances over ``G^2``, then
+   take the same excess test on their own seed scores) is **differs** iff ``|D| > crit_a SE`` (``a`` the Šidák
+   level of ``--alpha`` over the planned family), **reproduced** iff the 90% equivalence interval
+   ``D +- q_0.95 SE`` lies inside ``+-margin`` (checked first), else **inconclusive**;
+4. claims (the release's comparisons, model minus base): the same on the seed-paired, row-paired deltas
+   ``d_u[s] = y_T,u[s] - y_B,u[s]`` (agreement with the canonical delta), plus the sign: reproduced when the
+   one-sided 95% bound of the reproduced delta excludes 0 on the canonical side, differs when the reproduced delta
+   is significantly (at ``a``) of the opposite sign.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from trace_lib.aggregation.budget import DEFAULT_ALPHA, check_alpha, sidak_level
+from trace_lib.aggregation.canonical import Canonical, Comparison, load_canonical, mean
+from trace_lib.aggregation.credits import Cell, CreditTable
+from trace_lib.benchmarks.linear import Linear
+from trace_lib.errors import InputError, UsageError
+
+#: Default equivalence margin, percentage points: the half-width inside which a reproduced number counts as the
+#: paper's (the paper's claimed deltas are 2-6 points; a 2-point slice difference would move a claim).
+DEFAULT_MARGIN = 2.0
+#: Per-test level of the equivalence (TOST) interval: reproduced iff the 90% interval lies inside +-margin.
+EQUIVALENCE_ALPHA = 0.05
+#: A cell is seed-unstable when its seed spread exceeds the row-level variance at this p-value.
+SEED_EXCESS_LEVEL = 0.01
+#: Power at which the minimum detectable shift is stated.
+POWER = 0.8
+OUTCOMES = ("reproduced", "differs", "inconclusive")
+KINDS = ("slice", "mean", "category", "overall", "claim")
+
+
+def check_margin(margin: float) -> float:
+    """``margin`` when it is a positive finite number of points.
+
+    Raises:
+        UsageError: otherwise.
+    """
+    if not (isinstance(margin, (int, float)) and math.isfinite(margin) and margin > 0):
+        raise UsageError("margin must be a positive number of points", field="--margin", found=margin)
+    return float(margin)
+
+
+@dataclass(frozen=True)
+class SeedExcess:
+    """The seed-level excess test of one cell (or composite, or claim): pooled seed spread vs row-level."""
+
+    spread: float  # sqrt(S^2): pooled seed stddev of both sides, points
+    expected: float  # sqrt(V (+ the components' excess)): what the row-level variance explains
+    p_value: float
+    dof: int
+    unstable: bool
+
+    @property
+    def tau2(self) -> float:
+        return max(0.0, self.spread**2 - self.expected**2) if self.unstable else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"spread": self.spread, "expected_spread": self.expected, "p_value": self.p_value, "dof": self.dof,
+                "seed_unstable": self.unstable}
+
+
+def seed_excess(reproduced: np.ndarray, canonical: np.ndarray, reproduced_var: float,
+                canonical_var: float | None = None) -> SeedExcess:
+    """``Q = SS_R / V_R + SS_C / V_C`` against ``chi2_f`` (``f = (k - 1) + (n - 1)``; each side about its own
+    mean, each against its own row-level variance; ``V_C`` defaults to ``V_R``)."""
+    from scipy.stats import chi2
+
+    canonical_var = reproduced_var if canonical_var is None else canonical_var
+    q, ss, dof, expected = 0.0, 0.0, 0, 0.0
+    for values, var in ((reproduced, reproduced_var), (canonical, canonical_var)):
+        if len(values) < 2:
+            continue
+        part = float(np.sum((values - values.mean()) ** 2))
+        ss += part
+        dof += len(values) - 1
+        expected += (len(values) - 1) * var
+        if part > 0:
+            q = math.inf if var <= 0 else q + part / var
+    if dof == 0:
+        return SeedExcess(0.0, math.sqrt(reproduced_var), 1.0, 0, False)
+    p = 0.0 if math.isinf(q) else float(chi2.sf(q, dof))
+    return SeedExcess(math.sqrt(ss / dof), math.sqrt(expected / dof), p, dof, p < SEED_EXCESS_LEVEL)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One test's outcome and the numbers behind it (all in points on the 0-100 scale).
+
+    ``interval`` is the equivalence interval ``difference +- q SE``; ``band`` is ``crit * se`` (``differs`` iff
+    ``|difference| > band``); ``mds`` the shift detected with probability :data:`POWER`.
+    """
+
+    test_id: str
+    kind: str  # one of KINDS
+    outcome: str  # one of OUTCOMES
+    estimate: float  # the reproduced number (a seed's score, the k-seed mean, a claim's mean delta)
+    canonical: float  # the release's number it is compared with
+    difference: float
+    interval: tuple[float, float]
+    se: float
+    band: float
+    margin: float
+    components: Mapping[str, Any]  # row_variance, seed_excess_variance, factor, crit, dof, variance_source ...
+    seed_unstable: Mapping[str, Any] | None  # the excess evidence when the cell is seed-unstable
+    mds: float
+    model_id: str = ""
+    benchmark_id: str | None = None  # benchmark key, "category[NAME]" or "overall"
+    seed: int | None = None
+    reproduced_seeds: int = 1
+    per_test_alpha: float = 0.0
+    family_size: int = 0
+    sign: Mapping[str, Any] | None = None  # claims: the sign verdict (outcome, bound, ...)
+    note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """Reproduced (the only outcome that passes)."""
+        return self.outcome == "reproduced"
+
+    def explain(self) -> str:
+        """One line: what was compared, the interval against the margin, the band, and the outcome."""
+        what = {"slice": "seed score", "mean": f"mean of {self.reproduced_seeds} seeds",
+                "category": f"category mean of {self.reproduced_seeds} seeds",
+                "overall": f"overall mean of {self.reproduced_seeds} seeds",
+                "claim": f"delta over {self.reproduced_seeds} seeds"}[self.kind]
+        lo, hi = self.interval
+        c = self.components
+        text = (f"{self.test_id}: {what} {self.estimate:.3f} vs canonical {self.canonical:.3f}: difference "
+                f"{self.difference:+.3f} pp, 90% interval [{lo:+.3f}, {hi:+.3f}] vs margin +-{self.margin:g}, "
+                f"band +-{self.band:.3f} (SE {self.se:.3f}: row-level {math.sqrt(c['row_variance']):.3f} "
+                f"[{c['variance_source']}]")
+        if self.seed_unstable:
+            text += (f", seed-unstable: spread {self.seed_unstable['spread']:.3f} vs expected "
+                     f"{self.seed_unstable['expected_spread']:.3f}, p = {self.seed_unstable['p_value']:.2g}, "
+                     f"t{self.seed_unstable['dof']}")
+        text += f"; per-test alpha {self.per_test_alpha:.2g} over {self.family_size} tests; MDS {self.mds:.2f})"
+        if self.sign is not None:
+            text += f"; sign {self.sign['outcome']}"
+        text += f": {self.outcome.upper() if self.outcome != 'reproduced' else 'reproduced'}"
+        return text + (f" ({self.note})" if self.note else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "test_id": self.test_id, "kind": self.kind, "outcome": self.outcome, "model_id": self.model_id,
+            "benchmark_id": self.benchmark_id, "seed": self.seed, "reproduced_seeds": self.reproduced_seeds,
+            "estimate": self.estimate, "canonical": self.canonical, "difference": self.difference,
+            "interval": list(self.interval), "se": self.se, "band": self.band, "margin": self.margin,
+            "mds": self.mds, "per_test_alpha": self.per_test_alpha, "family_size": self.family_size,
+            "components": dict(self.components), "seed_unstable": dict(self.seed_unstable) if self.seed_unstable
+            else None, "sign": dict(self.sign) if self.sign else None, "note": self.note,
+        }
+
+    def properties(self) -> list[tuple[str, str]]:
+        """JUnit receipt properties (``verdict`` is the outcome)."""
+        props = [("verdict", self.outcome), ("verdict_kind", self.kind), ("estimate", repr(self.estimate)),
+                 ("canonical_mean", repr(self.canonical)), ("difference", repr(self.difference)),
+                 ("interval", f"{self.interval[0]!r} {self.interval[1]!r}"), ("se", repr(self.se)),
+                 ("band", repr(self.band)), ("margin", repr(self.margin)), ("mds", repr(self.mds)),
+                 ("per_test_alpha", repr(self.per_test_alpha)), ("family_size", str(self.family_size))]
+        props += [(f"variance_{k}", repr(v) if isinstance(v, float) else str(v)) for k, v in self.components.items()]
+        if self.seed_unstable:
+            props += [(f"seed_{k}", repr(v)) for k, v in self.seed_unstable.items()]
+        if self.sign:
+            props.append(("sign_verdict", str(self.sign["outcome"])))
+        return props
+
+
+# -- the plan's family ----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class VerdictPlan:
+    """What a campaign plans to judge (the family of the budget; ``-k`` or what is on disk never changes it)."""
+
+    models: tuple[str, ...]
+    seeds: tuple[int, ...]
+    benchmarks: tuple[str, ...]
+
+    @classmethod
+    def of(cls, plan: Any) -> VerdictPlan:
+        """From a :class:`~trace_lib.campaign.plan.Plan` (or a VerdictPlan)."""
+        if isinstance(plan, VerdictPlan):
+            return plan
+        return cls(tuple(m.slug for m in plan.models), tuple(plan.seeds), tuple(plan.benchmarks))
+
+    def categories(self, canonical: Canonical) -> tuple[str, ...]:
+        """Categories whose every benchmark is planned."""
+        chosen = set(self.benchmarks)
+        return tuple(c for c, members in canonical.suite.categories.items() if set(members) <= chosen)
+
+    def full_suite(self, canonical: Canonical) -> bool:
+        return set(canonical.suite.keys) <= set(self.benchmarks)
+
+    def comparisons(self, canonical: Canonical) -> tuple[Comparison, ...]:
+        chosen = set(self.models)
+        return tuple(c for c in canonical.comparisons if c.model_id in chosen and c.base_model_id in chosen)
+
+    def family(self, canonical: Canonical) -> dict[str, int]:
+        """Tests per kind: slices, means (>= 2 seeds), categories, overalls, claims (sign and agreement each)."""
+        models = sum(1 for m in self.models if m in canonical.overall)
+        benchmarks = len(self.benchmarks)
+        levels = benchmarks + len(self.categories(canonical)) + self.full_suite(canonical)
+        return {
+            "slice": models * len(self.seeds) * benchmarks,
+            "mean": models * benchmarks if len(self.seeds) > 1 else 0,
+            "category": models * len(self.categories(canonical)),
+            "overall": models * self.full_suite(canonical),
+            "claim": 2 * len(self.comparisons(canonical)) * levels,
+        }
+
+    def family_size(self, canonical: Canonical) -> int:
+        return max(1, sum(self.family(canonical).values()))
+
+    def describe(self, canonical: Canonical) -> str:
+        names = {"slice": "slices", "mean": "means", "category": "categories", "overall": "overalls",
+                 "claim": "claim tests"}
+        parts = [f"{n} {names[k]}" for k, n in self.family(canonical).items() if n]
+        return f"{self.family_size(canonical)} tests ({' + '.join(parts)})"
+
+
+# -- statistics of one test's score ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Scored:
+    """A score's reproduced seeds, its canonical seeds and the row-level variance of one seed's score on each side
+    (``canonical_variance``: from the archive's rows, else the reproduced one carried to the canonical mean)."""
+
+    reproduced: np.ndarray  # (k,) per-seed values
+    canonical: np.ndarray  # (n,) canonical per-seed values
+    row_variance: float  # V_R
+    canonical_variance: float  # V_C
+    source: str  # "rows over k reproduced seed(s)", "... + archive", "binomial bound"
+    component_excess: float = 0.0  # the benchmarks' own excess variance (composites)
+    seeds: tuple[int, ...] = ()
+
+    @property
+    def excess(self) -> SeedExcess:
+        return seed_excess(self.reproduced, self.canonical, self.row_variance + self.component_excess,
+                           self.canonical_variance + self.component_excess)
+
+    def variance(self, reproduced_weight: float) -> float:
+        """``Var(D)`` of ``D = (weighted reproduced seeds) - canonical mean``: each side's row-level variance plus
+        the components' and this score's own seed excess."""
+        extra = self.component_excess + self.excess.tau2
+        return (self.row_variance + extra) * reproduced_weight + (self.canonical_variance + extra) / len(
+            self.canonical)
+
+    @property
+    def excess_total(self) -> float:
+        """The seed-level variance this score passes up to a composite (components' plus its own)."""
+        return self.component_excess + self.excess.tau2
+
+
+def carried_variance(reproduced_var: float, reproduced_bound: float, canonical_bound: float) -> float:
+    """The canonical side's row-level variance when only the reproduction's rows are known: ``V_R`` scaled by the
+    ratio of the one-seed bounds at the two means (equal under the null; the canonical bound when the reproduction
+    has no spread to scale, e.g. a benchmark scored 0)."""
+    if reproduced_bound > 0:
+        return reproduced_var * canonical_bound / reproduced_bound
+    return canonical_bound
+
+
+def unit_variance(linear: Linear) -> float | None:
+    """``V = sum_u w_u^2 var(y_u)``, the per-unit sample variance over the seeds (None below two seeds)."""
+    if linear.values.shape[1] < 2:
+        return None
+    return float(np.sum(linear.weights**2 * linear.values.var(axis=1, ddof=1)))
+
+
+def row_variances(linear: Linear, canonical_mean: float, archive: Linear | None = None) -> tuple[float, float, str]:
+    """``(V_R, V_C, source)`` of one seed's score: V_R from the reproduced seeds (the one-seed bound below two),
+    V_C from the archive's canonical seeds, else V_R carried to the canonical mean (:func:`carried_variance`)."""
+    k = linear.values.shape[1]
+    v_r = unit_variance(linear)
+    bound_r, bound_c = one_seed_bound(linear), one_seed_bound(linear, shift_to=canonical_mean, only_shifted=True)
+    source = f"rows over {k} reproduced seeds"
+    if v_r is None:
+        v_r, source = max(bound_r, bound_c), "binomial bound (one reproduced seed)"
+    v_c = unit_variance(archive) if archive is not None else None
+    if v_c is not None:
+        source += " + the archive's canonical rows"
+    elif source.startswith("binomial"):
+        v_c = v_r
+    else:
+        v_c = carried_variance(v_r, bound_r, bound_c)
+    return v_r, v_c, source
+
+
+def one_seed_bound(linear: Linear, shift_to: float | None = None, *, only_shifted: bool = False) -> float:
+    """``sum_g (sum w^2) m_g (upper_g - m_g)`` at each group's mean over the seeds (Jensen: the largest variance a
+    [0, upper] unit of that mean can have); ``shift_to``: at means shifted so the score equals ``shift_to`` (the
+    canonical mean), the larger of both unless ``only_shifted``."""
+    y = linear.values.mean(axis=1)
+    best = 0.0
+    shifts = [] if only_shifted and shift_to is not None else [0.0]
+    if shift_to is not None and np.sum(linear.weights) != 0:
+        shifts.append((shift_to - (linear.const + linear.weights @ y)) / float(np.sum(linear.weights)))
+    for shift in shifts:
+        total = 0.0
+        for g in np.unique(linear.group):
+            units = linear.group == g
+            upper = float(linear.upper[units].max())
+            m = min(upper, max(0.0, float(y[units].mean()) + shift))
+            total += float(np.sum(linear.weights[units] ** 2)) * m * (upper - m)
+        best = max(best, total)
+    return best
+
+
+# -- the judgement ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Rule:
+    """Critical values of one campaign: per-test level from the family, equivalence level and margin."""
+
+    per_test_alpha: float
+    family_size: int
+    margin: float = DEFAULT_MARGIN
+    alpha: float = DEFAULT_ALPHA
+    family_text: str = ""
+
+    @classmethod
+    def for_plan(cls, canonical: Canonical, plan: VerdictPlan, *, alpha: float = DEFAULT_ALPHA,
+                 margin: float = DEFAULT_MARGIN) -> Rule:
+        size = plan.family_size(canonical)
+        return cls(sidak_level(check_alpha(alpha), size), size, check_margin(margin), alpha,
+                   plan.describe(canonical))
+
+    def quantiles(self, dof: int | None) -> tuple[float, float]:
+        """(crit at the per-test level, two-sided; equivalence quantile, one-sided): normal, or t on ``dof``."""
+        from scipy.stats import norm, t
+
+        if dof:
+            return float(t.isf(self.per_test_alpha / 2, dof)), float(t.isf(EQUIVALENCE_ALPHA, dof))
+        return float(norm.isf(self.per_test_alpha / 2)), float(norm.isf(EQUIVALENCE_ALPHA))
+
+    def describe(self) -> str:
+        return (f"alpha={self.alpha:g} family-wise over {self.family_text or f'{self.family_size} tests'}, Sidak "
+                f"per-test {self.per_test_alpha:.3g}; reproduced iff the 90% interval lies inside "
+                f"+-{self.margin:g} points")
+
+    def judge(self, test_id: str, kind: str, scored: Scored, *, estimate: float, canonical: float,
+              reproduced_weight: float, model_id: str, benchmark_id: str | None, seed: int | None = None) -> Verdict:
+        """One test of ``difference = estimate - canonical`` (``estimate`` the reproduced seeds weighted by
+        ``reproduced_weight``: 1 for one seed, 1/k for the mean)."""
+        excess = scored.excess
+        crit, q = self.quantiles(excess.dof if excess.unstable else None)
+        from scipy.stats import norm
+
+        se = math.sqrt(scored.variance(reproduced_weight))
+        d = estimate - canonical
+        band = crit * se
+        interval = (d - q * se, d + q * se)
+        if abs(interval[0]) <= self.margin and abs(interval[1]) <= self.margin:
+            outcome = "reproduced"
+        elif abs(d) > band and band < 100.0:
+            outcome = "differs"
+        else:
+            outcome = "inconclusive"
+        note = "band exceeds the score range" if band >= 100.0 and outcome != "reproduced" else ""
+        components = {"row_variance": scored.row_variance, "canonical_row_variance": scored.canonical_variance,
+                      "component_excess_variance": scored.component_excess, "seed_excess_variance": excess.tau2, "crit": crit, "equivalence_q": q,
+                      "dof": excess.dof if excess.unstable else None, "variance_source": scored.source,
+                      "seed_spread": excess.spread, "expected_spread": excess.expected,
+                      "seed_excess_p": excess.p_value}
+        return Verdict(test_id, kind, outcome, estimate, canonical, d, interval, se, band, self.margin, components,
+                       excess.to_dict() if excess.unstable else None, (crit + float(norm.isf(1 - POWER))) * se,
+                       model_id, benchmark_id, seed, len(scored.reproduced), self.per_test_alpha, self.family_size,
+                       note=note)
+
+    def judge_sign(self, verdict: Verdict, scored: Scored) -> Verdict:
+        """Add the sign verdict of a claim: the reproduced mean delta's sign against the canonical one."""
+        excess = scored.excess
+        crit, q = self.quantiles(excess.dof if excess.unstable else None)
+        se = math.sqrt((scored.row_variance + scored.excess_total) / len(scored.reproduced))
+        direction = math.copysign(1.0, verdict.canonical) if verdict.canonical else 0.0
+        toward = direction * verdict.estimate
+        if direction == 0.0:
+            outcome = "inconclusive"
+        elif toward - q * se > 0:
+            outcome = "reproduced"
+        elif toward < -crit * se:
+            outcome = "differs"
+        else:
+            outcome = "inconclusive"
+        sign = {"outcome": outcome, "canonical_sign": int(direction), "estimate": verdict.estimate, "se": se,
+                "lower_bound_toward_canonical": toward - q * se, "opposite_band": crit * se,
+                "min_detectable_delta": (float(q) + _z_power()) * se}
+        combined = "differs" if "differs" in (verdict.outcome, outcome) else verdict.outcome
+        return replace(verdict, outcome=combined, sign=sign)
+
+
+def _z_power() -> float:
+    from scipy.stats import norm
+
+    return float(norm.isf(1 - POWER))
+
+
+# -- judge a table of credits -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class VerdictSet:
+    """Every verdict of a campaign and the rule they were made under."""
+
+    verdicts: tuple[Verdict, ...]
+    rule: Rule
+    plan: VerdictPlan
+    cells: Mapping[tuple[str, str], SeedExcess] = field(default_factory=dict)  # (model, benchmark) excess
+
+    def counts(self) -> dict[str, int]:
+        return {o: sum(1 for v in self.verdicts if v.outcome == o) for o in OUTCOMES}
+
+    @property
+    def nothing_verified(self) -> bool:
+        return not self.verdicts
+
+    @property
+    def status(self) -> str:
+        """``differs`` if any test differs, ``nothing verified`` without tests, ``inconclusive`` if any is,
+        else ``reproduced``."""
+        counts = self.counts()
+        if counts["differs"]:
+            return "differs"
+        if not self.verdicts:
+            return "nothing verified"
+        return "inconclusive" if counts["inconclusive"] else "reproduced"
+
+    def by_id(self) -> dict[str, Verdict]:
+        return {v.test_id: v for v in self.verdicts}
+
+    def summary_line(self) -> str:
+        c = self.counts()
+        return (f"{len(self.verdicts)} test(s): {c['reproduced']} reproduced, {c['differs']} differs, "
+                f"{c['inconclusive']} inconclusive; verdict: {self.status}")
+
+
+def slice_id(model: str, seed: int, benchmark: str) -> str:
+    return f"{model}-seed{seed}-{benchmark}"
+
+
+def _linear(cell: Cell) -> Linear:
+    from trace_lib.benchmarks.registry import get_protocol
+
+    aggregate = get_protocol(cell.benchmark_id).row_aggregate
+    missing = [f for f in aggregate.fields if f not in cell.extra]
+    if missing:
+        raise InputError(f"benchmark {cell.benchmark_id}'s aggregate needs the per-row field {missing[0]!r}",
+                         field=missing[0], hint=f"fields: {', '.join(['credit', *aggregate.fields])}")
+    return aggregate.linearize(cell.credits, cell.extra)
+
+
+def judge_credits(credits: CreditTable, release: Any, *, alpha: float = DEFAULT_ALPHA,
+                  margin: float = DEFAULT_MARGIN, archive_credits: CreditTable | None = None,
+                  plan: Any = None, canonical: Canonical | None = None) -> VerdictSet:
+    """Every verdict the credits support: per-seed slices, k-seed means, categories, overall, the claims.
+
+    ``plan`` (a campaign Plan or :class:`VerdictPlan`) fixes the family; without it, the models, seeds and
+    benchmarks present in ``credits``. ``archive_credits``: the paper's own per-row canonical credits.
+
+    Raises:
+        InputError: an unknown benchmark or model, a row count that is not the suite's, a missing field.
+        UsageError: ``alpha`` or ``margin`` out of range.
+    """
+    canonical = canonical or load_canonical(release)
+    suite = canonical.suite
+    cells = credits.cells()
+    for (model, bench), cell in cells.items():
+        if bench not in suite.keys:
+            raise InputError(f"unknown benchmark {bench!r}", file=credits.source, field="benchmark_id",
+                             hint=f"suite benchmarks: {', '.join(suite.keys)}")
+        rows = suite.benchmark(bench).rows
+        if len(cell.index) != rows:
+            raise InputError(f"{model}/{bench} has {len(cell.index)} rows per seed, the suite has {rows}",
+                             file=credits.source, field="index")
+    if plan is None:
+        present = {m for m, _ in cells}
+        plan = VerdictPlan(tuple(sorted(present)), tuple(sorted({int(s) for s in credits.seed})),
+                           tuple(b for b in suite.keys if any(b == bb for _, bb in cells)))
+    plan = VerdictPlan.of(plan)
+    rule = Rule.for_plan(canonical, plan, alpha=alpha, margin=margin)
+    archive = archive_credits.cells() if archive_credits is not None else {}
+    return _judge_cells(canonical, plan, rule, cells, archive)
+
+
+def _judge_cells(canonical: Canonical, plan: VerdictPlan, rule: Rule, cells: Mapping[tuple[str, str], Cell],
+                 archive: Mapping[tuple[str, str], Cell]) -> VerdictSet:
+    verdicts: list[Verdict] = []
+    scored: dict[tuple[str, str], Scored] = {}
+    linears: dict[tuple[str, str], Linear] = {}
+    seeds_wanted = set(plan.seeds)
+    for model in plan.models:
+        for bench in plan.benchmarks:
+            cell = cells.get((model, bench))
+            if cell is None:
+                continue
+            cell = cell.select([s for s in cell.seeds if s in seeds_wanted])
+            if not cell.seeds:
+                continue
+            linear = _linear(cell)
+            linears[(model, bench)] = linear
+            can_seeds = canonical.benchmarks.get((model, bench))
+            if not can_seeds:
+                continue  # no canonical score: scored, not judged
+            arch = archive.get((model, bench))
+            mu = mean(can_seeds)
+            v_r, v_c, source = row_variances(linear, mu, _linear(arch) if arch is not None else None)
+            x = linear.scores()
+            sc = Scored(x, np.array(list(can_seeds.values())), v_r, v_c, source, seeds=cell.seeds)
+            scored[(model, bench)] = sc
+            for seed, value in zip(cell.seeds, x):
+                verdicts.append(rule.judge(slice_id(model, seed, bench), "slice", sc, estimate=float(value),
+                                           canonical=mu, reproduced_weight=1.0, model_id=model,
+                                           benchmark_id=bench, seed=seed))
+            if len(plan.seeds) > 1:
+                verdicts.append(rule.judge(f"{model}-{bench}", "mean", sc, estimate=float(x.mean()), canonical=mu,
+                                           reproduced_weight=1.0 / len(x), model_id=model, benchmark_id=bench))
+    verdicts += _composites(canonical, plan, rule, scored)
+    verdicts += _claims(canonical, plan, rule, linears, scored, archive)
+    return VerdictSet(tuple(verdicts), rule, plan, {k: v.excess for k, v in scored.items()})
+
+
+def _composite(members: Sequence[Scored], canonical: Mapping[int, float]) -> Scored | None:
+    """The mean of ``members`` (seed-aligned): variances sum over ``G^2``; None when their seeds differ."""
+    seeds = members[0].seeds
+    if any(m.seeds != seeds for m in members):
+        return None
+    g = len(members)
+    bound = any(m.source.startswith("binomial") for m in members)
+    return Scored(np.mean([m.reproduced for m in members], axis=0), np.array(list(canonical.values())),
+                  sum(m.row_variance for m in members) / g**2, sum(m.canonical_variance for m in members) / g**2,
+                  "binomial bound (one reproduced seed)" if bound else "sum of the benchmarks' row-level variances",
+                  sum(m.excess_total for m in members) / g**2, seeds)
+
+
+def _composites(canonical: Canonical, plan: VerdictPlan, rule: Rule,
+                scored: Mapping[tuple[str, str], Scored]) -> list[Verdict]:
+    out = []
+    levels = [(f"category[{c}]", canonical.suite.categories[c], "category") for c in plan.categories(canonical)]
+    if plan.full_suite(canonical):
+        levels.append(("overall", canonical.suite.keys, "overall"))
+    for model in plan.models:
+        for label, members, kind in levels:
+            cells = [scored.get((model, b)) for b in members]
+            can = (canonical.overall.get(model) if kind == "overall"
+                   else canonical.categories.get((model, label[9:-1])))
+            if any(c is None for c in cells) or not can:
+                continue
+            comp = _composite(cells, can)  # type: ignore[arg-type]
+            if comp is None:
+                continue
+            out.append(rule.judge(f"{model}-{label}", kind, comp, estimate=float(comp.reproduced.mean()),
+                                  canonical=mean(can), reproduced_weight=1.0 / len(comp.reproduced),
+                                  model_id=model, benchmark_id=label))
+    return out
+
+
+def _claims(canonical: Canonical, plan: VerdictPlan, rule: Rule, linears: Mapping[tuple[str, str], Linear],
+            scored: Mapping[tuple[str, str], Scored], archive: Mapping[tuple[str, str], Cell]) -> list[Verdict]:
+    out = []
+    for comp in plan.comparisons(canonical):
+        per_bench: dict[str, Scored] = {}
+        for bench in plan.benchmarks:
+            t, b = scored.get((comp.model_id, bench)), scored.get((comp.base_model_id, bench))
+            can = comp.benchmarks.get(bench)
+            if t is None or b is None or not can or t.seeds != b.seeds:
+                continue
+            paired = linears[(comp.model_id, bench)].paired(linears[(comp.base_model_id, bench)])
+            arch_t, arch_b = archive.get((comp.model_id, bench)), archive.get((comp.base_model_id, bench))
+            v_r = unit_variance(paired)
+            source = f"paired rows over {len(t.seeds)} reproduced seeds"
+            if v_r is None:
+                v_r, source = t.row_variance + b.row_variance, "binomial bound (one reproduced seed)"
+            v_c = None
+            if arch_t is not None and arch_b is not None and arch_t.seeds == arch_b.seeds:
+                v_c = unit_variance(_linear(arch_t).paired(_linear(arch_b)))
+            if v_c is None:  # carried to the canonical means like each model's own
+                v_c = carried_variance(v_r, t.row_variance + b.row_variance, t.canonical_variance + b.canonical_variance)
+            else:
+                source += " + the archive's canonical rows"
+            s = Scored(paired.scores(), np.array(list(can.values())), v_r, v_c, source, seeds=t.seeds)
+            per_bench[bench] = s
+            out.append(_claim(rule, f"{comp.comparison_id}-{bench}", s, can, comp, bench))
+        levels = [(f"category[{c}]", canonical.suite.categories[c], canonical.category_delta(comp, c))
+                  for c in plan.categories(canonical)]
+        if plan.full_suite(canonical):
+            levels.append(("overall", canonical.suite.keys, comp.overall))
+        for label, members, can in levels:
+            cells = [per_bench.get(b) for b in members]
+            if any(c is None for c in cells) or not can:
+                continue
+            s = _composite(cells, can)  # type: ignore[arg-type]
+            if s is not None:
+                out.append(_claim(rule, f"{comp.comparison_id}-{label}", s, can, comp, label))
+    return out
+
+
+def _claim(rule: Rule, test_id: str, s: Scored, can: Mapping[int, float], comp: Comparison, level: str) -> Verdict:
+    verdict = rule.judge(test_id, "claim", s, estimate=float(s.reproduced.mean()), canonical=mean(can),
+                         reproduced_weight=1.0 / len(s.reproduced), model_id=comp.model_id,
+                         benchmark_id=level)
+    return rule.judge_sign(verdict, s)
+
+
+# -- power before any reproduction (plan --print-config) ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class PlannedTest:
+    """A planned test's predicted SE, band and minimum detectable shift (80% power)."""
+
+    test_id: str
+    kind: str
+    se: float
+    band: float
+    mds: float
+
+
+def planned_power(canonical: Canonical, plan: Any, *, alpha: float = DEFAULT_ALPHA) -> list[PlannedTest]:
+    """Predicted from the binomial bound at the canonical mean with the suite's rows (``100^2 p(1-p)/n`` per
+    seed: an upper bound of the row-level variance; the release's median cell is 0.64x it in stddev), no seed
+    excess, the planned number of seeds, normal critical values at the plan's per-test level."""
+    from scipy.stats import norm
+
+    plan = VerdictPlan.of(plan)
+    rule = Rule.for_plan(canonical, plan, alpha=alpha)
+    crit = float(norm.isf(rule.per_test_alpha / 2)) + _z_power()
+    k = len(plan.seeds)
+    v: dict[tuple[str, str], float] = {}
+    out = []
+
+    def add(test_id: str, kind: str, variance: float) -> None:
+        se = math.sqrt(variance)
+        out.append(PlannedTest(test_id, kind, se, (crit - _z_power()) * se, crit * se))
+
+    for model in plan.models:
+        for bench in plan.benchmarks:
+            seeds = canonical.benchmarks.get((model, bench))
+            if not seeds:
+                continue
+            p = min(1.0, max(0.0, mean(seeds) / 100.0))
+            v[(model, bench)] = 1e4 * p * (1 - p) / canonical.suite.benchmark(bench).rows
+            n = len(seeds)
+            for seed in plan.seeds:
+                add(slice_id(model, seed, bench), "slice", v[(model, bench)] * (1 + 1 / n))
+            if k > 1:
+                add(f"{model}-{bench}", "mean", v[(model, bench)] * (1 / k + 1 / n))
+    levels = [(f"category[{c}]", canonical.suite.categories[c], "category") for c in plan.categories(canonical)]
+    if plan.full_suite(canonical):
+        levels.append(("overall", canonical.suite.keys, "overall"))
+    for model in plan.models:
+        for label, members, kind in levels:
+            if all((model, b) in v for b in members):
+                add(f"{model}-{label}", kind, sum(v[(model, b)] for b in members) / len(members) ** 2 * (1 / k + 1 / 3))
+    for comp in plan.comparisons(canonical):
+        for bench in plan.benchmarks:
+            if (comp.model_id, bench) in v and (comp.base_model_id, bench) in v:
+                add(f"{comp.comparison_id}-{bench}", "claim",
+                    (v[(comp.model_id, bench)] + v[(comp.base_model_id, bench)]) * (1 / k + 1 / 3))
+        for label, members, _ in levels:
+            if all((m, b) in v for m in (comp.model_id, comp.base_model_id) for b in members):
+                total = sum(v[(m, b)] for m in (comp.model_id, comp.base_model_id) for b in members)
+                add(f"{comp.comparison_id}-{label}", "claim", total / len(members) ** 2 * (1 / k + 1 / 3))
+    return out
+
+
+def release_seed_excess(canonical: Canonical) -> list[tuple[str, str, SeedExcess]]:
+    """The release's own cells: canonical seed spread against the binomial bound of one seed's score at the
+    canonical mean (``(model, benchmark, excess)``, worst first). Without per-row canonical credits the bound
+    stands in for V, so a flag here is a lower bound on the cells with excess."""
+    out = []
+    for (model, bench), seeds in canonical.benchmarks.items():
+        if bench not in canonical.suite.keys:
+            continue
+        p = min(1.0, max(0.0, mean(seeds) / 100.0))
+        bound = 1e4 * p * (1 - p) / canonical.suite.benchmark(bench).rows
+        out.append((model, bench, seed_excess(np.array([]), np.array(list(seeds.values())), bound)))
+    return sorted(out, key=lambda item: item[2].p_value)
+
+
+def judged_outcomes(verdicts: Iterable[Verdict]) -> dict[str, int]:
+    """Outcome counts of ``verdicts`` (every outcome present, 0 when absent)."""
+    found = list(verdicts)
+    return {o: sum(1 for v in found if v.outcome == o) for o in OUTCOMES}
