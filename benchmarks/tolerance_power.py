@@ -551,6 +551,7 @@ def fmt_rate(k: int, n: int) -> str:
 # -- report -------------------------------------------------------------------------------------------------------
 
 MARGINS = (1.0, 2.0, 3.0, 5.0)
+OUTCOME_NAMES = ("reproduced", "differs", "inconclusive")
 KIND_NAMES = ("slice", "mean", "category", "overall", "claim")
 
 
@@ -796,4 +797,5 @@ def own(kinds: dict[str, Kind], plan: Plan, alpha: float, margin: float, i: int,
 
 
 if __name__ == "__main__":
+    sys.modules.setdefault("tolerance_power", sys.modules["__main__"])  # check_rule imports this module by name
     raise SystemExit(main())
