@@ -77,8 +77,9 @@ def _slices(suite: Any, routes: str) -> list[tuple[str, Any, list[dict], list[st
 def _child(args: argparse.Namespace) -> int:
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core
+    from trace_lib.aggregation.credits import CreditTable
     from trace_lib.aggregation.summaries import category_scores, overall_scores
-    from trace_lib.aggregation.tolerance import load_tolerance_rule
+    from trace_lib.aggregation.verdict import judge_credits
     from trace_lib.generation.store import response_path
     from trace_lib.release.locate import locate_release
     from trace_lib.release.suite import load_suite
@@ -86,7 +87,6 @@ def _child(args: argparse.Namespace) -> int:
 
     release = locate_release(args.trace_root)
     suite = load_suite(release)
-    rule = load_tolerance_rule(release)
     work = Path(args.work)
     slices = _slices(suite, args.routes)  # the datasets' rows, as protocol.load would give them (untimed)
     start = time.perf_counter()
@@ -95,17 +95,20 @@ def _child(args: argparse.Namespace) -> int:
     verdicts = 0
     for number in range(args.passes):
         scores: dict[tuple[str, int, str], float] = {}
+        credits: list = []
         for key, protocol, rows, _, judge, _ in slices:
             responses = response_path(work / "campaign", model=MODEL, seed=SEED, benchmark=key)
             out = scores_dir(work / f"scored_{number}", model=MODEL, seed=SEED, benchmark=key)
             scored = run_scoring(protocol, rows, responses, out, judge=judge)
             scores[(MODEL, SEED, key)] = scored.score.score
             rows_scored += scored.score.rows
-            rule.check_slice(MODEL, key, scored.score.score, seed=SEED, rows=scored.score.rows)
-            verdicts += 1
+            fields = protocol.row_aggregate.fields
+            credits.append(CreditTable.from_records(
+                [{"model_id": MODEL, "seed": SEED, "benchmark_id": key, "index": r.index, "credit": r.score,
+                  **{f: r.detail.get(f) for f in fields}} for r in scored.score.records]))
         category_scores(scores, suite)
-        overall = overall_scores(scores, suite)[(MODEL, SEED)]
-        rule.check_overall(MODEL, overall, seed=SEED)
+        overall_scores(scores, suite)
+        verdicts += len(judge_credits(CreditTable.concat(credits), release).verdicts)
     seconds = time.perf_counter() - start
     cpu_seconds = time.process_time() - cpu_start
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from trace_lib.testing.openai_server import OpenAIStubServer
-from trace_lib.testing.synthetic_campaign import TINY_SLUG, slice_requests, tiny_rule, tiny_slice_runner
+from trace_lib.testing.synthetic_campaign import TINY_SLUG, slice_requests, tiny_canonical, tiny_slice_runner
 
 pytestmark = pytest.mark.gpu
 
@@ -35,7 +35,7 @@ def runner(vllm_gpu, release, tmp_path_factory, judge):
     work = tmp_path_factory.mktemp("slices")
     model_dir = build_tiny_qwen25vl(work / "models" / TINY_SLUG, seed=0)
     runner = tiny_slice_runner(release, work, model_dir, backend="vllm", judge_url=judge.url,
-                               rule=tiny_rule(CANONICAL, rows=ROWS), rows=ROWS, max_tokens=MAX_TOKENS,
+                               canonical=tiny_canonical(release, CANONICAL, rows=ROWS), rows=ROWS, max_tokens=MAX_TOKENS,
                                backend_overrides={"max_model_len": 8192, "gpu_memory_utilization": 0.25})
     yield runner
     runner.engines.close()
@@ -44,12 +44,12 @@ def runner(vllm_gpu, release, tmp_path_factory, judge):
 def test_a_whole_slice_through_vllm_is_generated_scored_and_judged(runner):
     seed42 = runner.plan.slices[0]
     assert runner.blocker(seed42, runner.protocol(seed42)) is None
-    outcome = runner.run(seed42)
+    outcome = runner.judged(seed42)  # runs seed 43 too: the verdict reads every planned seed of the cell
     assert outcome.generation.generated == ROWS and outcome.scored.score.rows == ROWS
-    assert outcome.verdict is not None and outcome.verdict.rows == ROWS
+    assert outcome.verdict is not None and outcome.verdict.kind == "slice"
     assert outcome.score == pytest.approx(100.0 * sum(r.score for r in outcome.scored.score.records) / ROWS)
     verdict = outcome.verdict  # judged on the reproduced score, never on the canonical mean it is compared with
-    assert verdict.reproduced == pytest.approx(outcome.score) != CANONICAL and verdict.canonical == CANONICAL
+    assert verdict.estimate == pytest.approx(outcome.score) != CANONICAL and verdict.canonical == CANONICAL
 
 
 def test_stored_token_counts_agree_with_the_tokenizer_and_the_request(runner):

@@ -56,12 +56,13 @@ def _file_args(dataset, responses, out, benchmark="erqa"):
 
 
 def test_scores_a_file_and_prints_the_verdict(capsys, release, files):
+    """One seed of 400 rows cannot show a +-2-point reproduction (binomial bound): inconclusive, exit 1."""
     code, out, err = _score(capsys, release, *_file_args(*files))
-    assert (code, err) == (0, "")
+    assert (code, err) == (1, "")
     lines = out.splitlines()
     assert lines[0] == f"{MODEL}-seed42-erqa: score 36.000 over 400 rows"
-    assert lines[1].startswith(f"{MODEL}-seed42-erqa: reproduced 36.000 vs canonical 36.417 (3-seed mean)")
-    assert lines[1].endswith("rows 400: within tolerance")
+    assert lines[1].startswith(f"{MODEL}-seed42-erqa: seed score 36.000 vs canonical 36.417: difference -0.417 pp")
+    assert "[binomial bound (one reproduced seed)]" in lines[1] and lines[1].endswith(": INCONCLUSIVE")
     summary = json.loads((files[2] / "scores.json").read_text())
     assert (summary["score"], summary["rows"], summary["counts"], summary["seed"]) == (36.0, 400, {"correct": 144}, 42)
     records = (files[2] / "records.jsonl").read_text().splitlines()
@@ -69,10 +70,28 @@ def test_scores_a_file_and_prints_the_verdict(capsys, release, files):
                                                                    "fallback", "detail"}
 
 
-def test_json_output_and_out_of_tolerance_exit_code(capsys, release, files):
-    code, out, _ = _score(capsys, release, *_file_args(*files), "--json", "--tolerance-z", "0.01")
+def test_json_output_and_the_margin(capsys, release, files):
+    code, out, _ = _score(capsys, release, *_file_args(*files), "--json", "--margin", "10")
     document = json.loads(out)
-    assert code == 1 and document["verdict"]["ok"] is False and document["verdict"]["z"] == 0.01
+    assert code == 0 and document["verdict"]["outcome"] == "reproduced" and document["verdict"]["margin"] == 10.0
+    assert document["verdict"]["components"]["variance_source"] == "binomial bound (one reproduced seed)"
+
+
+def test_a_zeroed_slice_differs(capsys, release, files, tmp_path):
+    dataset, _, _ = files
+    rows = toy_rows(ERQA_ROWS, seed=3)
+    zero = write_response_file(tmp_path / "zero.jsonl", model=MODEL, seed=42, benchmark="erqa", rows=rows,
+                               texts=toy_responses(rows, 0.0))
+    code, out, _ = _score(capsys, release, *_file_args(dataset, zero, tmp_path / "zero_out"))
+    assert code == 1 and out.splitlines()[1].endswith(": DIFFERS")
+
+
+def test_tolerance_z_is_gone_with_a_pointer(capsys, release, files):
+    code, out, err = _score(capsys, release, *_file_args(*files), "--tolerance-z", "3")
+    assert (code, out) == (2, "")
+    assert err.splitlines()[0] == ("error: --tolerance-z: --tolerance-z no longer applies to evaluation verdicts; the "
+                                   "family-wise budget is --alpha and the equivalence margin --margin "
+                                   "(docs/tolerance.md)")
 
 
 def test_missing_file_is_one_line_exit_2(capsys, release, files, tmp_path):
@@ -176,7 +195,12 @@ def test_campaign_mode_scores_every_generated_slice(capsys, release, tmp_path, m
                           "44", "--benchmark", "erqa")
     assert code == 1  # seed 44 has no responses
     assert f"{MODEL}-seed43-erqa: score 37.000 over 400 rows" in out
-    assert out.splitlines()[-1] == f"[score] 2/3 slice(s) scored, 0 outside tolerance; not scored: {MODEL}-seed44-erqa"
+    last = out.splitlines()[-1]
+    assert last.startswith("[score] 2/3 slice(s) scored; 3 test(s): ") and last.endswith(
+        f"not scored: {MODEL}-seed44-erqa")
+    # the family is the plan's (--model-id x the 3 planned seeds x erqa), never what is on disk (2 seeds)
+    assert "over 4 tests (3 slices + 1 means)" in last
+    assert f"{MODEL}-erqa: mean of 2 seeds" in out
     assert response_path(root, model=MODEL, seed=42, benchmark="erqa").is_file()
     assert (root / "scoring" / "seed_43" / MODEL / "erqa" / "scores.json").is_file()
 
@@ -193,10 +217,10 @@ def test_a_plain_index_response_file_scores_like_the_store_file(capsys, release,
     dataset, responses, out = files
     rows = toy_rows(ERQA_ROWS, seed=3)
     plain = _plain(tmp_path / "plain.jsonl", rows, toy_responses(rows, 0.36), field="prediction")
-    assert _score(capsys, release, *_file_args(dataset, responses, out))[0] == 0
+    assert _score(capsys, release, *_file_args(dataset, responses, out))[0] == 1  # one seed: inconclusive
     stored = json.loads((out / "scores.json").read_text())
     code, _, err = _score(capsys, release, *_file_args(dataset, plain, tmp_path / "plain_out"), "--seed", "42")
-    assert (code, err) == (0, "")
+    assert (code, err) == (0, "")  # a plain file names no model: scored, nothing to judge
     scored = json.loads((tmp_path / "plain_out" / "scores.json").read_text())
     assert scored["score"] == stored["score"]
 

@@ -89,16 +89,22 @@ def test_print_config_starts_nothing_and_writes_nothing(release, tmp_path):
 
 
 def test_print_config_shows_each_slice_band_from_the_release(release):
-    """--print-config states the tolerance of every slice (canonical mean and band), computed from results.json."""
-    from trace_lib.aggregation.tolerance import load_tolerance_rule
+    """--print-config states every test's predicted band and minimum detectable shift (80% power), from the binomial
+    bound at results.json's canonical mean, the suite's rows and the plan's family (here one test: alpha itself)."""
+    import math
+    import statistics
+
     from trace_lib.campaign.plan import build_plan
 
     plan = build_plan(release, model_ids=["qwen2.5-vl-3b-base"], seeds=[43], benchmarks=["cvbench_3d"])
-    rule = load_tolerance_rule(release, z=plan.tolerance_z)
-    line = plan.render(rule).splitlines()[-1]
-    expected = rule.check_slice("qwen2.5-vl-3b-base", "cvbench_3d", 0.0, seed=43)
-    assert line == (f"slice=qwen2.5-vl-3b-base-seed43-cvbench_3d rows={plan.rows(plan.slices[0])} "
-                    f"canonical={expected.canonical:.2f} band=+-{expected.band:.2f}")
+    line = plan.render(plan.power(release)).splitlines()[-1]
+    doc = release.read_json("rlvr/evaluation/trace_eval/results.json")["scores"]["benchmark_summaries"]
+    mean = next(e["mean"] for e in doc if (e["model_id"], e["benchmark_id"]) == ("qwen2.5-vl-3b-base", "cvbench_3d"))
+    p, rows = mean / 100, plan.rows(plan.slices[0])
+    se = 100 * math.sqrt(p * (1 - p) / rows * (1 + 1 / 3))
+    z = statistics.NormalDist().inv_cdf(1 - 0.05 / 2)
+    mds = (z + statistics.NormalDist().inv_cdf(0.8)) * se
+    assert line == f"slice=qwen2.5-vl-3b-base-seed43-cvbench_3d rows={rows} band=+-{z * se:.2f} mds={mds:.2f}"
 
 
 @pytest.mark.parametrize("tag", ["../x", "a/b", ".hidden", "tag with space"])

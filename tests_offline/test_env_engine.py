@@ -12,7 +12,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from trace_lib.aggregation.tolerance import load_tolerance_rule
 from trace_lib.cli.main import main
 from trace_lib.environment.engine import (
     EngineVersions,
@@ -109,13 +108,16 @@ def test_engine_change_skips_unknown_facts_and_ignores_the_gpu():
 
 
 def test_verdicts_and_summaries_say_the_engine_differs(release, monkeypatch):
-    rule = load_tolerance_rule(release, z=3.0)
-    model, key = next(iter(rule.benchmarks))
-    verdict = rule.check_slice(model, key, 50.0, seed=42)
+    from trace_lib.aggregation.credits import CreditTable
+    from trace_lib.aggregation.verdict import judge_credits
+
+    rows = [{"model_id": "qwen2.5-vl-3b-base", "seed": 42, "benchmark_id": "erqa", "index": str(i),
+             "credit": float(i % 2)} for i in range(400)]
+    verdict = judge_credits(CreditTable.from_records(rows), release).verdicts[0]
     note = "engine differs from the paper's (vllm 0.24.0 vs 0.10.2)"
-    noted = dataclasses.replace(verdict, engine_note=note)
-    assert noted.explain() == verdict.explain() + f" [{note}]"
-    assert ("engine_note", note) in noted.properties()
+    noted = verdict.noted(note)
+    assert noted.explain() == verdict.explain() + f" ({note})"
+    assert ("verdict_note", note) in noted.properties()
     paper = paper_engine(release)
     drifted = compare_to_paper(_engine("0.24.0", paper.packages["torch"], paper.packages["transformers"]),
                                paper).to_json()

@@ -8,14 +8,13 @@ import types
 
 import pytest
 
-from trace_lib.aggregation.tolerance import load_tolerance_rule
 from trace_lib.benchmarks import registry
 from trace_lib.cli.main import main
-from trace_lib.release import identity
 from trace_lib.release.suite import load_suite
 from trace_lib.reports.collect import CampaignReader, SliceKey
 from trace_lib.reports.status import build_status
-from trace_lib.reports.summarize import SeedScore, aggregate_scores, build_campaign_summary, write_reports
+from trace_lib.campaign.verdicts import verdict_plan
+from trace_lib.reports.summarize import build_campaign_summary, write_reports
 from trace_lib.reports.verify import verify_campaign
 from trace_lib.testing.synthetic_campaign import build_toy_campaign, toy_mcq_protocol
 
@@ -135,21 +134,28 @@ def test_status_cli_fails_if_incomplete_only_when_asked(capsys, campaign):
 def test_summarize_judges_seed_scores_and_writes_three_reports(tmp_path, campaign, release):
     pytest.importorskip("openpyxl", reason="the 'report' extra (openpyxl) writes the spreadsheet")
     pytest.importorskip("matplotlib", reason="the 'report' extra (matplotlib) draws the plot")
-    rule = load_tolerance_rule(release, z=3.0)
-    summary = build_campaign_summary(campaign, load_suite(release), rule, models=[MODEL], seeds=[42, 43],
+    plan = verdict_plan(release, benchmarks=list(KEYS))
+    summary = build_campaign_summary(campaign, release, load_suite(release), plan, models=[MODEL], seeds=[42, 43],
                                      benchmarks=KEYS)
     assert [m.key.id for m in summary.missing] == [f"{MODEL}-seed43-countbenchqa"]
-    assert [v.subject for v in summary.failures] == [f"{MODEL}-seed43-erqa", f"{MODEL}-erqa (mean of 2 seed(s))"]
+    # seed 43 of erqa (60 %) is far from seed 42 (36 %): the cell is seed-unstable, so nothing there can pass
+    outcomes = {v.test_id: v.outcome for v in summary.verdicts}
+    assert set(outcomes) == {f"{MODEL}-seed42-erqa", f"{MODEL}-seed43-erqa", f"{MODEL}-erqa",
+                             f"{MODEL}-seed42-countbenchqa", f"{MODEL}-countbenchqa"}
+    assert set(outcomes.values()) == {"inconclusive"} and summary.status == "inconclusive" and not summary.ok
+    assert summary.result.cells[(MODEL, "erqa")].unstable
     paths = write_reports(summary, tmp_path / "out")
     assert [p.name for p in paths] == ["summary.md", "summary.xlsx", "summary.png"]
     markdown = paths[0].read_text()
     assert "- coverage: 3/4 slices scored and receipt-verified" in markdown
-    assert f"- {summary.failures[0].explain()}" in markdown
+    assert "**inconclusive**: 0 reproduced, 0 differs, 5 inconclusive" in markdown
+    assert f"- {summary.verdicts[0].explain()}" in markdown and "within tolerance" not in markdown
     import pandas as pd
 
     sheets = pd.read_excel(paths[1], sheet_name=None)
-    assert list(sheets) == ["seed_values", "benchmark_means", "aggregates", "metadata"]
+    assert list(sheets) == ["seed_values", "benchmark_means", "aggregates", "claims", "metadata"]
     assert sorted(sheets["seed_values"]["score"]) == [36.0, 60.0, pytest.approx(100 * 336 / 487)]
+    assert set(sheets["seed_values"]["outcome"]) == {"inconclusive"}
     assert paths[2].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -157,28 +163,34 @@ def test_summarize_cli_exit_code_and_paths(capsys, tmp_path, campaign, release):
     pytest.importorskip("openpyxl", reason="the 'report' extra (openpyxl) writes the spreadsheet")
     code, out, _ = _cli(capsys, "summarize", "--no-plot", "--out", str(tmp_path / "r"), *_select(campaign))
     assert code == 1
-    assert out.splitlines()[0] == ("[trace-repro summarize] 3/4 slices scored; 3/5 verdicts within tolerance (alpha=0.05 "
-                                   "family-wise over 6 tests (4 slices + 2 benchmark means), Sidak per-test 0.00851)")
-    assert out.splitlines()[1] == f"[trace-repro summarize] release: {release.label}"
+    assert out.splitlines()[0] == ("[trace-repro summarize] 3/4 slices scored; 5 test(s): 0 reproduced, 0 differs, "
+                                   "5 inconclusive; verdict: inconclusive")
+    # the family is the plan's (8 release models x 3 release seeds x 2 benchmarks, means, claims), not the disk's
+    assert out.splitlines()[1].startswith("[trace-repro summarize] rule: alpha=0.05 family-wise over 88 tests "
+                                          "(48 slices + 16 means + 24 claim tests)")
+    assert out.splitlines()[2] == f"[trace-repro summarize] release: {release.label}"
     assert f"\n- release: {release.label}\n" in (tmp_path / "r" / "summary.md").read_text()
     assert (tmp_path / "r" / "summary.xlsx").is_file() and not (tmp_path / "r" / "summary.png").exists()
 
 
-def test_aggregating_canonical_seed_scores_reproduces_the_release_overall(release):
-    """Feeding one model-seed's canonical benchmark scores through the summary gives results.json's overall."""
-    suite = load_suite(release)
-    rule = load_tolerance_rule(release)
-    doc = release.read_json(identity.RESULTS)["scores"]
-    model, seed = "trace-qwen2.5-vl-7b", 44
-    seed_scores = [
-        SeedScore(suite.benchmark(e["benchmark_id"]).category, e["benchmark_id"], "", model, seed, e["evaluated_rows"],
-                  e["score"], None, "")
-        for e in doc["benchmark_scores"] if (e["model_id"], e["seed"]) == (model, seed)
-    ]
-    aggregates = {a.level: a for a in aggregate_scores(seed_scores, suite, rule)}
-    expected = next(e["score"] for e in doc["overall_scores"] if (e["model_id"], e["seed"]) == (model, seed))
-    assert aggregates["overall"].score == pytest.approx(expected, abs=1e-10)
-    assert aggregates["overall"].verdict.ok and len(aggregates) == 1 + len(suite.categories)
+def test_summarize_and_score_judge_one_benchmark_with_the_same_family(capsys, tmp_path, campaign, release):
+    """``score --benchmark X`` and ``summarize --benchmark X`` spread the budget over the same planned family."""
+    _, summarized, _ = _cli(capsys, "summarize", "--no-plot", "--no-xlsx", "--out", str(tmp_path / "r"),
+                            "--campaign-root", str(campaign), "--benchmark", "erqa")
+    rule = next(line for line in summarized.splitlines() if line.startswith("[trace-repro summarize] rule: "))
+    assert "over 44 tests (24 slices + 8 means + 12 claim tests)" in rule
+
+
+def test_summarize_with_nothing_scored_says_nothing_was_verified(capsys, tmp_path, release, toy_registry):
+    rows = {key: load_suite(release).benchmark(key).rows for key in KEYS}
+    root = tmp_path / "empty"
+    build_toy_campaign(root, tmp_path / "data", model=MODEL, rows=rows, accuracy={(42, "erqa"): 0.36})
+    code, out, _ = _cli(capsys, "summarize", "--no-plot", "--no-xlsx", "--out", str(tmp_path / "r"),
+                        "--campaign-root", str(root), "--benchmark", "erqa")
+    assert code == 1
+    assert "[trace-repro summarize] campaign verdict: nothing verified (no test could be judged)" in out
+    markdown = (tmp_path / "r" / "summary.md").read_text()
+    assert "**nothing verified**" in markdown and "within tolerance" not in markdown
 
 
 def test_status_watch_stops_once_the_campaign_is_complete(capsys, campaign, tmp_path):

@@ -1,6 +1,6 @@
 """The slice runner behind tests_reproduction: generate -> score -> verdict, engine reuse, exact skip reasons.
 
-The engine here is a scripted stand-in (this lane claims no real engine); the store, the scorer, the tolerance
+The engine here is a scripted stand-in (this lane claims no real engine); the store, the scorer, the verdict
 rule and the campaign layout are the real ones. The real engines run in tests_offline/test_slices_cpu_model.py
 (hf, marker cpu_model) and tests_gpu/test_slices_vllm.py (vllm, marker gpu).
 """
@@ -16,10 +16,11 @@ import pytest
 from trace_lib.benchmarks import registry
 from trace_lib.campaign.models import ModelDescriptor
 from trace_lib.campaign.plan import build_plan
-from trace_lib.campaign.run_slice import EnginePool, SliceRunner, overall_outcome, worker_gpu_group
+from trace_lib.campaign.run_slice import EnginePool, SliceRunner, worker_gpu_group
+from trace_lib.campaign.verdicts import CampaignJudge
 from trace_lib.data.prepare import load_artifact_sources
 from trace_lib.errors import InputError, ProtocolNotImplementedError, UsageError
-from trace_lib.aggregation.tolerance import load_tolerance_rule
+from trace_lib.aggregation.canonical import load_canonical, mean
 from trace_lib.generation.request import GenerationResult
 from trace_lib.release.suite import load_suite
 from trace_lib.testing.synthetic_campaign import toy_mcq_protocol, toy_rows, write_toy_dataset
@@ -30,7 +31,8 @@ _ITEM = re.compile(r"item (\d+)\?")
 
 
 class ScriptedBackend:
-    """Answers toy question ``i`` right when ``i % 100 < percent`` (else with the next letter)."""
+    """Answers toy question ``i`` right when ``(i + 13 * seed) % 100 < percent`` (else with the next letter): each
+    seed gets ``percent`` % right, on rows that differ between seeds (row-level sampling variance)."""
 
     name = "scripted"
 
@@ -46,7 +48,7 @@ class ScriptedBackend:
             text = request.messages_json()[0]["content"][-1]["text"]
             index = int(_ITEM.search(text).group(1))
             right = self.answers[index]
-            letter = right if index % 100 < self.percent else "ABCD"[("ABCD".index(right) + 1) % 4]
+            letter = right if (index + 13 * request.seed) % 100 < self.percent else "ABCD"[("ABCD".index(right) + 1) % 4]
             yield GenerationResult(request.request_id, f"So the answer is {letter}.", "stop", 10, 5)
 
     def close(self):
@@ -85,7 +87,7 @@ def setup(tmp_path, release, toy):
 
 
 def _runner(plan, release, sources, backend, **extra) -> SliceRunner:
-    return SliceRunner(plan=plan, rule=load_tolerance_rule(release), sources=sources,
+    return SliceRunner(plan=plan, verdicts=CampaignJudge(plan.campaign_root, release, plan), sources=sources,
                        campaign_root=plan.campaign_root, engines=EnginePool(lambda model: backend),
                        backend_kind="hf", allow_unprepared=True, **extra)
 
@@ -100,13 +102,16 @@ def test_a_slice_generates_scores_and_is_judged(setup, release):
     runner = _runner(plan, release, sources, backend)
     erqa42 = plan.slices[0]
     assert erqa42.id == f"{MODEL}-seed42-erqa"
-    outcome = runner.run(erqa42)
+    outcome = runner.judged(erqa42)  # runs seed 43 of the cell too: the verdict needs every planned seed
     assert (outcome.generation.generated, outcome.score, outcome.scored.score.rows) == (400, 37.0, 400)
-    assert outcome.verdict.ok, outcome.verdict.explain()
+    assert backend.requests == 800 and outcome.verdict.outcome in ("reproduced", "inconclusive")
+    assert outcome.verdict.components["variance_source"] == "rows over 2 reproduced seeds"
     props = dict(outcome.properties())
-    assert {"score", "canonical_mean", "delta", "band", "z", "rows", "responses_sha256", "records_sha256",
-            "dataset_sha256", "generation_contract_hash", "protocol_version"} <= set(props)
-    assert props["rows"] == "400" and (props["tolerance_method"], props["tolerance_family_size"]) == ("sidak", "984")
+    assert {"score", "canonical_mean", "difference", "band", "interval", "se", "mds", "rows", "responses_sha256",
+            "records_sha256", "dataset_sha256", "generation_contract_hash", "protocol_version"} <= set(props)
+    # the family is the plan's: 1 model x 2 seeds x 2 benchmarks, plus 2 means
+    assert props["rows"] == "400" and (props["verdict"], props["family_size"]) == (outcome.verdict.outcome, "6")
+    assert runner.judged(plan.slices[2]).generation is runner.judged(plan.slices[2]).generation  # run once
     assert (plan.campaign_root / "scoring" / "seed_42" / MODEL / "erqa" / "scores.json").is_file()
 
 
@@ -126,21 +131,22 @@ def test_the_engine_is_loaded_once_per_model_and_not_at_all_when_rows_are_stored
 
 def test_an_out_of_tolerance_slice_explains_itself(setup, release):
     plan, sources, rows = setup
-    outcome = _runner(plan, release, sources, _backend(rows, "erqa", 60)).run(plan.slices[0])
-    assert not outcome.verdict.ok
-    assert outcome.verdict.explain().startswith(f"{MODEL}-seed42-erqa: reproduced 60.000 vs canonical ")
+    outcome = _runner(plan, release, sources, _backend(rows, "erqa", 60)).judged(plan.slices[0])
+    assert outcome.verdict.outcome == "differs"
+    assert outcome.verdict.explain().startswith(f"{MODEL}-seed42-erqa: seed score 60.000 vs canonical ")
+    assert outcome.verdict.explain().endswith(": DIFFERS")
 
 
 @pytest.mark.parametrize("percent", [12, 88])
 def test_the_verdict_judges_the_reproduced_score_against_the_canonical_mean(setup, release, percent):
     plan, sources, rows = setup
-    outcome = _runner(plan, release, sources, _backend(rows, "erqa", percent)).run(plan.slices[0])
-    canonical = load_tolerance_rule(release).benchmarks[MODEL, "erqa"].mean
+    outcome = _runner(plan, release, sources, _backend(rows, "erqa", percent)).judged(plan.slices[0])
+    canonical = mean(load_canonical(release).benchmarks[MODEL, "erqa"])
     verdict = outcome.verdict
     assert outcome.score == float(percent) != canonical
-    assert (verdict.reproduced, verdict.canonical) == (outcome.score, canonical)
-    assert verdict.delta == pytest.approx(outcome.score - canonical)
-    assert float(dict(outcome.properties())["delta"]) == pytest.approx(outcome.score - canonical, abs=1e-3)
+    assert (verdict.estimate, verdict.canonical) == (pytest.approx(outcome.score), canonical)
+    assert verdict.difference == pytest.approx(outcome.score - canonical) and verdict.outcome == "differs"
+    assert float(dict(outcome.properties())["difference"]) == pytest.approx(outcome.score - canonical, abs=1e-3)
 
 
 def test_blockers_are_exact_sentences(setup, release, toy, tmp_path):
@@ -178,11 +184,16 @@ def test_unprepared_data_is_refused_unless_allowed(setup, release):
         runner.run(plan.slices[0])
 
 
-def test_overall_needs_the_whole_suite(setup, release):
+def test_a_mean_waits_for_every_planned_seed_and_no_overall_is_planned_for_two_benchmarks(setup, release):
     plan, sources, rows = setup
-    outcome = overall_outcome(_runner(plan, release, sources, None), MODEL, 42)
-    assert outcome.overall is None
-    assert outcome.reason == f"overall needs all {len(plan.suite.keys)} suite benchmarks (the plan selects 2)"
+    runner = _runner(plan, release, sources, _backend(rows, "erqa", 37))
+    assert set(runner.verdicts.specs) == {f"{MODEL}-seed{s}-{k}" for s in (42, 43) for k in KEYS} | {
+        f"{MODEL}-{k}" for k in KEYS}
+    assert runner.verdicts.judge(f"{MODEL}-erqa") == (f"{MODEL}-erqa: 2 planned slice(s) not scored and verified "
+                                                      f"yet: {MODEL}-seed42-erqa {MODEL}-seed43-erqa")
+    runner.run(plan.slices[0])
+    runner.run(plan.slices[2])
+    assert runner.verdicts.judge(f"{MODEL}-erqa").kind == "mean"
 
 
 def test_each_xdist_worker_gets_its_own_gpu_group(release):
@@ -244,7 +255,7 @@ def test_a_streamed_engine_failure_fails_each_slice_with_the_per_slice_message(s
 
     messages = []
     for stream in (False, True):
-        runner = SliceRunner(plan=plan, rule=load_tolerance_rule(release), sources=sources,
+        runner = SliceRunner(plan=plan, verdicts=CampaignJudge(plan.campaign_root, release, plan), sources=sources,
                              campaign_root=plan.campaign_root, engines=EnginePool(broken), backend_kind="hf",
                              allow_unprepared=True)
         runner.stream = StreamAhead(runner, plan.slices) if stream else None
@@ -262,7 +273,7 @@ def test_session_stream_follows_the_selection_schedule_and_xdist_mode(setup, rel
     plan, sources, rows = setup
     runner = _runner(plan, release, sources, None)
     items = [types.SimpleNamespace(callspec=types.SimpleNamespace(params={"eval_slice": s})) for s in plan.slices[1:]]
-    items.append(types.SimpleNamespace(callspec=types.SimpleNamespace(params={"model_seed": (MODEL, 42)})))
+    items.append(types.SimpleNamespace(callspec=types.SimpleNamespace(params={"planned_test": f"{MODEL}-erqa"})))
     stream = session_stream(runner, items, schedule="stream", dist=None, worker=None)
     assert stream.selected == plan.slices[1:] and not stream.covers(plan.slices[0])  # -k deselected slice 0
     assert session_stream(runner, items, schedule="stream", dist="loadgroup", worker="gw1") is not None

@@ -40,7 +40,7 @@ def _limits(release, tmp_path: Path, *argv: str, env_extra: dict[str, str] | Non
 def _split(limits: dict[str, float]) -> tuple[dict[str, float], dict[str, float]]:
     reproduction = {k: v for k, v in limits.items() if k.startswith("tests_reproduction/")}
     offline = {k: v for k, v in limits.items() if k.startswith("tests_offline/")}
-    assert any("test_slice[" in k for k in reproduction) and any("test_overall[" in k for k in reproduction)
+    assert any("test_slice[" in k for k in reproduction) and any("test_planned[" in k for k in reproduction)
     assert any("test_validation[" in k for k in reproduction) and offline
     return reproduction, offline
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from trace_lib.testing.openai_server import OpenAIStubServer
-from trace_lib.testing.synthetic_campaign import TINY_SLUG, slice_requests, tiny_rule, tiny_slice_runner
+from trace_lib.testing.synthetic_campaign import TINY_SLUG, slice_requests, tiny_canonical, tiny_slice_runner
 
 pytestmark = pytest.mark.cpu_model
 
@@ -34,7 +34,7 @@ def runner(release, tmp_path_factory, judge):
     work = tmp_path_factory.mktemp("slices")
     model_dir = build_tiny_qwen25vl(work / "models" / TINY_SLUG, seed=0)
     runner = tiny_slice_runner(release, work, model_dir, backend="hf", judge_url=judge.url,
-                               rule=tiny_rule(CANONICAL, rows=ROWS))
+                               canonical=tiny_canonical(release, CANONICAL, rows=ROWS))
     yield runner
     runner.engines.close()
 
@@ -45,7 +45,7 @@ def test_a_whole_slice_generates_scores_and_is_judged(runner):
 
     seed42 = runner.plan.slices[0]
     assert runner.blocker(seed42, runner.protocol(seed42)) is None
-    outcome = runner.run(seed42)
+    outcome = runner.judged(seed42)  # runs seed 43 too: the verdict reads every planned seed of the cell
     records = outcome.scored.score.records
     assert outcome.generation.generated == ROWS and outcome.scored.score.rows == ROWS
     assert outcome.score == pytest.approx(100.0 * sum(r.score for r in records) / ROWS)
@@ -57,26 +57,34 @@ def test_a_whole_slice_generates_scores_and_is_judged(runner):
     assert {r.row_key: r.prompt_tokens for r in rows} == reference_prompt_lengths(model_dir, requests)
     # the verdict judges the reproduced score (never the canonical mean: CANONICAL is no multiple of 1/ROWS)
     verdict = outcome.verdict
-    assert verdict.reproduced == pytest.approx(outcome.score) != CANONICAL and verdict.canonical == CANONICAL
-    assert verdict.delta == pytest.approx(outcome.score - CANONICAL)
-    assert dict(outcome.properties())["canonical_mean"] == str(CANONICAL)
-    exact = tiny_rule(outcome.score, rows=ROWS).check_slice(TINY_SLUG, "mmstar", outcome.score, seed=42, rows=ROWS)
-    assert exact.ok and exact.delta == 0, exact.explain()
+    assert verdict.estimate == pytest.approx(outcome.score) != CANONICAL and verdict.canonical == CANONICAL
+    assert verdict.difference == pytest.approx(outcome.score - CANONICAL)
+    assert dict(outcome.properties())["canonical_mean"] == repr(CANONICAL)
+    exact = _judge_against(runner, release, outcome.score)
+    assert exact.outcome != "differs" and exact.difference == 0, exact.explain()
 
 
 def test_a_rerun_reuses_every_row_and_the_engine_is_loaded_once(runner):
     first = runner.run(runner.plan.slices[0])
     other_seed = runner.run(runner.plan.slices[1])
     assert (first.generation.generated, first.generation.reused) == (0, ROWS)
-    assert other_seed.generation.generated == ROWS
+    assert (other_seed.generation.generated, other_seed.generation.reused) == (0, ROWS)  # judged() generated it
     assert runner.engines.loads == [TINY_SLUG]
 
 
-def test_the_verdict_fails_against_a_distant_canonical_value(runner):
-    outcome = runner.run(runner.plan.slices[0])
-    far = tiny_rule(outcome.score + 50.0 if outcome.score < 50 else outcome.score - 50.0, rows=ROWS, z=0.5)
-    verdict = far.check_slice(TINY_SLUG, "mmstar", outcome.score, seed=42, rows=ROWS)
-    assert not verdict.ok and "FAILED" in verdict.explain()
+def _judge_against(runner, release, canonical_mean):  # noqa: ANN001, ANN202
+    """The seed-42 verdict of the runner's campaign against another constructed canonical value."""
+    from trace_lib.campaign.verdicts import CampaignJudge
+
+    judge = CampaignJudge(runner.campaign_root, release, runner.plan,
+                          canonical=tiny_canonical(release, canonical_mean, rows=ROWS))
+    return judge.judge(runner.plan.slices[0].id)
+
+
+def test_the_verdict_differs_from_a_distant_canonical_value(runner, release):
+    outcome = runner.judged(runner.plan.slices[0])
+    verdict = _judge_against(runner, release, outcome.score + 50.0 if outcome.score < 50 else outcome.score - 50.0)
+    assert verdict.outcome == "differs" and verdict.explain().endswith(": DIFFERS")
 
 
 def test_streamed_slices_store_what_the_per_slice_path_stores(runner, release, tmp_path, judge):
@@ -91,7 +99,7 @@ def test_streamed_slices_store_what_the_per_slice_path_stores(runner, release, t
     for slice_ in runner.plan.slices:
         runner.run(slice_)
     same_data = tiny_slice_runner(release, runner.data_root.parent, Path(runner.plan.models[0].local_path),
-                                  backend="hf", judge_url=judge.url, rule=tiny_rule(50.0, rows=ROWS))
+                                  backend="hf", judge_url=judge.url, canonical=tiny_canonical(release, 50.0, rows=ROWS))
     streamed = dataclasses.replace(same_data, campaign_root=tmp_path / "campaign")  # same prompts, fresh stores
     streamed.stream = StreamAhead(streamed, streamed.plan.slices)
     outcomes = [streamed.run(s) for s in reversed(streamed.plan.slices)]

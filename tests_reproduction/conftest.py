@@ -1,8 +1,12 @@
-"""tests_reproduction: one test per slice of the campaign plan, plus one overall test per model and seed.
+"""tests_reproduction: one test per planned verdict: each slice, each model-benchmark mean, categories, overall and
+the paper's claims (``trace_lib.aggregation.verdict.planned_tests``).
 
 Parameters come from ``trace_lib.campaign.plan`` (the same flags as ``trace-repro plan``: ``--model-id``,
 ``--model``, ``--seeds``, ``--benchmark``, ``--model-root``, ``--data-root``, ``--gpu-groups`` ...); ids are
-``MODEL-seedSEED-BENCHMARK`` so ``-k`` selects a slice, a model, a seed or a benchmark. Under pytest-xdist use
+``MODEL-seedSEED-BENCHMARK`` (slices), ``MODEL-BENCHMARK`` (means), ``MODEL-category[NAME]``, ``MODEL-overall`` and
+``MODEL-vs-BASE-BENCHMARK|category[NAME]|overall`` (claims), so ``-k`` selects a slice, a model, a seed, a
+benchmark or a claim; ``-k`` never changes the family the budget is spread over. A verdict is reproduced (pass),
+differs (fail) or inconclusive (``--inconclusive fail|skip|xfail``, default fail: never a pass). Under pytest-xdist use
 ``--dist loadgroup``: every item of a model carries ``xdist_group(<model>)``, so one worker runs a model's slices
 one after another with one engine, on the GPU group of its index (``gwN`` -> the N-th ``--gpu-groups`` group).
 Every item here runs under ``--slice-timeout`` (default: no per-test limit) instead of pytest.ini's 300 s, and
@@ -64,13 +68,25 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("eval_slice", [
             pytest.param(s, id=s.id, marks=pytest.mark.xdist_group(s.model)) for s in plan.slices
         ])
-    if "model_seed" in metafunc.fixturenames:
+    if "planned_test" in metafunc.fixturenames:
         plan = plan or reproduction_plan(metafunc.config)
-        metafunc.parametrize("model_seed", [
-            pytest.param((m.slug, seed), id=f"{m.slug}-seed{seed}-overall", marks=pytest.mark.xdist_group(m.slug))
-            for m in plan.models for seed in plan.seeds
+        metafunc.parametrize("planned_test", [
+            pytest.param(spec.test_id, id=spec.test_id, marks=pytest.mark.xdist_group(spec.cells[0][0]))
+            for spec in _planned_specs(metafunc.config, plan) if spec.kind != "slice"
         ])
     _generate_archive_tests(metafunc)
+
+
+def _planned_specs(config: pytest.Config, plan) -> list:  # noqa: ANN001
+    from trace_lib.aggregation.canonical import load_canonical
+    from trace_lib.aggregation.verdict import planned_tests
+    from trace_lib.release.locate import locate_release
+
+    try:
+        options.reject_tolerance_z(config.option)
+        return planned_tests(load_canonical(locate_release(options.resolve(config.option, options.TRACE_ROOT))), plan)
+    except TraceReproError as exc:
+        raise pytest.UsageError(exc.render()) from None
 
 
 @pytest.fixture(scope="session")
@@ -96,6 +112,7 @@ def slice_runner(pytestconfig: pytest.Config, release, tmp_path_factory, request
             model_verify=options.resolve(option, options.MODEL_VERIFY),
             progress=logged_progress,
             ray_address=options.resolve(option, options.RAY_ADDRESS),  # campaign scheduler on Ray (issue 15)
+            archive_root=options.resolve(option, options.ARCHIVE_ROOT),
         )
     except TraceReproError as exc:
         pytest.fail(exc.render(), pytrace=False)
@@ -135,7 +152,7 @@ def run_slice(slice_runner, receipt, trace_phase, pytestconfig: pytest.Config, r
                 pytest.skip(f"phase generate: {slice_.id} generated and verified; scored in --phase score")
             if phase == "score" and not slice_runner.responses_complete(slice_):
                 pytest.fail(f"{slice_.id}: responses incomplete; run --phase generate first", pytrace=False)
-            outcome = slice_runner.run(slice_)
+            outcome = slice_runner.judged(slice_)
         except TraceReproError as exc:
             pytest.fail(exc.render(), pytrace=False)
         for name, value in outcome.properties():
@@ -143,42 +160,49 @@ def run_slice(slice_runner, receipt, trace_phase, pytestconfig: pytest.Config, r
         receipt("engine_loads", " ".join(slice_runner.engines.loads))
         receipt("cuda_visible_devices", os.environ.get("CUDA_VISIBLE_DEVICES", ""))
         if outcome.verdict is None:
-            pytest.skip(f"no canonical score for model {slice_.model}: scored {outcome.score:.3f} "
-                        f"({outcome.scored.scores_path})")
+            pytest.skip(f"{outcome.verdict_reason}: scored {outcome.score:.3f} ({outcome.scored.scores_path})")
         archive_root = options.resolve(pytestconfig.option, options.ARCHIVE_ROOT)
-        if not outcome.verdict.ok and archive_root:
+        if outcome.verdict.outcome == "differs" and archive_root:
             from trace_lib.diagnose.hint import archive_divergence_hint
 
             from trace_lib.archive.extraction_form import benchmark_routes
 
             hint = archive_divergence_hint(slice_runner.campaign_root, archive_root, slice_,
                                            routes=benchmark_routes(release))
-            pytest.fail(f"{outcome.verdict.explain()}\n{hint}", pytrace=False)
+            pytest.fail(f"DIFFERS {outcome.verdict.explain()}\n{hint}", pytrace=False)
         return outcome
 
     return run
 
 
 @pytest.fixture
-def overall(slice_runner, receipt, trace_phase) -> Callable:
-    """``overall(model, seed) -> OverallOutcome`` (overall, category verdicts and the campaign checks of that
-    model-seed) from the campaign's verified scores; skips with the reason when some slice is not scored."""
-    from trace_lib.campaign.run_slice import overall_outcome
+def judge_planned(slice_runner, receipt, trace_phase) -> Callable:
+    """``judge_planned(test_id) -> Verdict`` of a mean, category, overall or claim test from the campaign's verified
+    scores; skips with the reason while some slice it needs is not scored."""
 
-    def judge(model: str, seed: int):  # noqa: ANN202
+    def judge(test_id: str):  # noqa: ANN202
         if trace_phase == "generate":
-            pytest.skip("phase generate: overall verdicts come in --phase score")
-        outcome = overall_outcome(slice_runner, model, seed)
-        if outcome.overall is None:
-            pytest.skip(outcome.reason)
-        for name, value in outcome.properties():
+            pytest.skip("phase generate: verdicts come in --phase score")
+        try:
+            verdict = slice_runner.verdicts.judge(test_id)
+        except TraceReproError as exc:
+            pytest.fail(exc.render(), pytrace=False)
+        if isinstance(verdict, str):
+            pytest.skip(verdict)
+        for name, value in verdict.properties():
             receipt(name, value)
-        failed = [v.explain() for v in outcome.categories if not v.ok]
-        for line in failed:
-            receipt("category_outside_tolerance", line)
-        return outcome
+        return verdict
 
     return judge
+
+
+@pytest.fixture
+def verdict_outcome(pytestconfig: pytest.Config) -> Callable:
+    """``verdict_outcome(verdict)``: pass (reproduced), fail (differs) or the ``--inconclusive`` mode."""
+    from trace_lib.pytest_plugin import assert_verdict, inconclusive_mode
+
+    mode = inconclusive_mode(pytestconfig)
+    return lambda verdict: assert_verdict(verdict, mode)
 
 
 # -- the archive lane (test_archive.py): the paper's own responses, re-scored on CPU --------------------------------

@@ -86,15 +86,30 @@ def open_unit_number(text: str) -> float:
 
 ALPHA = Option(
     "--alpha",
-    "family-wise false-alarm budget of the tolerance verdicts over the planned campaign (default 0.05: a faithful "
-    "re-run reports anything FAILED with probability <= 0.05; see trace_lib.aggregation.budget)",
+    "family-wise false-alarm budget of the verdicts over the planned campaign (default 0.05: a faithful re-run "
+    "reports anything 'differs' with probability <= 0.05; see docs/tolerance.md)",
     env="TRACE_TOLERANCE_ALPHA",
     default=0.05,
     type=open_unit_number,
 )
+MARGIN = Option(
+    "--margin",
+    "equivalence margin in points: a number is 'reproduced' when its 90% interval lies inside +-MARGIN of the "
+    "paper's (default 2.0; see docs/tolerance.md)",
+    env="TRACE_MARGIN",
+    default=2.0,
+    type=positive_number,
+)
+INCONCLUSIVE = Option(
+    "--inconclusive",
+    "how an inconclusive verdict is reported in pytest: fail (default: never a pass), skip or xfail",
+    env="TRACE_INCONCLUSIVE",
+    default="fail",
+)
 TOLERANCE_Z = Option(
     "--tolerance-z",
-    "explicit critical value of every tolerance band, overriding --alpha (the budget is then reported as implied)",
+    "TRACE validation only: explicit critical value of the validation band, overriding --alpha (evaluation "
+    "verdicts take --alpha and --margin)",
     env="TRACE_TOLERANCE_Z",
     default=None,
     type=positive_number,
@@ -109,7 +124,7 @@ ARCHIVE_ROOT = Option(
 )
 
 #: Options every surface shares; subcommand-specific flags live with their subcommand.
-COMMON: tuple[Option, ...] = (TRACE_ROOT, UNPINNED, ALPHA, TOLERANCE_Z, CAMPAIGN_ROOT, JUDGE_URL)
+COMMON: tuple[Option, ...] = (TRACE_ROOT, UNPINNED, ALPHA, MARGIN, TOLERANCE_Z, CAMPAIGN_ROOT, JUDGE_URL)
 
 # -- running slices (``pytest tests_reproduction`` and the tiny-model lanes); plan flags live in campaign.plan --
 BACKEND = Option(
@@ -163,7 +178,7 @@ RAY_ADDRESS = Option(
 
 #: Options of the slice-running surfaces, beside COMMON and the plan flags.
 REPRODUCTION: tuple[Option, ...] = (BACKEND, BASE_URL, DEVICE, MODEL_VERIFY, PRINT_CONFIG, ARCHIVE_ROOT, SLICE_TIMEOUT,
-                                    SCHEDULE, RAY_ADDRESS)
+                                    SCHEDULE, RAY_ADDRESS, INCONCLUSIVE)
 
 
 def add_to_argparse(parser: argparse.ArgumentParser, *options: Option) -> None:
@@ -174,6 +189,18 @@ def add_to_argparse(parser: argparse.ArgumentParser, *options: Option) -> None:
             parser.add_argument(opt.flag, action="store_true", default=None, help=opt.help + env_note)
         else:
             parser.add_argument(opt.flag, type=opt.type, default=None, help=opt.help + env_note)
+
+
+def reject_tolerance_z(namespace: Any) -> None:
+    """Evaluation verdicts have no fixed z: ``--tolerance-z`` there is a one-line usage error.
+
+    Raises:
+        UsageError: ``--tolerance-z`` (or ``TRACE_TOLERANCE_Z``) is set.
+    """
+    if resolve(namespace, TOLERANCE_Z) is not None:
+        raise UsageError("--tolerance-z no longer applies to evaluation verdicts", field="--tolerance-z",
+                         hint="the family-wise budget is --alpha and the equivalence margin --margin "
+                              "(docs/tolerance.md)")
 
 
 def resolve(namespace: Any, option: Option) -> Any:

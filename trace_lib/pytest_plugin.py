@@ -44,13 +44,45 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
     try:
         release = locate_release(options.resolve(config.option, options.TRACE_ROOT))
+        options.reject_tolerance_z(config.option)
         plan = plan_from_options(release, config.option)
-        text = plan.render(plan.tolerance_rule(release))
+        text = plan.render(plan.power(release))
     except TraceReproError as exc:
         print(f"ERROR: {exc.render()}")
         return int(pytest.ExitCode.USAGE_ERROR)
     print(text)
     return int(pytest.ExitCode.OK)
+
+
+#: How ``--inconclusive`` reports an inconclusive verdict; "fail" (the default) keeps it from ever passing.
+INCONCLUSIVE_MODES = ("fail", "skip", "xfail")
+
+
+def inconclusive_mode(config: pytest.Config) -> str:
+    """``--inconclusive`` (``$TRACE_INCONCLUSIVE``): fail, skip or xfail.
+
+    Raises:
+        pytest.UsageError: another value.
+    """
+    mode = options.resolve(config.option, options.INCONCLUSIVE)
+    if mode not in INCONCLUSIVE_MODES:
+        raise pytest.UsageError(f"--inconclusive: must be one of {', '.join(INCONCLUSIVE_MODES)} (found {mode!r})")
+    return mode
+
+
+def assert_verdict(verdict, mode: str) -> None:  # noqa: ANN001 - trace_lib.aggregation.verdict.Verdict
+    """Report a verdict as the test's outcome: reproduced passes, differs fails, inconclusive follows ``mode``
+    (fail, skip or xfail; its message always starts with ``INCONCLUSIVE``)."""
+    if verdict.outcome == "reproduced":
+        return
+    if verdict.outcome == "differs":
+        pytest.fail(f"DIFFERS {verdict.explain()}", pytrace=False)
+    message = f"INCONCLUSIVE (the data cannot tell; not a pass) {verdict.explain()}"
+    if mode == "skip":
+        pytest.skip(message)
+    if mode == "xfail":
+        pytest.xfail(message)
+    pytest.fail(message, pytrace=False)
 
 
 def reproduction_time_limit(config: pytest.Config) -> float:

@@ -1,46 +1,12 @@
-"""The false-alarm budget of a reproduction campaign: family, per-test level and critical values.
+"""The false-alarm budget: a family of ``m`` planned tests, one family-wise ``alpha``, Šidák per-test levels.
 
-A campaign makes ``m`` tests (its *family*, fixed by the plan, never by ``-k``). The user states one family-wise
-false-alarm budget ``alpha`` (``--alpha``, default 0.05): the probability that a faithful re-run reports anything
-FAILED. Each test gets the Šidák level ``a = 1 - (1 - alpha)^(1/m)``; Šidák is exact for independent tests and
-conservative for the positively dependent ones here (seeds of one cell share its canonical mean, models share a
-benchmark's pooled stddev: Šidák's inequality for two-sided tests of multivariate normal and t vectors).
-
-Derivation of a slice band at level ``a`` (``x`` the mean of ``k`` reproduced seeds, ``mu`` the mean of ``n``
-canonical seeds, both draws of one distribution with seed-to-seed stddev ``sigma``): ``D = x - mu ~
-N(0, (1/k + 1/n) sigma^2)``, ``f = sqrt(1/k + 1/n)``. ``sigma`` is unknown; three models of it are available:
-
-- binomial: a score that is a mean of per-row credits in [0, 1], independent across rows given the seed, has
-  ``Var <= sum p_i(1-p_i)/N^2 <= p(1-p)/N`` (Jensen), so ``sigma <= SE_bin`` with no estimation error and
-  ``P(|D| > f * z_a * SE_bin) <= a`` with ``z_a`` the normal quantile ``Phi^-1(1 - a/2)``;
-- seed pool: when the seed spread of a benchmark is common to the release's models, the pooled variance
-  ``s_pool^2`` (mean of the models' sample variances) has ``nu = sum(n_i - 1)`` degrees of freedom (8 models x 2 =
-  16), ``D / (f s_pool) ~ t_nu`` exactly, and ``P(|D| > f * t_{nu,a} * s_pool) = a``;
-- moderated (the default under a budget): the pool assumes the 8 models share a benchmark's seed spread, and
-  the release says they do not (Cochran's test flags cvbench_3d and mathvista; across benchmarks p ~ 0.005; the
-  observed spread reaches 6.7x the binomial error, so the binomial bound fails there too). Each cell's variance is
-  instead a draw of an empirical-Bayes prior (scaled inverse chi-square, shape ``d0`` common, scale ``s0^2`` per
-  benchmark, fitted by the method of moments on log variances: :mod:`trace_lib.aggregation.moderation`); given
-  the cell's own ``s^2`` (2 dof), ``D / (f s_mod) ~ t_{d_eff+2}`` with ``s_mod^2 = (d_eff s0^2 + 2 s^2) /
-  (d_eff + 2)``, where ``d_eff <= d0`` discounts the prior for ``s0`` being estimated from 8 cells. So
-  ``P(|D| > f * t_{d_eff+2,a} * s_mod | s) ~= a`` for every cell, whatever its own spread: a noisy cell gets a
-  wider band, a quiet one a narrower band than the pool gives. Category and overall scores compose their
-  benchmarks' moderated variances (:meth:`~trace_lib.aggregation.tolerance.ToleranceRule.category_sigma`).
-
-The band is ``f * max(z_a * SE_bin, t_{nu,a} * s)`` with ``s`` the pool or the moderated stddev: a faithful re-run
-lands outside with probability <= ``a`` if *either* model holds (the max is wider than each single-model band, so
-its exceedance is at most the smaller of the two exceedances). With the moderated term that is: the cell's
-rows are independent given the seed (the binomial bound), or its variance is an ordinary draw of the benchmark's
-prior; the pooled rule needed equal variances instead, which the release rejects (``benchmarks/
-tolerance_power.py`` measures a faithful-campaign false-alarm rate of ~0.45 for the pooled band when the cells'
-variances follow the fitted posterior, ~0.05 for the moderated one). The plug-in ``d0, s0`` are refitted from
-each release, so the level is approximate, checked by that simulation, not exact. Category and overall scores use
-the same form with their own binomial term and seed estimate. The TRACE validation has one canonical draw and no
-seed pool: its band is ``z_a * sqrt(2) * SE_bin``.
-
-``--tolerance-z Z`` overrides both critical values with ``Z`` (the pre-budget rule; ``alpha`` is then reported as
-implied: ``1 - (1 - a_Z)^m`` with ``a_Z = P(|t_nu| > Z)``, the larger of the two single-bound levels).
-Distributions come from ``scipy.stats`` (normal, Student t, binomial).
+The user states one budget ``alpha`` (``--alpha``, default 0.05): the probability that a faithful re-run reports
+anything "differs" (evaluation verdicts, :mod:`trace_lib.aggregation.verdict`, whose family is the plan's:
+:class:`~trace_lib.aggregation.verdict.VerdictPlan`) or FAILED (the validation band,
+:mod:`trace_lib.aggregation.tolerance`). Each test gets the Šidák level ``a = 1 - (1 - alpha)^(1/m)``: exact for
+independent tests, conservative for the positively dependent ones here (the seeds and the mean of one cell share
+its canonical mean; Šidák's inequality for two-sided tests of multivariate normal and t vectors). ``m`` is fixed by
+the plan, never by ``-k`` or by what is on disk. Distributions come from ``scipy.stats``.
 """
 
 from __future__ import annotations
@@ -53,9 +19,6 @@ from trace_lib.errors import UsageError
 
 #: The default family-wise false-alarm budget.
 DEFAULT_ALPHA = 0.05
-#: Per-test level of the "screening" band used by the campaign-level count check (a nominal 95% band).
-SCREEN_ALPHA = 0.05
-
 
 
 def normal_two_sided_quantile(a: float) -> float:
@@ -95,13 +58,6 @@ def family_rate(per_test: float, family_size: int) -> float:
     return -math.expm1(max(1, family_size) * math.log1p(-min(per_test, 1.0 - 1e-16)))
 
 
-def binomial_upper_tail(k: int, n: int, p: float) -> float:
-    """``P(X >= k)`` for ``X ~ Binomial(n, p)``."""
-    from scipy.stats import binom
-
-    return 1.0 if k <= 0 else float(binom.sf(k - 1, n, p))
-
-
 def check_alpha(alpha: float) -> float:
     """``alpha`` itself when it is a number in (0, 1).
 
@@ -111,41 +67,6 @@ def check_alpha(alpha: float) -> float:
     if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and 0.0 < alpha < 1.0):
         raise UsageError("alpha must be a number in (0, 1)", field="--alpha", found=alpha)
     return float(alpha)
-
-
-@dataclass(frozen=True)
-class Family:
-    """The tests a planned campaign makes (every verdict it reports), counted from the plan's shape."""
-
-    slices: int  # models x seeds x benchmarks
-    means: int = 0  # models x benchmarks when there are >= 2 seeds (mean of the reproduced seeds)
-    overalls: int = 0  # models x seeds (full suite only)
-    categories: int = 0  # models x seeds x categories (full suite only)
-    campaign_checks: int = 0  # models x seeds x 2: the count and direction checks (full suite only)
-
-    @property
-    def size(self) -> int:
-        return self.slices + self.means + self.overalls + self.categories + self.campaign_checks
-
-    @classmethod
-    def for_campaign(cls, *, models: int, seeds: int, benchmarks: int, categories: int, full_suite: bool) -> Family:
-        """The family of ``models`` (with canonical scores) x ``seeds`` x ``benchmarks``."""
-        groups = models * seeds if full_suite else 0
-        return cls(
-            slices=models * seeds * benchmarks,
-            means=models * benchmarks if seeds > 1 else 0,
-            overalls=groups,
-            categories=groups * categories,
-            campaign_checks=2 * groups,
-        )
-
-    def describe(self) -> str:
-        parts = [f"{self.slices} slices"]
-        for count, name in ((self.means, "benchmark means"), (self.overalls, "overalls"),
-                            (self.categories, "categories"), (self.campaign_checks, "campaign checks")):
-            if count:
-                parts.append(f"{count} {name}")
-        return f"{self.size} tests ({' + '.join(parts)})"
 
 
 @dataclass(frozen=True)
@@ -160,18 +81,18 @@ class Criterion:
     family_text: str = ""
 
     @classmethod
-    def from_alpha(cls, alpha: float, family: Family | int) -> Criterion:
-        size = family.size if isinstance(family, Family) else int(family)
-        text = family.describe() if isinstance(family, Family) else f"{size} tests"
+    def from_alpha(cls, alpha: float, family: int) -> Criterion:
+        size = int(family)
+        text = f"{size} tests"
         return cls(check_alpha(alpha), size, sidak_level(alpha, size), "sidak", None, text)
 
     @classmethod
-    def from_z(cls, z: float, family: Family | int = 1, *, dof: int | None = None) -> Criterion:
+    def from_z(cls, z: float, family: int = 1, *, dof: int | None = None) -> Criterion:
         """The fixed-z criterion; the per-test level reported is the larger of the normal and ``t_dof`` levels."""
         if not (isinstance(z, (int, float)) and math.isfinite(z) and z > 0):
             raise UsageError("z must be a positive number", field="--tolerance-z", found=z)
-        size = family.size if isinstance(family, Family) else int(family)
-        text = family.describe() if isinstance(family, Family) else f"{size} tests"
+        size = int(family)
+        text = f"{size} tests"
         per_test = t_two_sided_tail(z, dof if dof else math.inf)
         return cls(family_rate(per_test, size), size, per_test, "fixed-z", float(z), text)
 

@@ -8,6 +8,7 @@ differences of the two models' canonical category scores (the same pairing the r
 
 from __future__ import annotations
 
+import functools
 import statistics
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -36,7 +37,7 @@ class Comparison:
         return f"{self.model_id}-vs-{self.base_model_id}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Canonical:
     """The release side of every verdict."""
 
@@ -45,10 +46,32 @@ class Canonical:
     categories: Mapping[tuple[str, str], SeedValues]  # (model, category)
     overall: Mapping[str, SeedValues]
     comparisons: tuple[Comparison, ...]
+    row_counts: Mapping[str, int] | None = None  # rows per benchmark when not the suite's (tiny-model lanes)
+
+    @functools.cached_property
+    def seed_prior(self) -> Any:
+        """The empirical-Bayes prior of the cells' seed variance on the scale of the binomial bound (one scale per
+        benchmark, a common shape; :func:`trace_lib.aggregation.moderation.fit_variance_prior`), fitted to the
+        release's canonical seed spreads; None when the release has too few cells."""
+        from trace_lib.aggregation.moderation import fit_variance_prior
+
+        groups: dict[str, list[tuple[float, float]]] = {}
+        for (model, bench), seeds in self.benchmarks.items():
+            if len(seeds) > 1 and bench in self.suite.keys:
+                values = list(seeds.values())
+                groups.setdefault(bench, []).append(
+                    (statistics.variance(values) / binomial_scale(mean(seeds), self.rows(bench)), len(values) - 1))
+        return fit_variance_prior(groups)
 
     @property
     def model_ids(self) -> tuple[str, ...]:
         return tuple(self.overall)
+
+    def rows(self, benchmark: str) -> int:
+        """The rows every seed of ``benchmark`` must score."""
+        if self.row_counts is not None and benchmark in self.row_counts:
+            return self.row_counts[benchmark]
+        return self.suite.benchmark(benchmark).rows
 
     def category_delta(self, comparison: Comparison, category: str) -> SeedValues:
         model, base = self.categories.get((comparison.model_id, category)), self.categories.get(
@@ -60,6 +83,13 @@ class Canonical:
 
 def mean(values: SeedValues) -> float:
     return statistics.fmean(values.values())
+
+
+def binomial_scale(mean_percent: float, rows: int) -> float:
+    """``100^2 p (1 - p) / n`` at ``p = mean / 100`` (kept above half a row from 0 and 1): the binomial variance of
+    one seed's score, the scale the seed-variance prior lives on."""
+    p = min(1.0 - 0.5 / rows, max(0.5 / rows, mean_percent / 100.0))
+    return 1e4 * p * (1.0 - p) / rows
 
 
 def _per_seed(doc: Any, name: str, keys: tuple[str, ...]) -> dict[Any, dict[int, float]]:

@@ -333,3 +333,31 @@ def campaign_credits(root: Path, slices: Sequence[Any], *, protocol_versions: Ma
                                     **{f: detail.get(f) for f in fields}})
         tables.append(CreditTable.from_records(records, source=str(path)))
     return CreditTable.concat(tables, source=str(root)), missing
+
+
+def archive_credits(root: Any, cells: Iterable[tuple[str, str]]) -> CreditTable | None:
+    """The paper's own per-row canonical credits for ``cells`` (model, benchmark) from a fetched archive
+    (``trace-repro fetch-runs``): every archived seed of each cell whose benchmark is a plain mean and whose
+    archive holds row-level scores (aggregate-only slices and structured aggregates are left out). None when no
+    cell has any.
+
+    Raises:
+        UsageError, InputError: the archive cannot be opened or a part is unreadable.
+    """
+    from trace_lib.archive.reader import open_archive
+    from trace_lib.benchmarks.registry import get_protocol
+
+    archive = open_archive(root)
+    wanted = set(cells)
+    records = []
+    for key in archive.slices():
+        if (key.model_id, key.benchmark_id) not in wanted:
+            continue
+        if get_protocol(key.benchmark_id).row_aggregate.fields:
+            continue
+        rows = [r for r in archive.iter_slice(key) if not r.excluded]
+        if not rows or not all(r.has_row_score and r.score_value is not None for r in rows):
+            continue
+        records += [{"model_id": key.model_id, "seed": key.seed, "benchmark_id": key.benchmark_id,
+                     "index": r.source_index, "credit": float(r.score_value)} for r in rows]
+    return CreditTable.from_records(records, source=str(root)) if records else None

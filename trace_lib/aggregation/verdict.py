@@ -33,7 +33,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from trace_lib.aggregation.budget import DEFAULT_ALPHA, check_alpha, sidak_level
-from trace_lib.aggregation.canonical import Canonical, Comparison, load_canonical, mean
+from trace_lib.aggregation.canonical import Canonical, Comparison, binomial_scale, load_canonical, mean
 from trace_lib.aggregation.credits import Cell, CreditTable
 from trace_lib.benchmarks.linear import Linear
 from trace_lib.errors import InputError, UsageError
@@ -151,18 +151,28 @@ class Verdict:
                 f"{self.difference:+.3f} pp, 90% interval [{lo:+.3f}, {hi:+.3f}] vs margin +-{self.margin:g}, "
                 f"band +-{self.band:.3f} (SE {self.se:.3f}: row-level {math.sqrt(c['row_variance']):.3f} "
                 f"[{c['variance_source']}]")
+        if c.get("seed_excess_variance"):
+            dof = c.get("dof")
+            text += (f", seed-level excess {math.sqrt(c['seed_excess_variance']):.3f}"
+                     + (f" on t{dof:.1f}" if dof else ""))
         if self.seed_unstable:
             text += (f", seed-unstable: spread {self.seed_unstable['spread']:.3f} vs expected "
-                     f"{self.seed_unstable['expected_spread']:.3f}, p = {self.seed_unstable['p_value']:.2g}, "
-                     f"t{self.seed_unstable['dof']}")
+                     f"{self.seed_unstable['expected_spread']:.3f}, p = {self.seed_unstable['p_value']:.2g}")
         text += f"; per-test alpha {self.per_test_alpha:.2g} over {self.family_size} tests; MDS {self.mds:.2f})"
         if self.sign is not None:
             text += f"; sign {self.sign['outcome']}"
         text += f": {self.outcome.upper() if self.outcome != 'reproduced' else 'reproduced'}"
         return text + (f" ({self.note})" if self.note else "")
 
+    def noted(self, note: str) -> Verdict:
+        """This verdict with ``note`` appended (e.g. the responses' engine differs from the paper's)."""
+        if not note:
+            return self
+        return replace(self, note=f"{self.note}; {note}" if self.note else note)
+
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """JSON-ready (non-finite numbers as None)."""
+        return _finite({
             "test_id": self.test_id, "kind": self.kind, "outcome": self.outcome, "model_id": self.model_id,
             "benchmark_id": self.benchmark_id, "seed": self.seed, "reproduced_seeds": self.reproduced_seeds,
             "estimate": self.estimate, "canonical": self.canonical, "difference": self.difference,
@@ -170,7 +180,7 @@ class Verdict:
             "mds": self.mds, "per_test_alpha": self.per_test_alpha, "family_size": self.family_size,
             "components": dict(self.components), "seed_unstable": dict(self.seed_unstable) if self.seed_unstable
             else None, "sign": dict(self.sign) if self.sign else None, "note": self.note,
-        }
+        })
 
     def properties(self) -> list[tuple[str, str]]:
         """JUnit receipt properties (``verdict`` is the outcome)."""
@@ -184,7 +194,19 @@ class Verdict:
             props += [(f"seed_{k}", repr(v)) for k, v in self.seed_unstable.items()]
         if self.sign:
             props.append(("sign_verdict", str(self.sign["outcome"])))
+        if self.note:
+            props.append(("verdict_note", self.note))
         return props
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 # -- the plan's family ----------------------------------------------------------------------------------------
@@ -233,7 +255,7 @@ class VerdictPlan:
         return max(1, sum(self.family(canonical).values()))
 
     def describe(self, canonical: Canonical) -> str:
-        names = {"slice": "slices", "mean": "means", "category": "categories", "overall": "overalls",
+        names = {"slice": "slices", "mean": "means", "category": "categories", "overall": "overall tests",
                  "claim": "claim tests"}
         parts = [f"{n} {names[k]}" for k, n in self.family(canonical).items() if n]
         return f"{self.family_size(canonical)} tests ({' + '.join(parts)})"
@@ -243,33 +265,66 @@ class VerdictPlan:
 
 @dataclass(frozen=True)
 class Scored:
-    """A score's reproduced seeds, its canonical seeds and the row-level variance of one seed's score on each side
-    (``canonical_variance``: from the archive's rows, else the reproduced one carried to the canonical mean)."""
+    """A score's reproduced seeds, its canonical seeds, the row-level variance of one seed's score on each side
+    (``canonical_variance``: from the archive's rows, else the reproduced one carried to the canonical mean) and
+    its seed-level excess variance ``tau2`` with ``tau4_per_dof`` = sum of ``tau_j^4 / dof_j`` over its estimated
+    parts (Satterthwaite; 0 when there is no excess)."""
 
     reproduced: np.ndarray  # (k,) per-seed values
     canonical: np.ndarray  # (n,) canonical per-seed values
     row_variance: float  # V_R
     canonical_variance: float  # V_C
-    source: str  # "rows over k reproduced seed(s)", "... + archive", "binomial bound"
-    component_excess: float = 0.0  # the benchmarks' own excess variance (composites)
+    source: str  # "rows over k reproduced seeds", "... + archive", "binomial bound"
+    tau2: float = 0.0
+    tau4_per_dof: float = 0.0
     seeds: tuple[int, ...] = ()
+    moderation: Mapping[str, Any] | None = None  # the cell's moderated seed variance (evidence)
 
     @property
     def excess(self) -> SeedExcess:
-        return seed_excess(self.reproduced, self.canonical, self.row_variance + self.component_excess,
-                           self.canonical_variance + self.component_excess)
-
-    def variance(self, reproduced_weight: float) -> float:
-        """``Var(D)`` of ``D = (weighted reproduced seeds) - canonical mean``: each side's row-level variance plus
-        the components' and this score's own seed excess."""
-        extra = self.component_excess + self.excess.tau2
-        return (self.row_variance + extra) * reproduced_weight + (self.canonical_variance + extra) / len(
-            self.canonical)
+        """The chi-square test of the seed spread against what rows (and the components' excess) explain."""
+        return seed_excess(self.reproduced, self.canonical, self.row_variance + self.component_tau2,
+                           self.canonical_variance + self.component_tau2)
 
     @property
-    def excess_total(self) -> float:
-        """The seed-level variance this score passes up to a composite (components' plus its own)."""
-        return self.component_excess + self.excess.tau2
+    def component_tau2(self) -> float:
+        return float((self.moderation or {}).get("component_tau2", 0.0))
+
+    def variance(self, reproduced_weight: float) -> float:
+        """``Var(D)`` of ``D = (weighted reproduced seeds) - canonical mean``."""
+        return ((self.row_variance + self.tau2) * reproduced_weight
+                + (self.canonical_variance + self.tau2) / len(self.canonical))
+
+    def dof(self, reproduced_weight: float) -> float | None:
+        """Satterthwaite degrees of freedom of ``Var(D)`` (None: no estimated seed-level part, normal)."""
+        if self.tau2 <= 0 or self.tau4_per_dof <= 0:
+            return None
+        factor = reproduced_weight + 1.0 / len(self.canonical)
+        return self.variance(reproduced_weight) ** 2 / (self.tau4_per_dof * factor**2)
+
+
+def moderated_excess(reproduced: np.ndarray, canonical: np.ndarray, v_r: float, v_c: float, scale_r: float,
+                     scale_c: float, prior: Any, benchmark: str) -> tuple[float, float, dict[str, Any]]:
+    """``(tau2, dof, evidence)``: the cell's seed variance, moderated by the release's prior on the scale of the
+    binomial bound (``q = S^2 / scale``; posterior ``(d_eff q0 + f q) / (d_eff + f)`` on ``d_eff + f`` dof), minus
+    the row-level variance it already explains (never below 0: seeds cannot vary less than rows allow)."""
+    k, n = len(reproduced), len(canonical)
+    f = max(0, k - 1) + max(0, n - 1)
+    if f == 0:
+        return 0.0, math.inf, {"f": 0}
+    ss = float(np.sum((reproduced - reproduced.mean()) ** 2)) if k > 1 else 0.0
+    ss += float(np.sum((canonical - canonical.mean()) ** 2)) if n > 1 else 0.0
+    wr, wc = max(0, k - 1) / f, max(0, n - 1) / f
+    v_bar, scale = wr * v_r + wc * v_c, wr * scale_r + wc * scale_c
+    q_hat = ss / f / scale
+    if prior is not None and benchmark in prior.prior_var:
+        q_post, dof = prior.moderated_var(benchmark, q_hat, f), prior.posterior_dof(benchmark, f)
+        prior_q = prior.prior_var[benchmark]
+    else:
+        q_post, dof, prior_q = q_hat, float(f), None
+    tau2 = max(0.0, q_post * scale - v_bar)
+    return tau2, dof, {"q_hat": q_hat, "q_moderated": q_post, "prior_q": prior_q, "dof": dof, "f": f,
+                       "scale": scale, "row_variance_pooled": v_bar}
 
 
 def carried_variance(reproduced_var: float, reproduced_bound: float, canonical_bound: float) -> float:
@@ -346,11 +401,11 @@ class Rule:
         return cls(sidak_level(check_alpha(alpha), size), size, check_margin(margin), alpha,
                    plan.describe(canonical))
 
-    def quantiles(self, dof: int | None) -> tuple[float, float]:
+    def quantiles(self, dof: float | None) -> tuple[float, float]:
         """(crit at the per-test level, two-sided; equivalence quantile, one-sided): normal, or t on ``dof``."""
         from scipy.stats import norm, t
 
-        if dof:
+        if dof is not None and math.isfinite(dof) and dof > 0:
             return float(t.isf(self.per_test_alpha / 2, dof)), float(t.isf(EQUIVALENCE_ALPHA, dof))
         return float(norm.isf(self.per_test_alpha / 2)), float(norm.isf(EQUIVALENCE_ALPHA))
 
@@ -363,10 +418,10 @@ class Rule:
               reproduced_weight: float, model_id: str, benchmark_id: str | None, seed: int | None = None) -> Verdict:
         """One test of ``difference = estimate - canonical`` (``estimate`` the reproduced seeds weighted by
         ``reproduced_weight``: 1 for one seed, 1/k for the mean)."""
-        excess = scored.excess
-        crit, q = self.quantiles(excess.dof if excess.unstable else None)
         from scipy.stats import norm
 
+        dof = scored.dof(reproduced_weight)
+        crit, q = self.quantiles(dof)
         se = math.sqrt(scored.variance(reproduced_weight))
         d = estimate - canonical
         band = crit * se
@@ -378,11 +433,12 @@ class Rule:
         else:
             outcome = "inconclusive"
         note = "band exceeds the score range" if band >= 100.0 and outcome != "reproduced" else ""
+        excess = scored.excess
         components = {"row_variance": scored.row_variance, "canonical_row_variance": scored.canonical_variance,
-                      "component_excess_variance": scored.component_excess, "seed_excess_variance": excess.tau2, "crit": crit, "equivalence_q": q,
-                      "dof": excess.dof if excess.unstable else None, "variance_source": scored.source,
-                      "seed_spread": excess.spread, "expected_spread": excess.expected,
-                      "seed_excess_p": excess.p_value}
+                      "seed_excess_variance": scored.tau2, "dof": dof, "crit": crit, "equivalence_q": q,
+                      "variance_source": scored.source, "seed_spread": excess.spread,
+                      "expected_spread": excess.expected, "seed_excess_p": excess.p_value,
+                      **{f"moderation_{k}": v for k, v in (scored.moderation or {}).items()}}
         return Verdict(test_id, kind, outcome, estimate, canonical, d, interval, se, band, self.margin, components,
                        excess.to_dict() if excess.unstable else None, (crit + float(norm.isf(1 - POWER))) * se,
                        model_id, benchmark_id, seed, len(scored.reproduced), self.per_test_alpha, self.family_size,
@@ -390,9 +446,9 @@ class Rule:
 
     def judge_sign(self, verdict: Verdict, scored: Scored) -> Verdict:
         """Add the sign verdict of a claim: the reproduced mean delta's sign against the canonical one."""
-        excess = scored.excess
-        crit, q = self.quantiles(excess.dof if excess.unstable else None)
-        se = math.sqrt((scored.row_variance + scored.excess_total) / len(scored.reproduced))
+        k = len(scored.reproduced)
+        crit, q = self.quantiles(scored.dof(1.0 / k))
+        se = math.sqrt((scored.row_variance + scored.tau2) / k)
         direction = math.copysign(1.0, verdict.canonical) if verdict.canonical else 0.0
         toward = direction * verdict.estimate
         if direction == 0.0:
@@ -458,7 +514,7 @@ def slice_id(model: str, seed: int, benchmark: str) -> str:
     return f"{model}-seed{seed}-{benchmark}"
 
 
-def _linear(cell: Cell) -> Linear:
+def cell_linear(cell: Cell) -> Linear:
     from trace_lib.benchmarks.registry import get_protocol
 
     aggregate = get_protocol(cell.benchmark_id).row_aggregate
@@ -488,7 +544,7 @@ def judge_credits(credits: CreditTable, release: Any, *, alpha: float = DEFAULT_
         if bench not in suite.keys:
             raise InputError(f"unknown benchmark {bench!r}", file=credits.source, field="benchmark_id",
                              hint=f"suite benchmarks: {', '.join(suite.keys)}")
-        rows = suite.benchmark(bench).rows
+        rows = canonical.rows(bench)
         if len(cell.index) != rows:
             raise InputError(f"{model}/{bench} has {len(cell.index)} rows per seed, the suite has {rows}",
                              file=credits.source, field="index")
@@ -516,16 +572,21 @@ def _judge_cells(canonical: Canonical, plan: VerdictPlan, rule: Rule, cells: Map
             cell = cell.select([s for s in cell.seeds if s in seeds_wanted])
             if not cell.seeds:
                 continue
-            linear = _linear(cell)
+            linear = cell_linear(cell)
             linears[(model, bench)] = linear
             can_seeds = canonical.benchmarks.get((model, bench))
             if not can_seeds:
                 continue  # no canonical score: scored, not judged
             arch = archive.get((model, bench))
             mu = mean(can_seeds)
-            v_r, v_c, source = row_variances(linear, mu, _linear(arch) if arch is not None else None)
+            v_r, v_c, source = row_variances(linear, mu, cell_linear(arch) if arch is not None else None)
             x = linear.scores()
-            sc = Scored(x, np.array(list(can_seeds.values())), v_r, v_c, source, seeds=cell.seeds)
+            can_x = np.array(list(can_seeds.values()))
+            rows = canonical.rows(bench)
+            tau2, dof, evidence = moderated_excess(x, can_x, v_r, v_c, binomial_scale(float(x.mean()), rows),
+                                                   binomial_scale(mu, rows), canonical.seed_prior, bench)
+            sc = Scored(x, can_x, v_r, v_c, source, tau2, tau2**2 / dof if tau2 > 0 and math.isfinite(dof) else 0.0,
+                        cell.seeds, evidence)
             scored[(model, bench)] = sc
             for seed, value in zip(cell.seeds, x):
                 verdicts.append(rule.judge(slice_id(model, seed, bench), "slice", sc, estimate=float(value),
@@ -544,12 +605,32 @@ def _composite(members: Sequence[Scored], canonical: Mapping[int, float]) -> Sco
     seeds = members[0].seeds
     if any(m.seeds != seeds for m in members):
         return None
-    g = len(members)
+    return combine(members, np.mean([m.reproduced for m in members], axis=0), canonical, seeds,
+                   1.0 / len(members) ** 2)
+
+
+def combine(members: Sequence[Scored], reproduced: np.ndarray, canonical: Mapping[int, float],
+            seeds: tuple[int, ...], weight: float, *, row_variance: float | None = None,
+            canonical_variance: float | None = None, source: str | None = None) -> Scored:
+    """A score that is a sum of ``members`` times ``weight`` each (independent rows; a composite: ``1/G^2``; a
+    claim: the two models, ``1``): row-level variances and seed excess add (their own ``row_variance`` etc. when
+    given: a claim's paired rows); the combination's own seed spread beyond them is added when its chi-square test
+    flags it (p < SEED_EXCESS_LEVEL: a seed moving several benchmarks together), on its own dof."""
     bound = any(m.source.startswith("binomial") for m in members)
-    return Scored(np.mean([m.reproduced for m in members], axis=0), np.array(list(canonical.values())),
-                  sum(m.row_variance for m in members) / g**2, sum(m.canonical_variance for m in members) / g**2,
-                  "binomial bound (one reproduced seed)" if bound else "sum of the benchmarks' row-level variances",
-                  sum(m.excess_total for m in members) / g**2, seeds)
+    tau2 = weight * sum(m.tau2 for m in members)
+    tau4 = weight**2 * sum(m.tau4_per_dof for m in members)
+    can = np.array(list(canonical.values()))
+    v_r = weight * sum(m.row_variance for m in members) if row_variance is None else row_variance
+    v_c = weight * sum(m.canonical_variance for m in members) if canonical_variance is None else canonical_variance
+    base = Scored(reproduced, can, v_r, v_c, source or ("binomial bound (one reproduced seed)" if bound else
+                                                        "sum of the benchmarks' row-level variances"),
+                  tau2, tau4, seeds, {"component_tau2": tau2})
+    excess = base.excess
+    if excess.unstable and excess.dof:
+        own = max(0.0, excess.spread**2 - excess.expected**2)
+        return replace(base, tau2=tau2 + own, tau4_per_dof=tau4 + own**2 / excess.dof,
+                       moderation={"component_tau2": tau2, "own_tau2": own})
+    return base
 
 
 def _composites(canonical: Canonical, plan: VerdictPlan, rule: Rule,
@@ -592,12 +673,13 @@ def _claims(canonical: Canonical, plan: VerdictPlan, rule: Rule, linears: Mappin
                 v_r, source = t.row_variance + b.row_variance, "binomial bound (one reproduced seed)"
             v_c = None
             if arch_t is not None and arch_b is not None and arch_t.seeds == arch_b.seeds:
-                v_c = unit_variance(_linear(arch_t).paired(_linear(arch_b)))
+                v_c = unit_variance(cell_linear(arch_t).paired(cell_linear(arch_b)))
             if v_c is None:  # carried to the canonical means like each model's own
                 v_c = carried_variance(v_r, t.row_variance + b.row_variance, t.canonical_variance + b.canonical_variance)
             else:
                 source += " + the archive's canonical rows"
-            s = Scored(paired.scores(), np.array(list(can.values())), v_r, v_c, source, seeds=t.seeds)
+            s = combine((t, b), paired.scores(), can, t.seeds, 1.0, row_variance=v_r, canonical_variance=v_c,
+                        source=source)
             per_bench[bench] = s
             out.append(_claim(rule, f"{comp.comparison_id}-{bench}", s, can, comp, bench))
         levels = [(f"category[{c}]", canonical.suite.categories[c], canonical.category_delta(comp, c))
@@ -619,6 +701,45 @@ def _claim(rule: Rule, test_id: str, s: Scored, can: Mapping[int, float], comp: 
                          reproduced_weight=1.0 / len(s.reproduced), model_id=comp.model_id,
                          benchmark_id=level)
     return rule.judge_sign(verdict, s)
+
+
+# -- the planned tests ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PlannedSpec:
+    """A planned test: its id, kind and the (model, benchmark) cells whose credits it needs."""
+
+    test_id: str
+    kind: str
+    cells: tuple[tuple[str, str], ...]
+
+
+def planned_tests(canonical: Canonical, plan: Any) -> list[PlannedSpec]:
+    """Every test the plan makes, in report order (slices, means, categories and overall, claims); the ids are
+    those :func:`judge_credits` gives its verdicts (``tests_reproduction`` parametrizes over them)."""
+    plan = VerdictPlan.of(plan)
+    models = [m for m in plan.models if m in canonical.overall]
+    out = []
+    for model in models:
+        for bench in plan.benchmarks:
+            if (model, bench) not in canonical.benchmarks:
+                continue
+            out += [PlannedSpec(slice_id(model, seed, bench), "slice", ((model, bench),)) for seed in plan.seeds]
+            if len(plan.seeds) > 1:
+                out.append(PlannedSpec(f"{model}-{bench}", "mean", ((model, bench),)))
+    levels = [(f"category[{c}]", canonical.suite.categories[c], "category") for c in plan.categories(canonical)]
+    if plan.full_suite(canonical):
+        levels.append(("overall", canonical.suite.keys, "overall"))
+    for model in models:
+        out += [PlannedSpec(f"{model}-{label}", kind, tuple((model, b) for b in members))
+                for label, members, kind in levels]
+    for comp in plan.comparisons(canonical):
+        pair = (comp.model_id, comp.base_model_id)
+        out += [PlannedSpec(f"{comp.comparison_id}-{bench}", "claim", tuple((m, bench) for m in pair))
+                for bench in plan.benchmarks if bench in comp.benchmarks]
+        out += [PlannedSpec(f"{comp.comparison_id}-{label}", "claim", tuple((m, b) for m in pair for b in members))
+                for label, members, _ in levels]
+    return out
 
 
 # -- power before any reproduction (plan --print-config) ----------------------------------------------------------
@@ -657,7 +778,7 @@ def planned_power(canonical: Canonical, plan: Any, *, alpha: float = DEFAULT_ALP
             if not seeds:
                 continue
             p = min(1.0, max(0.0, mean(seeds) / 100.0))
-            v[(model, bench)] = 1e4 * p * (1 - p) / canonical.suite.benchmark(bench).rows
+            v[(model, bench)] = 1e4 * p * (1 - p) / canonical.rows(bench)
             n = len(seeds)
             for seed in plan.seeds:
                 add(slice_id(model, seed, bench), "slice", v[(model, bench)] * (1 + 1 / n))
@@ -691,7 +812,7 @@ def release_seed_excess(canonical: Canonical) -> list[tuple[str, str, SeedExcess
         if bench not in canonical.suite.keys:
             continue
         p = min(1.0, max(0.0, mean(seeds) / 100.0))
-        bound = 1e4 * p * (1 - p) / canonical.suite.benchmark(bench).rows
+        bound = 1e4 * p * (1 - p) / canonical.rows(bench)
         out.append((model, bench, seed_excess(np.array([]), np.array(list(seeds.values())), bound)))
     return sorted(out, key=lambda item: item[2].p_value)
 
@@ -700,3 +821,21 @@ def judged_outcomes(verdicts: Iterable[Verdict]) -> dict[str, int]:
     """Outcome counts of ``verdicts`` (every outcome present, 0 when absent)."""
     found = list(verdicts)
     return {o: sum(1 for v in found if v.outcome == o) for o in OUTCOMES}
+
+
+def sampling_band(canonical: Canonical, rule: Rule, model: str, benchmark: str) -> float | None:
+    """The |difference| sampling alone explains between two single-seed runs of one slice, at ``rule``'s per-test
+    level: ``crit * sqrt(2 (V + tau^2))`` with V the binomial bound at the canonical mean and tau^2 the release
+    prior's seed-level excess for the benchmark (``trace-repro diagnose``); None without a canonical value."""
+    seeds = canonical.benchmarks.get((model, benchmark))
+    if not seeds or benchmark not in canonical.suite.keys:
+        return None
+    scale = binomial_scale(mean(seeds), canonical.rows(benchmark))
+    prior = canonical.seed_prior
+    dof = None
+    tau2 = 0.0
+    if prior is not None and benchmark in prior.prior_var:
+        tau2 = max(0.0, prior.prior_var[benchmark] * scale - scale)
+        dof = prior.effective_prior_dof(benchmark) if tau2 > 0 else None
+    crit, _ = rule.quantiles(dof)
+    return crit * math.sqrt(2.0 * (scale + tau2))

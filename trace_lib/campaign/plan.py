@@ -7,8 +7,8 @@ Public API (``tests_reproduction`` parametrizes over it)::
     slice.id             # "trace-qwen2.5-vl-3b-seed42-mathvista" (pytest ids, -k selection)
     plan.model(slug)     # the ModelDescriptor of a slice's model
     plan.rows(slice)     # the suite's row count of the slice's benchmark
-    plan.render()        # the --print-config text (starts nothing, writes nothing)
-    plan.tolerance_rule(release)  # the release's bands with the budget spread over this plan's family
+    plan.render(power)   # the --print-config text (starts nothing, writes nothing)
+    plan.power(release)  # each planned test's predicted band and minimum detectable shift
 
 ``add_plan_options(register)`` declares the plan flags once for both surfaces: pass ``parser.add_argument``
 (argparse) or ``group.addoption`` (pytest); ``plan_from_options`` reads them back from either namespace.
@@ -20,7 +20,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from trace_lib import options
 from trace_lib.campaign.models import (
@@ -31,8 +31,7 @@ from trace_lib.release.locate import ReleaseRoot
 from trace_lib.release.suite import Suite, load_seeds, load_suite
 
 if TYPE_CHECKING:
-    from trace_lib.aggregation.budget import Family
-    from trace_lib.aggregation.tolerance import ToleranceRule
+    from trace_lib.aggregation.verdict import PlannedTest
 
 #: Where models, data and campaigns go when no flag or environment variable says otherwise.
 DEFAULT_WORK_DIR = Path("trace-repro-work")
@@ -81,8 +80,8 @@ class Plan:
     deltas: tuple[Delta, ...] = ()
     gpu_groups: tuple[tuple[int, ...], ...] = ((0,),)
     tensor_parallel_size: int | None = None  # None: the size of each GPU group
-    tolerance_z: float | None = None  # explicit critical value (--tolerance-z); None: from tolerance_alpha
     tolerance_alpha: float = 0.05  # family-wise false-alarm budget over the plan's family (--alpha)
+    margin: float = 2.0  # equivalence margin in points (--margin)
     campaign_root: Path | None = None
     data_root: Path | None = None
     model_root: Path | None = None
@@ -106,29 +105,26 @@ class Plan:
     def rows(self, slice_: Slice) -> int:
         return self.suite.benchmark(slice_.benchmark).rows
 
-    def family(self, rule: ToleranceRule) -> Family:
-        """The tests this plan makes (models with canonical scores x seeds x benchmarks, plus means, categories,
-        overalls and campaign checks): the family the budget is spread over. ``-k`` never changes it."""
-        canonical = sum(1 for m in self.models if m.slug in rule.model_ids)
-        return rule.family(models=canonical, seeds=len(self.seeds), benchmarks=len(self.benchmarks),
-                           full_suite=tuple(self.benchmarks) == tuple(self.suite.keys))
+    def power(self, release: ReleaseRoot) -> tuple[str, list[PlannedTest]]:
+        """The rule line and each planned test's predicted band and minimum detectable shift at 80% power
+        (:func:`trace_lib.aggregation.verdict.planned_power`)."""
+        from trace_lib.aggregation.canonical import load_canonical
+        from trace_lib.aggregation.verdict import Rule, VerdictPlan, planned_power
 
-    def tolerance_rule(self, release: ReleaseRoot) -> ToleranceRule:
-        """The release's tolerance rule with this plan's budget (or fixed z) over this plan's family."""
-        from trace_lib.aggregation.tolerance import load_tolerance_rule
-
-        base = load_tolerance_rule(release, z=3.0)
-        return base.with_budget(alpha=self.tolerance_alpha, z=self.tolerance_z, family=self.family(base))
+        canonical = load_canonical(release)
+        rule = Rule.for_plan(canonical, VerdictPlan.of(self), alpha=self.tolerance_alpha, margin=self.margin)
+        return rule.describe(), planned_power(canonical, self, alpha=self.tolerance_alpha)
 
     @property
     def tp_size(self) -> int:
         return self.tensor_parallel_size or len(self.gpu_groups[0])
 
-    def render(self, rule: ToleranceRule | None = None) -> str:
+    def render(self, power: tuple[str, Sequence[PlannedTest]] | None = None) -> str:
         """The ``--print-config`` text: suite, run tag, seeds, models, deltas, decoding, GPU plan, slices.
 
-        With ``rule`` (the release's tolerance rule at this plan's z), each slice line also shows its canonical
-        3-seed mean and the allowed band for one reproduced seed; models without canonical scores say so.
+        With ``power`` (:meth:`power`), the rule line and, per slice, the canonical mean's predicted band and
+        minimum detectable shift (MDS, 80% power) for one seed; then every other planned test (means, categories,
+        overall, the claims) with its MDS; models without canonical scores say so.
         """
         gen = self.suite.generation
         lines = [
@@ -151,23 +147,26 @@ class Plan:
             f"rows per model and seed)",
             f"gpu_groups={render_gpu_groups(self.gpu_groups)} ({len(self.gpu_groups)} engine(s), "
             f"tensor_parallel_size={self.tp_size})",
-            f"tolerance={rule.budget.describe()}; seed sd: {rule.describe_seed_sd()}" if rule is not None else
-            (f"tolerance_z={self.tolerance_z:g}" if self.tolerance_z is not None else
-             f"tolerance_alpha={self.tolerance_alpha:g}"),
+            f"verdict={power[0]}" if power is not None else
+            f"alpha={self.tolerance_alpha:g} margin={self.margin:g}",
             f"campaign_root={self.campaign_root or '(not set)'}",
             f"data_root={self.data_root or '(not set)'}",
         ]
-        lines += [f"slice={s.id} rows={self.rows(s)}{_band_text(rule, s)}" for s in self.slices]
+        tests = {t.test_id: t for t in power[1]} if power is not None else {}
+        lines += [f"slice={s.id} rows={self.rows(s)}{_band_text(tests, s, power is not None)}" for s in self.slices]
+        if power is not None:
+            lines += [f"test={t.test_id} kind={t.kind} band=+-{t.band:.2f} mds={t.mds:.2f}" for t in power[1]
+                      if t.kind != "slice"]
         return "\n".join(lines)
 
 
-def _band_text(rule: ToleranceRule | None, slice_: Slice) -> str:
-    if rule is None:
+def _band_text(tests: Mapping[str, PlannedTest], slice_: Slice, judged: bool) -> str:
+    if not judged:
         return ""
-    if slice_.model not in rule.model_ids:
+    test = tests.get(slice_.id)
+    if test is None:
         return " canonical=none (not a release model)"
-    verdict = rule.check_slice(slice_.model, slice_.benchmark, 0.0, seed=slice_.seed)
-    return f" canonical={verdict.canonical:.2f} band=+-{verdict.band:.2f}"
+    return f" band=+-{test.band:.2f} mds={test.mds:.2f}"
 
 
 def worker_shares(plan: Plan, workers: int) -> list[list[Slice]]:
@@ -305,8 +304,8 @@ def build_plan(
     deltas: Sequence[str] = (),
     gpu_groups: str | None = None,
     tensor_parallel_size: int | None = None,
-    tolerance_z: float | None = None,
     tolerance_alpha: float = 0.05,
+    margin: float = 2.0,
     campaign_root: Path | None = None,
     data_root: Path | None = None,
     with_judge: bool = True,
@@ -348,8 +347,8 @@ def build_plan(
         deltas=tuple(parse_delta(d, slugs) for d in deltas),
         gpu_groups=groups,
         tensor_parallel_size=tensor_parallel_size,
-        tolerance_z=tolerance_z,
         tolerance_alpha=tolerance_alpha,
+        margin=margin,
         campaign_root=Path(campaign_root) if campaign_root else None,
         data_root=Path(data_root) if data_root else None,
         model_root=root,
@@ -399,8 +398,8 @@ def plan_from_options(release: ReleaseRoot, namespace: Any, *, with_judge: bool 
         deltas=getattr(namespace, "delta", None) or (),
         gpu_groups=getattr(namespace, "gpu_groups", None),
         tensor_parallel_size=getattr(namespace, "tensor_parallel_size", None),
-        tolerance_z=options.resolve(namespace, options.TOLERANCE_Z),
         tolerance_alpha=options.resolve(namespace, options.ALPHA),
+        margin=options.resolve(namespace, options.MARGIN),
         campaign_root=Path(campaign_root) if campaign_root else None,
         data_root=work_root(getattr(namespace, "data_root", None), DATA_ROOT_ENV, "data"),
         with_judge=with_judge,

@@ -1,7 +1,7 @@
 """Run one slice end to end: generate (resumable, through a generation backend) -> score -> tolerance verdict.
 
 :class:`SliceRunner` is what ``tests_reproduction`` and the tiny-model lanes call; it holds the session's plan,
-tolerance rule, judge and engine pool. Per slice:
+verdict judge, judge and engine pool. Per slice:
 
 1. the protocol (an unimplemented one raises :class:`~trace_lib.errors.ProtocolNotImplementedError`: the slice
    fails, never passes or skips);
@@ -12,7 +12,9 @@ tolerance rule, judge and engine pool. Per slice:
    (:class:`~trace_lib.campaign.stream_ahead.StreamAhead`), the session's scheduler generates every selected
    slice of the model ahead in the background and the slice only waits for its own rows;
 4. scoring into ``<campaign>/scoring/seed_<S>/<model>/<benchmark>/`` (``records.jsonl``, ``scores.json``);
-5. the verdict of :mod:`trace_lib.aggregation.tolerance` when the model has canonical scores.
+5. the verdict (:mod:`trace_lib.aggregation.verdict`) when the model has canonical scores: from the per-row
+   credits of every planned seed of the slice's cell (:meth:`SliceRunner.judged` scores the cell's other seeds
+   first when they are not yet), one of reproduced, differs or inconclusive.
 """
 
 from __future__ import annotations
@@ -23,8 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
-from trace_lib.aggregation.campaign_checks import GroupCheck
-from trace_lib.aggregation.tolerance import ToleranceRule, Verdict
+from trace_lib.aggregation.verdict import Verdict
 from trace_lib.environment.engine import (
     engine_drift_text, engine_properties, generation_engine, read_stored_engine, refresh_engine,
 )
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from trace_lib.campaign.models import ModelDescriptor
     from trace_lib.campaign.plan import Plan, Slice
     from trace_lib.campaign.stream_ahead import StreamAhead
+    from trace_lib.campaign.verdicts import CampaignJudge
     from trace_lib.data.manifest import DatasetEntry, Manifest
     from trace_lib.data.prepare import ArtifactSource
     from trace_lib.generation.backends.base import Backend, RequestFeed
@@ -116,7 +118,8 @@ class _LazyBackend:
 
 @dataclass(frozen=True)
 class SliceOutcome:
-    """What running one slice produced: generation summary, scores on disk and the verdict (None: no canonical)."""
+    """What running one slice produced: generation summary, scores on disk and the verdict (None: no canonical
+    value, or not judged yet: ``verdict_reason`` says why)."""
 
     slice_id: str
     generation: SliceRun
@@ -124,10 +127,16 @@ class SliceOutcome:
     verdict: Verdict | None
     protocol_version: str
     engine: Mapping[str, Any] | None = None  # the response file's engine record (None: not recorded)
+    verdict_reason: str = ""
 
     @property
     def score(self) -> float:
         return self.scored.score.score
+
+    @property
+    def engine_note(self) -> str:
+        """``engine differs from the paper's (...)`` when the responses' engine is not the paper's."""
+        return engine_drift_text(self.engine)
 
     def properties(self) -> list[tuple[str, str]]:
         """JUnit receipt properties: score, canonical mean, delta, band, z, rows and the hashes that bind them."""
@@ -150,9 +159,12 @@ class SliceOutcome:
             ("scores_path", str(self.scored.scores_path)),
         ]
         if self.verdict is not None:
-            props += [(k, v) for k, v in self.verdict.properties() if k not in ("rows",)]
+            props += self.verdict.properties()
+            if self.engine_note:
+                props.append(("engine_note", self.engine_note))
         else:
-            props.append(("verdict", "no canonical score"))
+            props.append(("verdict", "not judged"))
+            props.append(("verdict_reason", self.verdict_reason))
         return props + engine_properties(self.engine)
 
 
@@ -161,7 +173,7 @@ class SliceRunner:
     """Everything a session needs to run slices of ``plan`` (see the module docstring)."""
 
     plan: Plan
-    rule: ToleranceRule
+    verdicts: CampaignJudge
     sources: Mapping[str, ArtifactSource]
     campaign_root: Path
     engines: EnginePool
@@ -178,6 +190,7 @@ class SliceRunner:
     ray_address: str | None = None  # engines are Ray actors (GPUs are the cluster's, not this host's)
     _dataset_hashes: dict[Path, str] = field(default_factory=dict, repr=False)
     _judge_checked: bool = field(default=False, repr=False)
+    _outcomes: dict[Any, SliceOutcome] = field(default_factory=dict, repr=False)  # slices run in this session
 
     @classmethod
     def from_plan(
@@ -190,14 +203,17 @@ class SliceRunner:
         base_url: str | None = None,
         device: str = "cpu",
         judge_url: str | None = None,
-        rule: ToleranceRule | None = None,
+        canonical: Any = None,
+        archive_root: Any = None,
         backend_overrides: Mapping[str, Any] | None = None,
         model_verify: str = "deep",
         ray_address: str | None = None,
         **extra: Any,
     ) -> SliceRunner:
         """A runner for ``plan``: sources and manifest from the data root, one ``backend`` engine per model,
-        the judge at ``judge_url`` (None: judge routes are blocked), the release's tolerance rule at the plan's z.
+        the judge at ``judge_url`` (None: judge routes are blocked), verdicts against the release's canonical values
+        (``canonical``: others, e.g. a tiny-model lane's) under the plan's family, ``--alpha`` and ``--margin``
+        (``archive_root``: the paper's per-row canonical credits for the canonical row variance).
         ``backend_overrides`` replace engine settings (tiny-model lanes: a small ``max_model_len``); ``extra`` sets
         other fields (``allow_unprepared``, ``generation_overrides``). Before a model's engine is created its
         directory is checked against its revision marker (``model_verify``: ``deep`` re-hashes every file,
@@ -236,9 +252,13 @@ class SliceRunner:
             from trace_lib.scoring.judge import OpenAIJudge
 
             judge = OpenAIJudge(judge_url)
+        from trace_lib.campaign.verdicts import CampaignJudge
+
         extra.setdefault("engine", generation_engine(release, backend, base_url=options.get("base_url")))
+        verdicts = CampaignJudge(Path(campaign_root), release, plan, alpha=plan.tolerance_alpha, margin=plan.margin,
+                                 canonical=canonical, archive_root=archive_root)
         return cls(
-            plan=plan, rule=rule or plan.tolerance_rule(release),
+            plan=plan, verdicts=verdicts,
             sources=load_artifact_sources(release), campaign_root=Path(campaign_root), engines=engines,
             backend_kind=backend, judge=judge, judge_url=judge_url,
             manifest=load_manifest(manifest_file) if manifest_file.exists() else None, ray_address=ray_address,
@@ -361,14 +381,34 @@ class SliceRunner:
             scores_dir(self.campaign_root, model=slice_.model, seed=slice_.seed, benchmark=slice_.benchmark),
             judge=self.judge, judge_url=self.judge_url, dataset=self._dataset_ref(dataset_path),
         )
-        verdict = None
-        if (slice_.model, slice_.benchmark) in self.rule.benchmarks:
-            verdict = self.rule.check_slice(slice_.model, slice_.benchmark, scored.score.score, seed=slice_.seed,
-                                            rows=scored.score.rows)
-        engine = read_stored_engine(responses_path)
-        if verdict is not None:
-            verdict = dataclasses.replace(verdict, engine_note=engine_drift_text(engine))
-        return SliceOutcome(slice_.id, run, scored, verdict, protocol.version, engine)
+        outcome = SliceOutcome(slice_.id, run, scored, None, protocol.version, read_stored_engine(responses_path))
+        self._outcomes[slice_] = outcome
+        return outcome
+
+    def judged(self, slice_: Slice) -> SliceOutcome:
+        """:meth:`run` (once per session), then the slice's verdict from every planned seed of its cell: the cell's
+        other seeds are run first when they are not scored yet (their own tests then reuse them); a seed that cannot
+        run here leaves the verdict None with the reason.
+
+        Raises:
+            ProtocolNotImplementedError, UsageError, InputError, BackendError, JudgeError: as :meth:`run`.
+        """
+        outcome = self._outcomes.get(slice_) or self.run(slice_)
+        if slice_.id not in self.verdicts.specs:
+            return dataclasses.replace(outcome, verdict_reason=f"no canonical score for model {slice_.model}")
+        for other in self.verdicts.missing((slice_.model, slice_.benchmark)):
+            other = type(slice_)(other.model, other.seed, other.benchmark)
+            if other in self._outcomes:
+                continue
+            reason = self.blocker(other, self.protocol(other))
+            if reason:
+                return dataclasses.replace(outcome, verdict_reason=f"not judged: seed {other.seed} of the cell "
+                                                                   f"cannot run here ({reason})")
+            self.run(other)
+        verdict = self.verdicts.judge(slice_.id)
+        if isinstance(verdict, str):
+            return dataclasses.replace(outcome, verdict_reason=verdict)
+        return dataclasses.replace(outcome, verdict=verdict.noted(outcome.engine_note))
 
 
 def _check_model_dir(model: ModelDescriptor, *, deep: bool) -> None:
@@ -378,63 +418,6 @@ def _check_model_dir(model: ModelDescriptor, *, deep: bool) -> None:
     if not report.ok:
         raise InputError("model directory does not match its descriptor", field=model.slug, found=report.problems[0],
                          hint=f"{len(report.problems)} problem(s); run 'trace-repro prepare-models --verify-only'")
-
-
-@dataclass(frozen=True)
-class OverallOutcome:
-    """A (model, seed)'s overall verdict, its category verdicts and its campaign checks (count and direction over
-    its slice verdicts), or why it cannot be judged yet."""
-
-    overall: Verdict | None
-    categories: tuple[Verdict, ...] = ()
-    reason: str | None = None  # set when ``overall`` is None
-    campaign: GroupCheck | None = None
-
-    @property
-    def failures(self) -> list[str]:
-        """One line per failed verdict or check (empty: within tolerance)."""
-        out = [v.explain() for v in (self.overall, *self.categories) if v is not None and not v.ok]
-        if self.campaign is not None and not self.campaign.ok:
-            out.append(self.campaign.explain())
-        return out
-
-    def properties(self) -> list[tuple[str, str]]:
-        props = [] if self.overall is None else self.overall.properties()
-        props += [] if self.campaign is None else self.campaign.properties()
-        props += [(f"category[{v.subject.rsplit('[', 1)[-1].rstrip(']')}]", f"{v.reproduced!r} delta {v.delta:+.3f} "
-                   f"band {v.band:.3f} {'ok' if v.ok else 'failed'}") for v in self.categories]
-        return props
-
-
-def overall_outcome(runner: SliceRunner, model: str, seed: int) -> OverallOutcome:
-    """The overall and category verdicts of ``model`` at ``seed`` from the campaign's verified scores."""
-    from trace_lib.aggregation.campaign_checks import group_check
-    from trace_lib.aggregation.summaries import category_scores, overall_scores
-    from trace_lib.reports.collect import CampaignReader, SliceKey, current_protocol_versions
-
-    suite = runner.plan.suite
-    if tuple(runner.plan.benchmarks) != tuple(suite.keys):
-        return OverallOutcome(None, reason=f"overall needs all {len(suite.keys)} suite benchmarks "
-                                           f"(the plan selects {len(runner.plan.benchmarks)})")
-    if model not in runner.rule.overall_summaries:
-        return OverallOutcome(None, reason=f"no canonical overall score for model {model}")
-    reader = CampaignReader(runner.campaign_root, dict(runner.rule.rows))
-    versions = current_protocol_versions(suite.keys)
-    scores: dict[tuple[str, int, str], float] = {}
-    for key in suite.keys:
-        state = reader.score(SliceKey(model, seed, key), protocol_versions=versions)
-        if state.complete and state.score is not None:
-            scores[(model, seed, key)] = state.score
-    if len(scores) != len(suite.keys):
-        return OverallOutcome(None, reason=f"incomplete: {len(scores)}/{len(suite.keys)} slices of {model} seed "
-                                           f"{seed} scored and verified")
-    overall = overall_scores(scores, suite)[(model, seed)]
-    categories = tuple(runner.rule.check_category(model, c, v, seed=seed)
-                       for (_, _, c), v in category_scores(scores, suite).items())
-    slices = [runner.rule.check_slice(model, key, scores[(model, seed, key)], seed=seed) for key in suite.keys
-              if (model, key) in runner.rule.benchmarks]
-    campaign = group_check(model, seed, slices, runner.rule.budget.per_test_alpha) if slices else None
-    return OverallOutcome(runner.rule.check_overall(model, overall, seed=seed), categories, campaign=campaign)
 
 
 def worker_gpu_group(plan: Plan, worker_id: str | None) -> tuple[int, ...] | None:

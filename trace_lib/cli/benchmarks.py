@@ -1,7 +1,8 @@
 """``trace-repro benchmarks [--json]``: the suite's benchmarks and whether trace-repro implements each protocol.
 
 One row per suite benchmark in suite order: key, category, route, rows (all from ``suite.v1.json``), and from the
-protocol registry whether the protocol is implemented, its version and its judge use. Exit 0; with ``--require-all``, exit 1 when some
+protocol registry whether the protocol is implemented, its version, its judge use and its aggregate (``--json``:
+``aggregate.kind`` and ``aggregate.fields``, the per-row fields ``trace-repro verdict --credits`` needs). Exit 0; with ``--require-all``, exit 1 when some
 protocol is not implemented.
 """
 
@@ -45,13 +46,15 @@ def benchmark_rows(trace_root: str | None) -> list[dict[str, Any]]:
             "implemented": False,
             "protocol_version": None,
             "judge": None,
+            "aggregate": None,
         }
         try:
             protocol = registry.get_protocol(bench.key)
         except ProtocolNotImplementedError:
             pass
         else:
-            entry.update(implemented=True, protocol_version=protocol.version, judge=protocol.judge)
+            entry.update(implemented=True, protocol_version=protocol.version, judge=protocol.judge,
+                         aggregate=protocol.row_aggregate.to_dict())
         out.append(entry)
     return out
 

@@ -30,11 +30,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", default=None, metavar="DIR", help="output directory (default <campaign>/diagnose)")
     parser.add_argument("--no-plot", action="store_true", help="skip the per-model PNGs")
     options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT, options.ALPHA, options.TOLERANCE_Z)
+    # --tolerance-z is kept only to refuse it with a pointer (evaluation verdicts take --alpha)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> ExitCode:
-    from trace_lib.aggregation.tolerance import load_tolerance_rule
+    from trace_lib.aggregation.canonical import load_canonical
+    from trace_lib.aggregation.verdict import Rule
     from trace_lib.diagnose.attribution import diagnose_slice
     from trace_lib.diagnose.band import sampling_band
     from trace_lib.diagnose.campaign_view import campaign_slice_keys, load_campaign_slice
@@ -74,8 +76,11 @@ def run(args: argparse.Namespace) -> ExitCode:
         reference_name = archive.description
         reference = archive.slice
 
-    rule = load_tolerance_rule(release, alpha=options.resolve(args, options.ALPHA),
-                               z=options.resolve(args, options.TOLERANCE_Z))
+    options.reject_tolerance_z(args)
+    canonical = load_canonical(release)  # the band at the per-test level of the release's whole planned campaign
+    from trace_lib.campaign.verdicts import verdict_plan
+
+    rule = (canonical, Rule.for_plan(canonical, verdict_plan(release), alpha=options.resolve(args, options.ALPHA)))
     diagnoses, unmatched = [], []
     for key in keys:
         left = load_campaign_slice(root, key)

@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "judge": ("trace_lib.cli.judge", "start or stop the Qwen3-32B judge pool (vllm serve per GPU group)"),
     "status": ("trace_lib.cli.status", "show a campaign's progress (rows, scores, rate, ETA, GPUs)"),
     "verify": ("trace_lib.cli.verify", "check a campaign's coverage and receipts (generation or score)"),
+    "verdict": ("trace_lib.cli.verdict", "judge per-row credits (JSONL or Parquet) from any harness"),
     "summarize": ("trace_lib.cli.summarize", "write Markdown, spreadsheet and plot of a campaign vs canonical"),
     "diagnose": ("trace_lib.cli.diagnose", "name the pipeline stage at which two runs of a slice diverge"),
     "receipt": ("trace_lib.cli.receipt",

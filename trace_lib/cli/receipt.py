@@ -1,4 +1,5 @@
-"""``trace-repro receipt FILE``: summarize a JUnit XML receipt; exit 1 on failures, errors or no tests.
+"""``trace-repro receipt FILE``: summarize a JUnit XML receipt; exit 1 on failures, errors, inconclusive verdicts,
+or when nothing was verified (no test, or every test skipped).
 
 A missing or malformed file is one ``error:`` line and exit 2.
 """
@@ -17,7 +18,8 @@ def add_parser(subparsers: Any) -> None:
         "receipt",
         help="summarize a JUnit XML receipt: counts per marker, failures, the release identity tests recorded",
         description="Summarize a JUnit XML file written by 'pytest --junitxml=FILE' over trace-repro's suites. "
-        "Exit 0: tests ran and none failed; 1: failures, errors or no tests; 2: missing or malformed file.",
+        "Exit 0: a test passed, none failed and no verdict is inconclusive; 1: failures, errors, inconclusive "
+        "verdicts, or nothing verified (no tests, or every test skipped); 2: missing or malformed file.",
     )
     parser.add_argument("file", metavar="FILE", help="JUnit XML file")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")

@@ -3,15 +3,16 @@ the release's canonical scores.
 
 One file:   ``trace-repro score --benchmark KEY --dataset FILE --responses FILE.jsonl --out DIR [--judge-url URL]``
 Campaign:   ``trace-repro score --campaign-root DIR [--data-root DIR] [--model-id SLUG] [--seeds S ...] [--benchmark KEY]``
-            (models and seeds default to those with responses in the campaign directory)
+            (slices default to those with responses in the campaign directory)
 
 Writes ``records.jsonl`` (one line per row: extracted answer, credit, judge calls) and ``scores.json`` into the
 output directory (campaign: ``<root>/scoring/seed_<S>/<model>/<benchmark>/``) and prints one line per slice: the
-score, and the tolerance verdict when the responses' model has canonical scores (the budget ``--alpha`` is spread
-over the release's whole planned campaign, 984 tests, so a slice's band here equals its band in
-``tests_reproduction``'s full run; ``--tolerance-z`` fixes it instead). Exit 0 when everything scored
-and every verdict is within tolerance, 1 when a verdict fails or (campaign) a slice could not be scored, 2 on
-bad input (one ``error:`` line naming the file and line).
+score, and its verdict when the responses' model has canonical scores: reproduced, differs or inconclusive
+(docs/tolerance.md), from the per-row credits of every scored seed of its cell, with the budget ``--alpha`` spread
+over the family of the plan these flags give (``trace-repro plan``); a campaign also gets its means, categories,
+overall and the paper's claims. Exit 0 when everything scored and every verdict is reproduced, 1 when a verdict
+differs or is inconclusive or (campaign) a slice could not be scored, 2 on bad input (one ``error:`` line naming
+the file and line).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "(trace-repro response files carry it in their header)")
     parser.add_argument("--json", action="store_true", help="print the scores.json documents (with verdicts)")
     options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT, options.JUDGE_URL,
-                            options.ALPHA, options.TOLERANCE_Z)
+                            options.ALPHA, options.MARGIN, options.TOLERANCE_Z, options.ARCHIVE_ROOT)
     parser.set_defaults(run=run)
 
 
@@ -119,32 +120,30 @@ def _emit(summary: dict, verdict, as_json: bool) -> None:  # noqa: ANN001
         print(f"{who}: no canonical score for model {summary['model']!r}; nothing to compare")
 
 
-def _verdict(rule, summary: dict):  # noqa: ANN001, ANN202
-    model, bench = summary.get("model"), summary["benchmark"]
-    if (model, bench) not in rule.benchmarks:
-        return None
-    return rule.check_slice(model, bench, summary["score"], seed=summary["seed"], rows=summary["rows"])
-
-
 def run(args: argparse.Namespace) -> ExitCode:
-    from trace_lib.aggregation.tolerance import load_tolerance_rule
     from trace_lib.release.locate import locate_release
 
+    options.reject_tolerance_z(args)
     release = locate_release(options.resolve(args, options.TRACE_ROOT))
-    rule = load_tolerance_rule(release, z=options.resolve(args, options.TOLERANCE_Z),
-                               alpha=options.resolve(args, options.ALPHA))  # family: the release's campaign
     judge_url = options.resolve(args, options.JUDGE_URL)
     one_file = [f for f in ("dataset", "responses", "out") if getattr(args, f)]
     if one_file:
-        return _run_file(args, rule, judge_url)
+        return _run_file(args, release, judge_url)
     if options.resolve(args, options.CAMPAIGN_ROOT):
-        return _run_campaign(args, release, rule, judge_url)
+        return _run_campaign(args, release, judge_url)
     raise UsageError("nothing to score", field="score",
                      hint="pass --benchmark KEY --dataset FILE --responses FILE.jsonl --out DIR, or --campaign-root DIR")
 
 
-def _run_file(args: argparse.Namespace, rule, judge_url: str | None) -> ExitCode:  # noqa: ANN001
+def _judge_options(args: argparse.Namespace) -> dict:
+    return {"alpha": options.resolve(args, options.ALPHA), "margin": options.resolve(args, options.MARGIN)}
+
+
+def _run_file(args: argparse.Namespace, release, judge_url: str | None) -> ExitCode:  # noqa: ANN001
+    from trace_lib.aggregation.credits import CreditTable
+    from trace_lib.aggregation.verdict import judge_credits, slice_id
     from trace_lib.benchmarks.registry import get_protocol
+    from trace_lib.campaign.verdicts import verdict_plan
     from trace_lib.release.load import sha256_file
     from trace_lib.scoring.score import FileRef, run_scoring
 
@@ -164,23 +163,37 @@ def _run_file(args: argparse.Namespace, rule, judge_url: str | None) -> ExitCode
         judge.check()  # the endpoint serves the judge, before any row is scored
     scored = run_scoring(protocol, rows, responses, Path(args.out), judge=judge, judge_url=judge_url,
                          dataset=FileRef(str(dataset), sha256_file(dataset)), seed=args.seed)
-    verdict = _verdict(rule, dict(scored.summary))
-    _emit(dict(scored.summary), verdict, args.json)
+    summary = dict(scored.summary)
+    verdict = None
+    model, seed = summary.get("model"), summary.get("seed")
+    if model and seed is not None:
+        fields = protocol.row_aggregate.fields
+        table = CreditTable.from_records(
+            [{"model_id": model, "seed": seed, "benchmark_id": protocol.key, "index": r.index, "credit": r.score,
+              **{f: r.detail.get(f) for f in fields}} for r in scored.score.records], source=str(responses))
+        try:  # the family: the release's whole planned campaign (a one-file score is one slice of it)
+            result = judge_credits(table, release, plan=verdict_plan(release), **_judge_options(args))
+            verdict = result.by_id().get(slice_id(model, seed, protocol.key))
+        except TraceReproError:
+            verdict = None  # rows that are not the suite's: scored, not judged
+    _emit(summary, verdict, args.json)
     return ExitCode.FINDINGS if verdict is not None and not verdict.ok else ExitCode.OK
 
 
-def _run_campaign(args: argparse.Namespace, release, rule, judge_url: str | None) -> ExitCode:  # noqa: ANN001
+def _run_campaign(args: argparse.Namespace, release, judge_url: str | None) -> ExitCode:  # noqa: ANN001
     from trace_lib.campaign.plan import DATA_ROOT_ENV, work_root
+    from trace_lib.campaign.verdicts import judge_campaign, verdict_plan
     from trace_lib.cli.verify import campaign_inputs
     from trace_lib.data.prepare import load_artifact_sources
     from trace_lib.reports.collect import SliceKey, expected_slices, response_file
 
     _, _, root, models, seeds, keys = campaign_inputs(args)
+    plan = verdict_plan(release, model_ids=args.model_id, seeds=args.seeds, benchmarks=args.benchmark)
     scorer = CampaignScorer(root, work_root(args.data_root, DATA_ROOT_ENV, "data"), load_artifact_sources(release),
                             judge_url)
     slices: list[SliceKey] = expected_slices(models, seeds, keys)
     failed: list[str] = []
-    verdict_failures = 0
+    summaries: list[dict] = []
     if scorer.judge is not None:
         scorer.judge.check()  # an unreachable judge stops the run here (exit 2), before any slice
     for key in slices:
@@ -189,15 +202,24 @@ def _run_campaign(args: argparse.Namespace, release, rule, judge_url: str | None
             if not responses.is_file():
                 raise UsageError("no responses", field=key.id, found=str(responses),
                                  hint="run 'trace-repro generate' for this slice")
-            scored = scorer.score(key, responses)
+            summaries.append(dict(scorer.score(key, responses).summary))
         except TraceReproError as exc:
             failed.append(key.id)
             print(f"{key.id}: error: {exc.render()}", file=sys.stderr)
-            continue
-        verdict = _verdict(rule, dict(scored.summary))
-        verdict_failures += verdict is not None and not verdict.ok
-        _emit(dict(scored.summary), verdict, args.json)
-    print(f"[score] {len(slices) - len(failed)}/{len(slices)} slice(s) scored, {verdict_failures} outside tolerance"
+    scored_keys = [k for k in slices if k.id not in set(failed)]
+    verdicts = judge_campaign(root, release, plan, scored_keys, archive_root=options.resolve(args, options.ARCHIVE_ROOT),
+                              **_judge_options(args)).result
+    by_id = verdicts.by_id()
+    for summary in summaries:
+        _emit(summary, by_id.get(summary.get("slice") or ""), args.json)
+    shown = {s.get("slice") for s in summaries}
+    for verdict in verdicts.verdicts:
+        if verdict.test_id not in shown:
+            print(json.dumps({"verdict": verdict.to_dict()}, sort_keys=True) if args.json else verdict.explain())
+    counts = verdicts.counts()
+    print(f"[score] {len(slices) - len(failed)}/{len(slices)} slice(s) scored; {verdicts.summary_line()} "
+          f"({verdicts.rule.describe()})"
           + (f"; not scored: {' '.join(failed[:10])}" + (" ..." if len(failed) > 10 else "") if failed else ""),
           file=sys.stderr if args.json else sys.stdout)
-    return ExitCode.FINDINGS if failed or verdict_failures else ExitCode.OK
+    bad = failed or counts["differs"] or counts["inconclusive"]
+    return ExitCode.FINDINGS if bad else ExitCode.OK

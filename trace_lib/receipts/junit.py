@@ -3,7 +3,10 @@
 ``load_junit(path)`` reads a pytest JUnit file (any ``junit_family``) into a frozen :class:`JUnitSummary`:
 outcome counts, counts per marker (from the ``markers`` property the pytest plugin records on every test),
 each failure with its message, and the release identity the tests recorded (``release_commit``,
-``release_root``, ``sha256:<file>`` properties). A malformed or empty-of-tests file is an error, never a pass.
+``release_root``, ``sha256:<file>`` properties), and the verdicts the tests recorded (``verdict`` property:
+reproduced, differs or inconclusive). A malformed or empty-of-tests file is an error, never a pass; a run in
+which nothing passed (every test skipped) verified nothing, and an inconclusive verdict is never ok, however
+pytest reported it (``--inconclusive skip|xfail``).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ OUTCOMES = ("passed", "failed", "error", "skipped")
 RELEASE_PROPERTIES = ("release_commit", "release_root", "env_vllm", "env_torch", "env_transformers",
                       "env_matches_paper")
 HASH_PREFIX = "sha256:"
+VERDICT_PROPERTY = "verdict"
+VERDICT_OUTCOMES = ("reproduced", "differs", "inconclusive")
 
 
 @dataclass(frozen=True)
@@ -49,10 +54,32 @@ class JUnitSummary:
         return {outcome: counts[outcome] for outcome in OUTCOMES}
 
     @property
-    def ok(self) -> bool:
-        """At least one test ran and none failed or errored."""
+    def verdicts(self) -> dict[str, int]:
+        """How many tests recorded each verdict outcome (the last ``verdict`` property of a test)."""
+        found = Counter()
+        for case in self.cases:
+            recorded = [v for n, v in case.properties if n == VERDICT_PROPERTY and v in VERDICT_OUTCOMES]
+            if recorded:
+                found[recorded[-1]] += 1
+        return {o: found[o] for o in VERDICT_OUTCOMES}
+
+    @property
+    def status(self) -> str:
+        """``ok``; ``failed`` (a failure or error); ``inconclusive`` (a verdict could not tell, even when pytest
+        skipped or xfailed it); ``nothing verified`` (no test passed: no tests, or every one skipped)."""
         counts = self.counts
-        return bool(self.cases) and counts["failed"] == 0 and counts["error"] == 0
+        if counts["failed"] or counts["error"]:
+            return "failed"
+        if self.verdicts["inconclusive"]:
+            return "inconclusive"
+        if not counts["passed"]:
+            return "nothing verified"
+        return "ok"
+
+    @property
+    def ok(self) -> bool:
+        """At least one test passed, none failed or errored, and no verdict is inconclusive."""
+        return self.status == "ok"
 
     @property
     def by_marker(self) -> dict[str, dict[str, int]]:
@@ -86,9 +113,10 @@ class JUnitSummary:
     def to_json(self) -> dict[str, Any]:
         return {
             "file": self.file,
-            "status": "ok" if self.ok else "failed",
+            "status": self.status,
             "tests": len(self.cases),
             "counts": self.counts,
+            "verdicts": self.verdicts,
             "by_marker": self.by_marker,
             "release": self.release,
             "failures": [{"test": c.test_id, "outcome": c.outcome, "message": c.message} for c in self.failures],
@@ -98,6 +126,9 @@ class JUnitSummary:
         counts = self.counts
         lines = [f"trace-repro receipt {self.file}: {len(self.cases)} tests: "
                  + ", ".join(f"{counts[o]} {o}" for o in OUTCOMES)]
+        verdicts = self.verdicts
+        if any(verdicts.values()):
+            lines.append("  verdicts: " + ", ".join(f"{verdicts[o]} {o}" for o in VERDICT_OUTCOMES))
         release = self.release
         for name in RELEASE_PROPERTIES:
             found = release.get(name)
@@ -116,9 +147,13 @@ class JUnitSummary:
         for case in self.failures:
             lines.append(f"{case.outcome.upper()} {case.test_id}: {case.message}")
         if not self.cases:
-            lines.append("status: failed (the file holds no test cases)")
+            lines.append("status: nothing verified (the file holds no test cases)")
+        elif self.status == "nothing verified":
+            lines.append(f"status: nothing verified (no test passed: {counts['skipped']} skipped)")
+        elif self.status == "inconclusive":
+            lines.append(f"status: inconclusive ({verdicts['inconclusive']} verdict(s) could not tell; not a pass)")
         else:
-            lines.append(f"status: {'ok' if self.ok else 'failed'}")
+            lines.append(f"status: {self.status}")
         return "\n".join(lines)
 
 

@@ -153,19 +153,20 @@ TINY_SLUG = "tiny-qwen25vl"
 TINY_BENCHMARK = "mmstar"  # the MCQ exemplar; its tiny TSV has MMStar's columns
 
 
-def tiny_rule(mean: float, *, rows: int, stddev: float = 0.0, z: float = 3.0, model: str = TINY_SLUG,
-              benchmark: str = TINY_BENCHMARK) -> Any:
-    """A tolerance rule whose only canonical value is ``mean`` (over 3 seeds) for ``model`` on ``benchmark`` with
-    ``rows`` rows: the canonical value a tiny-model lane constructs."""
-    from trace_lib.aggregation.tolerance import CanonicalSummary, ToleranceRule
+def tiny_canonical(release: Any, mean: float, *, rows: int, spread: float = 0.0, model: str = TINY_SLUG,
+                   benchmark: str = TINY_BENCHMARK) -> Any:
+    """Canonical values a tiny-model lane constructs: ``model`` scored ``mean - spread``, ``mean``, ``mean + spread``
+    on ``benchmark`` (seeds 42-44) with ``rows`` rows (:class:`~trace_lib.aggregation.canonical.Canonical`)."""
+    from trace_lib.aggregation.canonical import Canonical
+    from trace_lib.release.suite import load_suite
 
-    summary = CanonicalSummary(mean, stddev, 3)
-    return ToleranceRule(z=z, rows={benchmark: rows}, categories={}, benchmarks={(model, benchmark): summary},
-                         category_summaries={}, overall_summaries={})
+    seeds = {42: mean - spread, 43: mean, 44: mean + spread}
+    return Canonical(suite=load_suite(release), benchmarks={(model, benchmark): seeds}, categories={},
+                     overall={model: seeds}, comparisons=(), row_counts={benchmark: rows})
 
 
 def tiny_slice_runner(
-    release: Any, work: Path, model_dir: Path, *, backend: str, judge_url: str, rule: Any, rows: int = 8,
+    release: Any, work: Path, model_dir: Path, *, backend: str, judge_url: str, canonical: Any, rows: int = 8,
     seeds: Sequence[int] = (42, 43), max_tokens: int = 16, backend_overrides: dict[str, Any] | None = None,
 ) -> Any:
     """A :class:`~trace_lib.campaign.run_slice.SliceRunner` for the tiny model on a tiny MMStar TSV (written at
@@ -183,7 +184,7 @@ def tiny_slice_runner(
     plan = build_plan(release, models=[model], seeds=list(seeds), benchmarks=[TINY_BENCHMARK], data_root=data_root,
                       campaign_root=Path(work) / "campaign", with_judge=False)
     return SliceRunner.from_plan(release, plan, backend=backend, campaign_root=plan.campaign_root,
-                                 judge_url=judge_url, rule=rule, backend_overrides=backend_overrides,
+                                 judge_url=judge_url, canonical=canonical, backend_overrides=backend_overrides,
                                  model_verify="none", allow_unprepared=True,
                                  generation_overrides={"max_tokens": max_tokens})
 
