@@ -153,12 +153,14 @@ def draw_scores(rng: np.random.Generator, group: Group, p_seeds: np.ndarray) -> 
 
 # -- fitting a cell to the release -------------------------------------------------------------------------------
 
-def beta_bins(pbar: float, nu: float, bins: int = BINS) -> np.ndarray:
-    """(bins,) mean success probability of each equal-probability bin of Beta(pbar nu, (1 - pbar) nu)."""
+def beta_bins(pbar: float, nu: float, rows: np.ndarray) -> np.ndarray:
+    """(K,) mean success probability of each bin of Beta(pbar nu, (1 - pbar) nu), bin j holding the quantile range
+    of its ``rows[j]`` rows (so the rows' mean probability is ``pbar`` exactly)."""
     a, b = pbar * nu, (1 - pbar) * nu
-    edges = stats.beta.ppf(np.linspace(0, 1, bins + 1), a, b)
+    share = rows / rows.sum()
+    edges = stats.beta.ppf(np.r_[0.0, np.cumsum(share)].clip(0, 1), a, b)
     upper = stats.beta.cdf(edges, a + 1, b)  # E[X 1{X <= x}] = pbar * F_{a+1,b}(x)
-    p = bins * pbar * np.diff(upper)
+    p = pbar * np.diff(upper) / share
     return np.clip(p, 1e-12, 1 - 1e-12)
 
 
@@ -176,14 +178,14 @@ def fit_group(pbar: float, n: int, psi: float, parts: int, rho: float, bins: int
     target = rho * pbar * (1 - pbar)
 
     def excess(log_nu: float) -> float:
-        q = beta_bins(pbar, np.exp(log_nu), bins)
+        q = beta_bins(pbar, np.exp(log_nu), rows)
         return float((rows * q * (1 - q)).sum() / n - target)
 
     lo, hi = np.log(1e-4), np.log(1e7)
     if excess(lo) >= 0:  # the bins cannot be more dispersed than this: take the most dispersed
-        return Group(psi, parts, beta_bins(pbar, np.exp(lo), bins), rows)
+        return Group(psi, parts, beta_bins(pbar, np.exp(lo), rows), rows)
     log_nu = optimize.brentq(excess, lo, hi, xtol=1e-10)
-    return Group(psi, parts, beta_bins(pbar, np.exp(log_nu), bins), rows)
+    return Group(psi, parts, beta_bins(pbar, np.exp(log_nu), rows), rows)
 
 
 def fit_eta(cell: Cell, tau_sq: float) -> float:

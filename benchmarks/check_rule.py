@@ -178,16 +178,13 @@ def compare(lay: tp.Layout, verdicts, kinds: dict[str, tp.Kind], plan: tp.Plan, 
     return seen, bad, worst
 
 
-def check_against_trace_lib(lay: tp.Layout, truth: tp.Truth, variant: tp.Variant, campaigns: int,
+def check_against_trace_lib(lay: tp.Layout, truth: tp.Truth, campaigns: int,
                             rng: np.random.Generator, alpha: float, margin: float) -> None:
     """Print (and assert) 0 outcome mismatches and equal intervals and bands on ``campaigns`` expanded campaigns."""
     import time
 
     from trace_lib.aggregation.verdict import VerdictPlan, judge_credits
 
-    if variant != tp.Variant():
-        print("\n(check) skipped: the first variant is not trace_lib's rule")
-        return
     plan = tp.make_plans(lay, len(SEEDS))[0]
     total, mismatches, worst = 0, 0, 0.0
     t0 = time.perf_counter()
@@ -203,7 +200,7 @@ def check_against_trace_lib(lay: tp.Layout, truth: tp.Truth, variant: tp.Variant
         assert verdicts.rule.family_size == plan.size, (verdicts.rule.family_size, plan.size)
         for v in verdicts.verdicts:
             outcomes[v.outcome] = outcomes.get(v.outcome, 0) + 1
-        n, bad, w = compare(lay, verdicts, tp.judge(lay, camp, variant), plan, alpha, margin)
+        n, bad, w = compare(lay, verdicts, tp.judge(lay, camp), plan, alpha, margin)
         total, mismatches, worst = total + n, mismatches + bad, max(worst, w)
     print(f"\n(check) {campaigns} campaigns expanded to per-row credits ({len(table)} rows each) and judged by "
           f"trace_lib.aggregation.verdict.judge_credits ({time.perf_counter() - t0:.0f} s): {total} verdicts, "
