@@ -80,6 +80,7 @@ def _child(args: argparse.Namespace) -> int:
     from trace_lib.aggregation.credits import CreditTable
     from trace_lib.aggregation.summaries import category_scores, overall_scores
     from trace_lib.aggregation.verdict import judge_credits
+    from trace_lib.benchmarks.registry import get_protocol
     from trace_lib.generation.store import response_path
     from trace_lib.release.locate import locate_release
     from trace_lib.release.suite import load_suite
@@ -103,6 +104,8 @@ def _child(args: argparse.Namespace) -> int:
             scores[(MODEL, SEED, key)] = scored.score.score
             rows_scored += scored.score.rows
             fields = protocol.row_aggregate.fields
+            if get_protocol(key).row_aggregate.fields != fields:
+                continue  # a toy scorer standing in for a structured aggregate: its rows lack the fields
             credits.append(CreditTable.from_records(
                 [{"model_id": MODEL, "seed": SEED, "benchmark_id": key, "index": r.index, "credit": r.score,
                   **{f: r.detail.get(f) for f in fields}} for r in scored.score.records]))

@@ -89,22 +89,29 @@ def test_print_config_starts_nothing_and_writes_nothing(release, tmp_path):
 
 
 def test_print_config_shows_each_slice_band_from_the_release(release):
-    """--print-config states every test's predicted band and minimum detectable shift (80% power), from the binomial
-    bound at results.json's canonical mean, the suite's rows and the plan's family (here one test: alpha itself)."""
+    """--print-config states every test's predicted band and minimum detectable shift (80% power): one seed's
+    variance predicted from the release (the cell's canonical seed variance moderated by the release prior, which
+    lies between the cell's own and its benchmark's prior scale), the plan's family (here one test: alpha itself)."""
     import math
     import statistics
 
+    from trace_lib.aggregation.canonical import binomial_scale, load_canonical
+    from trace_lib.aggregation.verdict import predicted_seed_variance
     from trace_lib.campaign.plan import build_plan
 
-    plan = build_plan(release, model_ids=["qwen2.5-vl-3b-base"], seeds=[43], benchmarks=["cvbench_3d"])
+    model, bench = "qwen2.5-vl-3b-base", "cvbench_3d"
+    plan = build_plan(release, model_ids=[model], seeds=[43], benchmarks=[bench])
     line = plan.render(plan.power(release)).splitlines()[-1]
-    doc = release.read_json("rlvr/evaluation/trace_eval/results.json")["scores"]["benchmark_summaries"]
-    mean = next(e["mean"] for e in doc if (e["model_id"], e["benchmark_id"]) == ("qwen2.5-vl-3b-base", "cvbench_3d"))
-    p, rows = mean / 100, plan.rows(plan.slices[0])
-    se = 100 * math.sqrt(p * (1 - p) / rows * (1 + 1 / 3))
+    canonical = load_canonical(release)
+    seeds = list(canonical.benchmarks[(model, bench)].values())
+    scale = binomial_scale(statistics.fmean(seeds), plan.rows(plan.slices[0]))
+    own, prior = statistics.variance(seeds), canonical.seed_prior.prior_var[bench] * scale
+    predicted = predicted_seed_variance(canonical, model, bench)
+    assert min(own, prior) < predicted < max(own, prior)
+    se = math.sqrt(predicted * (1 + 1 / 3))
     z = statistics.NormalDist().inv_cdf(1 - 0.05 / 2)
     mds = (z + statistics.NormalDist().inv_cdf(0.8)) * se
-    assert line == f"slice=qwen2.5-vl-3b-base-seed43-cvbench_3d rows={rows} band=+-{z * se:.2f} mds={mds:.2f}"
+    assert line == f"slice={model}-seed43-{bench} rows={plan.rows(plan.slices[0])} band=+-{z * se:.2f} mds={mds:.2f}"
 
 
 @pytest.mark.parametrize("tag", ["../x", "a/b", ".hidden", "tag with space"])

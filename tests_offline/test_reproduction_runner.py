@@ -134,7 +134,7 @@ def test_an_out_of_tolerance_slice_explains_itself(setup, release):
     outcome = _runner(plan, release, sources, _backend(rows, "erqa", 60)).judged(plan.slices[0])
     assert outcome.verdict.outcome == "differs"
     assert outcome.verdict.explain().startswith(f"{MODEL}-seed42-erqa: seed score 60.000 vs canonical ")
-    assert outcome.verdict.explain().endswith(": DIFFERS")
+    assert ": DIFFERS (engine not recorded)" in outcome.verdict.explain()
 
 
 @pytest.mark.parametrize("percent", [12, 88])
@@ -281,3 +281,15 @@ def test_session_stream_follows_the_selection_schedule_and_xdist_mode(setup, rel
     assert session_stream(runner, items, schedule="per-slice", dist=None, worker=None) is None
     with pytest.raises(UsageError, match="unknown schedule"):
         session_stream(runner, items, schedule="fast", dist=None, worker=None)
+
+
+def test_a_slice_is_not_judged_while_a_planned_seed_of_its_cell_cannot_run(setup, release):
+    """--phase score: seed 43 of the cell has no stored responses, so seed 42 is scored but not judged (a verdict
+    from one of two planned seeds would change with the order the tests run in)."""
+    plan, sources, rows = setup
+    backend = _backend(rows, "erqa", 37)
+    outcome = _runner(plan, release, sources, backend).judged(plan.slices[0], generate=False)
+    assert outcome.verdict is None and backend.requests == 400
+    assert outcome.verdict_reason == ("not judged: seed 43 of the cell cannot run here (responses incomplete; run "
+                                      "--phase generate first)")
+    assert dict(outcome.properties())["verdict"] == "not judged"

@@ -152,7 +152,7 @@ def run_slice(slice_runner, receipt, trace_phase, pytestconfig: pytest.Config, r
                 pytest.skip(f"phase generate: {slice_.id} generated and verified; scored in --phase score")
             if phase == "score" and not slice_runner.responses_complete(slice_):
                 pytest.fail(f"{slice_.id}: responses incomplete; run --phase generate first", pytrace=False)
-            outcome = slice_runner.judged(slice_)
+            outcome = slice_runner.judged(slice_, generate=phase != "score")
         except TraceReproError as exc:
             pytest.fail(exc.render(), pytrace=False)
         for name, value in outcome.properties():

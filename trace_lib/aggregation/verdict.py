@@ -384,12 +384,20 @@ def one_seed_bound(linear: Linear, shift_to: float | None = None, *, only_shifte
 
 # -- the judgement ----------------------------------------------------------------------------------------------
 
+#: Pre-specified shares of the family-wise budget by test kind (weighted Šidák/Bonferroni: a kind's share is split
+#: equally over its tests by Šidák, the kinds add up by the union bound, so P(any "differs") <= alpha). The
+#: per-seed slice tests nearly repeat their cell's mean test and get a small share; the mean tests, which carry the
+#: per-benchmark power, half. Shares of kinds a plan does not make go to the others in proportion.
+ALPHA_SHARES = {"slice": 0.15, "mean": 0.50, "category": 0.05, "overall": 0.05, "claim": 0.25}
+
+
 @dataclass(frozen=True)
 class Rule:
-    """Critical values of one campaign: per-test level from the family, equivalence level and margin."""
+    """Critical values of one campaign: per-test level of each test kind (its share of ``alpha`` over the plan's
+    tests of that kind), equivalence level and margin."""
 
-    per_test_alpha: float
-    family_size: int
+    levels: Mapping[str, float]  # kind -> per-test level
+    counts: Mapping[str, int]  # kind -> planned tests
     margin: float = DEFAULT_MARGIN
     alpha: float = DEFAULT_ALPHA
     family_text: str = ""
@@ -397,21 +405,39 @@ class Rule:
     @classmethod
     def for_plan(cls, canonical: Canonical, plan: VerdictPlan, *, alpha: float = DEFAULT_ALPHA,
                  margin: float = DEFAULT_MARGIN) -> Rule:
-        size = plan.family_size(canonical)
-        return cls(sidak_level(check_alpha(alpha), size), size, check_margin(margin), alpha,
-                   plan.describe(canonical))
+        alpha = check_alpha(alpha)
+        counts = {k: n for k, n in plan.family(canonical).items() if n}
+        total = sum(ALPHA_SHARES[k] for k in counts) or 1.0
+        levels = {k: sidak_level(alpha * ALPHA_SHARES[k] / total, n) for k, n in counts.items()}
+        return cls(levels, counts, check_margin(margin), alpha, plan.describe(canonical))
 
-    def quantiles(self, dof: float | None) -> tuple[float, float]:
-        """(crit at the per-test level, two-sided; equivalence quantile, one-sided): normal, or t on ``dof``."""
+    @property
+    def family_size(self) -> int:
+        return max(1, sum(self.counts.values()))
+
+    def level(self, kind: str) -> float:
+        """The per-test level of a ``kind`` test (a kind the plan does not make: the smallest planned level)."""
+        return self.levels.get(kind, min(self.levels.values(), default=self.alpha))
+
+    @property
+    def per_test_alpha(self) -> float:
+        """The smallest per-test level of the plan (the most demanding)."""
+        return min(self.levels.values(), default=self.alpha)
+
+    def quantiles(self, dof: float | None, kind: str = "slice") -> tuple[float, float]:
+        """(crit at the kind's per-test level, two-sided; equivalence quantile, one-sided): normal, or t on
+        ``dof``."""
         from scipy.stats import norm, t
 
+        a = self.level(kind)
         if dof is not None and math.isfinite(dof) and dof > 0:
-            return float(t.isf(self.per_test_alpha / 2, dof)), float(t.isf(EQUIVALENCE_ALPHA, dof))
-        return float(norm.isf(self.per_test_alpha / 2)), float(norm.isf(EQUIVALENCE_ALPHA))
+            return float(t.isf(a / 2, dof)), float(t.isf(EQUIVALENCE_ALPHA, dof))
+        return float(norm.isf(a / 2)), float(norm.isf(EQUIVALENCE_ALPHA))
 
     def describe(self) -> str:
-        return (f"alpha={self.alpha:g} family-wise over {self.family_text or f'{self.family_size} tests'}, Sidak "
-                f"per-test {self.per_test_alpha:.3g}; reproduced iff the 90% interval lies inside "
+        shares = ", ".join(f"{k} {self.levels[k]:.3g}" for k in self.levels)
+        return (f"alpha={self.alpha:g} family-wise over {self.family_text or f'{self.family_size} tests'}, "
+                f"weighted Sidak per-test levels ({shares}); reproduced iff the 90% interval lies inside "
                 f"+-{self.margin:g} points")
 
     def judge(self, test_id: str, kind: str, scored: Scored, *, estimate: float, canonical: float,
@@ -421,7 +447,7 @@ class Rule:
         from scipy.stats import norm
 
         dof = scored.dof(reproduced_weight)
-        crit, q = self.quantiles(dof)
+        crit, q = self.quantiles(dof, kind)
         se = math.sqrt(scored.variance(reproduced_weight))
         d = estimate - canonical
         band = crit * se
@@ -441,13 +467,13 @@ class Rule:
                       **{f"moderation_{k}": v for k, v in (scored.moderation or {}).items()}}
         return Verdict(test_id, kind, outcome, estimate, canonical, d, interval, se, band, self.margin, components,
                        excess.to_dict() if excess.unstable else None, (crit + float(norm.isf(1 - POWER))) * se,
-                       model_id, benchmark_id, seed, len(scored.reproduced), self.per_test_alpha, self.family_size,
+                       model_id, benchmark_id, seed, len(scored.reproduced), self.level(kind), self.family_size,
                        note=note)
 
     def judge_sign(self, verdict: Verdict, scored: Scored) -> Verdict:
         """Add the sign verdict of a claim: the reproduced mean delta's sign against the canonical one."""
         k = len(scored.reproduced)
-        crit, q = self.quantiles(scored.dof(1.0 / k))
+        crit, q = self.quantiles(scored.dof(1.0 / k), "claim")
         se = math.sqrt((scored.row_variance + scored.tau2) / k)
         direction = math.copysign(1.0, verdict.canonical) if verdict.canonical else 0.0
         toward = direction * verdict.estimate
@@ -755,30 +781,43 @@ class PlannedTest:
     mds: float
 
 
+def predicted_seed_variance(canonical: Canonical, model: str, benchmark: str) -> float:
+    """One seed's score variance predicted from the release alone: the cell's canonical seed variance moderated
+    by the release prior (``(d_eff q0 + d q) / (d_eff + d)`` on the binomial scale, i.e. row-level plus seed-level
+    variance as the release's seeds show it); the binomial bound when no prior can be fitted."""
+    seeds = canonical.benchmarks[(model, benchmark)]
+    scale = binomial_scale(mean(seeds), canonical.rows(benchmark))
+    prior = canonical.seed_prior
+    if prior is None or benchmark not in prior.prior_var or len(seeds) < 2:
+        return scale
+    values = np.array(list(seeds.values()))
+    return prior.moderated_var(benchmark, float(values.var(ddof=1)) / scale, len(values) - 1) * scale
+
+
 def planned_power(canonical: Canonical, plan: Any, *, alpha: float = DEFAULT_ALPHA) -> list[PlannedTest]:
-    """Predicted from the binomial bound at the canonical mean with the suite's rows (``100^2 p(1-p)/n`` per
-    seed: an upper bound of the row-level variance; the release's median cell is 0.64x it in stddev), no seed
-    excess, the planned number of seeds, normal critical values at the plan's per-test level."""
+    """Each planned test's predicted SE, band and 80%-power minimum detectable shift before any reproduction: one
+    seed's variance from :func:`predicted_seed_variance` on both sides, the planned number of seeds, composites and
+    claims summing their cells, normal critical values at each kind's per-test level (a seed-unstable cell's
+    Student t would widen its band further)."""
     from scipy.stats import norm
 
     plan = VerdictPlan.of(plan)
     rule = Rule.for_plan(canonical, plan, alpha=alpha)
-    crit = float(norm.isf(rule.per_test_alpha / 2)) + _z_power()
     k = len(plan.seeds)
     v: dict[tuple[str, str], float] = {}
     out = []
 
     def add(test_id: str, kind: str, variance: float) -> None:
         se = math.sqrt(variance)
-        out.append(PlannedTest(test_id, kind, se, (crit - _z_power()) * se, crit * se))
+        crit = float(norm.isf(rule.level(kind) / 2))
+        out.append(PlannedTest(test_id, kind, se, crit * se, (crit + _z_power()) * se))
 
     for model in plan.models:
         for bench in plan.benchmarks:
             seeds = canonical.benchmarks.get((model, bench))
             if not seeds:
                 continue
-            p = min(1.0, max(0.0, mean(seeds) / 100.0))
-            v[(model, bench)] = 1e4 * p * (1 - p) / canonical.rows(bench)
+            v[(model, bench)] = predicted_seed_variance(canonical, model, bench)
             n = len(seeds)
             for seed in plan.seeds:
                 add(slice_id(model, seed, bench), "slice", v[(model, bench)] * (1 + 1 / n))

@@ -281,7 +281,7 @@ PROTOCOL = Protocol(
     key=KEY,
     upstream="VLMEvalKit@a8b12bf1:vlmeval/dataset/image_mcq.py:WeMath + vlmeval/dataset/utils/wemath.py + "
     "vlmeval/dataset/utils/multiple_choice.py:mcq_vanilla_eval",
-    version="wemath-v1",
+    version="wemath-v2",  # v2: records carry problem_id (the row-level variance needs the composite problems)
     load=load,
     build_prompt=build_prompt,
     score=score,

@@ -385,10 +385,11 @@ class SliceRunner:
         self._outcomes[slice_] = outcome
         return outcome
 
-    def judged(self, slice_: Slice) -> SliceOutcome:
+    def judged(self, slice_: Slice, *, generate: bool = True) -> SliceOutcome:
         """:meth:`run` (once per session), then the slice's verdict from every planned seed of its cell: the cell's
         other seeds are run first when they are not scored yet (their own tests then reuse them); a seed that cannot
-        run here leaves the verdict None with the reason.
+        run here leaves the verdict None with the reason (``generate=False``, ``--phase score``: a seed whose
+        responses are not all stored cannot run here either).
 
         Raises:
             ProtocolNotImplementedError, UsageError, InputError, BackendError, JudgeError: as :meth:`run`.
@@ -401,6 +402,8 @@ class SliceRunner:
             if other in self._outcomes:
                 continue
             reason = self.blocker(other, self.protocol(other))
+            if not reason and not generate and not self.responses_complete(other):
+                reason = "responses incomplete; run --phase generate first"
             if reason:
                 return dataclasses.replace(outcome, verdict_reason=f"not judged: seed {other.seed} of the cell "
                                                                    f"cannot run here ({reason})")
