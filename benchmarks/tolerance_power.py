@@ -17,7 +17,14 @@ Simulation model (docs/tolerance.md, "Power and false alarms (simulation)"):
   and the reproduced side (k seeds, per-row patterns exact), then applies the verdict rule vectorised
   (``judge``), checked against trace_lib's own verdicts on expanded campaigns (``--check``).
 
-    python benchmarks/tolerance_power.py [--campaigns 4000] [--seed 0] [--trace-root DIR] [--scenario fitted]
+    PYTHONPATH=$PWD python3 benchmarks/tolerance_power.py [--campaigns 4000] [--power-campaigns 1000] [--check 4]
+        [--seeds 3] [--scenario fitted|rows-only|all-excess] [--outlier-level 0.1] [--skip-power]
+
+Printed: the fitted truth; the check against trace_lib; (a) P(any test "differs") on faithful campaigns for the full
+plan and every --benchmark / --model-id plan (Clopper-Pearson); (b) outcome shares by margin 1, 2, 3, 5; (c) minimum
+detectable shifts and bands over the score range; (d) the claims' MDD and P(sign reproduced); (e) a benchmark
+zeroed and a 5-point shift per cell; (f) a 2-point shift of one model; (g) the seed-unstable cells zeroed with more
+seeds or the archive.
 """
 
 from __future__ import annotations
@@ -44,7 +51,11 @@ from trace_lib.release.locate import locate_release  # noqa: E402
 CANONICAL_SEEDS = 3
 UNSTABLE_P = 0.01  # seed-unstable when P(chi2_f >= Q) < UNSTABLE_P (truth classification and the rule)
 EQ_ALPHA = 0.05  # one-sided level of each half of the equivalence (TOST) interval
-POWER_Z = stats.norm.isf(0.2)  # z_0.8 for the minimum detectable shift
+POWER_Z = stats.norm.isf(0.2)
+#: Proposal (POWER_FINDINGS.md), 0 = trace_lib's rule: a cell whose seed variance is an outlier under the prior's
+#: predictive (q_hat / q0 ~ F(f, d_eff), upper tail < OUTLIER_LEVEL) keeps its own estimate on f dof, unmoderated
+#: (robust empirical Bayes in the spirit of Phipson et al. 2016). Set by --outlier-level.
+OUTLIER_LEVEL = 0.0  # z_0.8 for the minimum detectable shift
 
 # Row structure of the benchmarks whose score is not a plain mean of binary row credits (facts: the benchmark
 # modules, trace_lib/benchmarks/linear.py): per unit group (units, share of the score, parts, y_scale). A unit's
@@ -467,6 +478,12 @@ def moderated_cell(reproduced: np.ndarray, canonical: np.ndarray, v_r: np.ndarra
     de = np.where(finite, d_eff, 0.0)
     q_post = np.where(finite, (de * q0 + f * q_hat) / (de + f), q0)
     dof = d_eff + f
+    if OUTLIER_LEVEL > 0:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tail = stats.f.sf(q_hat / q0, f, np.where(finite, de, 1e6))
+        outlier = tail < OUTLIER_LEVEL
+        q_post = np.where(outlier, q_hat, q_post)
+        dof = np.where(outlier, float(f), dof)
     tau2 = np.maximum(0.0, q_post * scale - v_bar)
     tau4 = np.where((tau2 > 0) & np.isfinite(dof), tau2**2 / np.where(np.isfinite(dof), dof, 1.0), 0.0)
     return Scored(reproduced, canonical, v_r, v_c, tau2, tau4)
@@ -691,8 +708,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", type=int, default=2, help="campaigns expanded to rows and judged by trace_lib")
     parser.add_argument("--seeds", type=int, default=3,
                         help="reproduced seeds per cell (default 3; above 3 the claims' paired variance is V_T + V_B)")
+    parser.add_argument("--outlier-level", type=float, default=0.0,
+                        help="simulate the proposal instead of trace_lib's rule: outlier cells keep their own seed "
+                             "variance on f dof (see OUTLIER_LEVEL; 0: trace_lib's rule)")
     parser.add_argument("--skip-power", action="store_true", help="only the faithful tables")
     args = parser.parse_args(argv)
+    global OUTLIER_LEVEL
+    OUTLIER_LEVEL = args.outlier_level
     start = time.perf_counter()
     lay = load_layout(args.trace_root)
     truth = fit_truth(lay, args.scenario)
@@ -708,7 +730,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  excess: {lay.models[i]} {lay.benchmarks[j]}: release seed sd {lay.seed_scores[i, j].std(ddof=1):.2f}, "
               f"row sd {math.sqrt(truth.target_row[i, j]):.2f}, seed-level sd {math.sqrt(truth.target_tau[i, j]):.2f} "
               f"(eta {truth.cells[i][j].eta:.3f} logit), release p {truth.release_p[i, j]:.2g}")
-    if args.check and k == 3:
+    if OUTLIER_LEVEL:
+        print(f"\nPROPOSAL, not trace_lib's rule: seed-variance outliers (F tail < {OUTLIER_LEVEL:g}) unmoderated")
+    if args.check and k == 3 and not OUTLIER_LEVEL:
         from check_rule import check_against_trace_lib  # noqa: PLC0415
 
         check_against_trace_lib(lay, truth, args.check, rng, args.alpha, args.margin)
