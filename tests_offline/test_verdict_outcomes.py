@@ -51,8 +51,9 @@ def test_blocked():
 
 
 @pytest.fixture
-def project(pytester):
+def project(pytester, release, monkeypatch):
     pytester.makepyfile(test_outcomes=OUTCOME_TESTS)
+    monkeypatch.setenv("TRACE_ROOT", str(release.path))  # the session's release, whatever another test left set
     return pytester
 
 

@@ -97,19 +97,12 @@ class CreditTable:
     def from_records(cls, records: Iterable[Mapping[str, Any]], *, source: str = "credits") -> CreditTable:
         """From dicts with the :data:`COLUMNS` (and any extra fields)."""
         rows = list(records)
-        columns: dict[str, list[Any]] = {}
+        names: dict[str, None] = dict.fromkeys(COLUMNS)
         for number, row in enumerate(rows, 1):
             if not isinstance(row, Mapping):
                 raise InputError("a row is not an object", file=source, field=f"row {number}")
-            for name in COLUMNS:
-                if name not in row or row[name] is None:
-                    raise InputError("required field is missing", file=source, field=f"row {number}.{name}")
-            for name in row:
-                columns.setdefault(name, [None] * (number - 1))
-            for name, values in columns.items():
-                values.append(row.get(name))
-        for name in COLUMNS:
-            columns.setdefault(name, [])
+            names.update(dict.fromkeys(row))
+        columns = {name: [row.get(name) for row in rows] for name in names}
         return cls._from_columns(columns, source)
 
     @classmethod

@@ -45,6 +45,8 @@ DEFAULT_MARGIN = 2.0
 EQUIVALENCE_ALPHA = 0.05
 #: A cell is seed-unstable when its seed spread exceeds the row-level variance at this p-value.
 SEED_EXCESS_LEVEL = 0.01
+#: A cell whose seed variance is this improbable under the prior predictive is not shrunk toward its benchmark.
+OUTLIER_LEVEL = 0.1
 #: Power at which the minimum detectable shift is stated.
 POWER = 0.8
 OUTCOMES = ("reproduced", "differs", "inconclusive")
@@ -306,8 +308,10 @@ class Scored:
 def moderated_excess(reproduced: np.ndarray, canonical: np.ndarray, v_r: float, v_c: float, scale_r: float,
                      scale_c: float, prior: Any, benchmark: str) -> tuple[float, float, dict[str, Any]]:
     """``(tau2, dof, evidence)``: the cell's seed variance, moderated by the release's prior on the scale of the
-    binomial bound (``q = S^2 / scale``; posterior ``(d_eff q0 + f q) / (d_eff + f)`` on ``d_eff + f`` dof), minus
-    the row-level variance it already explains (never below 0: seeds cannot vary less than rows allow)."""
+    binomial bound (``q = S^2 / scale``; posterior ``(d_eff q0 + f q) / (d_eff + f)`` on ``d_eff + f`` dof; a cell
+    whose ``q`` is an outlier of the prior predictive ``F(f, d_eff)`` at :data:`OUTLIER_LEVEL` keeps its own ``q``
+    on ``f`` dof: robust empirical Bayes, Phipson et al. 2016), minus the row-level variance it already explains
+    (never below 0: seeds cannot vary less than rows allow)."""
     k, n = len(reproduced), len(canonical)
     f = max(0, k - 1) + max(0, n - 1)
     if f == 0:
@@ -317,14 +321,29 @@ def moderated_excess(reproduced: np.ndarray, canonical: np.ndarray, v_r: float, 
     wr, wc = max(0, k - 1) / f, max(0, n - 1) / f
     v_bar, scale = wr * v_r + wc * v_c, wr * scale_r + wc * scale_c
     q_hat = ss / f / scale
-    if prior is not None and benchmark in prior.prior_var:
-        q_post, dof = prior.moderated_var(benchmark, q_hat, f), prior.posterior_dof(benchmark, f)
-        prior_q = prior.prior_var[benchmark]
+    outlier_p = None
+    if prior is not None and benchmark in prior.prior_var and prior.prior_var[benchmark] > 0:
+        prior_q, d_eff = prior.prior_var[benchmark], prior.effective_prior_dof(benchmark)
+        outlier_p = prior_predictive_tail(q_hat / prior_q, f, d_eff)
+        if outlier_p < OUTLIER_LEVEL:  # robust EB: an outlier keeps its own variance on its own dof
+            q_post, dof = q_hat, float(f)
+        else:
+            q_post, dof = prior.moderated_var(benchmark, q_hat, f), prior.posterior_dof(benchmark, f)
     else:
         q_post, dof, prior_q = q_hat, float(f), None
     tau2 = max(0.0, q_post * scale - v_bar)
     return tau2, dof, {"q_hat": q_hat, "q_moderated": q_post, "prior_q": prior_q, "dof": dof, "f": f,
-                       "scale": scale, "row_variance_pooled": v_bar}
+                       "scale": scale, "row_variance_pooled": v_bar, "prior_outlier_p": outlier_p}
+
+
+def prior_predictive_tail(ratio: float, f: int, d_eff: float) -> float:
+    """``P(q / q0 >= ratio)`` under the prior predictive: ``F(f, d_eff)`` (``chi2_f / f`` when ``d_eff`` is
+    infinite)."""
+    from scipy.stats import chi2, f as fisher
+
+    if math.isinf(d_eff):
+        return float(chi2.sf(ratio * f, f))
+    return float(fisher.sf(ratio, f, d_eff))
 
 
 def carried_variance(reproduced_var: float, reproduced_bound: float, canonical_bound: float) -> float:
