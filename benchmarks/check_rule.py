@@ -10,6 +10,8 @@ statistics of the same rows.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy import special
 
@@ -141,13 +143,13 @@ def expanded_campaign(lay: tp.Layout, truth: tp.Truth, rng: np.random.Generator,
 def compare(lay: tp.Layout, verdicts, kinds: dict[str, tp.Kind], plan: tp.Plan, alpha: float,  # noqa: ANN001
             margin: float) -> tuple[int, int, float]:
     """(verdicts compared, outcome mismatches, largest |difference| of interval ends and bands)."""
-    a = plan.per_test(alpha)
     by_id = verdicts.by_id()
     seen, bad, worst = 0, 0, 0.0
 
     def one(test_id: str, kind: tp.Kind, at: tuple) -> None:
         nonlocal seen, bad, worst
         v = by_id.pop(test_id)
+        a = plan.per_test(alpha, v.kind)
         crit, q = tp.critical(kind, a)
         out = int(tp.outcomes(kind, a, margin)[(0, *at)])
         d, se = kind.d[(0, *at)], kind.se[(0, *at)]
@@ -198,6 +200,8 @@ def check_against_trace_lib(lay: tp.Layout, truth: tp.Truth, campaigns: int,
         verdicts = judge_credits(table, None, alpha=alpha, margin=margin, canonical=canonical,
                                  plan=VerdictPlan(tuple(lay.models), SEEDS, tuple(lay.benchmarks)))
         assert verdicts.rule.family_size == plan.size, (verdicts.rule.family_size, plan.size)
+        for kind, level in verdicts.rule.levels.items():
+            assert math.isclose(level, plan.per_test(alpha, kind), rel_tol=1e-12), (kind, level)
         for v in verdicts.verdicts:
             outcomes[v.outcome] = outcomes.get(v.outcome, 0) + 1
         n, bad, w = compare(lay, verdicts, tp.judge(lay, camp), plan, alpha, margin)

@@ -45,6 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import _rowsim as rs  # noqa: E402
 
+from trace_lib.aggregation.verdict import ALPHA_SHARES  # noqa: E402
+from trace_lib.aggregation.verdict import OUTLIER_LEVEL as TRACE_OUTLIER_LEVEL  # noqa: E402
 from trace_lib.release import identity  # noqa: E402
 from trace_lib.release.locate import locate_release  # noqa: E402
 
@@ -52,10 +54,10 @@ CANONICAL_SEEDS = 3
 UNSTABLE_P = 0.01  # seed-unstable when P(chi2_f >= Q) < UNSTABLE_P (truth classification and the rule)
 EQ_ALPHA = 0.05  # one-sided level of each half of the equivalence (TOST) interval
 POWER_Z = stats.norm.isf(0.2)
-#: Proposal (POWER_FINDINGS.md), 0 = trace_lib's rule: a cell whose seed variance is an outlier under the prior's
-#: predictive (q_hat / q0 ~ F(f, d_eff), upper tail < OUTLIER_LEVEL) keeps its own estimate on f dof, unmoderated
-#: (robust empirical Bayes in the spirit of Phipson et al. 2016). Set by --outlier-level.
-OUTLIER_LEVEL = 0.0  # z_0.8 for the minimum detectable shift
+#: A cell whose seed variance is an outlier under the prior's predictive (q_hat / q0 ~ F(f, d_eff), upper tail <
+#: OUTLIER_LEVEL) keeps its own estimate on f dof, unmoderated (trace_lib's robust EB since 21:49; 0: the rule
+#: before it). Set by --outlier-level.
+OUTLIER_LEVEL = 0.1  # z_0.8 for the minimum detectable shift
 
 # Row structure of the benchmarks whose score is not a plain mean of binary row credits (facts: the benchmark
 # modules, trace_lib/benchmarks/linear.py): per unit group (units, share of the score, parts, y_scale). A unit's
@@ -480,7 +482,8 @@ def moderated_cell(reproduced: np.ndarray, canonical: np.ndarray, v_r: np.ndarra
     dof = d_eff + f
     if OUTLIER_LEVEL > 0:
         with np.errstate(divide="ignore", invalid="ignore"):
-            tail = stats.f.sf(q_hat / q0, f, np.where(finite, de, 1e6))
+            ratio = q_hat / q0
+            tail = np.where(finite, stats.f.sf(ratio, f, np.where(finite, de, 1.0)), stats.chi2.sf(ratio * f, f))
         outlier = tail < OUTLIER_LEVEL
         q_post = np.where(outlier, q_hat, q_post)
         dof = np.where(outlier, float(f), dof)
@@ -635,8 +638,17 @@ class Plan:
     def size(self) -> int:
         return int(sum(m.sum() * (2 if kind == "claim" else 1) for kind, m in self.masks.items()))
 
-    def per_test(self, alpha: float) -> float:
-        return -math.expm1(math.log1p(-alpha) / max(1, self.size))
+    def counts(self) -> dict[str, int]:
+        return {kind: int(m.sum()) * (2 if kind == "claim" else 1) for kind, m in self.masks.items() if m.any()}
+
+    def per_test(self, alpha: float, kind: str) -> float:
+        """trace_lib's weighted Sidak level of a ``kind`` test: alpha's share of the kind (ALPHA_SHARES,
+        renormalised over the planned kinds) over the plan's tests of that kind."""
+        counts = self.counts()
+        if kind not in counts:
+            return min(self.per_test(alpha, k) for k in counts)
+        total = sum(ALPHA_SHARES[k] for k in counts)
+        return -math.expm1(math.log1p(-alpha * ALPHA_SHARES[kind] / total) / counts[kind])
 
 
 def make_plans(lay: Layout, k: int) -> list[Plan]:
@@ -659,12 +671,11 @@ def make_plans(lay: Layout, k: int) -> list[Plan]:
 
 def any_differs(kinds: dict[str, Kind], plan: Plan, alpha: float, margin: float) -> np.ndarray:
     """(R,) True where any planned test says "differs"."""
-    a = plan.per_test(alpha)
     hit = None
     for name, mask in plan.masks.items():
         if not mask.any():
             continue
-        out = outcomes(kinds[name], a, margin) == 1
+        out = outcomes(kinds[name], plan.per_test(alpha, name), margin) == 1
         h = (out & mask).reshape(out.shape[0], -1).any(1)
         hit = h if hit is None else hit | h
     return hit
@@ -708,9 +719,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", type=int, default=2, help="campaigns expanded to rows and judged by trace_lib")
     parser.add_argument("--seeds", type=int, default=3,
                         help="reproduced seeds per cell (default 3; above 3 the claims' paired variance is V_T + V_B)")
-    parser.add_argument("--outlier-level", type=float, default=0.0,
-                        help="simulate the proposal instead of trace_lib's rule: outlier cells keep their own seed "
-                             "variance on f dof (see OUTLIER_LEVEL; 0: trace_lib's rule)")
+    parser.add_argument("--outlier-level", type=float, default=TRACE_OUTLIER_LEVEL,
+                        help="prior-predictive tail below which a cell's seed variance is unmoderated (default: "
+                             "trace_lib's OUTLIER_LEVEL; 0: the rule without it)")
     parser.add_argument("--skip-power", action="store_true", help="only the faithful tables")
     args = parser.parse_args(argv)
     global OUTLIER_LEVEL
@@ -730,9 +741,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  excess: {lay.models[i]} {lay.benchmarks[j]}: release seed sd {lay.seed_scores[i, j].std(ddof=1):.2f}, "
               f"row sd {math.sqrt(truth.target_row[i, j]):.2f}, seed-level sd {math.sqrt(truth.target_tau[i, j]):.2f} "
               f"(eta {truth.cells[i][j].eta:.3f} logit), release p {truth.release_p[i, j]:.2g}")
-    if OUTLIER_LEVEL:
-        print(f"\nPROPOSAL, not trace_lib's rule: seed-variance outliers (F tail < {OUTLIER_LEVEL:g}) unmoderated")
-    if args.check and k == 3 and not OUTLIER_LEVEL:
+    if OUTLIER_LEVEL != TRACE_OUTLIER_LEVEL:
+        print(f"\nNOT trace_lib's rule: seed-variance outliers unmoderated below F tail {OUTLIER_LEVEL:g}")
+    if args.check and k == 3 and OUTLIER_LEVEL == TRACE_OUTLIER_LEVEL:
         from check_rule import check_against_trace_lib  # noqa: PLC0415
 
         check_against_trace_lib(lay, truth, args.check, rng, args.alpha, args.margin)
@@ -756,23 +767,23 @@ def main(argv: list[str] | None = None) -> int:
         for pi, plan in enumerate(plans):
             fa[pi] += int(any_differs(kinds, plan, args.alpha, args.margin).sum())
         if True:
-            a = plans[0].per_test(args.alpha)
+            a = {kind: plans[0].per_test(args.alpha, kind) for kind in KIND_NAMES}
             for mg in MARGINS:
                 for kind in KIND_NAMES:
-                    out = outcomes(kinds[kind], a, mg)
+                    out = outcomes(kinds[kind], a[kind], mg)
                     share[mg][kind] += np.bincount(out.ravel(), minlength=3)
             zp = stats.norm.isf(0.2)
             for kind in KIND_NAMES:
-                crit, q = critical(kinds[kind], a)
+                crit, q = critical(kinds[kind], a[kind])
                 over_range[kind] += int((crit * kinds[kind].se >= 100).sum())
                 tested[kind] += kinds[kind].se.size
-            crit, _ = critical(kinds["mean"], a)
+            crit, _ = critical(kinds["mean"], a["mean"])
             mds_mean.append((crit + zp) * kinds["mean"].se)
-            crit, _ = critical(kinds["slice"], a)
+            crit, _ = critical(kinds["slice"], a["slice"])
             mds_slice.append(((crit + zp) * kinds["slice"].se)[..., 0])
             flags.append(kinds["mean"].unstable.sum(0))
-            sign_counts += (sign_outcome(kinds["claim"], a) == 0).sum(0)
-            _, q = critical(kinds["claim"], a)
+            sign_counts += (sign_outcome(kinds["claim"], a["claim"]) == 0).sum(0)
+            _, q = critical(kinds["claim"], a["claim"])
             mdd.append((q + zp) * kinds["claim"].sign[1])
         done += size
     t_faithful = time.perf_counter() - t0
@@ -867,7 +878,7 @@ def power_tables(lay: Layout, truth: Truth, args, rng: np.random.Generator) -> N
     ok = five_any >= 0.8
     print(f"  5-point: {int(ok.sum())} of {m * b} cells >= 0.8 (own slice/mean tests alone: "
           f"{int((five_own >= 0.8).sum())}); below:")
-    z_a = stats.norm.isf(full.per_test(args.alpha) / 2)
+    z_a = stats.norm.isf(full.per_test(args.alpha, "mean") / 2)
     for i, j in zip(*np.nonzero(~ok)):
         sd = math.sqrt((truth.target_row[i, j] + truth.target_tau[i, j]) * (1 / k + 1 / CANONICAL_SEEDS))
         why = ("seed-unstable (release excess)" if unstable[i, j] else
@@ -907,16 +918,16 @@ def zeroed_cells_power(lay: Layout, truth: Truth, cells: list[tuple[int, int]], 
         for j in range(b):
             sim._canonical(camp, i, j)
     slice_, mean_, _ = cell_tests(lay, camp)
-    a = make_plans(lay, seeds)[0].per_test(alpha)
-    hit = (outcomes(slice_, a, margin) == 1).any(-1) | (outcomes(mean_, a, margin) == 1)
+    plan = make_plans(lay, seeds)[0]
+    hit = (outcomes(slice_, plan.per_test(alpha, "slice"), margin) == 1).any(-1) | (
+        outcomes(mean_, plan.per_test(alpha, "mean"), margin) == 1)
     return [float(hit[:, i, j].mean()) for i, j in cells]
 
 
 def own(kinds: dict[str, Kind], plan: Plan, alpha: float, margin: float, i: int, j: int) -> np.ndarray:
     """(R,) the cell's own slice or mean tests say "differs"."""
-    a = plan.per_test(alpha)
-    return (outcomes(kinds["slice"], a, margin)[:, i, j] == 1).any(-1) | (
-        outcomes(kinds["mean"], a, margin)[:, i, j] == 1)
+    return (outcomes(kinds["slice"], plan.per_test(alpha, "slice"), margin)[:, i, j] == 1).any(-1) | (
+        outcomes(kinds["mean"], plan.per_test(alpha, "mean"), margin)[:, i, j] == 1)
 
 
 if __name__ == "__main__":
