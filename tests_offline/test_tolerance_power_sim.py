@@ -1,0 +1,98 @@
+"""The row-level simulator of benchmarks/tolerance_power.py: its building blocks give what drawing every row gives."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import _rowsim as rs  # noqa: E402
+
+R = 20000
+
+
+def _group(parts: int) -> rs.Group:
+    return rs.Group(psi=100 / 60, parts=parts, p=np.array([0.02, 0.3, 0.55, 0.9]), n=np.array([20, 15, 15, 10]))
+
+
+def _within(sample: np.ndarray, expected: float, se: float) -> None:
+    assert abs(sample.mean() - expected) < 4.5 * se / np.sqrt(len(sample)), (sample.mean(), expected)
+
+
+@pytest.mark.parametrize("parts", [1, 2])
+def test_pattern_counts_match_per_row_bernoulli_draws(parts: int) -> None:
+    """Multinomial pattern counts give each seed's score and the rows' sample variance with the moments of drawing
+    every row (different p per seed: a seed shift)."""
+    rng = np.random.default_rng(1)
+    g = _group(parts)
+    u = np.tile([-0.4, 0.0, 0.7], (R, 1))
+    p = rs.seed_probs(g, u)  # (R, K, 3)
+    d = rs.draw_patterns(rng, g, p)
+    rows = np.repeat(np.arange(len(g.n)), g.n)
+    direct = (rng.random((R, len(rows), 3, parts)) < p[:, rows, :, None]).mean(-1)  # (R, rows, seeds)
+    want_scores = g.psi * direct.sum(1)
+    want_var = g.psi**2 * direct.var(-1, ddof=1).sum(1)
+    for s in range(3):
+        expected = g.psi * (g.n * p[0, :, s]).sum()
+        _within(d.scores[:, s], expected, want_scores[:, s].std())
+        _within(want_scores[:, s], expected, want_scores[:, s].std())
+        assert d.scores[:, s].var() == pytest.approx(want_scores[:, s].var(), rel=0.06)
+    _within(d.row_var, want_var.mean(), want_var.std())
+    assert d.row_var.var() == pytest.approx(want_var.var(), rel=0.08)
+    assert np.corrcoef(d.scores[:, 0], d.row_var)[0, 1] == pytest.approx(
+        np.corrcoef(want_scores[:, 0], want_var)[0, 1], abs=0.03)
+
+
+def test_paired_draw_keeps_the_model_marginal_and_the_paired_variance() -> None:
+    """A claim's model drawn on its base's rows: its own counts are multinomial as if drawn alone, and the paired
+    variance estimates V_T + V_B (independent decoding given the items)."""
+    rng = np.random.default_rng(2)
+    base, model = _group(1), rs.Group(100 / 60, 1, np.array([0.05, 0.5, 0.6, 0.95]), np.array([20, 15, 15, 10]))
+    u = np.zeros((R, 3))
+    counts = rs.draw_counts(rng, base, rs.seed_probs(base, u))
+    joint = rs.draw_given(rng, counts, rs.seed_probs(model, u), 1)
+    assert (joint.sum(-1) == counts).all()
+    alone = rs.reduce(model, joint.sum(-2), 3)
+    assert alone.scores[:, 0].mean() == pytest.approx(model.psi * (model.n * model.p).sum(), rel=0.01)
+    assert alone.scores[:, 0].var() == pytest.approx(model.row_variance(), rel=0.05)
+    paired = rs.paired_variance(model, joint, 3)
+    assert paired.mean() == pytest.approx(base.row_variance() + model.row_variance(), rel=0.02)
+
+
+def test_paired_variance_is_the_rows_sample_variance_of_the_differences() -> None:
+    """On an explicit joint table: sum over rows of psi^2 var_s(model - base), rows expanded one by one."""
+    g = rs.Group(2.0, 1, np.array([0.5]), np.array([4]))
+    pats = rs.patterns(3, 1)  # (8, 3)
+    joint = np.zeros((1, 1, 8, 8), dtype=int)
+    pairs = [(0, 7), (3, 5), (6, 6), (1, 2)]  # (base pattern, model pattern) of 4 rows
+    for a, b in pairs:
+        joint[0, 0, a, b] += 1
+    want = sum(2.0**2 * np.var(pats[b] - pats[a], ddof=1) for a, b in pairs)
+    assert rs.paired_variance(g, joint, 3)[0] == pytest.approx(want)
+
+
+@pytest.mark.parametrize("rho", [0.15, 0.5, 0.95, 1.0])
+def test_fitted_rows_give_the_target_row_variance(rho: float) -> None:
+    g = rs.fit_group(0.37, 1000, 0.1, 1, rho)
+    assert g.rows == 1000
+    assert (g.n * g.p).sum() / 1000 == pytest.approx(0.37, abs=1e-6)
+    assert g.row_variance() == pytest.approx(rho * 0.1**2 * 1000 * 0.37 * 0.63, rel=1e-6)
+
+
+def test_seed_shift_gives_the_target_spread() -> None:
+    """A cell fitted to row variance V and seed-level variance tau^2: its simulated seed scores spread by V + tau^2
+    (the release's cell spread), and without the shift by V alone."""
+    rng = np.random.default_rng(3)
+    g = rs.fit_group(0.33, 1000, 0.1, 1, 0.8)
+    cell = rs.Cell((g,))
+    tau2 = 9.0
+    eta = rs.fit_eta(cell, tau2)
+    assert cell.seed_variance(eta) == pytest.approx(tau2, rel=1e-6)
+    for shift, target in ((eta, g.row_variance() + tau2), (0.0, g.row_variance())):
+        u = shift * rng.standard_normal((R, 3))
+        scores = rs.draw_scores(rng, g, rs.seed_probs(g, u))
+        assert scores.var(axis=1, ddof=1).mean() == pytest.approx(target, rel=0.05)
