@@ -60,7 +60,7 @@ POWER_Z = stats.norm.isf(0.2)
 OUTLIER_LEVEL = 0.1  # z_0.8 for the minimum detectable shift
 
 # Row structure of the benchmarks whose score is not a plain mean of binary row credits (facts: the benchmark
-# modules, trace_lib/benchmarks/linear.py): per unit group (units, share of the score, parts, y_scale). A unit's
+# modules, trace_lib/linear_aggregate.py): per unit group (units, share of the score, parts, y_scale). A unit's
 # credit c is in {0, 1/parts, ..., 1}; trace_lib's linearisation holds it as y = y_scale * c in [0, y_scale].
 STRUCTURE = {
     # TableVQABench: mean of 5 split values (vwtq, vwtq_syn, vtabfact, fintabnetqa relieved + exact): the
