@@ -371,3 +371,27 @@ def test_a_request_the_vllm_engine_refuses_when_added_fails_only_its_slices(data
                                               benchmark=slice_.benchmark))
         expected = [o for o in range(ROWS[slice_.benchmark]) if result.ok or o != 3]
         assert [r.ordinal for r in stored] == expected
+
+
+class _DiesAtStart(FakeStreamBackend):
+    """The engine fails before it answers anything (a streaming start that fails)."""
+
+    def generate_stream(self, feed):  # noqa: ANN001, ANN201
+        from trace_lib.errors import BackendError
+
+        feed.take(1, wait=True)
+        raise BackendError("engine died at start", field="fake")
+        yield  # a generator, as a backend's stream is
+
+
+def test_a_stream_that_fails_before_any_row_leaves_no_file_it_created(data, tmp_path, generation):
+    """No header-only response file and no lock from a failed start; a header-only file an earlier run created
+    (tinyb at seed 43) is kept for the resume, and the re-run then completes every slice."""
+    earlier = jobs(tmp_path, data, generation)[3].open_store()
+    earlier.close()
+    results = CampaignScheduler(_DiesAtStart(), chunk=3, chunk_rows=2).run(jobs(tmp_path, data, generation))
+    assert not any(r.ok for r in results) and "engine died at start" in results[0].error.render()
+    files = sorted(p.relative_to(tmp_path).as_posix() for p in (tmp_path / "generation").rglob("*") if p.is_file())
+    assert files == ["generation/seed_43/fake-model/tinyb.jsonl"]
+    results = CampaignScheduler(FakeStreamBackend(), chunk=3).run(jobs(tmp_path, data, generation))
+    assert all(r.ok for r in results)
