@@ -186,3 +186,51 @@ def test_a_signal_while_the_judge_hangs_stops_score_at_once_and_writes_nothing(r
     assert [line for line in err.splitlines() if line.strip()] == [
         f"[score] stopped by {signal.Signals(sig).name}: everything stored so far is kept; re-run to resume"]
     assert not (out / "scores.json").exists() and not list(out.glob("**/*.json*"))
+
+
+_HANGING_JUDGE_TEST = """
+import os
+from trace_lib.scoring.judge import OpenAIJudge
+
+def test_judges_two_hundred_rows():  # four batches of 64: requests in the judge's worker threads
+    OpenAIJudge(os.environ["HANG_JUDGE_URL"], model="qwen3-32b-judge").complete([f"p{i}" for i in range(200)])
+"""
+
+
+def test_ctrl_c_in_the_pytest_score_phase_ends_the_hanging_judge_requests_at_once(tmp_path):
+    """The pytest session stops like pytest's own Ctrl-C (exit 2, "Interrupted") within moments, not after
+    the judge client's 120 s timeout and its retries."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "conftest.py").write_text('pytest_plugins = ["trace_lib.pytest_plugin"]\n')
+    (project / "test_hang.py").write_text(_HANGING_JUDGE_TEST)
+    lock, seen = threading.Lock(), []
+    held, release_all = threading.Event(), threading.Event()
+
+    def hang(route: str, body: dict) -> str:
+        with lock:
+            seen.append(route)
+            if len(seen) == 4:
+                held.set()
+        release_all.wait(timeout=120)
+        return "B"
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "TRACE_"))}
+    with OpenAIStubServer(hang, model="qwen3-32b-judge") as server:
+        env.update(PYTHONPATH=str(REPO), HANG_JUDGE_URL=server.url)
+        child = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                                  "--phase", "score", "test_hang.py"], cwd=project, env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            assert held.wait(timeout=60), "the judge never saw the four batches"
+            sent = time.monotonic()
+            child.send_signal(signal.SIGINT)
+            out, _ = child.communicate(timeout=60)
+            took = time.monotonic() - sent
+        finally:
+            release_all.set()
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    assert child.returncode == 2 and "Interrupted" in out, out
+    assert took < 10, f"stopping took {took:.1f} s: the judge requests in flight were waited for"
