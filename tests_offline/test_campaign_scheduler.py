@@ -344,3 +344,54 @@ def test_a_late_failure_never_replaces_a_completed_slice(data, tmp_path, generat
     assert not any(r.ok for r in results[1:])
     assert sorted(r.slice.id for r in done) == sorted({r.slice.id for r in done})  # each slice handed over once
     assert [r for r in done if r.slice == SLICES[0]] == [results[0]]
+
+
+def test_a_request_the_vllm_engine_refuses_when_added_fails_only_its_slices(data, tmp_path, generation, monkeypatch):
+    """vLLM raises at add time for a prompt longer than max_model_len: only the slices of that row fail, with one
+    line, and every other row of every slice is stored (the model's stream goes on)."""
+    from trace_lib.generation.run import prepare_rows
+    from trace_lib.testing.stub_vllm import StubLLM, stub_vllm_module
+
+    monkeypatch.setitem(sys.modules, "vllm", stub_vllm_module())
+    from trace_lib.generation.backends.vllm import VLLMBackend
+
+    protocol = tiny_tsv_protocol("tinya")
+    messages = prepare_rows(protocol.load(data / "tinya.tsv"), protocol, data / "images", served_name=MODEL.slug,
+                            generation=generation, seed=42)[3].request.messages_json()
+    text = next(item["text"] for m in messages for item in m["content"] if item.get("type") == "text")
+    llm = StubLLM(per_step=2, refuse=text)  # row 3 of tinya (at both seeds: they share the prompt)
+    backend = VLLMBackend(model_path="stub", served_name=MODEL.slug, llm=llm, max_num_seqs=4)
+    results = CampaignScheduler(backend, chunk=3, chunk_rows=2).run(jobs(tmp_path, data, generation))
+    assert [r.ok for r in results] == [False, True, False, True]
+    message = results[0].error.render()
+    assert message.startswith("vllm: 1 request(s) failed; first '00000003:") and "maximum model length" in message
+    assert "\n" not in message
+    for slice_, result in zip(SLICES, results):
+        stored = load_responses(response_path(tmp_path, model=MODEL.slug, seed=slice_.seed,
+                                              benchmark=slice_.benchmark))
+        expected = [o for o in range(ROWS[slice_.benchmark]) if result.ok or o != 3]
+        assert [r.ordinal for r in stored] == expected
+
+
+class _DiesAtStart(FakeStreamBackend):
+    """The engine fails before it answers anything (a streaming start that fails)."""
+
+    def generate_stream(self, feed):  # noqa: ANN001, ANN201
+        from trace_lib.errors import BackendError
+
+        feed.take(1, wait=True)
+        raise BackendError("engine died at start", field="fake")
+        yield  # a generator, as a backend's stream is
+
+
+def test_a_stream_that_fails_before_any_row_leaves_no_file_it_created(data, tmp_path, generation):
+    """No header-only response file and no lock from a failed start; a header-only file an earlier run created
+    (tinyb at seed 43) is kept for the resume, and the re-run then completes every slice."""
+    earlier = jobs(tmp_path, data, generation)[3].open_store()
+    earlier.close()
+    results = CampaignScheduler(_DiesAtStart(), chunk=3, chunk_rows=2).run(jobs(tmp_path, data, generation))
+    assert not any(r.ok for r in results) and "engine died at start" in results[0].error.render()
+    files = sorted(p.relative_to(tmp_path).as_posix() for p in (tmp_path / "generation").rglob("*") if p.is_file())
+    assert files == ["generation/seed_43/fake-model/tinyb.jsonl"]
+    results = CampaignScheduler(FakeStreamBackend(), chunk=3).run(jobs(tmp_path, data, generation))
+    assert all(r.ok for r in results)

@@ -120,3 +120,117 @@ def test_request_timeout_reaches_the_openai_backend_from_the_flag_or_the_environ
     assert create_backend("openai", model_path="x", served_name="m", **chosen).timeout_s == 7.5
     monkeypatch.setenv("TRACE_REQUEST_TIMEOUT", "12")
     assert _backend_options(argparse.Namespace(**{**vars(args), "request_timeout": None}), plan)["timeout_s"] == 12.0
+
+
+_JUDGED_SCORE = """
+import sys, types
+from trace_lib.benchmarks import registry
+from trace_lib.benchmarks.protocol import Protocol
+from trace_lib.cli.main import main
+from trace_lib.testing.synthetic_campaign import toy_mcq_protocol
+
+toy = toy_mcq_protocol("erqa", judge="always")
+def score(rows, responses, ctx):  # every row asks the judge (the persistent client's completions route)
+    replies = ctx.judge.complete([f"Extract the letter: {r}" for r in responses], max_tokens=16)
+    return toy.score(rows, [f"answer {reply.text}" for reply in replies], ctx)
+module = types.ModuleType("toy_judged")
+module.PROTOCOL = Protocol(key="erqa", upstream=toy.upstream, version="toy-judged-1", load=toy.load,
+                           build_prompt=toy.build_prompt, score=score, judge="always")
+sys.modules[module.__name__] = module
+registry.PROTOCOLS["erqa"] = "toy_judged:PROTOCOL"
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+def test_a_signal_while_the_judge_hangs_stops_score_at_once_and_writes_nothing(release, tmp_path, sig):
+    """Judge requests in flight are ended (the transport's sockets shut down), not waited for up to the client's
+    120 s timeout and its retries: exit 128 + signum, one line, no score output."""
+    from trace_lib.testing.synthetic_campaign import toy_responses, toy_rows, write_response_file, write_toy_dataset
+
+    rows = toy_rows(200, seed=3)  # four judge batches of 64: requests in the judge's worker threads
+    dataset = write_toy_dataset(tmp_path / "erqa.jsonl", 200, seed=3)
+    responses = write_response_file(tmp_path / "responses.jsonl", model="trace-qwen2.5-vl-3b", seed=42,
+                                    benchmark="erqa", rows=rows, texts=toy_responses(rows, 0.5))
+    lock, seen = threading.Lock(), []
+    held, release_all = threading.Event(), threading.Event()
+
+    def hang(route: str, body: dict) -> str:
+        with lock:
+            seen.append(route)
+            if len(seen) == 4:
+                held.set()
+        release_all.wait(timeout=120)
+        return "B"
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    out = tmp_path / "out"
+    with OpenAIStubServer(hang, model="qwen3-32b-judge") as server:
+        argv = ["score", "--trace-root", str(release.path), "--benchmark", "erqa", "--dataset", str(dataset),
+                "--responses", str(responses), "--out", str(out), "--judge-url", server.url]
+        child = subprocess.Popen([sys.executable, "-c", _JUDGED_SCORE, *argv], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            assert held.wait(timeout=60), "the judge never saw the four batches"
+            sent = time.monotonic()
+            child.send_signal(sig)
+            _, err = child.communicate(timeout=60)
+            took = time.monotonic() - sent
+        finally:
+            release_all.set()
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    assert child.returncode == 128 + sig, err
+    assert took < 10, f"stopping took {took:.1f} s: the judge requests in flight were waited for"
+    assert [line for line in err.splitlines() if line.strip()] == [
+        f"[score] stopped by {signal.Signals(sig).name}: everything stored so far is kept; re-run to resume"]
+    assert not (out / "scores.json").exists() and not list(out.glob("**/*.json*"))
+
+
+_HANGING_JUDGE_TEST = """
+import os
+from trace_lib.scoring.judge import OpenAIJudge
+
+def test_judges_two_hundred_rows():  # four batches of 64: requests in the judge's worker threads
+    OpenAIJudge(os.environ["HANG_JUDGE_URL"], model="qwen3-32b-judge").complete([f"p{i}" for i in range(200)])
+"""
+
+
+def test_ctrl_c_in_the_pytest_score_phase_ends_the_hanging_judge_requests_at_once(tmp_path):
+    """The pytest session stops like pytest's own Ctrl-C (exit 2, "Interrupted") within moments, not after
+    the judge client's 120 s timeout and its retries."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "conftest.py").write_text('pytest_plugins = ["trace_lib.pytest_plugin"]\n')
+    (project / "test_hang.py").write_text(_HANGING_JUDGE_TEST)
+    lock, seen = threading.Lock(), []
+    held, release_all = threading.Event(), threading.Event()
+
+    def hang(route: str, body: dict) -> str:
+        with lock:
+            seen.append(route)
+            if len(seen) == 4:
+                held.set()
+        release_all.wait(timeout=120)
+        return "B"
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "TRACE_"))}
+    with OpenAIStubServer(hang, model="qwen3-32b-judge") as server:
+        env.update(PYTHONPATH=str(REPO), HANG_JUDGE_URL=server.url)
+        child = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                                  "--phase", "score", "test_hang.py"], cwd=project, env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            assert held.wait(timeout=60), "the judge never saw the four batches"
+            sent = time.monotonic()
+            child.send_signal(signal.SIGINT)
+            out, _ = child.communicate(timeout=60)
+            took = time.monotonic() - sent
+        finally:
+            release_all.set()
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    assert child.returncode == 2 and "Interrupted" in out, out
+    assert took < 10, f"stopping took {took:.1f} s: the judge requests in flight were waited for"

@@ -112,6 +112,28 @@ def test_close_removes_the_lock_file_and_a_killed_holders_lock_file_is_reused(tm
     assert not lock.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]
 
 
+def test_a_failed_run_removes_the_file_it_created_but_keeps_an_earlier_runs_header_only_file(tmp_path):
+    """close(failed=True): a store created by this run that holds no row is removed (no header-only file and no
+    lock left by a failed start); one created by an earlier run stays to be resumed, as does one with rows."""
+    path = tmp_path / "s.jsonl"
+    SliceStore.open(path, IDENTITY).close(failed=True)
+    assert sorted(tmp_path.iterdir()) == []
+    SliceStore.open(path, IDENTITY).close()  # an earlier run stopped cleanly before its first row
+    header = path.read_bytes()
+    store = SliceStore.open(path, IDENTITY)
+    assert not store.created
+    store.close(failed=True)
+    assert path.read_bytes() == header and sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]
+    with pytest.raises(RuntimeError), SliceStore.open(path, IDENTITY):  # the `with` form: the same rule
+        raise RuntimeError("start failed")
+    assert path.read_bytes() == header
+    path.unlink()
+    with SliceStore.open(path, IDENTITY) as store:
+        store.append(BATCH)
+    store.close(failed=True)  # rows stored: never removed
+    assert len(load_responses(path)) == len(BATCH)
+
+
 # -- through the generation paths ------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

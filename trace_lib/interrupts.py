@@ -6,7 +6,10 @@ thread, so SIGTERM takes the path Ctrl-C takes instead of killing the process wi
 received into the stores, whose appends are all or nothing (:meth:`~trace_lib.generation.store.SliceStore.append`),
 so a signal that lands mid-write leaves each file as it was. A backend waiting on requests in flight registers a
 cancel hook (:func:`cancel_on_stop`; the openai backend): the first signal then cancels those requests, the
-backend hands over the answers it already has and raises :class:`Interrupted` itself (:func:`raise_if_stopped`). :func:`stoppable` wraps a command: on a signal it prints one line and returns the shell's
+backend hands over the answers it already has and raises :class:`Interrupted` itself (:func:`raise_if_stopped`).
+The judge transport registers one around each request (its hook shuts down the pooled sockets), so a stop ends
+the judge requests in flight at once; worker threads see the stop through :func:`raise_if_stopped` and
+:func:`pause` (a retry's back-off), which raise :class:`Interrupted` in any thread. :func:`stoppable` wraps a command: on a signal it prints one line and returns the shell's
 code for that signal, ``128 + signum`` (130 for SIGINT, 143 for SIGTERM). A second signal while stopping
 interrupts the clean-up too (the stores stay consistent; answers not yet flushed are generated again on resume).
 Only the main thread can install handlers; elsewhere the context manager does nothing.
@@ -42,10 +45,20 @@ class Interrupted(KeyboardInterrupt):
 
 class _State:
     pending: int | None = None  # the first stop signal, while a cancel hook turned it into a graceful stop
+    received: int | None = None  # the first stop signal of the current block, however it was handled
+    stopped = threading.Event()  # set with ``received`` (wakes :func:`pause`)
     hooks: list[Callable[[], None]] = []
 
 
+def _reset() -> None:
+    _State.pending = _State.received = None
+    _State.stopped.clear()
+
+
 def _handle(signum: int, frame: object) -> None:
+    if _State.received is None:
+        _State.received = signum
+        _State.stopped.set()
     if _State.pending is None and _State.hooks:
         _State.pending = signum
         for hook in list(_State.hooks):
@@ -66,9 +79,17 @@ def cancel_on_stop(cancel: Callable[[], None]) -> Iterator[None]:
 
 
 def raise_if_stopped() -> None:
-    """Raise :class:`Interrupted` when a stop signal was turned into a cancel (see :func:`cancel_on_stop`)."""
-    if _State.pending is not None:
-        raise Interrupted(_State.pending)
+    """Raise :class:`Interrupted` when a stop signal arrived in the current :func:`stop_on_signals` block (in any
+    thread: a worker stops instead of starting another request)."""
+    if _State.received is not None:
+        raise Interrupted(_State.received)
+
+
+def pause(seconds: float) -> None:
+    """Sleep ``seconds`` (a retry's back-off), raising :class:`Interrupted` as soon as a stop signal arrives."""
+    if seconds > 0:
+        _State.stopped.wait(seconds)
+    raise_if_stopped()
 
 
 @contextmanager
@@ -78,13 +99,13 @@ def stop_on_signals() -> Iterator[None]:
         yield
         return
     previous = {signum: signal.signal(signum, _handle) for signum in STOP_SIGNALS}
-    _State.pending = None
+    _reset()
     try:
         yield
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        _State.pending = None
+        _reset()
 
 
 def stoppable(command: Callable[..., int], *, label: str) -> Callable[..., int]:

@@ -23,7 +23,7 @@ import signal
 import subprocess
 import sys
 import threading
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -174,6 +174,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def _terminate(signum: int, frame: Any) -> None:  # noqa: ARG001
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtestloop(session: pytest.Session) -> Iterator[None]:
+    """The tests run under :func:`trace_lib.interrupts.stop_on_signals`, as ``trace-repro score`` does: Ctrl-C or
+    SIGTERM ends the judge requests in flight at once (the judge transport's cancel hook) and the session stops
+    like pytest's own Ctrl-C, instead of waiting for those requests up to the judge client's timeout."""
+    from trace_lib.interrupts import stop_on_signals
+
+    with stop_on_signals():
+        yield
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

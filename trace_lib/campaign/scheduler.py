@@ -218,7 +218,7 @@ class CampaignScheduler:
         except BaseException as exc:  # noqa: BLE001 - handed to the writer, which re-raises it
             self._producer_error = exc
             for active in self._opening.values():  # the writer closes the stores of the slices it was handed
-                active.store.close()
+                active.store.close(failed=True)
             self._opening.clear()
         finally:
             while not feed.finish(timeout=0.2):  # a stopped consumer may never drain a full feed
@@ -240,7 +240,7 @@ class CampaignScheduler:
             writer_owns = slot in self._active
             active.error, active.planned = error, True
         if not writer_owns:
-            active.store.close()
+            active.store.close(failed=True)
             self._finish(slot, SliceResult(active.job.slice, error=error))
 
     def _queue_planned(self, slot: int, active: _Active, feed: RequestFeed) -> bool:
@@ -379,7 +379,7 @@ class CampaignScheduler:
             if write_error is None:
                 self._complete_answered()
             for slot, active in list(self._active.items()):
-                active.store.close()
+                active.store.close(failed=True)  # every slice still active ends here unfinished
                 if isinstance(crash, KeyboardInterrupt):
                     continue  # the interrupt propagates; no slice result is final
                 if crash is not None:
@@ -432,12 +432,12 @@ class CampaignScheduler:
         if active.buffer:
             active.store.append(active.buffer)
             active.buffer.clear()
-        active.store.close()
+        error = active.error or (RequestsFailed(active.failed, field=self.backend.name) if active.failed else None)
+        active.store.close(failed=error is not None)
         with self._lock:
             self._active.pop(slot, None)
         if self.progress is not None:
             self.progress.update(slices=1)
-        error = active.error or (RequestsFailed(active.failed, field=self.backend.name) if active.failed else None)
         if error is not None:
             self._finish(slot, SliceResult(active.job.slice, error=error))
         else:

@@ -233,8 +233,9 @@ class SliceStore:
     """
 
     def __init__(self, path: Path, header: dict[str, Any], rows: Iterable[StoredResponse], lock: FileLock,
-                 repaired_bytes: int) -> None:
+                 repaired_bytes: int, *, created: bool = False) -> None:
         self.path = path
+        self.created = created  # this open wrote the file (its header); see close(failed=True)
         self.header = header
         self.done: dict[str, StoredResponse] = {r.row_key: r for r in rows}
         self.repaired_bytes = repaired_bytes
@@ -260,7 +261,8 @@ class SliceStore:
             "another process is writing this slice", file=str(path), hint="wait for it to finish or stop it"))
         lock.acquire()
         try:
-            if not path.exists():
+            created = not path.exists()
+            if created:
                 write_bytes_atomic(path, _header_line(identity.header()))
             data = path.read_bytes()
             parsed = _parse(path, data)
@@ -274,8 +276,10 @@ class SliceStore:
             keys = [r.row_key for r in rows]
             if len(keys) != len(set(keys)):
                 raise InputError("two lines for one row", file=str(path), hint="move the file away to regenerate")
-            return cls(path, parsed.header, rows, lock, parsed.torn_bytes)
+            return cls(path, parsed.header, rows, lock, parsed.torn_bytes, created=created)
         except BaseException:
+            if created:
+                _discard_header_only(path)
             lock.release()
             raise
 
@@ -344,10 +348,14 @@ class SliceStore:
         self._reopen()
         return dropped
 
-    def close(self) -> None:
-        """Close the file and release the lock (its ``.lock`` file is removed)."""
+    def close(self, *, failed: bool = False) -> None:
+        """Close the file and release the lock (its ``.lock`` file is removed). With ``failed`` (the run ended in
+        an error or an interrupt) a file this store created that still holds no row is removed: a failed start
+        leaves nothing behind, while a header-only file an earlier run created stays, to be resumed."""
         if self._file is not None and not self._file.closed:
             self._file.close()
+        if failed and self.created and not self.done and self._lock is not None:
+            _discard_header_only(self.path)
         if self._lock is not None:
             self._lock.release()
             self._lock = None
@@ -356,9 +364,7 @@ class SliceStore:
         return self
 
     def __exit__(self, exc_type: object, *exc: object) -> None:
-        if exc_type is not None and not self.done:
-            _discard_header_only(self.path)  # a start that failed before any row leaves no file behind
-        self.close()
+        self.close(failed=exc_type is not None)
 
 
 def _check_header(path: Path, stored: Mapping[str, Any], current: Mapping[str, Any]) -> None:

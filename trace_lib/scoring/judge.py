@@ -26,12 +26,12 @@ from __future__ import annotations
 import abc
 import random
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Sequence
 
 from trace_lib.errors import JudgeError
+from trace_lib.interrupts import pause
 from trace_lib.scoring.judge_http import PER_REQUEST_KINDS, CallFailed, JudgeTransport, probe, shared_transport
 from trace_lib.scoring.request_order import dispatch_order
 
@@ -246,8 +246,7 @@ class OpenAIJudge(Judge):
         return f"--judge-url {','.join(self.base_urls)}"
 
     def _sleep(self, seconds: float) -> None:
-        if seconds > 0:
-            time.sleep(seconds)
+        pause(seconds)  # a retry's back-off; a stop signal ends it (trace_lib.interrupts)
 
     def check(self) -> None:
         """Preflight: every endpoint's ``GET /models`` lists the served judge name.

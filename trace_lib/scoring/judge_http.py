@@ -12,17 +12,23 @@ Contract:
   request, 5xx, 408/429, timeouts, a refused or reset connection, an answer that is not JSON) or a
   :class:`~trace_lib.errors.JudgeError` (a *configuration* failure no retry can fix: the endpoint does not serve
   the requested model name (HTTP 404), rejects the credentials (401/403) or the URL is not an endpoint).
+- Ctrl-C / SIGTERM (:mod:`trace_lib.interrupts`): while a request is in flight the transport holds a cancel hook
+  that shuts down every pooled socket, so blocked requests end at once; from the signal on every request, in
+  any thread, raises :class:`~trace_lib.interrupts.Interrupted` instead of a :class:`CallFailed` (no retry).
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
 from trace_lib.errors import JudgeError
+from trace_lib.interrupts import cancel_on_stop, raise_if_stopped
 
 #: Substrings of vLLM's HTTP 400 answer when prompt + max_tokens exceed ``--max-model-len``.
 CONTEXT_LENGTH_MARKERS = (
@@ -96,6 +102,46 @@ def classify_status(status: int, payload: bytes, *, url: str, model: str | None)
     return CallFailed("server", shown)
 
 
+class _Sockets:
+    """The pool's network backend, keeping a weak reference to every socket it opens so that a stop signal can
+    shut them down (a blocked read then ends at once; closing alone does not wake another thread's ``recv``)."""
+
+    def __init__(self) -> None:
+        import httpcore  # noqa: PLC0415
+
+        self._backend = httpcore.SyncBackend()
+        self._streams: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._lock = threading.Lock()
+
+    def connect_tcp(self, *args: Any, **kwargs: Any) -> Any:
+        stream = self._backend.connect_tcp(*args, **kwargs)
+        with self._lock:
+            self._streams.add(stream)
+        try:  # registered first: a signal either finds this socket or came before this check
+            raise_if_stopped()
+        except BaseException:
+            stream.close()
+            raise
+        return stream
+
+    def connect_unix_socket(self, *args: Any, **kwargs: Any) -> Any:
+        return self._backend.connect_unix_socket(*args, **kwargs)
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
+
+    def shutdown_all(self) -> None:
+        with self._lock:
+            streams = list(self._streams)
+        for stream in streams:
+            sock = stream.get_extra_info("socket")
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
 class JudgeTransport:
     """Pooled, bounded HTTP for judge requests (see module docstring)."""
 
@@ -107,9 +153,12 @@ class JudgeTransport:
         self._headers = {"Content-Type": "application/json"}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
+        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
+        pooled = httpx.HTTPTransport(limits=limits, retries=1)  # one more connect attempt (a restarting backlog)
+        self._sockets = _Sockets()
+        pooled._pool._network_backend = self._sockets  # httpx has no argument for httpcore's network_backend
         self._client = httpx.Client(
-            limits=httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency),
-            transport=httpx.HTTPTransport(retries=1),  # one more connect attempt (a restarting server's backlog)
+            limits=limits, transport=pooled,
             trust_env=False,  # a judge is a local endpoint; proxies from the environment would misroute it
         )
         self._httpx = httpx
@@ -132,6 +181,17 @@ class JudgeTransport:
 
     def _exchange(self, method: str, url: str, content: bytes | None, *, timeout_s: float,
                   model: str | None) -> Answer:
+        with cancel_on_stop(self._sockets.shutdown_all):
+            raise_if_stopped()  # no new request (nor retry) once a stop signal arrived
+            try:
+                answer = self._send(method, url, content, timeout_s=timeout_s, model=model)
+            except CallFailed:
+                raise_if_stopped()  # ended by the stop signal's socket shutdown: not a failure of the request
+                raise
+            return answer
+
+    def _send(self, method: str, url: str, content: bytes | None, *, timeout_s: float,
+              model: str | None) -> Answer:
         httpx = self._httpx
         started = time.monotonic()
         try:

@@ -3,6 +3,8 @@ backend's request flow and for profiling the harness path (``benchmarks/harness_
 
 :class:`StubLLM` accepts ``enqueue_chat`` and finishes at most ``per_step`` requests per ``llm_engine.step()``
 in arrival order; it records every enqueued batch (size, sampling seeds) and the most requests it ever held.
+With ``refuse`` set, a call whose conversations contain that text raises ``ValueError`` and adds nothing, as
+vLLM's ``LLM.enqueue_chat`` does for a prompt longer than ``max_model_len``.
 :func:`stub_vllm_module` is a module object providing ``SamplingParams.from_optional`` for ``sys.modules``.
 """
 
@@ -26,6 +28,11 @@ def stub_vllm_module() -> types.ModuleType:
     return module
 
 
+def _texts(conversation: list) -> str:
+    return "\n".join(item.get("text", "") for message in conversation for item in message.get("content") or []
+                     if isinstance(item, dict))
+
+
 class _Output:
     def __init__(self, request_id: str, seed: Any) -> None:
         self.request_id = request_id
@@ -38,8 +45,9 @@ class _Output:
 class StubLLM:
     """See the module docstring; engine ids are ``"<counter>-abcdefgh"`` and outputs carry the external part."""
 
-    def __init__(self, *, per_step: int = 256) -> None:
+    def __init__(self, *, per_step: int = 256, refuse: str | None = None) -> None:
         self.per_step = per_step
+        self.refuse = refuse
         self._counter = 0
         self._pending: list[tuple[str, Any]] = []
         self.batches: list[list[Any]] = []  # the seeds of each enqueue_chat call
@@ -51,6 +59,8 @@ class StubLLM:
 
     def enqueue_chat(self, conversations: list, sampling_params: list, use_tqdm: bool = False,
                      mm_processor_kwargs: Any = None) -> list[str]:
+        if self.refuse is not None and any(self.refuse in _texts(c) for c in conversations):
+            raise ValueError("The decoder prompt (length 40001) is longer than the maximum model length of 32768.")
         ids = []
         for params in sampling_params:
             ids.append(f"{self._counter}-abcdefgh")

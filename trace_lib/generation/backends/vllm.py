@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from trace_lib.errors import BackendError
-from trace_lib.generation.backends.base import RequestFeed
-from trace_lib.generation.request import ChatRequest, GenerationResult
+from trace_lib.generation.backends.base import RequestFeed, RequestsFailed
+from trace_lib.generation.request import ChatRequest, GenerationResult, RequestFailure
 
 #: The share of GPU memory one engine takes (upstream's generation-server flag); engines sharing a GPU split it.
 GPU_MEMORY_UTILIZATION = 0.90
@@ -179,12 +179,22 @@ class VLLMBackend:
     def generate(self, requests: Sequence[ChatRequest]) -> Iterator[GenerationResult]:
         if not requests:
             return
-        yield from self.generate_stream(RequestFeed.of(requests), in_flight=len(requests))
+        failures: dict[str, str] = {}
+        for item in self.generate_stream(RequestFeed.of(requests), in_flight=len(requests)):
+            if isinstance(item, RequestFailure):
+                failures[item.request_id] = item.error
+            else:
+                yield item
+        if failures:
+            raise RequestsFailed(failures, field="vllm")
 
-    def generate_stream(self, feed: RequestFeed, *, in_flight: int | None = None) -> Iterator[GenerationResult]:
+    def generate_stream(self, feed: RequestFeed, *,
+                        in_flight: int | None = None) -> Iterator[GenerationResult | RequestFailure]:
         """Answer every request of ``feed``, keeping up to ``in_flight`` (default ``4 x max_num_seqs``) requests
         in the engine: new requests are added while the engine runs, so rows of many slices (each with its own
-        seed) share the continuous batch; each finished request is yielded at once."""
+        seed) share the continuous batch; each finished request is yielded at once. A request the engine refuses
+        when it is added (vLLM raises ``ValueError``: a prompt longer than ``max_model_len``, an unusable image)
+        is yielded as a :class:`RequestFailure`; the others go on."""
         engine = self.llm.llm_engine
         if engine.has_unfinished_requests():
             raise BackendError("engine already has unfinished requests", field="vllm")
@@ -199,7 +209,9 @@ class VLLMBackend:
                     # rendered and processed (images) between steps
                     limit = min(target - unfinished, self._max_num_seqs)
                     batch = feed.take(limit, wait=unfinished == 0)
-                    sent += self._enqueue(batch, by_id)
+                    refused = self._enqueue(batch, by_id)
+                    sent += len(batch) - len(refused)
+                    yield from refused
                 if sent == answered:
                     if feed.finished:
                         break
@@ -226,23 +238,40 @@ class VLLMBackend:
                 abort_requests(engine, unfinished_ids)
             raise
 
-    def _enqueue(self, batch: Sequence[ChatRequest], by_id: _InFlight) -> int:
-        """Add ``batch`` to the engine (grouped by ``mm_processor_kwargs``); returns how many were added."""
+    def _enqueue(self, batch: Sequence[ChatRequest], by_id: _InFlight) -> list[RequestFailure]:
+        """Add ``batch`` to the engine (grouped by ``mm_processor_kwargs``); returns the requests it refused.
+
+        A group the engine refuses (vLLM adds nothing of a call that raises: it aborts what it had added) is
+        added again one request at a time, so only the refused requests fail."""
         adding = time.perf_counter()
         groups: dict[tuple, list[ChatRequest]] = {}
         for request in batch:
             groups.setdefault(tuple(sorted(request.mm_processor_kwargs.items())), []).append(request)
+        refused: list[RequestFailure] = []
         for mm_key, group in groups.items():
-            ids = enqueue_chat(self.llm, [r.messages_json() for r in group],
-                               [self._sampling_params(r) for r in group], dict(mm_key) or None)
-            if len(ids) != len(group):
-                raise BackendError("engine accepted fewer requests than sent", field="vllm",
-                                   expected=len(group), found=len(ids))
-            for engine_id, request in zip(ids, group):
-                by_id.add(engine_id, request)
+            try:
+                self._add(group, dict(mm_key) or None, by_id)
+            except ValueError as exc:
+                if len(group) == 1:
+                    refused.append(RequestFailure(group[0].request_id, _refusal(exc)))
+                    continue
+                for request in group:
+                    try:
+                        self._add([request], dict(mm_key) or None, by_id)
+                    except ValueError as one:
+                        refused.append(RequestFailure(request.request_id, _refusal(one)))
         self.loop_stats.adding_s += time.perf_counter() - adding
-        self.loop_stats.requests += len(batch)
-        return len(batch)
+        self.loop_stats.requests += len(batch) - len(refused)
+        return refused
+
+    def _add(self, group: Sequence[ChatRequest], mm_kwargs: Mapping[str, Any] | None, by_id: _InFlight) -> None:
+        ids = enqueue_chat(self.llm, [r.messages_json() for r in group], [self._sampling_params(r) for r in group],
+                           mm_kwargs)
+        if len(ids) != len(group):
+            raise BackendError("engine accepted fewer requests than sent", field="vllm",
+                               expected=len(group), found=len(ids))
+        for engine_id, request in zip(ids, group):
+            by_id.add(engine_id, request)
 
     def close(self) -> None:
         llm = getattr(self, "llm", None)
@@ -303,12 +332,17 @@ def enqueue_chat(llm: Any, conversations: list[list[dict[str, Any]]], sampling_p
     from vllm.sampling_params import RequestOutputKind
 
     prompts = llm.preprocess_chat(conversations, mm_processor_kwargs=kwargs)
-    ids = []
-    for prompt, params in zip(prompts, sampling_params):
-        params.output_kind = RequestOutputKind.FINAL_ONLY
-        request_id = str(next(llm.request_counter))
-        llm.llm_engine.add_request(request_id, prompt, params)
-        ids.append(request_id)
+    ids: list[str] = []
+    try:
+        for prompt, params in zip(prompts, sampling_params):
+            params.output_kind = RequestOutputKind.FINAL_ONLY
+            request_id = str(next(llm.request_counter))
+            llm.llm_engine.add_request(request_id, prompt, params)
+            ids.append(request_id)
+    except ValueError:
+        if ids:  # all or nothing, as LLM.enqueue_chat (>= 0.11) does
+            abort_requests(llm.llm_engine, ids)
+        raise
     return ids
 
 
@@ -346,6 +380,12 @@ class _InFlight:
 
     def engine_ids(self) -> list[str]:
         return list(self._by_engine)
+
+
+def _refusal(exc: ValueError) -> str:
+    """The engine's reason for refusing a request, on one line."""
+    text = " ".join(str(exc).split())[:300]
+    return f"refused by the engine: {text or type(exc).__name__}"
 
 
 def _result(request_id: str, output: Any) -> GenerationResult:
