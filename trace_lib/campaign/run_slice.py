@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from trace_lib.benchmarks.protocol import Protocol
     from trace_lib.campaign.models import ModelDescriptor
     from trace_lib.campaign.plan import Plan, Slice
+    from trace_lib.campaign.scheduler import SliceJob
     from trace_lib.campaign.stream_ahead import StreamAhead
     from trace_lib.campaign.verdicts import CampaignJudge
     from trace_lib.data.manifest import DatasetEntry, Manifest
@@ -311,12 +312,30 @@ class SliceRunner:
         except InputError:
             return False
 
-    def _dataset_entry(self, slice_: Slice) -> DatasetEntry | None:
-        entry = self.manifest.datasets.get(slice_.benchmark) if self.manifest is not None else None
-        if entry is None and not self.allow_unprepared:
-            raise UsageError("benchmark data is not prepared", field=slice_.benchmark,
-                             hint=f"run 'trace-repro prepare-data --benchmark {slice_.benchmark}'")
-        return entry
+    def dataset_entry(self, slice_: Slice) -> DatasetEntry | None:
+        """The manifest's entry of the slice's benchmark (None: unprepared data, allowed with ``allow_unprepared``).
+
+        Raises:
+            UsageError: the benchmark is not prepared.
+        """
+        from trace_lib.campaign.jobs import dataset_entry
+
+        return dataset_entry(self.manifest, slice_.benchmark, allow_unprepared=self.allow_unprepared)
+
+    def slice_job(self, slice_: Slice, protocol: Protocol) -> SliceJob:
+        """The slice's generation job (:func:`~trace_lib.campaign.jobs.slice_job`), with this session's generation
+        overrides and engine record.
+
+        Raises:
+            UsageError: the benchmark is not prepared.
+        """
+        from trace_lib.campaign.jobs import slice_job
+
+        entry = self.dataset_entry(slice_)
+        return slice_job(slice_, protocol, model=self.plan.model(slice_.model), source=self.sources[slice_.benchmark],
+                         campaign_root=self.campaign_root, data_root=self.data_root,
+                         generation={**self.plan.suite.generation, **self.generation_overrides}, dataset=entry,
+                         engine=lambda: refresh_engine(self.engine), expected_rows=self.plan.rows(slice_))
 
     def _dataset_ref(self, path: Path) -> FileRef:
         from trace_lib.release.load import sha256_file
@@ -343,19 +362,11 @@ class SliceRunner:
         return self._generate(slice_, protocol, protocol.load(self.dataset_path(slice_)))[0]
 
     def _generate(self, slice_: Slice, protocol: Protocol, rows: Sequence[Any]) -> tuple[SliceRun, Path]:
-        from trace_lib.generation.run import open_slice_store, run_generation
+        from trace_lib.campaign.jobs import run_job
 
-        model = self.plan.model(slice_.model)
-        source = self.sources[slice_.benchmark]
-        entry = self._dataset_entry(slice_)
-        generation = {**self.plan.suite.generation, **self.generation_overrides}
-        with open_slice_store(self.campaign_root, slice_, model, generation,
-                              dataset_snapshot=entry.snapshot_sha256 if entry else None,
-                              engine=refresh_engine(self.engine)) as store:
-            run = run_generation(slice_, rows, protocol, self.engines.lazy(model, self.backend_kind), store,
-                                 source.image_dir(self.data_root), generation=generation, progress=self.progress,
-                                 dataset=entry, data_root=self.data_root)
-            return run, store.path
+        job = self.slice_job(slice_, protocol)
+        return run_job(job, self.engines.lazy(self.plan.model(slice_.model), self.backend_kind), rows=rows,
+                       progress=self.progress)
 
     def close(self) -> None:
         """Stop generating ahead (persisting what was received) and release the engine."""

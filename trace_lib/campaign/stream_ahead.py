@@ -17,7 +17,6 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
-from trace_lib.environment.engine import refresh_engine
 from trace_lib.errors import BackendError, TraceReproError
 
 if TYPE_CHECKING:
@@ -122,28 +121,14 @@ class StreamAhead:
     def _job(self, slice_: Slice) -> SliceJob | None:
         """The scheduler job of ``slice_``, or None when the per-slice path must handle it (it cannot run here,
         or it fails before generation: unimplemented protocol, unprepared data)."""
-        from trace_lib.campaign.scheduler import SliceJob
-        from trace_lib.generation.run import open_slice_store
-
         runner = self.runner
         try:
             protocol = runner.protocol(slice_)
             if runner.responses_complete(slice_) or runner.blocker(slice_, protocol) is not None:
                 return None  # complete: reused without an engine; blocked: skipped as before
-            entry = runner._dataset_entry(slice_)
+            return runner.slice_job(slice_, protocol)
         except TraceReproError:
             return None
-        model = runner.plan.model(slice_.model)
-        generation = {**runner.plan.suite.generation, **runner.generation_overrides}
-        path = runner.dataset_path(slice_)
-        return SliceJob(
-            slice=slice_, protocol=protocol, load_rows=lambda: protocol.load(path),
-            image_dir=runner.sources[slice_.benchmark].image_dir(runner.data_root), generation=generation,
-            open_store=lambda: open_slice_store(runner.campaign_root, slice_, model, generation,
-                                                dataset_snapshot=entry.snapshot_sha256 if entry else None,
-                                                engine=refresh_engine(runner.engine)),
-            dataset=entry, data_root=runner.data_root, expected_rows=runner.plan.rows(slice_),
-        )
 
     def _join(self, stream: _ModelStream, *, stop: bool = False) -> None:
         if stream.thread is None:
