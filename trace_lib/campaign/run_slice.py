@@ -252,12 +252,10 @@ class SliceRunner:
         engines = EnginePool(engine)
         data_root = Path(plan.data_root or ".").resolve()
         manifest_file = manifest_path(data_root)
-        judge = None
-        if judge_url:
-            from trace_lib.scoring.judge import OpenAIJudge
-
-            judge = OpenAIJudge(judge_url)
+        from trace_lib.campaign.scorer import open_judge
         from trace_lib.campaign.verdicts import CampaignJudge
+
+        judge = open_judge(judge_url)
 
         extra.setdefault("engine", generation_engine(release, backend, base_url=options.get("base_url")))
         verdicts = CampaignJudge(Path(campaign_root), release, plan, alpha=plan.tolerance_alpha, margin=plan.margin,

@@ -333,7 +333,7 @@ class _Scoring:
         from concurrent.futures import ThreadPoolExecutor
 
         from trace_lib.benchmarks.registry import get_protocol
-        from trace_lib.cli.score import CampaignScorer
+        from trace_lib.campaign.scorer import CampaignScorer
 
         judge_url = options.resolve(args, options.JUDGE_URL)
         judged = sorted({s.benchmark for s in slices if get_protocol(s.benchmark).judge != "none"})
