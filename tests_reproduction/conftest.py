@@ -119,12 +119,9 @@ def slice_runner(pytestconfig: pytest.Config, release, tmp_path_factory, request
     except TraceReproError as exc:
         pytest.fail(exc.render(), pytrace=False)
     # -- campaign scheduler (issue 15): generate ahead, each slice test waits for its own slice --
-    from trace_lib.campaign.stream_ahead import session_stream
-
     try:
-        runner.stream = session_stream(runner, request.session.items,
-                                       schedule=options.resolve(option, options.SCHEDULE),
-                                       dist=getattr(option, "dist", None), worker=os.environ.get("PYTEST_XDIST_WORKER"))
+        runner.stream_session(request.session.items, schedule=options.resolve(option, options.SCHEDULE),
+                              dist=getattr(option, "dist", None), worker=os.environ.get("PYTEST_XDIST_WORKER"))
     except TraceReproError as exc:
         pytest.fail(exc.render(), pytrace=False)
     # -- end campaign scheduler --

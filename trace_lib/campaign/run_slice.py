@@ -189,8 +189,9 @@ class SliceRunner:
     cuda_available: Callable[[], bool] = field(default=lambda: _cuda_available())
     engine: Mapping[str, Any] | None = None  # generation engine record for new response files (environment.engine)
     progress: Any = False  # run_generation's progress: False (quiet), True (bar) or a factory (logged_progress)
-    stream: StreamAhead | None = None  # the session's scheduler generating ahead (None: per-slice generation)
     ray_address: str | None = None  # engines are Ray actors (GPUs are the cluster's, not this host's)
+    #: the session's scheduler generating ahead (None: per-slice generation); set by :meth:`stream_ahead`
+    stream: StreamAhead | None = field(default=None, init=False)
     _dataset_hashes: dict[Path, str] = field(default_factory=dict, repr=False)
     _judge_checked: bool = field(default=False, repr=False)
     _outcomes: dict[Any, SliceOutcome] = field(default_factory=dict, repr=False)  # slices run in this session
@@ -267,6 +268,27 @@ class SliceRunner:
             manifest=load_manifest(manifest_file) if manifest_file.exists() else None, ray_address=ray_address,
             **extra,
         )
+
+    def stream_ahead(self, selected: Sequence[Slice]) -> StreamAhead:
+        """Generate the ``selected`` slices ahead, each model's in the background when its first slice is run
+        (:class:`~trace_lib.campaign.stream_ahead.StreamAhead`); :meth:`run` then waits for a slice's rows."""
+        from trace_lib.campaign.stream_ahead import StreamAhead
+
+        self.stream = StreamAhead(self, selected)
+        return self.stream
+
+    def stream_session(self, items: Sequence[object], *, schedule: str, dist: str | None,
+                       worker: str | None) -> StreamAhead | None:
+        """Stream the selected slice tests of a pytest session's ``items`` when ``schedule`` and the xdist mode
+        allow it (:func:`~trace_lib.campaign.stream_ahead.session_stream`); returns the stream, or None.
+
+        Raises:
+            UsageError: an unknown schedule.
+        """
+        from trace_lib.campaign.stream_ahead import session_stream
+
+        self.stream = session_stream(self, items, schedule=schedule, dist=dist, worker=worker)
+        return self.stream
 
     @property
     def data_root(self) -> Path:

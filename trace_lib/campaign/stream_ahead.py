@@ -15,15 +15,40 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Protocol, Sequence
 
 from trace_lib.errors import BackendError, TraceReproError
 
 if TYPE_CHECKING:
-    from trace_lib.campaign.plan import Slice
-    from trace_lib.campaign.run_slice import SliceRunner
+    from trace_lib.benchmarks.protocol import Protocol as BenchmarkProtocol
+    from trace_lib.campaign.models import ModelDescriptor
+    from trace_lib.campaign.plan import Plan, Slice
     from trace_lib.campaign.scheduler import CampaignScheduler, SliceJob, SliceResult
+    from trace_lib.generation.backends.base import Backend
     from trace_lib.generation.run import SliceRun
+
+
+class _Engines(Protocol):
+    def get(self, model: ModelDescriptor) -> Backend: ...
+
+    def lazy(self, model: ModelDescriptor, name: str) -> Backend: ...
+
+
+class StreamRunner(Protocol):
+    """What :class:`StreamAhead` needs of its runner (:class:`~trace_lib.campaign.run_slice.SliceRunner` has it;
+    named structurally so that this module does not import the runner's, which imports this one)."""
+
+    plan: Plan
+    engines: _Engines
+    backend_kind: str
+
+    def protocol(self, slice_: Slice) -> BenchmarkProtocol: ...
+
+    def responses_complete(self, slice_: Slice) -> bool: ...
+
+    def blocker(self, slice_: Slice, protocol: BenchmarkProtocol, *, need_judge: bool = True) -> str | None: ...
+
+    def slice_job(self, slice_: Slice, protocol: BenchmarkProtocol) -> SliceJob: ...
 
 
 @dataclass
@@ -49,9 +74,9 @@ class _LoggedLines:
 
 class StreamAhead:
     """The background scheduler of one session (see the module docstring); ``selected`` are the session's
-    selected slice tests, in run order."""
+    selected slice tests, in run order. Made by :meth:`~trace_lib.campaign.run_slice.SliceRunner.stream_ahead`."""
 
-    def __init__(self, runner: SliceRunner, selected: Sequence[Slice]) -> None:
+    def __init__(self, runner: StreamRunner, selected: Sequence[Slice]) -> None:
         self.runner = runner
         self.selected = tuple(selected)
         self._streams: dict[str, _ModelStream] = {}
@@ -144,7 +169,7 @@ class StreamAhead:
 
 
 
-def session_stream(runner: SliceRunner, items: Sequence[object], *, schedule: str, dist: str | None,
+def session_stream(runner: StreamRunner, items: Sequence[object], *, schedule: str, dist: str | None,
                    worker: str | None) -> StreamAhead | None:
     """The session's :class:`StreamAhead` over the selected slice tests of ``items`` (pytest items, after
     ``-k``/``-m`` deselection), or None: ``schedule`` is ``per-slice``, or xdist spreads one model's slices
