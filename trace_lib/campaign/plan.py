@@ -189,7 +189,7 @@ def worker_shares(plan: Plan, workers: int) -> list[list[Slice]]:
 # -- parsing ---------------------------------------------------------------------------------------------------
 
 def render_gpu_groups(groups: Sequence[Sequence[int]]) -> str:
-    return ";".join(",".join(str(g) for g in group) for group in groups)
+    return ";".join(options.cuda_visible_devices(group) for group in groups)
 
 
 def parse_seeds(values: Sequence[Any]) -> tuple[int, ...]:

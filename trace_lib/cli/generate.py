@@ -125,7 +125,7 @@ def worker_commands(plan: Plan, argv: list[str], engines_per_group: int) -> list
     group, numbered group by group."""
     count = len(plan.gpu_groups) * engines_per_group
     return [([sys.executable, "-m", "trace_lib", *argv, "--worker", f"{g * engines_per_group + e}/{count}"],
-             ",".join(str(gpu) for gpu in group))
+             options.cuda_visible_devices(group))
             for g, group in enumerate(plan.gpu_groups) for e in range(engines_per_group)]
 
 

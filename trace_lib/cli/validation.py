@@ -243,7 +243,7 @@ def _prepare(args: argparse.Namespace) -> ExitCode:
 
 
 def _generate(args: argparse.Namespace) -> ExitCode:
-    from trace_lib.validation.generate import GenerationTarget, run_generation
+    from trace_lib.validation.generate import GenerationTarget, generate_validation_responses
     from trace_lib.release.validation_suite import load_validation_suite
 
     release, layout = _release(args), _layout(args)
@@ -259,8 +259,8 @@ def _generate(args: argparse.Namespace) -> ExitCode:
             if done % 100 == 0 or done == total:
                 print(f"[validation] {slug}: {done}/{total} durable rows", file=sys.stderr, flush=True)
 
-        report = run_generation(release, layout.manifest, layout.generation_dir(slug), target, expected=expected,
-                                chunk_size=args.chunk_size, progress=progress)
+        report = generate_validation_responses(release, layout.manifest, layout.generation_dir(slug), target,
+                                               expected=expected, chunk_size=args.chunk_size, progress=progress)
         _print(report.to_dict())
         if not report.complete:
             print(f"{slug}: {report.error_rows} rows have no response; re-run to regenerate them", file=sys.stderr)

@@ -37,7 +37,7 @@ from trace_lib.validation.extraction import ANSWER_TYPES, EXTRACTION_VERSION, ex
 from trace_lib.validation.historical import historical_fields
 from trace_lib.validation.judge import check_receipt, request_contract
 from trace_lib.validation.judge_output import JudgeOutputError
-from trace_lib.validation.manifest import Manifest, load_manifest
+from trace_lib.validation.manifest import ValidationManifest, load_validation_manifest
 from trace_lib.validation.match import semantic_correct
 from trace_lib.release.validation_suite import (
     ValidationModel,
@@ -119,13 +119,13 @@ def check_scoring_policy(suite: ValidationSuite) -> None:
         raise InputError("suite judge block lacks an immutable pin", file="suite.v1.json", field="judge")
 
 
-def load_scoring_manifest(manifest_path: Path, expected: pins.DatasetIdentity) -> Manifest:
+def load_scoring_manifest(manifest_path: Path, expected: pins.DatasetIdentity) -> ValidationManifest:
     """The manifest (no media re-hash), with every ground truth well typed for its answer type.
 
     Raises:
         InputError: a row's answer type is unknown or its ground truth would not extract as ``found``.
     """
-    manifest = load_manifest(manifest_path, expected=expected, verify_media=False)
+    manifest = load_validation_manifest(manifest_path, expected=expected, verify_media=False)
     for row in manifest.rows:
         where = f"rows[{row['row_index']}].answer_gt"
         if row["answer_type"] not in ANSWER_TYPES:
@@ -137,7 +137,7 @@ def load_scoring_manifest(manifest_path: Path, expected: pins.DatasetIdentity) -
     return manifest
 
 
-def _check_metadata(meta: Mapping[str, Any], *, path: Path, model: ValidationModel, manifest: Manifest,
+def _check_metadata(meta: Mapping[str, Any], *, path: Path, model: ValidationModel, manifest: ValidationManifest,
                     suite: ValidationSuite, prompt_sha: str, lines: int, responses_sha: str) -> None:
     def need(condition: bool, field: str, message: str, expected: Any = None, found: Any = None) -> None:
         if not condition:
@@ -232,8 +232,8 @@ class Generation:
     provenance: Mapping[str, Any]
 
 
-def load_generation(generation_dir: Path, *, model: ValidationModel, manifest: Manifest, suite: ValidationSuite,
-                    prompt_sha: str) -> Generation:
+def load_generation(generation_dir: Path, *, model: ValidationModel, manifest: ValidationManifest,
+                    suite: ValidationSuite, prompt_sha: str) -> Generation:
     """``responses.jsonl`` + ``run_metadata.json`` of one model, fully checked against suite and dataset.
 
     Raises:
@@ -393,7 +393,8 @@ def pending_row(slug: str, data: Mapping[str, Any], raw: str, status: str) -> di
     }
 
 
-def score_rows(generation: Generation, manifest: Manifest, judge_results: Mapping[tuple[str, int], Mapping[str, Any]] | None,
+def score_rows(generation: Generation, manifest: ValidationManifest,
+               judge_results: Mapping[tuple[str, int], Mapping[str, Any]] | None,
                suite: ValidationSuite, *, judge_file: str = "judge_results.jsonl") -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``(scored rows, pending rows)`` of one model (pure; judge results re-validated per row).
 
