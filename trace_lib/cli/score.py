@@ -167,7 +167,7 @@ def _run_file(args: argparse.Namespace, release, judge_url: str | None) -> ExitC
 
 
 def _run_campaign(args: argparse.Namespace, release, judge_url: str | None) -> ExitCode:  # noqa: ANN001
-    from trace_lib.campaign.plan import DATA_ROOT_ENV, work_root
+    from trace_lib.campaign.plan import DATA_ROOT_ENV
     from trace_lib.campaign.scorer import CampaignScorer
     from trace_lib.campaign.verdicts import judge_campaign, verdict_plan
     from trace_lib.cli.verify import campaign_inputs
@@ -176,8 +176,8 @@ def _run_campaign(args: argparse.Namespace, release, judge_url: str | None) -> E
 
     _, _, root, models, seeds, keys = campaign_inputs(args)
     plan = verdict_plan(release, model_ids=args.model_id, seeds=args.seeds, benchmarks=args.benchmark)
-    scorer = CampaignScorer(root, work_root(args.data_root, DATA_ROOT_ENV, "data"), load_artifact_sources(release),
-                            judge_url)
+    scorer = CampaignScorer(root, options.work_root(args.data_root, DATA_ROOT_ENV, "data"),
+                            load_artifact_sources(release), judge_url)
     slices: list[SliceKey] = expected_slices(models, seeds, keys)
     failed: list[str] = []
     summaries: list[dict] = []

@@ -120,7 +120,7 @@ def _release(args: argparse.Namespace) -> Any:
 
 
 def _layout(args: argparse.Namespace) -> Any:
-    from trace_lib.campaign.plan import DEFAULT_WORK_DIR
+    from trace_lib.options import DEFAULT_WORK_DIR
     from trace_lib.validation.layout import ValidationLayout
 
     value = args.work_dir or os.environ.get(WORK_DIR_ENV)
@@ -132,7 +132,8 @@ def _layout(args: argparse.Namespace) -> Any:
 
 
 def _model_root(args: argparse.Namespace) -> Path:
-    from trace_lib.campaign.plan import MODEL_ROOT_ENV, work_root
+    from trace_lib.campaign.plan import MODEL_ROOT_ENV
+    from trace_lib.options import work_root
 
     return work_root(getattr(args, "model_root", None), MODEL_ROOT_ENV, "models")
 
