@@ -14,7 +14,7 @@ import types
 import pytest
 
 from trace_lib.benchmarks import registry
-from trace_lib.campaign.models import ModelDescriptor
+from trace_lib.slices import ModelDescriptor
 from trace_lib.campaign.plan import build_plan
 from trace_lib.campaign.run_slice import EnginePool, SliceRunner, worker_gpu_group
 from trace_lib.campaign.verdicts import CampaignJudge

@@ -17,8 +17,8 @@ from trace_lib.errors import UsageError
 
 if TYPE_CHECKING:
     from trace_lib.benchmarks.protocol import Protocol, Row
-    from trace_lib.campaign.models import ModelDescriptor
-    from trace_lib.campaign.plan import Slice
+    from trace_lib.slices import ModelDescriptor
+    from trace_lib.slices import Slice
     from trace_lib.data.manifest import DatasetEntry, Manifest
     from trace_lib.data.prepare import ArtifactSource
     from trace_lib.generation.backends.base import Backend

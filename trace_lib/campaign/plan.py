@@ -29,6 +29,7 @@ from trace_lib.campaign.models import (
 from trace_lib.errors import UsageError
 from trace_lib.release.locate import ReleaseRoot
 from trace_lib.release.suite import Suite, load_seeds, load_suite
+from trace_lib.slices import Slice
 
 if TYPE_CHECKING:
     from trace_lib.aggregation.verdict import PlannedTest
@@ -36,19 +37,6 @@ if TYPE_CHECKING:
 #: The environment variables of the plan flags (defined, with their defaults, in trace_lib.options).
 MODEL_ROOT_ENV, DATA_ROOT_ENV = options.MODEL_ROOT_ENV.name, options.DATA_ROOT_ENV.name
 RUN_TAG_ENV, GPU_GROUPS_ENV = options.RUN_TAG_ENV.name, options.GPU_GROUPS_ENV.name
-
-
-@dataclass(frozen=True, order=True)
-class Slice:
-    """One (model, seed, benchmark): the unit of generation, scoring, verification and of one test."""
-
-    model: str  # model slug
-    seed: int
-    benchmark: str  # suite key
-
-    @property
-    def id(self) -> str:
-        return f"{self.model}-seed{self.seed}-{self.benchmark}"
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from trace_lib.scoring.score import FileRef, ScoredSlice, run_scoring, scores_di
 
 if TYPE_CHECKING:
     from trace_lib.benchmarks.protocol import Protocol
-    from trace_lib.campaign.models import ModelDescriptor
+    from trace_lib.slices import ModelDescriptor
     from trace_lib.campaign.plan import Plan, Slice
     from trace_lib.campaign.scheduler import SliceJob
     from trace_lib.campaign.stream_ahead import StreamAhead

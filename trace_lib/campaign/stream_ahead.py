@@ -21,7 +21,7 @@ from trace_lib.errors import BackendError, TraceReproError
 
 if TYPE_CHECKING:
     from trace_lib.benchmarks.protocol import Protocol as BenchmarkProtocol
-    from trace_lib.campaign.models import ModelDescriptor
+    from trace_lib.slices import ModelDescriptor
     from trace_lib.campaign.plan import Plan, Slice
     from trace_lib.campaign.scheduler import CampaignScheduler, SliceJob, SliceResult
     from trace_lib.generation.backends.base import Backend
