@@ -183,6 +183,12 @@ def _check_metadata(meta: Mapping[str, Any], *, path: Path, model: ValidationMod
              expected_contract[key], meta.get(key))
 
 
+def _row_identity(slug: str, data: Mapping[str, Any]) -> dict[str, Any]:
+    """Which model and which dataset row a receipt or scored row is about (its fields in their written order)."""
+    return {"model_slug": slug, "row_index": data["row_index"], "instance_id": data["instance_id"],
+            "task": data["task"], "domain": data["domain"], "answer_type": data["answer_type"]}
+
+
 def _check_generation_row(row: Mapping[str, Any], *, path: Path, data: Mapping[str, Any], slug: str,
                           identity_sha: str) -> str:
     where = f"row {data['row_index']}"
@@ -190,12 +196,7 @@ def _check_generation_row(row: Mapping[str, Any], *, path: Path, data: Mapping[s
         "schema_version": pins.GENERATION_RECEIPT_SCHEMA,
         "status": "complete",
         "run_identity_sha256": identity_sha,
-        "model_slug": slug,
-        "row_index": data["row_index"],
-        "instance_id": data["instance_id"],
-        "task": data["task"],
-        "domain": data["domain"],
-        "answer_type": data["answer_type"],
+        **_row_identity(slug, data),
     }
     for key, value in expected.items():
         if row.get(key) != value:
@@ -432,12 +433,7 @@ def score_rows(generation: Generation, manifest: ValidationManifest,
                 "schema_version": pins.SCORED_ROW_SCHEMA,
                 "scoring_contract_version": pins.SCORING_CONTRACT_VERSION,
                 "deterministic_extraction_version": EXTRACTION_VERSION,
-                "model_slug": slug,
-                "row_index": data["row_index"],
-                "instance_id": data["instance_id"],
-                "task": data["task"],
-                "domain": data["domain"],
-                "answer_type": data["answer_type"],
+                **_row_identity(slug, data),
                 "answer_gt": gt,
                 "raw_response_sha256": hashlib.sha256(raw.encode("utf-8")).hexdigest(),
                 **historical_fields(raw, gt),
