@@ -190,8 +190,8 @@ def main() -> int:
     os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
     started = time.monotonic()
 
-    from trace_lib.campaign.models import ModelDescriptor
-    from trace_lib.campaign.plan import Slice
+    from trace_lib.slices import ModelDescriptor
+    from trace_lib.slices import Slice
     from trace_lib.campaign.scheduler import CampaignScheduler, SliceJob
     from trace_lib.generation.run import open_slice_store, prepare_rows, run_generation
     from trace_lib.release.locate import locate_release

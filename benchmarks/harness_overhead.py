@@ -44,8 +44,8 @@ def main() -> int:
 
     from vllm import LLM, SamplingParams
 
-    from trace_lib.campaign.models import ModelDescriptor
-    from trace_lib.campaign.plan import Slice
+    from trace_lib.slices import ModelDescriptor
+    from trace_lib.slices import Slice
     from trace_lib.generation.backends.vllm import VLLMBackend, sampling_kwargs
     from trace_lib.generation.run import open_slice_store, prepare_rows, run_generation
     from trace_lib.release.locate import locate_release

@@ -34,8 +34,8 @@ def main() -> int:
 
     sys.modules.setdefault("vllm", stub_vllm_module())
 
-    from trace_lib.campaign.models import ModelDescriptor
-    from trace_lib.campaign.plan import Slice
+    from trace_lib.slices import ModelDescriptor
+    from trace_lib.slices import Slice
     from trace_lib.campaign.scheduler import CampaignScheduler, SliceJob
     from trace_lib.generation.backends.vllm import VLLMBackend
     from trace_lib.generation.run import open_slice_store, prepare_rows, run_generation

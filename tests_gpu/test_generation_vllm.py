@@ -55,8 +55,8 @@ def generation(release):
 
 
 def _slice(backend, data, campaign, generation, *, table="tiny.tsv", seed=42):
-    from trace_lib.campaign.models import ModelDescriptor
-    from trace_lib.campaign.plan import Slice
+    from trace_lib.slices import ModelDescriptor
+    from trace_lib.slices import Slice
     from trace_lib.generation.run import open_slice_store, run_generation
     from trace_lib.generation.store import load_responses
     from trace_lib.testing.tiny_bench import tiny_tsv_protocol

@@ -21,8 +21,8 @@ def test_vllm_actors_on_ray_stream_a_mini_campaign(vllm_gpu, release, tmp_path):
         pytest.skip("ray is not installed (install the 'ray' extra)")
     import ray
 
-    from trace_lib.campaign.models import ModelDescriptor
-    from trace_lib.campaign.plan import Slice
+    from trace_lib.slices import ModelDescriptor
+    from trace_lib.slices import Slice
     from trace_lib.campaign.scheduler import CampaignScheduler, SliceJob
     from trace_lib.generation.backends.ray_engines import ray_engines
     from trace_lib.generation.run import open_slice_store

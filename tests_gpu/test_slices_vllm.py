@@ -86,13 +86,12 @@ def test_streamed_slices_through_vllm_store_the_per_slice_rows(runner, release, 
     request with its own seed): every row stored once, with the per-slice path's row keys and request hashes."""
     import dataclasses
 
-    from trace_lib.campaign.stream_ahead import StreamAhead
     from trace_lib.generation.store import load_responses, response_path
 
     for slice_ in runner.plan.slices:
         runner.run(slice_)
     streamed = dataclasses.replace(runner, campaign_root=tmp_path / "campaign", stream=None)
-    streamed.stream = StreamAhead(streamed, streamed.plan.slices)
+    streamed.stream_ahead(streamed.plan.slices)
     outcomes = [streamed.run(s) for s in streamed.plan.slices]
     streamed.stream.close()
     assert [o.generation.generated for o in outcomes] == [ROWS, ROWS]

@@ -60,7 +60,7 @@ def test_tiny_model_slice_with_vllm(short_release, tiny_model, tmp_path: Path) -
     from trace_lib.generation.backends.base import create_backend
     from trace_lib.testing.openai_server import OpenAIStubServer
     from trace_lib.validation.canonical import read_jsonl
-    from trace_lib.validation.generate import GenerationTarget, default_backend_options, run_generation
+    from trace_lib.validation.generate import GenerationTarget, default_backend_options, generate_validation_responses
     from trace_lib.validation.layout import ValidationLayout
     from trace_lib.validation.pipeline import SliceSettings, plan_validation, run_validation_slice
     from trace_lib.validation.prepare import prepare_dataset
@@ -92,8 +92,8 @@ def test_tiny_model_slice_with_vllm(short_release, tiny_model, tmp_path: Path) -
         # prefix caching may change kernel paths (and so sampled tokens) between the two passes.
         target = GenerationTarget(model=slice_.model, model_path=Path(tiny_model), backend="vllm", served_model=SLUG,
                                   backend_options=options)
-        report = run_generation(short_release, layout.manifest, tmp_path / "again", target, expected=ident,
-                                backend=engine)
+        report = generate_validation_responses(short_release, layout.manifest, tmp_path / "again", target,
+                                               expected=ident, backend=engine)
         again = read_jsonl(tmp_path / "again" / "responses.jsonl")
         assert report.complete and report.generated_rows == 32
         assert [r["request_hash"] for r in again] == [r["request_hash"] for r in rows]

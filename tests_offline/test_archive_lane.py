@@ -129,7 +129,7 @@ def _in_process(release: Path, archive: Path, data: Path, **kw) -> ArchiveLane: 
 
 
 def test_a_root_with_two_runs_of_one_slice_is_a_one_line_error_and_run_id_chooses(tmp_path):
-    from trace_lib.campaign.plan import Slice
+    from trace_lib.slices import Slice
     from trace_lib.errors import UsageError
 
     release, archive, data = _world(tmp_path)
@@ -151,7 +151,7 @@ def test_a_root_with_two_runs_of_one_slice_is_a_one_line_error_and_run_id_choose
 
 
 def test_the_skip_hint_never_fetches_into_a_run_directory(tmp_path):
-    from trace_lib.campaign.plan import Slice
+    from trace_lib.slices import Slice
 
     release, archive, data = _world(tmp_path)
     run_dir = archive / "runs" / RUN

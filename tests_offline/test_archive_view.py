@@ -16,7 +16,7 @@ from test_vlmeval_slicefiles import write_tsv
 from trace_lib.archive import hashes
 from trace_lib.archive.identity import HASH_FIELDS, benchmark_snapshot, dataset_view, our_identity
 from trace_lib.archive.lane import ArchiveLane
-from trace_lib.campaign.plan import Slice
+from trace_lib.slices import Slice
 from trace_lib.data.manifest import view_snapshot_sha256
 from trace_lib.data.prepare import load_artifact_sources
 from trace_lib.generation.run import prepare_rows

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from trace_lib.campaign.models import ModelDescriptor
+from trace_lib.slices import ModelDescriptor
 from trace_lib.cli.main import main
 from trace_lib.data.model_dirs import download_model
 from trace_lib.errors import InputError

@@ -47,8 +47,8 @@ def data(tmp_path_factory):
 
 
 def _run(seed, campaign, backend, data, generation):
-    from trace_lib.campaign.models import ModelDescriptor
-    from trace_lib.campaign.plan import Slice
+    from trace_lib.slices import ModelDescriptor
+    from trace_lib.slices import Slice
     from trace_lib.generation.run import open_slice_store, run_generation
     from trace_lib.generation.store import load_responses
     from trace_lib.testing.tiny_bench import tiny_tsv_protocol
@@ -97,8 +97,8 @@ def test_checkpoint_template_adds_the_default_system_turn(backend, data, generat
 def test_real_protocols_run_whole_slices(backend, generation, tmp_path, key, style, rows):
     """The benchmark's own loader and prompt builder over a tiny table in its native format, end to end."""
     from trace_lib.benchmarks.registry import get_protocol
-    from trace_lib.campaign.models import ModelDescriptor
-    from trace_lib.campaign.plan import Slice
+    from trace_lib.slices import ModelDescriptor
+    from trace_lib.slices import Slice
     from trace_lib.generation.run import open_slice_store, run_generation
     from trace_lib.generation.store import load_responses
     from trace_lib.testing.tiny_bench import build_tiny_tsv

@@ -250,8 +250,8 @@ def test_evochart_snapshot_is_downloaded_then_tabled(tmp_path):
 
 def test_streamed_seeds_check_each_manifest_image_once(prepared, release, tmp_path, monkeypatch):
     import trace_lib.release.load as release_load
-    from trace_lib.campaign.models import ModelDescriptor
-    from trace_lib.campaign.plan import Slice
+    from trace_lib.slices import ModelDescriptor
+    from trace_lib.slices import Slice
     from trace_lib.campaign.scheduler import CampaignScheduler, SliceJob
     from trace_lib.generation.run import open_slice_store
     from trace_lib.testing.fake_backend import FakeStreamBackend

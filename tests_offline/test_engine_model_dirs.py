@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from trace_lib.campaign.models import ModelDescriptor
+from trace_lib.slices import ModelDescriptor
 from trace_lib.data.model_dirs import MARKER_NAME, download_model, register_local, verify_model_dir
 from trace_lib.errors import InputError
 

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from trace_lib.campaign.plan import Slice, build_plan, parse_gpu_groups
+from trace_lib.campaign.plan import Slice, build_plan
+from trace_lib.options import parse_gpu_groups
 from trace_lib.errors import UsageError
 from trace_lib.release.suite import load_seeds, load_suite
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from trace_lib.campaign.models import ModelDescriptor
-from trace_lib.campaign.plan import Slice
+from trace_lib.slices import ModelDescriptor
+from trace_lib.slices import Slice
 from trace_lib.errors import BackendError
 from trace_lib.generation.request import GenerationResult
 from trace_lib.generation.run import open_slice_store, run_generation
@@ -31,8 +31,8 @@ SLICE = Slice("stub-model", 42, "tiny")
 CHILD = r"""
 import json, sys, time
 from pathlib import Path
-from trace_lib.campaign.models import ModelDescriptor
-from trace_lib.campaign.plan import Slice
+from trace_lib.slices import ModelDescriptor
+from trace_lib.slices import Slice
 from trace_lib.generation.request import GenerationResult
 from trace_lib.generation.run import open_slice_store, run_generation
 from trace_lib.testing.tiny_bench import tiny_tsv_protocol

@@ -142,13 +142,17 @@ def test_the_chat_template_comes_from_the_release_or_is_a_one_line_error(release
 @pytest.mark.parametrize(("text", "groups"), [("0 1 2 3", ("0", "1", "2", "3")), ("0,1;2,3", ("0,1", "2,3")),
                                               (" 4,5 ; 6 ", ("4,5", "6"))])
 def test_gpu_groups_are_parsed_as_upstreams_launcher(text, groups):
-    assert jp.parse_gpu_groups(text) == groups
+    from trace_lib.options import cuda_visible_devices, parse_gpu_groups
+
+    assert tuple(cuda_visible_devices(group) for group in parse_gpu_groups(text)) == groups
 
 
 @pytest.mark.parametrize("text", ["", "a b", "0,1;1,2"])
 def test_bad_gpu_groups_are_usage_errors(text):
     with pytest.raises(UsageError):
-        jp.parse_gpu_groups(text)
+        from trace_lib.options import parse_gpu_groups
+
+        parse_gpu_groups(text)
 
 
 def test_ctrl_c_while_waiting_stops_every_server(release, env, tmp_path):

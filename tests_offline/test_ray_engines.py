@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from trace_lib.campaign.models import ModelDescriptor
-from trace_lib.campaign.plan import Slice
+from trace_lib.slices import ModelDescriptor
+from trace_lib.slices import Slice
 from trace_lib.campaign.scheduler import CampaignScheduler, SliceJob
 from trace_lib.generation.run import open_slice_store
 from trace_lib.generation.store import load_responses, response_path

@@ -14,7 +14,7 @@ import types
 import pytest
 
 from trace_lib.benchmarks import registry
-from trace_lib.campaign.models import ModelDescriptor
+from trace_lib.slices import ModelDescriptor
 from trace_lib.campaign.plan import build_plan
 from trace_lib.campaign.run_slice import EnginePool, SliceRunner, worker_gpu_group
 from trace_lib.campaign.verdicts import CampaignJudge
@@ -219,7 +219,6 @@ def test_a_model_directory_that_fails_verification_is_refused_before_loading(set
 def test_streamed_slices_equal_per_slice_ones_and_share_one_engine(setup, release, caplog):
     import logging
 
-    from trace_lib.campaign.stream_ahead import StreamAhead
     from trace_lib.generation.store import response_path
 
     plan, sources, rows = setup
@@ -230,7 +229,7 @@ def test_streamed_slices_equal_per_slice_ones_and_share_one_engine(setup, releas
                                 "campaign_root": plan.campaign_root.parent / "streamed"})
     backend = _backend(rows, "erqa", 37)
     runner = _runner(stream_plan, release, sources, backend)
-    runner.stream = StreamAhead(runner, erqa)
+    runner.stream_ahead(erqa)
     with caplog.at_level(logging.INFO, logger="trace_lib.progress"):
         streamed = [runner.run(s) for s in erqa]
         runner.close()
@@ -246,7 +245,6 @@ def test_streamed_slices_equal_per_slice_ones_and_share_one_engine(setup, releas
 
 
 def test_a_streamed_engine_failure_fails_each_slice_with_the_per_slice_message(setup, release):
-    from trace_lib.campaign.stream_ahead import StreamAhead
 
     plan, sources, rows = setup
 
@@ -258,7 +256,8 @@ def test_a_streamed_engine_failure_fails_each_slice_with_the_per_slice_message(s
         runner = SliceRunner(plan=plan, verdicts=CampaignJudge(plan.campaign_root, release, plan), sources=sources,
                              campaign_root=plan.campaign_root, engines=EnginePool(broken), backend_kind="hf",
                              allow_unprepared=True)
-        runner.stream = StreamAhead(runner, plan.slices) if stream else None
+        if stream:
+            runner.stream_ahead(plan.slices)
         for slice_ in plan.slices[:2]:
             with pytest.raises(InputError) as info:
                 runner.run(slice_)
@@ -274,8 +273,8 @@ def test_session_stream_follows_the_selection_schedule_and_xdist_mode(setup, rel
     runner = _runner(plan, release, sources, None)
     items = [types.SimpleNamespace(callspec=types.SimpleNamespace(params={"eval_slice": s})) for s in plan.slices[1:]]
     items.append(types.SimpleNamespace(callspec=types.SimpleNamespace(params={"planned_test": f"{MODEL}-erqa"})))
-    stream = session_stream(runner, items, schedule="stream", dist=None, worker=None)
-    assert stream.selected == plan.slices[1:] and not stream.covers(plan.slices[0])  # -k deselected slice 0
+    stream = runner.stream_session(items, schedule="stream", dist=None, worker=None)
+    assert runner.stream is stream and stream.selected == plan.slices[1:] and not stream.covers(plan.slices[0])  # -k deselected slice 0
     assert session_stream(runner, items, schedule="stream", dist="loadgroup", worker="gw1") is not None
     assert session_stream(runner, items, schedule="stream", dist="load", worker="gw1") is None  # a model split
     assert session_stream(runner, items, schedule="per-slice", dist=None, worker=None) is None
@@ -312,14 +311,13 @@ def _two_model_plan(setup, release, tmp_path):
 
 
 def test_a_models_stream_runs_only_that_models_slices_on_its_engine(setup, release, tmp_path):
-    from trace_lib.campaign.stream_ahead import StreamAhead
 
     plan, sources, rows = _two_model_plan(setup, release, tmp_path)
     backends = {MODEL: _backend(rows, "erqa", 37), OTHER: _backend(rows, "erqa", 37)}
     runner = SliceRunner(plan=plan, verdicts=CampaignJudge(plan.campaign_root, release, plan), sources=sources,
                          campaign_root=plan.campaign_root, engines=EnginePool(lambda model: backends[model.slug]),
                          backend_kind="hf", allow_unprepared=True)
-    runner.stream = StreamAhead(runner, plan.slices)
+    runner.stream_ahead(plan.slices)
     first = [s for s in plan.slices if s.model == MODEL]
     assert runner.stream.result(first[0]).generated == 400
     runner.stream._join(runner.stream._streams[MODEL])
@@ -331,7 +329,6 @@ def test_a_models_stream_runs_only_that_models_slices_on_its_engine(setup, relea
 
 
 def test_streaming_applies_the_generation_overrides(setup, release):
-    from trace_lib.campaign.stream_ahead import StreamAhead
     from trace_lib.generation.store import load_header, response_path
 
     plan, sources, rows = setup
@@ -344,7 +341,7 @@ def test_streaming_applies_the_generation_overrides(setup, release):
 
     runner = _runner(plan, release, sources, Recording(rows["erqa"], 37), generation_overrides={"max_tokens": 17})
     erqa = plan.slices[0]
-    runner.stream = StreamAhead(runner, [erqa])
+    runner.stream_ahead([erqa])
     assert runner.run(erqa).generation.generated == 400
     runner.close()
     assert set(sent) == {17}
@@ -353,7 +350,6 @@ def test_streaming_applies_the_generation_overrides(setup, release):
 
 
 def test_a_late_stream_crash_keeps_the_slices_already_completed(setup, release):
-    from trace_lib.campaign.stream_ahead import StreamAhead
 
     plan, sources, rows = setup
     erqa, countbench = [s for s in plan.slices if s.seed == 42]  # streamed one benchmark after the other
@@ -366,7 +362,7 @@ def test_a_late_stream_crash_keeps_the_slices_already_completed(setup, release):
                 yield from super().generate([request])
 
     runner = _runner(plan, release, sources, DiesAfterOneSlice(rows["erqa"], 37))
-    runner.stream = StreamAhead(runner, [erqa, countbench])
+    runner.stream_ahead([erqa, countbench])
     stream = runner.stream._start(MODEL)
     stream.thread.join()  # the crash has been handled: every slice has its final result
     assert stream.results[erqa].ok and stream.results[erqa].run.generated == 400

@@ -93,7 +93,6 @@ def test_streamed_slices_store_what_the_per_slice_path_stores(runner, release, t
     import dataclasses
     from pathlib import Path
 
-    from trace_lib.campaign.stream_ahead import StreamAhead
     from trace_lib.generation.store import response_path
 
     for slice_ in runner.plan.slices:
@@ -101,7 +100,7 @@ def test_streamed_slices_store_what_the_per_slice_path_stores(runner, release, t
     same_data = tiny_slice_runner(release, runner.data_root.parent, Path(runner.plan.models[0].local_path),
                                   backend="hf", judge_url=judge.url, canonical=tiny_canonical(release, 50.0, rows=ROWS))
     streamed = dataclasses.replace(same_data, campaign_root=tmp_path / "campaign")  # same prompts, fresh stores
-    streamed.stream = StreamAhead(streamed, streamed.plan.slices)
+    streamed.stream_ahead(streamed.plan.slices)
     outcomes = [streamed.run(s) for s in reversed(streamed.plan.slices)]
     streamed.close()
     assert [o.generation.generated for o in outcomes] == [ROWS, ROWS] and streamed.engines.loads == [TINY_SLUG]

@@ -41,7 +41,7 @@ def test_tiny_model_slice_on_cpu(short_release, tiny_model, tmp_path: Path) -> N
     from trace_lib.testing.openai_server import OpenAIStubServer
     from trace_lib.validation.canonical import read_jsonl
     from trace_lib.validation.chat_template import ChatTemplate
-    from trace_lib.validation.generate import GenerationTarget, run_generation
+    from trace_lib.validation.generate import GenerationTarget, generate_validation_responses
     from trace_lib.validation.layout import ValidationLayout
     from trace_lib.validation.pipeline import SliceSettings, plan_validation, run_validation_slice
     from trace_lib.validation.prepare import prepare_dataset
@@ -80,7 +80,7 @@ def test_tiny_model_slice_on_cpu(short_release, tiny_model, tmp_path: Path) -> N
     # The same seed on the same requests gives the same responses (per-request seeding).
     again = GenerationTarget(model=slice_.model, model_path=Path(tiny_model), backend="hf", served_model=SLUG,
                              media_transport="file-url")
-    run_generation(short_release, layout.manifest, tmp_path / "again", again, expected=ident)
+    generate_validation_responses(short_release, layout.manifest, tmp_path / "again", again, expected=ident)
     first = [r["raw_response"] for r in read_jsonl(layout.responses(SLUG))]
     second = [r["raw_response"] for r in read_jsonl(tmp_path / "again" / "responses.jsonl")]
     assert first == second and all(first)

@@ -20,7 +20,7 @@ from trace_lib.errors import InputError
 from trace_lib.testing.openai_server import OpenAIStubServer
 from trace_lib.validation.canonical import h1, read_jsonl
 from trace_lib.validation.chat_template import ChatTemplate
-from trace_lib.validation.generate import GenerationTarget, run_generation
+from trace_lib.validation.generate import GenerationTarget, generate_validation_responses
 from trace_lib.validation.layout import ValidationLayout
 from trace_lib.validation.pipeline import SliceSettings, plan_validation, run_validation_slice
 from trace_lib.validation.prepare import prepare_dataset
@@ -109,7 +109,8 @@ def test_incomplete_generation_blocks_scoring_until_regenerated(release, work) -
     with OpenAIStubServer(flaky, model=SLUG) as server:
         target = GenerationTarget(model=model, model_path=model_dir, backend="openai", served_model=SLUG,
                                   endpoint_url=server.url)
-        report = run_generation(release, layout.manifest, layout.generation_dir(SLUG), target, expected=ident)
+        report = generate_validation_responses(release, layout.manifest, layout.generation_dir(SLUG), target,
+                                               expected=ident)
     assert (report.status, report.error_rows) == ("incomplete", 1)
     with pytest.raises(InputError, match="generation run is not complete"):
         run_score(release, layout.manifest, layout.generation_dir(SLUG), layout.scoring_dir(SLUG), model_slug=SLUG,
@@ -117,7 +118,8 @@ def test_incomplete_generation_blocks_scoring_until_regenerated(release, work) -
     with OpenAIStubServer(generator, model=SLUG) as server:
         target = GenerationTarget(model=model, model_path=model_dir, backend="openai", served_model=SLUG,
                                   endpoint_url=server.url)
-        report = run_generation(release, layout.manifest, layout.generation_dir(SLUG), target, expected=ident)
+        report = generate_validation_responses(release, layout.manifest, layout.generation_dir(SLUG), target,
+                                               expected=ident)
         assert (report.status, report.generated_rows, report.reused_rows) == ("complete", 1, 5)
     receipt = read_jsonl(layout.responses(SLUG))[2]
     assert receipt["attempt_count"] == 2 and "empty response" in receipt["attempt_history"][0]["error"]
@@ -129,13 +131,13 @@ def test_an_output_directory_of_another_run_is_refused(release, work, tmp_path: 
     with OpenAIStubServer(generator, model=SLUG) as server:
         target = GenerationTarget(model=model, model_path=model_dir, backend="openai", served_model=SLUG,
                                   endpoint_url=server.url)
-        run_generation(release, layout.manifest, layout.generation_dir(SLUG), target, expected=ident)
+        generate_validation_responses(release, layout.manifest, layout.generation_dir(SLUG), target, expected=ident)
         other = tmp_path / "other-model"
         other.mkdir()
         moved = GenerationTarget(model=model, model_path=other, backend="openai", served_model=SLUG,
                                  endpoint_url=server.url)
         with pytest.raises(InputError, match="output directory belongs to a different run"):
-            run_generation(release, layout.manifest, layout.generation_dir(SLUG), moved, expected=ident)
+            generate_validation_responses(release, layout.manifest, layout.generation_dir(SLUG), moved, expected=ident)
 
 
 def test_scoring_rejects_an_edited_response(release, work) -> None:
@@ -144,7 +146,7 @@ def test_scoring_rejects_an_edited_response(release, work) -> None:
     with OpenAIStubServer(generator, model=SLUG) as server:
         target = GenerationTarget(model=model, model_path=model_dir, backend="openai", served_model=SLUG,
                                   endpoint_url=server.url)
-        run_generation(release, layout.manifest, layout.generation_dir(SLUG), target, expected=ident)
+        generate_validation_responses(release, layout.manifest, layout.generation_dir(SLUG), target, expected=ident)
     path = layout.responses(SLUG)
     path.write_text(path.read_text().replace('Final answer: 13', 'Final answer: 12'))
     with pytest.raises(InputError, match="responses.jsonl changed after the run"):

@@ -119,12 +119,9 @@ def slice_runner(pytestconfig: pytest.Config, release, tmp_path_factory, request
     except TraceReproError as exc:
         pytest.fail(exc.render(), pytrace=False)
     # -- campaign scheduler (issue 15): generate ahead, each slice test waits for its own slice --
-    from trace_lib.campaign.stream_ahead import session_stream
-
     try:
-        runner.stream = session_stream(runner, request.session.items,
-                                       schedule=options.resolve(option, options.SCHEDULE),
-                                       dist=getattr(option, "dist", None), worker=os.environ.get("PYTEST_XDIST_WORKER"))
+        runner.stream_session(request.session.items, schedule=options.resolve(option, options.SCHEDULE),
+                              dist=getattr(option, "dist", None), worker=os.environ.get("PYTEST_XDIST_WORKER"))
     except TraceReproError as exc:
         pytest.fail(exc.render(), pytrace=False)
     # -- end campaign scheduler --
@@ -282,7 +279,7 @@ def validation_archive_check(pytestconfig: pytest.Config, release, receipt) -> C
             VALIDATION_SEED, rescore_validation, validation_archive_identity, validation_benchmark_id,
         )
         from trace_lib.archive.schema import SliceKey
-        from trace_lib.validation.manifest import load_manifest
+        from trace_lib.validation.manifest import load_validation_manifest
 
         if lane.archive is None:
             pytest.skip(lane.archive_problem or NO_ARCHIVE)
@@ -295,7 +292,7 @@ def validation_archive_check(pytestconfig: pytest.Config, release, receipt) -> C
             pytest.skip(f"validation dataset missing: {layout.manifest} (run 'trace-repro validation prepare "
                         "--download'); the archive holds no ground truth")
         try:
-            manifest = load_manifest(layout.manifest, verify_media=False)
+            manifest = load_validation_manifest(layout.manifest, verify_media=False)
             outcome = rescore_validation(lane.archive, slice_.model.slug, manifest.rows,
                                          canonical=slice_.canonical.score, benchmark_id=benchmark_id)
             result = validation_archive_identity(lane.archive, key, outcome, release, layout.manifest)

@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from trace_lib import options
-from trace_lib.campaign.plan import DEFAULT_WORK_DIR, MODEL_ROOT_ENV
+from trace_lib.campaign.plan import MODEL_ROOT_ENV
+from trace_lib.options import DEFAULT_WORK_DIR
 from trace_lib.errors import TraceReproError
 from trace_lib.release.locate import locate_release
 from trace_lib.validation.layout import ValidationLayout

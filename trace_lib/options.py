@@ -377,6 +377,11 @@ def parse_gpu_groups(text: str) -> tuple[tuple[int, ...], ...]:
     return tuple(groups)
 
 
+def cuda_visible_devices(group: Sequence[int]) -> str:
+    """One GPU group of :func:`parse_gpu_groups` as a ``CUDA_VISIBLE_DEVICES`` value: ``(0, 1)`` -> ``"0,1"``."""
+    return ",".join(str(gpu) for gpu in group)
+
+
 def work_root(flag: str | os.PathLike[str] | None, env: str, leaf: str) -> Path:
     """Flag, then environment variable ``env``, then ``trace-repro-work/<leaf>``."""
     value = flag or os.environ.get(env)

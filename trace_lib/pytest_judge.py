@@ -125,7 +125,7 @@ def _pool_spec(config: pytest.Config):  # noqa: ANN202 - judge_pool.PoolSpec
     if not log_dir:
         campaign = options.resolve(config.option, options.CAMPAIGN_ROOT)
         log_dir = str(Path(campaign) / "logs" / "judge") if campaign else None
-    from trace_lib.campaign.plan import work_root
+    from trace_lib.options import work_root
 
     return jp.pool_spec(
         release, model_root=getattr(config.option, "model_root", None), judge_model=config.getoption("judge_model"),

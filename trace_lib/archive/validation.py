@@ -137,11 +137,11 @@ def validation_archive_identity(archive: ArchiveRoot, key: SliceKey, rescore: Va
     """Attach prompt identity (:mod:`trace_lib.archive.validation_identity`) to a validation re-score; identity is
     None when the manifest's images cannot be verified byte for byte here."""
     from trace_lib.archive.validation_identity import compare_validation_identity
-    from trace_lib.validation.manifest import load_manifest
+    from trace_lib.validation.manifest import load_validation_manifest
     from trace_lib.release.validation_suite import load_validation_suite
 
     try:
-        manifest = load_manifest(manifest_path, verify_media=True)
+        manifest = load_validation_manifest(manifest_path, verify_media=True)
     except InputError:
         return ValidationArchiveResult(rescore, None)
     identity = compare_validation_identity(key, list(archive.iter_slice(key)), manifest.rows,

@@ -79,7 +79,7 @@ def _archived_contract_digest(settings_json: str) -> Any:
 def validation_identity(row: Mapping[str, Any], *, suite: Any, model_id: str,
                         source_row_sha256: str, source_media_contract_sha256: Any) -> OurIdentity:
     """The public hashes of trace-repro's validation request of manifest ``row`` (``suite``: the release's
-    :class:`~trace_lib.validation.suite.ValidationSuite`)."""
+    :class:`~trace_lib.release.validation_suite.ValidationSuite`)."""
     from trace_lib.validation.request import request_summary, sampling_fields
 
     summary = request_summary(row)

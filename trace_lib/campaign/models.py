@@ -11,7 +11,6 @@ slug namespaces of spec §1.2 never need a mapping).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -20,6 +19,7 @@ from trace_lib.release import identity
 from trace_lib.release.locate import ReleaseRoot
 from trace_lib.release.suite import load_eval_models
 from trace_lib.scoring.judge import JUDGE_SLUG  # the judge's directory under the model root
+from trace_lib.slices import ModelDescriptor
 
 #: ``SOURCE`` exactly as upstream's launcher accepts it.
 SOURCE_PATTERN = re.compile(
@@ -29,38 +29,6 @@ SOURCE_PATTERN = re.compile(
 REVISION_PATTERN = re.compile(r"^([0-9a-f]{40}|sha256set:[0-9a-f]{64})$")
 #: A slug becomes a directory component and the served model name.
 SLUG_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-@dataclass(frozen=True)
-class ModelDescriptor:
-    """One model of a campaign: served name, local directory, immutable revision, public source, label."""
-
-    slug: str
-    local_path: str  # used verbatim
-    revision: str  # IMMUTABLE_REVISION: what the directory's marker must record
-    source: str  # "owner/repo@<40|64 hex>"
-    label: str
-    canonical_revision: str | None = None  # results.json ``model_revision`` when it differs from ``revision``
-
-    @property
-    def repository(self) -> str:
-        return self.source.rpartition("@")[0]
-
-    @property
-    def repository_revision(self) -> str:
-        return self.source.rpartition("@")[2]
-
-    @property
-    def path(self) -> Path:
-        return Path(self.local_path)
-
-    def render(self) -> str:
-        """The ``--print-config`` line, as upstream prints it (plus the canonical revision when it differs)."""
-        line = (f"model={self.slug} path={self.local_path} revision={self.revision} source={self.source} "
-                f"label={self.label}")
-        if self.canonical_revision and self.canonical_revision != self.revision:
-            line += f" canonical_revision={self.canonical_revision}"
-        return line
 
 
 def check_revision(value: str, *, field: str) -> str:

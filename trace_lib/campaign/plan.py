@@ -23,34 +23,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from trace_lib import options
-from trace_lib.options import parse_gpu_groups, work_root  # the plan flags' parsers (defined with the options)
 from trace_lib.campaign.models import (
     ModelDescriptor, parse_descriptors, release_judge, release_models, select_release_models,
 )
 from trace_lib.errors import UsageError
 from trace_lib.release.locate import ReleaseRoot
 from trace_lib.release.suite import Suite, load_seeds, load_suite
+from trace_lib.slices import Slice
 
 if TYPE_CHECKING:
     from trace_lib.aggregation.verdict import PlannedTest
 
 #: The environment variables of the plan flags (defined, with their defaults, in trace_lib.options).
-DEFAULT_WORK_DIR = options.DEFAULT_WORK_DIR
 MODEL_ROOT_ENV, DATA_ROOT_ENV = options.MODEL_ROOT_ENV.name, options.DATA_ROOT_ENV.name
 RUN_TAG_ENV, GPU_GROUPS_ENV = options.RUN_TAG_ENV.name, options.GPU_GROUPS_ENV.name
-
-
-@dataclass(frozen=True, order=True)
-class Slice:
-    """One (model, seed, benchmark): the unit of generation, scoring, verification and of one test."""
-
-    model: str  # model slug
-    seed: int
-    benchmark: str  # suite key
-
-    @property
-    def id(self) -> str:
-        return f"{self.model}-seed{self.seed}-{self.benchmark}"
 
 
 @dataclass(frozen=True)
@@ -189,7 +175,7 @@ def worker_shares(plan: Plan, workers: int) -> list[list[Slice]]:
 # -- parsing ---------------------------------------------------------------------------------------------------
 
 def render_gpu_groups(groups: Sequence[Sequence[int]]) -> str:
-    return ";".join(",".join(str(g) for g in group) for group in groups)
+    return ";".join(options.cuda_visible_devices(group) for group in groups)
 
 
 def parse_seeds(values: Sequence[Any]) -> tuple[int, ...]:
@@ -287,7 +273,7 @@ def build_plan(
         UsageError: unknown benchmark/model, bad seed, delta, GPU groups or tensor-parallel size.
     """
     suite = load_suite(release)
-    root = work_root(model_root, MODEL_ROOT_ENV, "models")
+    root = options.work_root(model_root, MODEL_ROOT_ENV, "models")
     if models:
         if model_ids:
             raise UsageError("--model and --model-id cannot be combined", field="--model-id")
@@ -296,7 +282,7 @@ def build_plan(
         everything = release_models(release, root)
         chosen = select_release_models(everything, model_ids) if model_ids else everything
     seed_list = parse_seeds(seeds if seeds else load_seeds(release))
-    groups = parse_gpu_groups(gpu_groups or os.environ.get(GPU_GROUPS_ENV) or options.GPU_GROUPS_ENV.default)
+    groups = options.parse_gpu_groups(gpu_groups or os.environ.get(GPU_GROUPS_ENV) or options.GPU_GROUPS_ENV.default)
     if tensor_parallel_size is not None:
         if tensor_parallel_size < 1 or any(tensor_parallel_size > len(g) for g in groups):
             raise UsageError("tensor parallel size exceeds a GPU group", field="--tensor-parallel-size",
@@ -335,7 +321,7 @@ def add_plan_options(register: Register) -> None:
     register("--model-id", action="append", default=None, metavar="MODEL_ID",
              help="evaluate only this release model (repeatable); its directory is <model-root>/<model_id>")
     register("--model-root", default=None, metavar="DIR",
-             help=f"directory of the release models (env {MODEL_ROOT_ENV}; default {DEFAULT_WORK_DIR}/models)")
+             help=f"directory of the release models (env {MODEL_ROOT_ENV}; default {options.DEFAULT_WORK_DIR}/models)")
     register("--seeds", nargs="+", default=None, metavar="SEED", help="decoding seeds (default: the release's)")
     register("--benchmark", action="append", default=None, metavar="KEY",
              help="restrict to this suite benchmark (repeatable; default: all)")
@@ -348,7 +334,7 @@ def add_plan_options(register: Register) -> None:
     register("--tensor-parallel-size", type=options.positive_int, default=None, metavar="N",
              help="tensor parallel size per engine (default: the group size)")
     register("--data-root", default=None, metavar="DIR",
-             help=f"prepared benchmark data (env {DATA_ROOT_ENV}; default {DEFAULT_WORK_DIR}/data)")
+             help=f"prepared benchmark data (env {DATA_ROOT_ENV}; default {options.DEFAULT_WORK_DIR}/data)")
 
 
 def plan_from_options(release: ReleaseRoot, namespace: Any, *, with_judge: bool = True) -> Plan:
@@ -369,6 +355,6 @@ def plan_from_options(release: ReleaseRoot, namespace: Any, *, with_judge: bool 
         tolerance_alpha=options.resolve(namespace, options.ALPHA),
         margin=options.resolve(namespace, options.MARGIN),
         campaign_root=Path(campaign_root) if campaign_root else None,
-        data_root=work_root(getattr(namespace, "data_root", None), DATA_ROOT_ENV, "data"),
+        data_root=options.work_root(getattr(namespace, "data_root", None), DATA_ROOT_ENV, "data"),
         with_judge=with_judge,
     )

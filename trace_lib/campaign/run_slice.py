@@ -34,8 +34,9 @@ from trace_lib.scoring.score import FileRef, ScoredSlice, run_scoring, scores_di
 
 if TYPE_CHECKING:
     from trace_lib.benchmarks.protocol import Protocol
-    from trace_lib.campaign.models import ModelDescriptor
+    from trace_lib.slices import ModelDescriptor
     from trace_lib.campaign.plan import Plan, Slice
+    from trace_lib.campaign.scheduler import SliceJob
     from trace_lib.campaign.stream_ahead import StreamAhead
     from trace_lib.campaign.verdicts import CampaignJudge
     from trace_lib.data.manifest import DatasetEntry, Manifest
@@ -188,8 +189,9 @@ class SliceRunner:
     cuda_available: Callable[[], bool] = field(default=lambda: _cuda_available())
     engine: Mapping[str, Any] | None = None  # generation engine record for new response files (environment.engine)
     progress: Any = False  # run_generation's progress: False (quiet), True (bar) or a factory (logged_progress)
-    stream: StreamAhead | None = None  # the session's scheduler generating ahead (None: per-slice generation)
     ray_address: str | None = None  # engines are Ray actors (GPUs are the cluster's, not this host's)
+    #: the session's scheduler generating ahead (None: per-slice generation); set by :meth:`stream_ahead`
+    stream: StreamAhead | None = field(default=None, init=False)
     _dataset_hashes: dict[Path, str] = field(default_factory=dict, repr=False)
     _judge_checked: bool = field(default=False, repr=False)
     _outcomes: dict[Any, SliceOutcome] = field(default_factory=dict, repr=False)  # slices run in this session
@@ -251,12 +253,10 @@ class SliceRunner:
         engines = EnginePool(engine)
         data_root = Path(plan.data_root or ".").resolve()
         manifest_file = manifest_path(data_root)
-        judge = None
-        if judge_url:
-            from trace_lib.scoring.judge import OpenAIJudge
-
-            judge = OpenAIJudge(judge_url)
+        from trace_lib.campaign.scorer import open_judge
         from trace_lib.campaign.verdicts import CampaignJudge
+
+        judge = open_judge(judge_url)
 
         extra.setdefault("engine", generation_engine(release, backend, base_url=options.get("base_url")))
         verdicts = CampaignJudge(Path(campaign_root), release, plan, alpha=plan.tolerance_alpha, margin=plan.margin,
@@ -268,6 +268,27 @@ class SliceRunner:
             manifest=load_manifest(manifest_file) if manifest_file.exists() else None, ray_address=ray_address,
             **extra,
         )
+
+    def stream_ahead(self, selected: Sequence[Slice]) -> StreamAhead:
+        """Generate the ``selected`` slices ahead, each model's in the background when its first slice is run
+        (:class:`~trace_lib.campaign.stream_ahead.StreamAhead`); :meth:`run` then waits for a slice's rows."""
+        from trace_lib.campaign.stream_ahead import StreamAhead
+
+        self.stream = StreamAhead(self, selected)
+        return self.stream
+
+    def stream_session(self, items: Sequence[object], *, schedule: str, dist: str | None,
+                       worker: str | None) -> StreamAhead | None:
+        """Stream the selected slice tests of a pytest session's ``items`` when ``schedule`` and the xdist mode
+        allow it (:func:`~trace_lib.campaign.stream_ahead.session_stream`); returns the stream, or None.
+
+        Raises:
+            UsageError: an unknown schedule.
+        """
+        from trace_lib.campaign.stream_ahead import session_stream
+
+        self.stream = session_stream(self, items, schedule=schedule, dist=dist, worker=worker)
+        return self.stream
 
     @property
     def data_root(self) -> Path:
@@ -311,12 +332,30 @@ class SliceRunner:
         except InputError:
             return False
 
-    def _dataset_entry(self, slice_: Slice) -> DatasetEntry | None:
-        entry = self.manifest.datasets.get(slice_.benchmark) if self.manifest is not None else None
-        if entry is None and not self.allow_unprepared:
-            raise UsageError("benchmark data is not prepared", field=slice_.benchmark,
-                             hint=f"run 'trace-repro prepare-data --benchmark {slice_.benchmark}'")
-        return entry
+    def dataset_entry(self, slice_: Slice) -> DatasetEntry | None:
+        """The manifest's entry of the slice's benchmark (None: unprepared data, allowed with ``allow_unprepared``).
+
+        Raises:
+            UsageError: the benchmark is not prepared.
+        """
+        from trace_lib.campaign.jobs import dataset_entry
+
+        return dataset_entry(self.manifest, slice_.benchmark, allow_unprepared=self.allow_unprepared)
+
+    def slice_job(self, slice_: Slice, protocol: Protocol) -> SliceJob:
+        """The slice's generation job (:func:`~trace_lib.campaign.jobs.slice_job`), with this session's generation
+        overrides and engine record.
+
+        Raises:
+            UsageError: the benchmark is not prepared.
+        """
+        from trace_lib.campaign.jobs import slice_job
+
+        entry = self.dataset_entry(slice_)
+        return slice_job(slice_, protocol, model=self.plan.model(slice_.model), source=self.sources[slice_.benchmark],
+                         campaign_root=self.campaign_root, data_root=self.data_root,
+                         generation={**self.plan.suite.generation, **self.generation_overrides}, dataset=entry,
+                         engine=lambda: refresh_engine(self.engine), expected_rows=self.plan.rows(slice_))
 
     def _dataset_ref(self, path: Path) -> FileRef:
         from trace_lib.release.load import sha256_file
@@ -343,19 +382,11 @@ class SliceRunner:
         return self._generate(slice_, protocol, protocol.load(self.dataset_path(slice_)))[0]
 
     def _generate(self, slice_: Slice, protocol: Protocol, rows: Sequence[Any]) -> tuple[SliceRun, Path]:
-        from trace_lib.generation.run import open_slice_store, run_generation
+        from trace_lib.campaign.jobs import run_job
 
-        model = self.plan.model(slice_.model)
-        source = self.sources[slice_.benchmark]
-        entry = self._dataset_entry(slice_)
-        generation = {**self.plan.suite.generation, **self.generation_overrides}
-        with open_slice_store(self.campaign_root, slice_, model, generation,
-                              dataset_snapshot=entry.snapshot_sha256 if entry else None,
-                              engine=refresh_engine(self.engine)) as store:
-            run = run_generation(slice_, rows, protocol, self.engines.lazy(model, self.backend_kind), store,
-                                 source.image_dir(self.data_root), generation=generation, progress=self.progress,
-                                 dataset=entry, data_root=self.data_root)
-            return run, store.path
+        job = self.slice_job(slice_, protocol)
+        return run_job(job, self.engines.lazy(self.plan.model(slice_.model), self.backend_kind), rows=rows,
+                       progress=self.progress)
 
     def close(self) -> None:
         """Stop generating ahead (persisting what was received) and release the engine."""

@@ -49,7 +49,7 @@ from trace_lib.generation.run import (
 
 if TYPE_CHECKING:
     from trace_lib.benchmarks.protocol import Protocol, Row
-    from trace_lib.campaign.plan import Slice
+    from trace_lib.slices import Slice
     from trace_lib.data.manifest import DatasetEntry
     from trace_lib.generation.backends.base import Backend
     from trace_lib.generation.request import ChatRequest

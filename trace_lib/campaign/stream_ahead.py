@@ -15,16 +15,40 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Protocol, Sequence
 
-from trace_lib.environment.engine import refresh_engine
 from trace_lib.errors import BackendError, TraceReproError
 
 if TYPE_CHECKING:
-    from trace_lib.campaign.plan import Slice
-    from trace_lib.campaign.run_slice import SliceRunner
+    from trace_lib.benchmarks.protocol import Protocol as BenchmarkProtocol
+    from trace_lib.slices import ModelDescriptor
+    from trace_lib.campaign.plan import Plan, Slice
     from trace_lib.campaign.scheduler import CampaignScheduler, SliceJob, SliceResult
+    from trace_lib.generation.backends.base import Backend
     from trace_lib.generation.run import SliceRun
+
+
+class _Engines(Protocol):
+    def get(self, model: ModelDescriptor) -> Backend: ...
+
+    def lazy(self, model: ModelDescriptor, name: str) -> Backend: ...
+
+
+class StreamRunner(Protocol):
+    """What :class:`StreamAhead` needs of its runner (:class:`~trace_lib.campaign.run_slice.SliceRunner` has it;
+    named structurally so that this module does not import the runner's, which imports this one)."""
+
+    plan: Plan
+    engines: _Engines
+    backend_kind: str
+
+    def protocol(self, slice_: Slice) -> BenchmarkProtocol: ...
+
+    def responses_complete(self, slice_: Slice) -> bool: ...
+
+    def blocker(self, slice_: Slice, protocol: BenchmarkProtocol, *, need_judge: bool = True) -> str | None: ...
+
+    def slice_job(self, slice_: Slice, protocol: BenchmarkProtocol) -> SliceJob: ...
 
 
 @dataclass
@@ -50,9 +74,9 @@ class _LoggedLines:
 
 class StreamAhead:
     """The background scheduler of one session (see the module docstring); ``selected`` are the session's
-    selected slice tests, in run order."""
+    selected slice tests, in run order. Made by :meth:`~trace_lib.campaign.run_slice.SliceRunner.stream_ahead`."""
 
-    def __init__(self, runner: SliceRunner, selected: Sequence[Slice]) -> None:
+    def __init__(self, runner: StreamRunner, selected: Sequence[Slice]) -> None:
         self.runner = runner
         self.selected = tuple(selected)
         self._streams: dict[str, _ModelStream] = {}
@@ -122,28 +146,14 @@ class StreamAhead:
     def _job(self, slice_: Slice) -> SliceJob | None:
         """The scheduler job of ``slice_``, or None when the per-slice path must handle it (it cannot run here,
         or it fails before generation: unimplemented protocol, unprepared data)."""
-        from trace_lib.campaign.scheduler import SliceJob
-        from trace_lib.generation.run import open_slice_store
-
         runner = self.runner
         try:
             protocol = runner.protocol(slice_)
             if runner.responses_complete(slice_) or runner.blocker(slice_, protocol) is not None:
                 return None  # complete: reused without an engine; blocked: skipped as before
-            entry = runner._dataset_entry(slice_)
+            return runner.slice_job(slice_, protocol)
         except TraceReproError:
             return None
-        model = runner.plan.model(slice_.model)
-        generation = {**runner.plan.suite.generation, **runner.generation_overrides}
-        path = runner.dataset_path(slice_)
-        return SliceJob(
-            slice=slice_, protocol=protocol, load_rows=lambda: protocol.load(path),
-            image_dir=runner.sources[slice_.benchmark].image_dir(runner.data_root), generation=generation,
-            open_store=lambda: open_slice_store(runner.campaign_root, slice_, model, generation,
-                                                dataset_snapshot=entry.snapshot_sha256 if entry else None,
-                                                engine=refresh_engine(runner.engine)),
-            dataset=entry, data_root=runner.data_root, expected_rows=runner.plan.rows(slice_),
-        )
 
     def _join(self, stream: _ModelStream, *, stop: bool = False) -> None:
         if stream.thread is None:
@@ -159,7 +169,7 @@ class StreamAhead:
 
 
 
-def session_stream(runner: SliceRunner, items: Sequence[object], *, schedule: str, dist: str | None,
+def session_stream(runner: StreamRunner, items: Sequence[object], *, schedule: str, dist: str | None,
                    worker: str | None) -> StreamAhead | None:
     """The session's :class:`StreamAhead` over the selected slice tests of ``items`` (pytest items, after
     ``-k``/``-m`` deselection), or None: ``schedule`` is ``per-slice``, or xdist spreads one model's slices

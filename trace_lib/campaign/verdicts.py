@@ -80,7 +80,7 @@ class CampaignJudge:
         """The planned slices of ``cell`` not yet scored and verified (empty: its credits are cached)."""
         if cell in self._cells:
             return []
-        from trace_lib.campaign.plan import Slice
+        from trace_lib.slices import Slice
         from trace_lib.reports.collect import current_protocol_versions
 
         slices = [Slice(cell[0], seed, cell[1]) for seed in self.plan.seeds]

@@ -45,7 +45,8 @@ def run(args: argparse.Namespace) -> ExitCode:
     from trace_lib.archive.lane import ArchiveLane
     from trace_lib.archive.verify import render_markdown, to_json, verify_slices
     from trace_lib.atomic import write_json_atomic, write_text_atomic
-    from trace_lib.campaign.plan import DATA_ROOT_ENV, parse_seeds, work_root
+    from trace_lib.campaign.plan import DATA_ROOT_ENV, parse_seeds
+    from trace_lib.options import work_root
     from trace_lib.errors import UsageError
     from trace_lib.release.locate import locate_release
 

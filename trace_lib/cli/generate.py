@@ -125,7 +125,7 @@ def worker_commands(plan: Plan, argv: list[str], engines_per_group: int) -> list
     group, numbered group by group."""
     count = len(plan.gpu_groups) * engines_per_group
     return [([sys.executable, "-m", "trace_lib", *argv, "--worker", f"{g * engines_per_group + e}/{count}"],
-             ",".join(str(gpu) for gpu in group))
+             options.cuda_visible_devices(group))
             for g, group in enumerate(plan.gpu_groups) for e in range(engines_per_group)]
 
 
@@ -264,31 +264,20 @@ def run(args: argparse.Namespace) -> ExitCode:
 
 
 def _slice_job(slice_, plan, model, sources, manifest, data_root, args, engine):  # noqa: ANN001, ANN202
-    """The scheduler job of one slice (its protocol, rows, image dir and store, ``engine`` recorded in its header).
+    """The scheduler job of one slice (:func:`~trace_lib.campaign.jobs.slice_job`; ``engine`` recorded in its
+    store's header).
 
     Raises:
         UsageError: the benchmark is not prepared (and ``--unprepared-data`` is not given).
         ProtocolNotImplementedError: the benchmark has no protocol.
     """
     from trace_lib.benchmarks.registry import get_protocol
-    from trace_lib.campaign.scheduler import SliceJob
-    from trace_lib.generation.run import open_slice_store
+    from trace_lib.campaign.jobs import dataset_entry, slice_job
 
-    source = sources[slice_.benchmark]
-    entry = manifest.datasets.get(slice_.benchmark) if manifest else None
-    if entry is None and not args.unprepared_data:
-        raise UsageError("benchmark data is not prepared", field=slice_.benchmark,
-                         hint=f"run 'trace-repro prepare-data --benchmark {slice_.benchmark}'")
-    protocol = get_protocol(slice_.benchmark)
-    generation = plan.suite.generation
-    path = source.local_path(data_root)
-    return SliceJob(
-        slice=slice_, protocol=protocol, load_rows=lambda: protocol.load(path), image_dir=source.image_dir(data_root),
-        open_store=lambda: open_slice_store(plan.campaign_root, slice_, model, generation,
-                                            dataset_snapshot=entry.snapshot_sha256 if entry else None,
-                                            engine=engine),
-        generation=generation, dataset=entry, data_root=data_root, expected_rows=plan.rows(slice_),
-    )
+    entry = dataset_entry(manifest, slice_.benchmark, allow_unprepared=args.unprepared_data)
+    return slice_job(slice_, get_protocol(slice_.benchmark), model=model, source=sources[slice_.benchmark],
+                     campaign_root=plan.campaign_root, data_root=data_root, generation=plan.suite.generation,
+                     dataset=entry, engine=lambda: engine, expected_rows=plan.rows(slice_))
 
 
 def _report(result) -> None:  # noqa: ANN001
@@ -300,16 +289,12 @@ def _report(result) -> None:  # noqa: ANN001
 
 
 def _run_one(job, backend, args, scoring=None):  # noqa: ANN001, ANN202
-    """The per-slice path: one slice through ``run_generation``."""
+    """The per-slice path: one slice through :func:`~trace_lib.campaign.jobs.run_job`."""
+    from trace_lib.campaign.jobs import run_job
     from trace_lib.campaign.scheduler import SliceResult
-    from trace_lib.generation.run import run_generation
 
     try:
-        rows = job.load_rows()  # a dataset that cannot be read fails before any response file is created
-        with job.open_store() as store:
-            run = run_generation(job.slice, rows, job.protocol, backend, store, job.image_dir,
-                                 generation=job.generation, progress=not args.no_progress,
-                                 batch_size=args.batch_size, dataset=job.dataset, data_root=job.data_root)
+        run, _ = run_job(job, backend, progress=not args.no_progress, batch_size=args.batch_size)
         result = SliceResult(job.slice, run=run)
     except TraceReproError as exc:
         result = SliceResult(job.slice, error=exc)
@@ -348,7 +333,7 @@ class _Scoring:
         from concurrent.futures import ThreadPoolExecutor
 
         from trace_lib.benchmarks.registry import get_protocol
-        from trace_lib.cli.score import CampaignScorer
+        from trace_lib.campaign.scorer import CampaignScorer
 
         judge_url = options.resolve(args, options.JUDGE_URL)
         judged = sorted({s.benchmark for s in slices if get_protocol(s.benchmark).judge != "none"})

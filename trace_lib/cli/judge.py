@@ -60,7 +60,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _log_dir(value: str | None) -> Path:
-    from trace_lib.campaign.plan import work_root
+    from trace_lib.options import work_root
 
     return work_root(value, LOG_DIR_ENV, "judge")
 

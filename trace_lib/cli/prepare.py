@@ -19,7 +19,7 @@ from pathlib import Path
 
 from trace_lib import options
 from trace_lib.campaign.models import SOURCE_PATTERN, SLUG_PATTERN
-from trace_lib.campaign.plan import DATA_ROOT_ENV, add_plan_options, plan_from_options, select_benchmarks, work_root
+from trace_lib.campaign.plan import DATA_ROOT_ENV, add_plan_options, plan_from_options, select_benchmarks
 from trace_lib.errors import TraceReproError, UsageError
 from trace_lib.exitcodes import ExitCode
 from trace_lib.release.locate import locate_release
@@ -59,7 +59,7 @@ def run_prepare_data(args: argparse.Namespace) -> ExitCode:
     release = locate_release(options.resolve(args, options.TRACE_ROOT))
     suite = load_suite(release)
     keys = select_benchmarks(suite, args.benchmark)
-    data_root = work_root(args.data_root, DATA_ROOT_ENV, "data").resolve()
+    data_root = options.work_root(args.data_root, DATA_ROOT_ENV, "data").resolve()
     path = manifest_path(data_root)
 
     if args.verify_only:

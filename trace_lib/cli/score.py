@@ -67,58 +67,6 @@ def scoring_order(slices):  # noqa: ANN001, ANN201 - SliceKeys in, SliceKeys out
     return sorted(slices, key=lambda k: (k.model, benchmarks.index(k.benchmark), k.seed))
 
 
-def _judge(url: str | None):  # noqa: ANN202 - Judge | None, imported lazily
-    if not url:
-        return None
-    from trace_lib.scoring.judge import OpenAIJudge
-
-    return OpenAIJudge(url)
-
-
-class CampaignScorer:
-    """Scores the slices of one campaign into ``<campaign-root>/scores/...``: each benchmark's protocol, rows and
-    dataset hash are loaded once, whichever seed or thread asks first (``trace-repro score --campaign-root`` and
-    ``trace-repro generate --score``)."""
-
-    def __init__(self, campaign_root: Path, data_root: Path, sources: dict, judge_url: str | None) -> None:
-        import threading
-
-        self.campaign_root, self.data_root, self.sources = campaign_root, data_root, sources
-        self.judge_url, self.judge = judge_url, _judge(judge_url)
-        self._loaded: dict[str, tuple] = {}
-        self._lock = threading.Lock()
-
-    def _benchmark(self, benchmark: str) -> tuple:
-        """``(protocol, rows, dataset FileRef)``, loaded on first use.
-
-        Raises:
-            UsageError: the benchmark's dataset is not prepared.
-        """
-        from trace_lib.benchmarks.registry import get_protocol
-        from trace_lib.release.load import sha256_file
-        from trace_lib.scoring.score import FileRef
-
-        with self._lock:
-            if benchmark not in self._loaded:
-                protocol = get_protocol(benchmark)
-                dataset = self.sources[benchmark].local_path(self.data_root)
-                if not dataset.exists():
-                    raise UsageError(f"dataset missing: {benchmark} ({dataset})", field="--data-root",
-                                     hint=f"run 'trace-repro prepare-data --benchmark {benchmark}'")
-                self._loaded[benchmark] = (protocol, protocol.load(dataset),
-                                           FileRef(str(dataset), sha256_file(dataset)))
-            return self._loaded[benchmark]
-
-    def score(self, key, responses: Path):  # noqa: ANN001, ANN201 - a plan Slice; ScoredSlice
-        from trace_lib.scoring.score import run_scoring, scores_dir
-
-        protocol, rows, dataset_ref = self._benchmark(key.benchmark)
-        return run_scoring(protocol, rows, responses,
-                           scores_dir(self.campaign_root, model=key.model, seed=key.seed, benchmark=key.benchmark),
-                           judge=self.judge, judge_url=self.judge_url, dataset=dataset_ref, seed=key.seed,
-                           model=key.model)  # the header must name the slice the path files it under
-
-
 def _emit(summary: dict, verdict, as_json: bool) -> None:  # noqa: ANN001
     if as_json:
         print(json.dumps({**summary, "verdict": verdict.to_dict() if verdict else None}, sort_keys=True))
@@ -170,6 +118,7 @@ def _run_file(args: argparse.Namespace, release, judge_url: str | None) -> ExitC
     from trace_lib.aggregation.credits import CreditTable
     from trace_lib.aggregation.verdict import judge_credits, slice_id
     from trace_lib.benchmarks.registry import get_protocol
+    from trace_lib.campaign.scorer import open_judge
     from trace_lib.campaign.verdicts import verdict_plan
     from trace_lib.release.load import sha256_file
     from trace_lib.scoring.score import FileRef, run_scoring
@@ -195,7 +144,7 @@ def _run_file(args: argparse.Namespace, release, judge_url: str | None) -> ExitC
     check_output_dir(args.out, flag="--out")
     model = args.model_id[0] if args.model_id else None  # a plain file's model (a store file's header must agree)
     rows = protocol.load(dataset)
-    judge = _judge(judge_url)
+    judge = open_judge(judge_url)
     if judge is not None and protocol.judge != "none":
         judge.check()  # the endpoint serves the judge, before any row is scored
     scored = run_scoring(protocol, rows, responses, Path(args.out), judge=judge, judge_url=judge_url,
@@ -218,7 +167,8 @@ def _run_file(args: argparse.Namespace, release, judge_url: str | None) -> ExitC
 
 
 def _run_campaign(args: argparse.Namespace, release, judge_url: str | None) -> ExitCode:  # noqa: ANN001
-    from trace_lib.campaign.plan import DATA_ROOT_ENV, work_root
+    from trace_lib.campaign.plan import DATA_ROOT_ENV
+    from trace_lib.campaign.scorer import CampaignScorer
     from trace_lib.campaign.verdicts import judge_campaign, verdict_plan
     from trace_lib.cli.verify import campaign_inputs
     from trace_lib.data.prepare import load_artifact_sources
@@ -226,8 +176,8 @@ def _run_campaign(args: argparse.Namespace, release, judge_url: str | None) -> E
 
     _, _, root, models, seeds, keys = campaign_inputs(args)
     plan = verdict_plan(release, model_ids=args.model_id, seeds=args.seeds, benchmarks=args.benchmark)
-    scorer = CampaignScorer(root, work_root(args.data_root, DATA_ROOT_ENV, "data"), load_artifact_sources(release),
-                            judge_url)
+    scorer = CampaignScorer(root, options.work_root(args.data_root, DATA_ROOT_ENV, "data"),
+                            load_artifact_sources(release), judge_url)
     slices: list[SliceKey] = expected_slices(models, seeds, keys)
     failed: list[str] = []
     summaries: list[dict] = []

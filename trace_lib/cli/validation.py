@@ -120,7 +120,7 @@ def _release(args: argparse.Namespace) -> Any:
 
 
 def _layout(args: argparse.Namespace) -> Any:
-    from trace_lib.campaign.plan import DEFAULT_WORK_DIR
+    from trace_lib.options import DEFAULT_WORK_DIR
     from trace_lib.validation.layout import ValidationLayout
 
     value = args.work_dir or os.environ.get(WORK_DIR_ENV)
@@ -132,7 +132,8 @@ def _layout(args: argparse.Namespace) -> Any:
 
 
 def _model_root(args: argparse.Namespace) -> Path:
-    from trace_lib.campaign.plan import MODEL_ROOT_ENV, work_root
+    from trace_lib.campaign.plan import MODEL_ROOT_ENV
+    from trace_lib.options import work_root
 
     return work_root(getattr(args, "model_root", None), MODEL_ROOT_ENV, "models")
 
@@ -243,7 +244,7 @@ def _prepare(args: argparse.Namespace) -> ExitCode:
 
 
 def _generate(args: argparse.Namespace) -> ExitCode:
-    from trace_lib.validation.generate import GenerationTarget, run_generation
+    from trace_lib.validation.generate import GenerationTarget, generate_validation_responses
     from trace_lib.release.validation_suite import load_validation_suite
 
     release, layout = _release(args), _layout(args)
@@ -259,8 +260,8 @@ def _generate(args: argparse.Namespace) -> ExitCode:
             if done % 100 == 0 or done == total:
                 print(f"[validation] {slug}: {done}/{total} durable rows", file=sys.stderr, flush=True)
 
-        report = run_generation(release, layout.manifest, layout.generation_dir(slug), target, expected=expected,
-                                chunk_size=args.chunk_size, progress=progress)
+        report = generate_validation_responses(release, layout.manifest, layout.generation_dir(slug), target,
+                                               expected=expected, chunk_size=args.chunk_size, progress=progress)
         _print(report.to_dict())
         if not report.complete:
             print(f"{slug}: {report.error_rows} rows have no response; re-run to regenerate them", file=sys.stderr)

@@ -26,7 +26,7 @@ from trace_lib.jsonio import canonical_json_ascii
 from trace_lib.release.load import sha256_file
 
 if TYPE_CHECKING:
-    from trace_lib.campaign.models import ModelDescriptor
+    from trace_lib.slices import ModelDescriptor
 
 MARKER_NAME = ".trace_model_revision.json"
 MARKER_SCHEMA = "trace-model-revision-v1"

@@ -63,7 +63,7 @@ class DoctorContext:
 
     def root(self, value: str | None, env_var: str, leaf: str) -> Path:
         """Flag, then ``env_var``, then ``trace-repro-work/<leaf>`` (the campaign commands' defaults)."""
-        from trace_lib.campaign.plan import DEFAULT_WORK_DIR
+        from trace_lib.options import DEFAULT_WORK_DIR
 
         chosen = value or self.env.get(env_var)
         return Path(chosen) if chosen else DEFAULT_WORK_DIR / leaf

@@ -22,8 +22,8 @@ from trace_lib.generation.store import SliceIdentity, SliceStore, StoredResponse
 if TYPE_CHECKING:
     from trace_lib.protocol import Protocol, Row
     from trace_lib.data.manifest import DatasetEntry
-    from trace_lib.campaign.models import ModelDescriptor
-    from trace_lib.campaign.plan import Slice
+    from trace_lib.slices import ModelDescriptor
+    from trace_lib.slices import Slice
     from trace_lib.generation.backends.base import Backend
 
 #: Version of what :func:`generation_contract` covers; bump when request construction changes.

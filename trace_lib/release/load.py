@@ -68,15 +68,20 @@ def parse_json_text(text: str, *, name: str) -> Any:
         raise ReleaseFileError(str(exc), file=name) from None
 
 
-def load_json(path: Path, *, name: str | None = None) -> Any:
-    """Read and strictly parse a JSON file (UTF-8)."""
-    label = name or str(path)
+def _release_text(path: Path, label: str) -> str:
+    """The text of a release file. Raises ReleaseFileError (missing, unreadable, not UTF-8) naming ``label``."""
     try:
-        text = read_text(path, name=label, error=ReleaseFileError)
+        return read_text(path, name=label, error=ReleaseFileError)
     except FileNotFoundError:
         raise ReleaseFileError("file is missing", file=label) from None
     except OSError as exc:
         raise ReleaseFileError(f"cannot read file: {exc.strerror}", file=label) from None
+
+
+def load_json(path: Path, *, name: str | None = None) -> Any:
+    """Read and strictly parse a JSON file (UTF-8)."""
+    label = name or str(path)
+    text = _release_text(path, label)
     return parse_json_text(text, name=label)
 
 
@@ -102,12 +107,7 @@ def load_yaml(path: Path, *, name: str | None = None) -> Any:
         return out
 
     _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
-    try:
-        text = read_text(path, name=label, error=ReleaseFileError)
-    except FileNotFoundError:
-        raise ReleaseFileError("file is missing", file=label) from None
-    except OSError as exc:
-        raise ReleaseFileError(f"cannot read file: {exc.strerror}", file=label) from None
+    text = _release_text(path, label)
     try:
         return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.MarkedYAMLError as exc:

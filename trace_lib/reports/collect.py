@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from trace_lib.campaign.plan import Slice
+from trace_lib.slices import Slice
 from trace_lib.errors import TraceReproError
 from trace_lib.release.load import load_json, sha256_file
 

@@ -196,14 +196,6 @@ class Pool:
         return self.spec.log_dir / PIDS_FILE
 
 
-def parse_gpu_groups(text: str) -> tuple[str, ...]:
-    """Upstream's ``GPU_GROUPS`` (``'0,1;2,3'`` or ``'0 1 2 3'``) as ``CUDA_VISIBLE_DEVICES`` strings, one per server
-    (:func:`trace_lib.options.parse_gpu_groups`; raises its UsageError)."""
-    from trace_lib.options import parse_gpu_groups as parse
-
-    return tuple(",".join(str(g) for g in group) for group in parse(text))
-
-
 def release_chat_template(release: Any) -> Path:
     """The release's ``chat_template_no_think.jinja``, its SHA-256 checked against ``release_files.v1.json``.
 
@@ -556,11 +548,11 @@ def pool_spec(
     Raises:
         UsageError: bad GPU groups, port or timeout. InputError: the release lacks the chat template.
     """
-    from trace_lib.options import MODEL_ROOT_ENV, work_root
+    from trace_lib.options import MODEL_ROOT_ENV, cuda_visible_devices, parse_gpu_groups, work_root
     from trace_lib.release.validation_suite import load_validation_suite
     from trace_lib.scoring.judge import JUDGE_SLUG
 
-    groups = parse_gpu_groups(gpu_groups)
+    groups = tuple(cuda_visible_devices(group) for group in parse_gpu_groups(gpu_groups))  # one per server
     if not 1 <= port_start <= 65535 - len(groups):
         raise UsageError("not a port", field="--port-start", found=port_start)
     if not ready_timeout_s > 0:

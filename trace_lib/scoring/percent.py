@@ -48,18 +48,21 @@ class PrimaryMetric:
     score: float
 
 
+def _numeric_text(text: str) -> bool:
+    """Whether ``float(text)`` parses to a number that is not NaN."""
+    try:
+        return not math.isnan(float(text))
+    except ValueError:
+        return False
+
+
 def is_number(value: Any) -> bool:
     """``status_report.is_number``: finite-or-infinite numbers and numeric strings; never bool or NaN."""
     if isinstance(value, bool):
         return False
     if isinstance(value, (int, float)):
         return not isna(float(value)) if isinstance(value, float) else True
-    if isinstance(value, str):
-        try:
-            return not math.isnan(float(value))
-        except ValueError:
-            return False
-    return False
+    return isinstance(value, str) and _numeric_text(value)
 
 
 def to_number(value: Any) -> Any:
@@ -84,12 +87,7 @@ def _coerces_to_number(value: Any) -> bool:
         return True
     if isinstance(value, float):
         return not math.isnan(value)
-    if isinstance(value, str):
-        try:
-            return not math.isnan(float(value))
-        except ValueError:
-            return False
-    return False
+    return isinstance(value, str) and _numeric_text(value)
 
 
 def _flatten_table(table: MetricTable) -> dict[str, Any]:

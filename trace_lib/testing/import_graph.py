@@ -31,6 +31,21 @@ def package_edges(root: Path) -> Edges:
     return edges
 
 
+def module_edges(root: Path, package: str) -> Edges:
+    """Every arrow ``module -> module`` between the modules of ``trace_lib.<package>`` (all imports, as
+    :func:`package_edges`), in the same form, so that :func:`circles` finds a circle among them."""
+    edges: Edges = {}
+    for path in sorted((root / package).glob("*.py")):
+        parts = ["trace_lib", package, path.stem]
+        module = ".".join(parts)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            for target in _targets(node, parts, False):
+                pieces = target.split(".")
+                if pieces[:2] == ["trace_lib", package] and len(pieces) > 2 and pieces[2] != path.stem:
+                    edges.setdefault((path.stem, pieces[2]), set()).add(module)
+    return edges
+
+
 def _targets(node: ast.AST, parts: list[str], is_package: bool) -> list[str]:
     if isinstance(node, ast.Import):
         return [alias.name for alias in node.names]

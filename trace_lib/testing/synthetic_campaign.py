@@ -172,7 +172,7 @@ def tiny_slice_runner(
     """A :class:`~trace_lib.campaign.run_slice.SliceRunner` for the tiny model on a tiny MMStar TSV (written at
     the path the release's provenance gives it under ``work/data``), the real mmstar protocol, the judge at
     ``judge_url``, decoding as the suite's except ``max_tokens``."""
-    from trace_lib.campaign.models import ModelDescriptor
+    from trace_lib.slices import ModelDescriptor
     from trace_lib.campaign.plan import build_plan
     from trace_lib.campaign.run_slice import SliceRunner
     from trace_lib.data.prepare import load_artifact_sources

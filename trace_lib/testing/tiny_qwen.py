@@ -257,14 +257,30 @@ def _generation_config(ids: dict[str, int]) -> dict:
     }
 
 
+def _refuse_filled(dest: Path) -> None:
+    if dest.exists() and any(dest.iterdir()):
+        raise FileExistsError(f"{dest}: directory is not empty")
+
+
+def empty_dir(dest: Path) -> Path:
+    """``dest``, created if absent, for a checkpoint written in place.
+
+    Raises:
+        FileExistsError: ``dest`` exists and is not empty.
+    """
+    dest = Path(dest)
+    _refuse_filled(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    return dest
+
+
 def staging_dir(dest: Path) -> Path:
     """A fresh directory beside ``dest`` to build a checkpoint in, later moved to ``dest`` in one rename.
 
     Raises:
         FileExistsError: ``dest`` exists and is not empty.
     """
-    if dest.exists() and any(dest.iterdir()):
-        raise FileExistsError(f"{dest}: directory is not empty")
+    _refuse_filled(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
 
@@ -350,10 +366,7 @@ def write_qwen25vl_shaped_config(dest: Path, shapes: dict = QWEN25VL_3B_SHAPES) 
     """
     from transformers import Qwen2_5_VLConfig
 
-    dest = Path(dest)
-    if dest.exists() and any(dest.iterdir()):
-        raise FileExistsError(f"{dest}: directory is not empty")
-    dest.mkdir(parents=True, exist_ok=True)
+    dest = empty_dir(dest)
     tok = _build_tokenizer(_CORPUS)
     ids = _write_tokenizer_files(tok, dest)
     config_dict = _config_dict(tok.get_vocab_size(with_added_tokens=True), ids)

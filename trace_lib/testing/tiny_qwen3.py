@@ -108,12 +108,9 @@ def write_qwen3_judge_shaped_config(dest: Path, shapes: dict = QWEN3_32B_SHAPES)
     Raises:
         FileExistsError: ``dest`` exists and is not empty.
     """
-    from trace_lib.testing.tiny_qwen import _write_json
+    from trace_lib.testing.tiny_qwen import _write_json, empty_dir
 
-    dest = Path(dest)
-    if dest.exists() and any(dest.iterdir()):
-        raise FileExistsError(f"{dest}: directory is not empty")
-    dest.mkdir(parents=True, exist_ok=True)
+    dest = empty_dir(dest)
     ids, vocab_size = _write_judge_tokenizer(dest)
     _write_json(dest / "config.json", {
         "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_act": "silu", "attention_bias": False,

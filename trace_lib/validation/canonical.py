@@ -77,25 +77,25 @@ def parse_strict(text: str, *, file: str, field: str | None = None) -> Any:
         raise InputError(str(exc), file=file, field=field) from None
 
 
-def read_json(path: Path) -> Any:
-    """Strictly parse a JSON artifact. Raises InputError (missing, unreadable or malformed)."""
+def _read_text(path: Path) -> str:
+    """The UTF-8 text of ``path``. Raises InputError (missing, unreadable, not UTF-8)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError("file is missing", file=str(path)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read file ({exc})", file=str(path)) from None
+
+
+def read_json(path: Path) -> Any:
+    """Strictly parse a JSON artifact. Raises InputError (missing, unreadable or malformed)."""
+    text = _read_text(path)
     return parse_strict(text, file=str(path))
 
 
 def read_jsonl(path: Path, *, allow_blank: bool = True) -> list[dict[str, Any]]:
     """Strictly parse a JSON Lines artifact of objects. Raises InputError naming the line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("file is missing", file=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read file ({exc})", file=str(path)) from None
+    text = _read_text(path)
     rows: list[dict[str, Any]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():

@@ -113,8 +113,23 @@ _WRAPPERS = (
 
 
 # -- records -------------------------------------------------------------------------------------------------------
+class _UpstreamNames:
+    """Upstream's attribute names for the ``raw`` and ``typed`` fields of a candidate and of an extraction."""
+
+    raw: Any
+    typed: Any
+
+    @property
+    def raw_candidate(self) -> Any:
+        return self.raw
+
+    @property
+    def typed_candidate(self) -> Any:
+        return self.typed
+
+
 @dataclass(frozen=True)
-class Candidate:
+class Candidate(_UpstreamNames):
     """One candidate answer seen in a response, typed or rejected with a reason."""
 
     route: str
@@ -146,15 +161,7 @@ class Candidate:
             "rejection_reason": self.rejection,
         }
 
-    # upstream attribute names, for callers written against the upstream record
-    @property
-    def raw_candidate(self) -> Any:
-        return self.raw
-
-    @property
-    def typed_candidate(self) -> Any:
-        return self.typed
-
+    # upstream attribute names, for callers written against the upstream record (and those of _UpstreamNames)
     @property
     def canonical_candidate(self) -> str | None:
         return self.canonical
@@ -165,7 +172,7 @@ class Candidate:
 
 
 @dataclass(frozen=True)
-class Extraction:
+class Extraction(_UpstreamNames):
     """Result of :func:`extract`: status, the typed value (``None`` unless found), why, and every candidate."""
 
     answer_type: str
@@ -180,14 +187,6 @@ class Extraction:
     @property
     def resolved(self) -> bool:
         return self.status is ExtractionStatus.FOUND
-
-    @property
-    def raw_candidate(self) -> Any:
-        return self.raw
-
-    @property
-    def typed_candidate(self) -> Any:
-        return self.typed
 
     @property
     def candidate_provenance(self) -> tuple[Candidate, ...]:

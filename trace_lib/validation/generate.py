@@ -1,6 +1,6 @@
 """Generate one model's validation responses through an evaluation-engine backend; durable and resumable.
 
-``run_generation(release, manifest_path, output_dir, target, ...)`` builds every row's request
+``generate_validation_responses(release, manifest_path, output_dir, target, ...)`` builds every row's request
 (:mod:`trace_lib.validation.request`), sends the rows without a finished receipt to the backend (``vllm``, ``hf`` or
 ``openai``, via :func:`trace_lib.generation.backends.base.create_backend`), and writes, per row, a receipt
 ``receipts/<row:06d>.json`` as soon as its result is final; at the end ``responses.jsonl`` (the receipts in row
@@ -8,6 +8,9 @@ order, canonical bytes) and ``run_metadata.json``. Every receipt carries the run
 run contract: dataset, prompt, model, revision, backend, decoding, pixel bounds), so a resumed run reuses exactly
 the rows of the same run and refuses a directory that belongs to another. An empty or failed response becomes an
 ``error`` row: the run ends ``incomplete`` and scoring refuses it until a rerun regenerates those rows.
+
+Not the evaluation slices' generation (:func:`trace_lib.generation.run.run_generation` into a ``SliceStore``): the
+validation run keeps upstream's per-row receipt format, whose bytes the validation hashes and the archive bind.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from trace_lib.validation import pins
 from trace_lib.validation.canonical import (
     canonical_bytes, h1, read_json, sha256_text, write_bytes, write_json,
 )
-from trace_lib.validation.manifest import Manifest, load_manifest
+from trace_lib.validation.manifest import ValidationManifest, load_validation_manifest
 from trace_lib.validation.request import DATA_URL, build_request, request_summary
 from trace_lib.release.validation_suite import ValidationModel, load_system_prompt, load_validation_suite
 
@@ -116,7 +119,7 @@ def default_backend_options(backend: str, generation: Mapping[str, Any]) -> dict
 
 
 def run_contract(
-    manifest: Manifest, *, system_prompt: str, prompt_file_sha256: str, target: GenerationTarget,
+    manifest: ValidationManifest, *, system_prompt: str, prompt_file_sha256: str, target: GenerationTarget,
     decoding: Mapping[str, Any], mm_processor_kwargs: Mapping[str, int],
 ) -> dict[str, Any]:
     """The fields a run identity hashes: upstream's contract with the backend name in place of the endpoint URL.
@@ -189,7 +192,7 @@ def _chunks(items: list[Any], size: int) -> Iterable[list[Any]]:
         yield items[start : start + size]
 
 
-def run_generation(
+def generate_validation_responses(
     release: ReleaseRoot,
     manifest_path: Path,
     output_dir: Path,
@@ -219,7 +222,7 @@ def run_generation(
     marker = check_model_marker(model_path, target.model)
     suite = load_validation_suite(release)
     system_prompt, prompt_sha = load_system_prompt(release, suite)
-    manifest = load_manifest(manifest_path, expected=expected, verify_media=True)
+    manifest = load_validation_manifest(manifest_path, expected=expected, verify_media=True)
     contract = run_contract(
         manifest, system_prompt=system_prompt, prompt_file_sha256=prompt_sha, target=target,
         decoding=suite.decoding(), mm_processor_kwargs=suite.mm_processor_kwargs(),

@@ -1,10 +1,13 @@
 """The prepared validation dataset: ``manifest.json`` plus content-addressed original image bytes.
 
-``load_manifest(path, expected=..., verify_media=...)`` reads and fully validates a manifest and returns a
-:class:`Manifest`. With ``expected`` the pinned reproduction identity, the dataset block and the manifest's own
-sha256 must equal the pins; with any other identity (a test dataset, ``--unpinned``) the structure is checked and
+``load_validation_manifest(path, expected=..., verify_media=...)`` reads and fully validates a manifest and returns
+a :class:`ValidationManifest`. With ``expected`` the pinned reproduction identity, the dataset block and the
+manifest's own sha256 must equal the pins; with any other identity (a test dataset, ``--unpinned``) the structure is checked and
 the row count comes from ``expected``. Media verification re-hashes every image once per digest and re-reads its
 size, format and MIME type with Pillow.
+
+Not the evaluation suite's dataset manifest (:mod:`trace_lib.data.manifest`, one entry per benchmark file): this
+one lists the 2,000 validation rows themselves with their images, in its own pinned format.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
-class Manifest:
+class ValidationManifest:
     """A validated manifest: its path and sha256, the dataset identity block and the rows in order."""
 
     path: Path
@@ -114,9 +117,9 @@ def _check_row(row: Any, index: int, *, file: str) -> None:
                 raise InputError("must be a positive integer", file=file, field=f"{at}.{key}", found=image.get(key))
 
 
-def load_manifest(
+def load_validation_manifest(
     path: Path, *, expected: pins.DatasetIdentity = pins.REPRODUCTION_DATASET, verify_media: bool = True
-) -> Manifest:
+) -> ValidationManifest:
     """Read and validate a prepared manifest against ``expected`` (see module docstring).
 
     Raises:
@@ -171,7 +174,7 @@ def load_manifest(
                     if image.get(key) != first.get(key):
                         raise InputError("repeated image digest with different metadata", file=file,
                                          field=f"{at}.{key}", expected=first.get(key), found=image.get(key))
-    return Manifest(path=path, sha256=digest, dataset=dataset, rows=tuple(rows), document=doc)
+    return ValidationManifest(path=path, sha256=digest, dataset=dataset, rows=tuple(rows), document=doc)
 
 
 def _verify_media_file(media: Path, image: Mapping[str, Any], *, file: str, field: str) -> None:

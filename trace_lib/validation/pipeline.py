@@ -3,7 +3,7 @@
 ``plan_validation(release)`` lists the eight slices (suite order, id ``<slug>-validation``, canonical score from
 ``results.v1.json``); ``run_validation_slice(...)`` runs one model through every stage under a
 :class:`~trace_lib.validation.layout.ValidationLayout` (each stage resumes from its durable files) and returns a
-:class:`SliceOutcome` whose ``verdict`` compares the reproduced accuracy with the release's score.
+:class:`ValidationOutcome` whose ``verdict`` compares the reproduced accuracy with the release's score.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from trace_lib.errors import InputError
 from trace_lib.release.locate import ReleaseRoot
 from trace_lib.validation import pins
 from trace_lib.validation.chat_template import ChatTemplate
-from trace_lib.validation.generate import GenerationReport, GenerationTarget, run_generation
+from trace_lib.validation.generate import GenerationReport, GenerationTarget, generate_validation_responses
 from trace_lib.validation.judge import JudgeReport, load_pending, run_judge
 from trace_lib.validation.layout import ValidationLayout
 from trace_lib.validation.score import ScoreReport, run_score
@@ -65,8 +65,9 @@ def plan_validation(release: ReleaseRoot, models: Sequence[str] | None = None) -
 
 
 @dataclass(frozen=True)
-class SliceOutcome:
-    """What one slice produced at each stage, and the verdict against the release."""
+class ValidationOutcome:
+    """What one validation slice produced at each stage, and the verdict against the release (an evaluation
+    slice's is :class:`trace_lib.campaign.run_slice.SliceOutcome`)."""
 
     generation: GenerationReport
     first_score: ScoreReport
@@ -120,7 +121,7 @@ def run_validation_generation(
                               served_model=slug, endpoint_url=settings.endpoint_url,
                               media_transport=settings.media_transport,
                               backend_options=dict(settings.backend_options))
-    generation = run_generation(release, layout.manifest, layout.generation_dir(slug), target,
+    generation = generate_validation_responses(release, layout.manifest, layout.generation_dir(slug), target,
                                 expected=settings.expected, backend=backend, progress=progress)
     if not generation.complete:
         raise InputError("generation is incomplete", file=str(layout.generation_dir(slug)),
@@ -131,7 +132,7 @@ def run_validation_generation(
 def run_validation_slice(
     release: ReleaseRoot, slice_: ValidationSlice, layout: ValidationLayout, model_path: Path,
     settings: SliceSettings, *, backend: Any = None, progress: Callable[[int, int], None] | None = None,
-) -> SliceOutcome:
+) -> ValidationOutcome:
     """Run (or resume) one slice and judge its accuracy against the release (``progress(done, total)`` is called
     as generation chunks land).
 
@@ -155,4 +156,4 @@ def run_validation_slice(
     verdict = check_validation_score(slice_.canonical, final.accuracy_percent, rows=final.rows,
                                      criterion=validation_criterion(release, alpha=settings.alpha, z=settings.z))
     verdict = dataclasses.replace(verdict, engine_note=engine_drift_text(generation.engine))
-    return SliceOutcome(generation=generation, first_score=first, judge=judge_report, score=final, verdict=verdict)
+    return ValidationOutcome(generation=generation, first_score=first, judge=judge_report, score=final, verdict=verdict)

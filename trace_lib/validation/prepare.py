@@ -18,7 +18,7 @@ from trace_lib.errors import InputError
 from trace_lib.release.load import sha256_file
 from trace_lib.validation import pins
 from trace_lib.validation.canonical import canonical_bytes, write_bytes, write_json
-from trace_lib.validation.manifest import Manifest, inspect_image, load_manifest
+from trace_lib.validation.manifest import ValidationManifest, inspect_image, load_validation_manifest
 
 
 @dataclass(frozen=True)
@@ -228,16 +228,17 @@ def prepare_dataset(
     }
     path = output_root / pins.MANIFEST_NAME
     write_json(path, manifest)
-    loaded = load_manifest(path, expected=expected, verify_media=True)
+    loaded = load_validation_manifest(path, expected=expected, verify_media=True)
     return _report(loaded)
 
 
 def verify_prepared(output_root: Path, *, expected: pins.DatasetIdentity = pins.REPRODUCTION_DATASET) -> PreparedDataset:
     """Re-verify an existing ``output_root/manifest.json`` (and every image) without reading the parquet."""
-    return _report(load_manifest(Path(output_root) / pins.MANIFEST_NAME, expected=expected, verify_media=True))
+    return _report(load_validation_manifest(Path(output_root) / pins.MANIFEST_NAME, expected=expected,
+                                            verify_media=True))
 
 
-def _report(manifest: Manifest) -> PreparedDataset:
+def _report(manifest: ValidationManifest) -> PreparedDataset:
     return PreparedDataset(
         manifest=manifest.path,
         manifest_sha256=manifest.sha256,

@@ -20,7 +20,7 @@ from trace_lib.errors import InputError
 from trace_lib.generation.request import ChatRequest
 from trace_lib.validation import pins
 from trace_lib.validation.canonical import h1
-from trace_lib.validation.manifest import Manifest
+from trace_lib.validation.manifest import ValidationManifest
 from trace_lib.release.validation_suite import ValidationSuite
 
 DATA_URL = "data-url"
@@ -28,7 +28,7 @@ FILE_URL = "file-url"
 MEDIA_TRANSPORTS = (DATA_URL, FILE_URL)
 
 
-def image_url(manifest: Manifest, image: Mapping[str, Any], *, media_transport: str = DATA_URL) -> str:
+def image_url(manifest: ValidationManifest, image: Mapping[str, Any], *, media_transport: str = DATA_URL) -> str:
     """The URL of one prepared image: ``data:<mime>;base64,...`` of its exact bytes, or its ``file://`` URI.
 
     Raises:
@@ -51,7 +51,8 @@ def image_url(manifest: Manifest, image: Mapping[str, Any], *, media_transport: 
     return f"data:{mime};base64,{base64.b64encode(payload).decode('ascii')}"
 
 
-def user_content(row: Mapping[str, Any], manifest: Manifest, *, media_transport: str = DATA_URL) -> list[dict[str, Any]]:
+def user_content(row: Mapping[str, Any], manifest: ValidationManifest, *,
+                 media_transport: str = DATA_URL) -> list[dict[str, Any]]:
     """``prompt_answer`` split on ``<image>``: each non-empty text segment, then the next image, in order.
 
     Raises:
@@ -105,7 +106,7 @@ def sampling_fields(suite: ValidationSuite) -> dict[str, Any]:
     return {key: value for key, value in decoding.items() if key not in ("stream", "n")}
 
 
-def _chat(row: Mapping[str, Any], manifest: Manifest, *, system_prompt: str, suite: ValidationSuite,
+def _chat(row: Mapping[str, Any], manifest: ValidationManifest, *, system_prompt: str, suite: ValidationSuite,
           media_transport: str) -> ChatRequest:
     sampling = sampling_fields(suite)
     return ChatRequest(
@@ -128,7 +129,7 @@ def canonical_body(chat: ChatRequest, served_model: str, suite: ValidationSuite)
 
 def build_request(
     row: Mapping[str, Any],
-    manifest: Manifest,
+    manifest: ValidationManifest,
     *,
     system_prompt: str,
     suite: ValidationSuite,

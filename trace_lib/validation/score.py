@@ -37,7 +37,7 @@ from trace_lib.validation.extraction import ANSWER_TYPES, EXTRACTION_VERSION, ex
 from trace_lib.validation.historical import historical_fields
 from trace_lib.validation.judge import check_receipt, request_contract
 from trace_lib.validation.judge_output import JudgeOutputError
-from trace_lib.validation.manifest import Manifest, load_manifest
+from trace_lib.validation.manifest import ValidationManifest, load_validation_manifest
 from trace_lib.validation.match import semantic_correct
 from trace_lib.release.validation_suite import (
     ValidationModel,
@@ -119,13 +119,13 @@ def check_scoring_policy(suite: ValidationSuite) -> None:
         raise InputError("suite judge block lacks an immutable pin", file="suite.v1.json", field="judge")
 
 
-def load_scoring_manifest(manifest_path: Path, expected: pins.DatasetIdentity) -> Manifest:
+def load_scoring_manifest(manifest_path: Path, expected: pins.DatasetIdentity) -> ValidationManifest:
     """The manifest (no media re-hash), with every ground truth well typed for its answer type.
 
     Raises:
         InputError: a row's answer type is unknown or its ground truth would not extract as ``found``.
     """
-    manifest = load_manifest(manifest_path, expected=expected, verify_media=False)
+    manifest = load_validation_manifest(manifest_path, expected=expected, verify_media=False)
     for row in manifest.rows:
         where = f"rows[{row['row_index']}].answer_gt"
         if row["answer_type"] not in ANSWER_TYPES:
@@ -137,7 +137,7 @@ def load_scoring_manifest(manifest_path: Path, expected: pins.DatasetIdentity) -
     return manifest
 
 
-def _check_metadata(meta: Mapping[str, Any], *, path: Path, model: ValidationModel, manifest: Manifest,
+def _check_metadata(meta: Mapping[str, Any], *, path: Path, model: ValidationModel, manifest: ValidationManifest,
                     suite: ValidationSuite, prompt_sha: str, lines: int, responses_sha: str) -> None:
     def need(condition: bool, field: str, message: str, expected: Any = None, found: Any = None) -> None:
         if not condition:
@@ -183,6 +183,12 @@ def _check_metadata(meta: Mapping[str, Any], *, path: Path, model: ValidationMod
              expected_contract[key], meta.get(key))
 
 
+def _row_identity(slug: str, data: Mapping[str, Any]) -> dict[str, Any]:
+    """Which model and which dataset row a receipt or scored row is about (its fields in their written order)."""
+    return {"model_slug": slug, "row_index": data["row_index"], "instance_id": data["instance_id"],
+            "task": data["task"], "domain": data["domain"], "answer_type": data["answer_type"]}
+
+
 def _check_generation_row(row: Mapping[str, Any], *, path: Path, data: Mapping[str, Any], slug: str,
                           identity_sha: str) -> str:
     where = f"row {data['row_index']}"
@@ -190,12 +196,7 @@ def _check_generation_row(row: Mapping[str, Any], *, path: Path, data: Mapping[s
         "schema_version": pins.GENERATION_RECEIPT_SCHEMA,
         "status": "complete",
         "run_identity_sha256": identity_sha,
-        "model_slug": slug,
-        "row_index": data["row_index"],
-        "instance_id": data["instance_id"],
-        "task": data["task"],
-        "domain": data["domain"],
-        "answer_type": data["answer_type"],
+        **_row_identity(slug, data),
     }
     for key, value in expected.items():
         if row.get(key) != value:
@@ -232,8 +233,8 @@ class Generation:
     provenance: Mapping[str, Any]
 
 
-def load_generation(generation_dir: Path, *, model: ValidationModel, manifest: Manifest, suite: ValidationSuite,
-                    prompt_sha: str) -> Generation:
+def load_generation(generation_dir: Path, *, model: ValidationModel, manifest: ValidationManifest,
+                    suite: ValidationSuite, prompt_sha: str) -> Generation:
     """``responses.jsonl`` + ``run_metadata.json`` of one model, fully checked against suite and dataset.
 
     Raises:
@@ -393,7 +394,8 @@ def pending_row(slug: str, data: Mapping[str, Any], raw: str, status: str) -> di
     }
 
 
-def score_rows(generation: Generation, manifest: Manifest, judge_results: Mapping[tuple[str, int], Mapping[str, Any]] | None,
+def score_rows(generation: Generation, manifest: ValidationManifest,
+               judge_results: Mapping[tuple[str, int], Mapping[str, Any]] | None,
                suite: ValidationSuite, *, judge_file: str = "judge_results.jsonl") -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``(scored rows, pending rows)`` of one model (pure; judge results re-validated per row).
 
@@ -431,12 +433,7 @@ def score_rows(generation: Generation, manifest: Manifest, judge_results: Mappin
                 "schema_version": pins.SCORED_ROW_SCHEMA,
                 "scoring_contract_version": pins.SCORING_CONTRACT_VERSION,
                 "deterministic_extraction_version": EXTRACTION_VERSION,
-                "model_slug": slug,
-                "row_index": data["row_index"],
-                "instance_id": data["instance_id"],
-                "task": data["task"],
-                "domain": data["domain"],
-                "answer_type": data["answer_type"],
+                **_row_identity(slug, data),
                 "answer_gt": gt,
                 "raw_response_sha256": hashlib.sha256(raw.encode("utf-8")).hexdigest(),
                 **historical_fields(raw, gt),

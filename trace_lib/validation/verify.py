@@ -38,7 +38,7 @@ from trace_lib.validation.equivalence import check_equivalence_bridge
 from trace_lib.validation.extraction import ANSWER_TYPES
 from trace_lib.validation.generate import GenerationTarget, check_model_marker, run_contract
 from trace_lib.validation.layout import ValidationLayout
-from trace_lib.validation.manifest import Manifest, load_manifest
+from trace_lib.validation.manifest import ValidationManifest, load_validation_manifest
 from trace_lib.validation.request import DATA_URL, MEDIA_TRANSPORTS, build_request
 from trace_lib.validation.score import (
     aggregate, check_scoring_policy, code_sha256, load_generation, load_judge_results, load_scoring_manifest,
@@ -149,7 +149,7 @@ def verify_release(release: ReleaseRoot, *, pinned: bool = True) -> dict[str, An
 # -- dataset ----------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class VerifiedDataset:
-    manifest: Manifest
+    manifest: ValidationManifest
     system_prompt: str
     prompt_sha: str
     equivalence: Mapping[str, Any] | None
@@ -169,7 +169,7 @@ def verify_dataset(release: ReleaseRoot, suite: ValidationSuite, manifest_path: 
                    parquet: Path | None, expected: pins.DatasetIdentity) -> VerifiedDataset:
     """The prepared dataset: pins, bridge, rows, images, task balance and the generation system prompt."""
     try:
-        manifest = load_manifest(manifest_path, expected=expected, verify_media=True)
+        manifest = load_validation_manifest(manifest_path, expected=expected, verify_media=True)
     except InputError as exc:
         raise VerificationError(exc.message, file=exc.file, field=exc.field) from None
     file = str(manifest.path)
