@@ -177,7 +177,8 @@ def test_ctrl_c_while_waiting_stops_every_server(release, env, tmp_path):
     finally:
         if process.poll() is None:
             process.kill()
-    assert process.returncode == 130, err
+    # 130, or death by SIGINT after the handler ran (CPython can re-raise SIGINT at exit): a shell reads both as 130
+    assert process.returncode in (130, -signal.SIGINT), err
     assert "interrupted: every server started was stopped" in err
     server_pid = json.loads(next(env["record"].glob("*.json")).read_text())["pid"]
     deadline = time.monotonic() + 5
