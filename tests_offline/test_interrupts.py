@@ -142,6 +142,23 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+def _hanging_judge(*, batches: int):
+    """A stub judge responder that holds every request until ``release_all`` is set; ``held`` is set once
+    ``batches`` requests are waiting. Returns (responder, held, release_all)."""
+    lock, seen = threading.Lock(), []
+    held, release_all = threading.Event(), threading.Event()
+
+    def hang(route: str, body: dict) -> str:
+        with lock:
+            seen.append(route)
+            if len(seen) == batches:
+                held.set()
+        release_all.wait(timeout=120)
+        return "B"
+
+    return hang, held, release_all
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
 def test_a_signal_while_the_judge_hangs_stops_score_at_once_and_writes_nothing(release, tmp_path, sig):
     """Judge requests in flight are ended (the transport's sockets shut down), not waited for up to the client's
@@ -152,16 +169,7 @@ def test_a_signal_while_the_judge_hangs_stops_score_at_once_and_writes_nothing(r
     dataset = write_toy_dataset(tmp_path / "erqa.jsonl", 200, seed=3)
     responses = write_response_file(tmp_path / "responses.jsonl", model="trace-qwen2.5-vl-3b", seed=42,
                                     benchmark="erqa", rows=rows, texts=toy_responses(rows, 0.5))
-    lock, seen = threading.Lock(), []
-    held, release_all = threading.Event(), threading.Event()
-
-    def hang(route: str, body: dict) -> str:
-        with lock:
-            seen.append(route)
-            if len(seen) == 4:
-                held.set()
-        release_all.wait(timeout=120)
-        return "B"
+    hang, held, release_all = _hanging_judge(batches=4)
 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     out = tmp_path / "out"
@@ -204,16 +212,7 @@ def test_ctrl_c_in_the_pytest_score_phase_ends_the_hanging_judge_requests_at_onc
     project.mkdir()
     (project / "conftest.py").write_text('pytest_plugins = ["trace_lib.pytest_plugin"]\n')
     (project / "test_hang.py").write_text(_HANGING_JUDGE_TEST)
-    lock, seen = threading.Lock(), []
-    held, release_all = threading.Event(), threading.Event()
-
-    def hang(route: str, body: dict) -> str:
-        with lock:
-            seen.append(route)
-            if len(seen) == 4:
-                held.set()
-        release_all.wait(timeout=120)
-        return "B"
+    hang, held, release_all = _hanging_judge(batches=4)
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "TRACE_"))}
     with OpenAIStubServer(hang, model="qwen3-32b-judge") as server:
