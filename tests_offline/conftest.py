@@ -2,7 +2,7 @@ import pytest
 
 #: Test modules that import verl, which monkeypatches transformers' Qwen2.5-VL classes process-wide when imported;
 #: they run last so the patch cannot leak into the other tiny-model tests of the same session.
-_PATCHES_TRANSFORMERS = ("test_train_verl_cpu.py",)
+_PATCHES_TRANSFORMERS = ("test_training_verl_config_cpu.py",)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from test_vlmeval_slicefiles import tiny_png_b64
+from slice_support import tiny_png_b64
 
 from trace_lib.archive.identity import compare_identity
 from trace_lib.archive.reader import open_archive

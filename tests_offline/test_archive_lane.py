@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from test_vlmeval_slicefiles import tiny_png_b64, write_tsv
+from slice_support import tiny_png_b64, write_tsv
 
 from trace_lib.archive.identity import HASH_FIELDS, benchmark_snapshot, dataset_view
 from trace_lib.archive.lane import ArchiveLane

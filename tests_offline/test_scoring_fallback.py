@@ -73,7 +73,7 @@ def test_workbook_random_cells_read_back_as_pandas_reads_a_file(tmp_path):
     rng = random.Random(0)
     values = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 4))) for _ in range(400)]
     # A link or formula holding a control character makes XlsxWriter emit XML that openpyxl cannot read (upstream
-    # crashes there; trace-repro raises a one-line error, tested in test_vlmeval_workbook.py).
+    # crashes there; trace-repro raises a one-line error, tested in test_extraction_workbook.py).
     values = [v for v in values if not (v.startswith(("http://", "mailto:", "=", "{=")) and any(
         c in v for c in "\x01\x1f\r"))]
     path = tmp_path / "t.xlsx"

@@ -3,7 +3,7 @@ per node running the tiny random Qwen2.5-VL on CPU, the driver writing the store
 and removing one node mid-run loses and duplicates nothing (marker ray_cluster; needs the 'ray' and 'hf'
 extras).
 
-Run: ``TRACE_ROOT=<release> python -m pytest tests_offline/test_ray_engines.py -m ray_cluster``.
+Run: ``TRACE_ROOT=<release> python -m pytest tests_offline/test_generation_backends_ray_engines.py -m ray_cluster``.
 """
 
 from __future__ import annotations

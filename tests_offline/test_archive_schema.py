@@ -102,7 +102,7 @@ def test_diagnose_charges_no_extraction_on_official_route_predictions(tmp_path):
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from test_diagnose import write_slice
+    from test_diagnose_campaign_view import write_slice
 
     from trace_lib.diagnose.archive_view import ArchiveReference
     from trace_lib.diagnose.attribution import diagnose_slice

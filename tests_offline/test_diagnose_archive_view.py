@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from test_diagnose import KEY, MODEL, ROWS, _row, _score, write_slice
+from test_diagnose_campaign_view import KEY, MODEL, ROWS, _row, _score, write_slice
 
 from trace_lib.archive import hashes
 from trace_lib.cli.main import main

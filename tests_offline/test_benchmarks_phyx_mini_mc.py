@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_vlmeval_slicefiles import (canonical_slices, count_mismatches, load_vectors, run_score_cli, tiny_png_b64,
+from slice_support import (canonical_slices, count_mismatches, load_vectors, run_score_cli, tiny_png_b64,
                                      write_responses, write_tsv)
 
 from trace_lib.benchmarks import phyx_mini_mc as bench

@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from test_vlmeval_slicefiles import write_tsv
+from slice_support import write_tsv
 
 from trace_lib.archive import hashes
 from trace_lib.archive.identity import HASH_FIELDS, benchmark_snapshot, dataset_view, our_identity
