@@ -37,41 +37,32 @@ class TraceReproError(Exception):
         super().__init__(self.render())
 
     def render(self) -> str:
-        """The one-line message: ``FILE: FIELD: message (expected X, found Y); hint``."""
-        return render_line(
-            self.message, file=self.file, field=self.field, expected=self.expected, found=self.found, hint=self.hint
-        )
+        """The one-line message: ``FILE: FIELD: message (expected X, found Y); hint``.
+
+        Parts that are ``None`` (file, field, hint) or :data:`UNSET` (expected, found) are left out.
+        """
+        parts = [p for p in (self.file, self.field) if p]
+        text = self.message
+        details = []
+        if self.expected is not _UNSET:
+            details.append(f"expected {_show(self.expected)}")
+        if self.found is not _UNSET:
+            details.append(f"found {_show(self.found)}")
+        if details:
+            text += f" ({', '.join(details)})"
+        if self.hint:
+            text += f"; {self.hint}"
+        return ": ".join([*parts, text])
 
 
 #: Marks an ``expected``/``found`` part that does not apply (``None`` is a value that can be expected).
 UNSET: Any = _UNSET
 
 
-def render_line(
-    message: str,
-    *,
-    file: str | None = None,
-    field: str | None = None,
-    expected: Any = _UNSET,
-    found: Any = _UNSET,
-    hint: str | None = None,
-) -> str:
-    """The one renderer of every error and preflight finding: ``FILE: FIELD: message (expected X, found Y); hint``.
-
-    Parts that are ``None`` (file, field, hint) or :data:`UNSET` (expected, found) are left out.
-    """
-    parts = [p for p in (file, field) if p]
-    text = message
-    details = []
-    if expected is not _UNSET:
-        details.append(f"expected {_show(expected)}")
-    if found is not _UNSET:
-        details.append(f"found {_show(found)}")
-    if details:
-        text += f" ({', '.join(details)})"
-    if hint:
-        text += f"; {hint}"
-    return ": ".join([*parts, text])
+def render_line(message: str, **parts: Any) -> str:
+    """The one renderer of every error and preflight finding: the line of a :class:`TraceReproError` with
+    ``message`` and these parts (``file``, ``field``, ``expected``, ``found``, ``hint``)."""
+    return TraceReproError(message, **parts).render()
 
 
 def _show(value: Any) -> str:

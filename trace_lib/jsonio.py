@@ -4,6 +4,8 @@
   :func:`unique_object`) and the non-finite constants ``NaN``/``Infinity`` (:class:`NonFinite`); callers turn those
   into their own one-line errors.
 - :func:`required` is the "this field must be present" lookup of release and manifest readers.
+- :func:`outside_strings` is the one scan of JSON string state (a double quote toggles it, a backslash escapes
+  inside strings) behind the reward scorer's brace finder and the strict reader's error positions.
 - Two canonical forms feed hashes, and both must stay byte-stable (sorted keys, compact separators, NaN refused):
   :func:`canonical_json_ascii` escapes non-ASCII (``\\u00e9``; the evaluation release, campaign and archive hashes)
   and :func:`canonical_json_utf8` keeps it (the TRACE-validation artifacts, as upstream's validation code writes
@@ -13,7 +15,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from trace_lib.errors import ReleaseFileError, TraceReproError
 
@@ -55,6 +57,26 @@ def reject_constant(name: str) -> Any:
         NonFinite: always.
     """
     raise NonFinite(name)
+
+
+def outside_strings(text: str) -> Iterator[tuple[int, str, bool]]:
+    """``(index, character, outside)`` for every character of ``text``; ``outside`` is False inside a JSON string
+    and for the quote that opens one (a double quote anywhere toggles the state; a backslash escapes inside)."""
+    in_string = escaped = False
+    for index, char in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+            yield index, char, False
+        elif char == '"':
+            in_string = True
+            yield index, char, False
+        else:
+            yield index, char, True
 
 
 def loads_strict(text: str) -> Any:

@@ -17,6 +17,8 @@ import json
 import re
 from typing import Any
 
+from trace_lib.jsonio import outside_strings
+
 # The three patterns of the upstream scorer: a fence that ends the text, any fence, answer tags.
 _FINAL_FENCE = re.compile(r"```(?:json)?\s*(.*?)\s*```\s*\Z", re.DOTALL | re.IGNORECASE)
 _ANY_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
@@ -45,20 +47,10 @@ def brace_spans(text: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     depth = 0
     start = -1  # always set by the '{' that opened depth 1 before a span can close
-    in_string = False
-    escaped = False
-    for index, char in enumerate(text):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
+    for index, char, outside in outside_strings(text):
+        if not outside:
             continue
-        if char == '"':
-            in_string = True
-        elif char == "{":
+        if char == "{":
             if depth == 0:
                 start = index
             depth += 1

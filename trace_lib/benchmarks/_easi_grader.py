@@ -21,13 +21,15 @@ import math
 import re
 import string
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
+from trace_lib.benchmarks.protocol import Row, RowScore, ScoringContext, SliceScore
 from trace_lib.errors import JudgeError
 from trace_lib.extraction.choices import API_FAIL_MARKER
-from trace_lib.extraction.workbook import isna
+from trace_lib.extraction.workbook import isna, official_workbook
 from trace_lib.scoring.judge import Judge
 from trace_lib.scoring.mcq_judge import chat_rounds
+from trace_lib.scoring.percent import flatten_summary_metrics
 
 #: ``cal_scores._build_score_fn``: ``max_retry = judge_kwargs.get('retry', 3)``.
 JUDGE_ROUNDS = 3
@@ -290,6 +292,37 @@ def grade_rows(items: Sequence[Mapping[str, Any]], judge: Judge | None, *, bench
         else Grade("C", "N/A", len(replies[pos]), tuple(replies[pos]), True)
         for pos in range(len(items))
     ]
+
+
+def graded_slice(
+    rows: Sequence[Row],
+    responses: Sequence[str | None],
+    ctx: ScoringContext,
+    *,
+    benchmark: str,
+    columns: Sequence[str],
+    summarize: Callable[[list[int], dict[str, list[Any]]], dict[str, Any]],
+    aggregate: Callable[[list[int]], float],
+) -> SliceScore:
+    """Every row of the official workbook (``columns``; ``str()`` of each prediction) graded, hit = grade A;
+    metrics from ``summarize(hits, table)``, the reported number from ``aggregate(hits)``."""
+    table = official_workbook(rows, responses, columns)
+    table["prediction"] = [str(v) for v in table["prediction"]]
+    items = [{name: values[pos] for name, values in table.items()} for pos in range(len(rows))]
+    grades = grade_rows(items, ctx.judge, benchmark=benchmark)
+    hits = [1 if g.grade == "A" else 0 for g in grades]
+    records = tuple(
+        RowScore(index=str(table["index"][pos]), extracted=None if g.extracted == "N/A" else g.extracted,
+                 score=float(hit), judge_calls=g.judge_calls,
+                 detail={"grade": g.grade, "judge_replies": list(g.replies), "exhausted": g.exhausted})
+        for pos, (g, hit) in enumerate(zip(grades, hits))
+    )
+    metrics = {k: float(v) for k, v in flatten_summary_metrics(summarize(hits, table)).items()}
+    counts = {"rows": len(hits), "correct": sum(hits), "judge_rows": len(hits),
+              "grade_b": sum(g.grade == "B" for g in grades), "grade_c": sum(g.grade == "C" for g in grades),
+              "unparsable_after_retries": sum(g.exhausted for g in grades)}
+    return SliceScore(benchmark=benchmark, score=aggregate(hits), rows=len(hits), records=records, metrics=metrics,
+                      counts=counts)
 
 
 # -- cal_scores.eval_mcq_score -------------------------------------------------------------------------------------

@@ -12,10 +12,13 @@ from __future__ import annotations
 import math
 import string
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from trace_lib.benchmarks.protocol import Row, RowScore, ScoringContext, SliceScore
+from trace_lib.benchmarks.protocol import PromptItem, Row, RowScore, ScoringContext, SliceScore
+from trace_lib.data.vlmeval_tsv import materialize_images
 from trace_lib.errors import InputError, JudgeError
+from trace_lib.extraction.choices import build_imagemcq_prompt
 from trace_lib.scoring.mcq_judge import McqItem, McqOption, extract_options
 from trace_lib.extraction.workbook import isna, official_workbook, roundtrip_column, roundtrip_table
 from trace_lib.scoring.percent import MetricTable, Reporter, flatten_summary_metrics, primary_score, report_acc
@@ -150,3 +153,25 @@ def slice_score(
     reported = aggregate(result.hits) if aggregate is not None else primary.score
     return SliceScore(benchmark=benchmark, score=reported, rows=len(result.hits), records=tuple(records),
                       metrics=metrics, counts=counts)
+
+
+def prompt_items(row: Row, image_dir: Path) -> list[PromptItem]:
+    """Every image of the row in list order, then the ImageMCQ text (``build_imagemcq_prompt``)."""
+    images = [PromptItem("image", p) for p in materialize_images(row, image_dir)]
+    return [*images, PromptItem("text", build_imagemcq_prompt(row))]
+
+
+def vanilla_slice(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringContext, *, benchmark: str,
+                  dataset: str, aggregate: Callable[[Sequence[int]], float]) -> SliceScore:
+    """The judge-fallback ImageMCQ route: evaluation table, ``mcq_vanilla_eval`` against the dataset's ``answer``
+    column, the ``image_mcq`` slice score with ``aggregate(hits)`` as the reported number."""
+    table = evaluation_table(rows, responses)
+    result = mcq_vanilla_eval(table, [row["answer"] for row in rows], ctx, benchmark=benchmark, dataset=dataset,
+                              use_judge=True)
+    return slice_score(benchmark, "image_mcq", table, result, aggregate=aggregate)
+
+
+def overall_score(hits: Sequence[int]) -> float:
+    """The ``image_mcq`` reported number of per-row hits without a split column: ``split=none|Overall`` x100,
+    then ``auto`` scaling."""
+    return primary_score("image_mcq", report_acc(hits)).score

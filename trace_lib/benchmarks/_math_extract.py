@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-from trace_lib.benchmarks._math_workbook import Table, records, reread
+from trace_lib.benchmarks._math_workbook import Table, prediction_workbook, records, reread
+from trace_lib.benchmarks.protocol import Row, RowScore, ScoringContext, SliceScore
 from trace_lib.errors import InputError, JudgeError, TraceReproError
-from trace_lib.extraction.workbook import roundtrip_column
+from trace_lib.extraction.workbook import isna, roundtrip_column
 from trace_lib.scoring.judge import Judge, complete_with_ladder, retry_token_limits
 from trace_lib.scoring.percent import scale_value
 
@@ -36,20 +37,61 @@ EXTRACT_TASK = (
     "\nPlease read the following example.\n"
     "Then extract the answer from the model response and type it at the end of the prompt.\n\n"
 )
-Example = tuple[str, str, "str | None", str, str]
+#: The five in-context cases (question, choices line or None, model response, extracted answer) of both judge
+#: prompts; only the hints above them differ (``MC_HINT`` above the last one in both).
+EXAMPLE_CASES: tuple[tuple[str, "str | None", str, str], ...] = (
+    ("Which number is missing?", None, "The number missing in the sequence is 14.", "14"),
+    (
+        "What is the fraction of females facing the camera?",
+        None,
+        "The fraction of females facing the camera is 0.6,\n"
+        "which means that six out of ten females in the group are facing the camera.",
+        "0.6",
+    ),
+    (
+        "How much money does Luca need to buy a sour apple candy and a butter-scotch candy? (Unit: $)",
+        None,
+        "Luca needs $1.45 to buy a sour apple candy and a butterscotch candy.",
+        "1.45",
+    ),
+    (
+        "Between which two years does the line graph saw its maximum peak?",
+        None,
+        "The line graph saw its maximum peak between 2007 and 2008.",
+        "[2007, 2008]",
+    ),
+    ("What fraction of the shape is blue?", "Choices: (A) 3/11 (B) 8/11 (C) 6/11 (D) 3/5",
+     "The correct answer is (B) 8/11.", "B"),
+)
+MC_HINT = "Hint: Please answer the question and provide the correct option letter, e.g., A, B, C, D, at the end."
 
 
-def render_examples(examples: tuple[Example, ...]) -> str:
-    """The task description and in-context examples (hint, question, choices line or None, model response,
-    extracted answer), each example followed by a blank line."""
+def render_examples(hints: tuple[str, ...]) -> str:
+    """The task description and the in-context examples (``hints[i]`` above :data:`EXAMPLE_CASES` ``[i]``), each
+    example followed by a blank line."""
+    if len(hints) != len(EXAMPLE_CASES):
+        raise ValueError(f"{len(hints)} hints for {len(EXAMPLE_CASES)} in-context examples")
     parts = [EXTRACT_TASK]
-    for hint, question, choices, response, extracted in examples:
+    for hint, (question, choices, response, extracted) in zip(hints, EXAMPLE_CASES):
         choice_block = f"{choices}\n\n" if choices else ""
         parts.append(
             f"\n{hint}\n\nQuestion: {question}\n\n{choice_block}Model response: {response}\n\n"
             f"Extracted answer: {extracted}\n\n"
         )
     return "".join(parts)
+
+
+def judge_prompt(preamble: str, row: Mapping[str, Any]) -> str:
+    """``build_math*_gpt4_prompt``: ``preamble``, the question, ``Model respone: `` + prediction +
+    ``Extracted answer:`` (no separator).
+
+    Raises:
+        TypeError: the question cell is not text.
+    """
+    question = row["question"]
+    if not isinstance(question, str):
+        raise TypeError(f"question is {type(question).__name__}, not text")
+    return f"{preamble}{question}\nModel respone: {row['prediction']}Extracted answer:"
 
 
 def parse_choices(cell: Any) -> list[Any]:
@@ -162,6 +204,66 @@ def judged_table(table: Table, extracted: Extracted, *, benchmark: str) -> list[
     judged["res"] = list(extracted.res)
     judged["log"] = list(extracted.log)
     return records(reread(judged))
+
+
+def score_slice(
+    rows: Sequence[Row],
+    responses: Sequence[str | None],
+    ctx: ScoringContext,
+    *,
+    benchmark: str,
+    post_check: Callable[..., Any],
+    judge_prompt: Callable[[dict[str, Any]], str],
+    score_row: Callable[[dict[str, Any]], bool],
+    groups: Callable[[dict[str, Any]], list[Any]],
+    detail: Callable[[dict[str, Any]], dict[str, Any]],
+    aggregate: Callable[[int, int], float],
+) -> SliceScore:
+    """The whole route over a slice: prefetch with ``post_check(row, prefetch=True)``, judge the rest, the judged
+    workbook, ``score_row`` of every judged row, then ``Overall`` and per-group accuracy in percent (``groups(row)``
+    names a row's groups, ``str()`` of each) and ``aggregate(hit, total)`` as the reported number; each record's
+    detail is its log and ``res`` plus ``detail(row)``.
+
+    Raises:
+        JudgeError: a row needs the judge and ``ctx.judge`` is None, or the judge output stays empty.
+        InputError: no rows, or a row makes upstream's scorer abort.
+    """
+    if not rows:
+        raise InputError("no rows to score", field=benchmark)
+    table = prediction_workbook(rows, responses)
+    extracted = extract(records(table), prefetch=lambda r: post_check(r, prefetch=True), judge_prompt=judge_prompt,
+                        judge=ctx.judge, benchmark=benchmark)
+    judged = judged_table(table, extracted, benchmark=benchmark)
+    hits = [score_row(row) for row in judged]
+    hit = sum(hits)
+    metrics: dict[str, float] = {"Overall": hit / len(judged) * 100}
+    tot: dict[str, int] = {}
+    good: dict[str, int] = {}
+    for row, ok in zip(judged, hits):
+        for name in groups(row):
+            key = str(name)
+            tot[key] = tot.get(key, 0) + 1
+            good[key] = good.get(key, 0) + int(ok)
+    metrics.update({name: good[name] / tot[name] * 100 for name in tot if name != "Overall"})
+    out = tuple(
+        RowScore(
+            index=str(row["index"]),
+            extracted=None if isna(row["res"]) else row["res"],
+            score=float(ok),
+            judge_calls=calls,
+            detail={"log": log, "res": row["res"], **detail(row)},
+        )
+        for row, ok, log, calls in zip(judged, hits, extracted.log, extracted.judge_calls)
+    )
+    prefetched = sum(1 for log in extracted.log if log == PREFETCH_LOG)
+    return SliceScore(
+        benchmark=benchmark,
+        score=aggregate(hit, len(judged)),
+        rows=len(judged),
+        records=out,
+        metrics=metrics,
+        counts={"hit": hit, "total": len(judged), "prefetched": prefetched, "judged": len(judged) - prefetched},
+    )
 
 
 def direct_percent(acc: float) -> float:

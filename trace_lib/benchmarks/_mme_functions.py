@@ -279,13 +279,8 @@ def _visible_count_is(line: Sequence[Any], target: Any) -> bool:
     return count == target
 
 
-def calculate_answer_function_skyscraper(response: Any, answer: Any = None, special_info: Any = None) -> bool:
-    if response is None or special_info is None or len(response) == 0:
-        return False
-    grid = response
-    visible = special_info["visible_skyscrapers"]
-    base = special_info["base_matrix"]
-    size = len(base)
+def _keeps_givens_latin(grid: Any, base: Any, size: int) -> bool:
+    """Whether ``grid`` keeps every given (non-None) cell of ``base`` and repeats no value in a row or column."""
     for i in range(size):
         for j in range(size):
             if base[i][j] is not None and base[i][j] != grid[i][j]:
@@ -293,6 +288,18 @@ def calculate_answer_function_skyscraper(response: Any, answer: Any = None, spec
     for i in range(size):
         if len(set(grid[i])) != size or len({row[i] for row in grid}) != size:
             return False
+    return True
+
+
+def calculate_answer_function_skyscraper(response: Any, answer: Any = None, special_info: Any = None) -> bool:
+    if response is None or special_info is None or len(response) == 0:
+        return False
+    grid = response
+    visible = special_info["visible_skyscrapers"]
+    base = special_info["base_matrix"]
+    size = len(base)
+    if not _keeps_givens_latin(grid, base, size):
+        return False
     rows = grid
     columns = [[grid[j][i] for j in range(len(grid))] for i in range(len(grid[0]))]
     for lines, hints, reverse in ((columns, visible[0], False), (rows, visible[1], False),
@@ -314,13 +321,8 @@ def _sudoku(response: Any, special_info: Any, size: int, box_rows: int, box_cols
         if not isinstance(grid, list) or len(grid) != size or not all(len(row) == size for row in grid):
             return False
         base = special_info["base_matrix"]
-        for i in range(size):
-            for j in range(size):
-                if base[i][j] is not None and base[i][j] != grid[i][j]:
-                    return False
-        for i in range(size):
-            if len(set(grid[i])) != size or len({row[i] for row in grid}) != size:
-                return False
+        if not _keeps_givens_latin(grid, base, size):
+            return False
         for top in range(0, size, box_rows):
             for left in range(0, size, box_cols):
                 box = [grid[r][c] for r in range(top, top + box_rows) for c in range(left, left + box_cols)]

@@ -10,6 +10,65 @@ Carried over verbatim from ``VLMEvalKit@a8b12bf1:vlmeval/dataset/utils/mme_reaso
 from __future__ import annotations
 
 
+#: Lines upstream repeats verbatim across (or within) its templates, each kept once here.
+_RESPONSE_SLOT = (
+    'Please extract the answer for the following response:\n'
+    '    Question: {question}\n'
+    '    Model Response: {response}\n'
+)
+_JSON_ONLY = _RESPONSE_SLOT + '    You should only output the json without any other texts.\n'
+_ANSWER_ONLY = _RESPONSE_SLOT + '    Extracted answer:\n' '    You should only output the answer without any other texts.\n'
+_GRID_HEADER = (
+    'Extract the final answer from the given solution. The solution will contain a detailed solution to a Sudoku-like puzzle, including step-by-step explanations and a final filled grid representation. Your task is to identify and extract only the final answer, which is presented as a matrix (list of lists or equivalent) at the end of the solution.\n'
+    '\n'
+    '### Requirements:\n'
+    '1. Only return the final filled matrix, formatted as a JSON list of lists.\n'
+    '2. Do not include any additional text, explanations, or formatting beyond the matrix itself.\n'
+    "3. The final answer usually follows phrases such as 'Final Filled Grid' or 'Summary as a Single Filled Matrix'.\n"
+    '\n'
+    '### Example 1:\n'
+    'Solution:\n'
+)
+_SOLUTION_SLOT = (
+    'Solution:\n'
+    '{response}\n'
+    '\n'
+    'Output:\n'
+)
+_SUDOKU_4_FIRST_STEPS = (
+    '1. **Identify the given numbers and their positions:**\n'
+    '   - Top row: 1, 3\n'
+    '   - Second row: 3\n'
+    '   - Third row: (empty)\n'
+    '   - Fourth row: 2, 3, 1\n'
+    '\n'
+    '2. **Fill in the top row:**\n'
+    '   - The top row already has 1 and 3. The remaining digits are 2 and 4.\n'
+    '   - The first column already has a 3, so the first cell in the top row cannot be 3. Therefore, it must be 2.\n'
+    '   - The fourth column already has a 3, so the fourth cell in the top row cannot be 3. Therefore, it must be 4.\n'
+)
+_SUDOKU_4_MATRIX = (
+    '```python\n'
+    '[\n'
+    '    [2, 1, 4, 3],\n'
+    '    [1, 4, 2, 3],\n'
+    '    [4, 2, 1, 3],\n'
+    '    [2, 3, 4, 1]\n'
+    ']\n'
+    '```\n'
+)
+_YINYANG_MATRIX = (
+    '[\n'
+    '  [0, 1, 0, 1, 0, 0],\n'
+    '  [0, 0, 1, 1, 0, 0],\n'
+    '  [1, 0, 1, 0, 1, 0],\n'
+    '  [0, 1, 0, 1, 0, 1],\n'
+    '  [0, 0, 1, 0, 1, 0],\n'
+    '  [1, 0, 0, 1, 0, 0]\n'
+    ']\n'
+    '```\n'
+)
+
 _ID_ANSWER_PAIR_PROMPT = (
     'Please read the following example. Then extract the answer from the model response and type it at the end of the prompt.\n'
     'Example:\n'
@@ -22,11 +81,7 @@ _ID_ANSWER_PAIR_PROMPT = (
     '            "C":2\n'
     '        }}\n'
     '\n'
-    'Please extract the answer for the following response:\n'
-    '    Question: {question}\n'
-    '    Model Response: {response}\n'
-    '    You should only output the json without any other texts.\n'
-)
+) + _JSON_ONLY
 
 _ID_ANSWER_PAIR_PROMPT_REVERSE = (
     'Please read the following example. Then extract the answer from the model response and type it at the end of the prompt.\n'
@@ -40,11 +95,7 @@ _ID_ANSWER_PAIR_PROMPT_REVERSE = (
     '            "3":"C"\n'
     '        }}\n'
     '\n'
-    'Please extract the answer for the following response:\n'
-    '    Question: {question}\n'
-    '    Model Response: {response}\n'
-    '    You should only output the json without any other texts.\n'
-)
+) + _JSON_ONLY
 
 _COORDINATE_ANSWER_PROMPT = (
     'Please read the following example. Then extract the answer from the model response and type it at the end of the prompt.\n'
@@ -73,11 +124,7 @@ _COORDINATE_ANSWER_PROMPT = (
     '            }}\n'
     '        ]\n'
     '\n'
-    'Please extract the answer for the following response:\n'
-    '    Question: {question}\n'
-    '    Model Response: {response}\n'
-    '    You should only output the json without any other texts.\n'
-)
+) + _JSON_ONLY
 
 _MULTIPLE_ANSWER_PROMPT = (
     'Please read the following example. Then extract the answer from the model response and type it at the end of the prompt.\n'
@@ -95,11 +142,7 @@ _MULTIPLE_ANSWER_PROMPT = (
     '        {{\n'
     '            "id": ["A"]\n'
     '        }}\n'
-    'Please extract the answer for the following response:\n'
-    '    Question: {question}\n'
-    '    Model Response: {response}\n'
-    '    You should only output the json without any other texts.\n'
-)
+) + _JSON_ONLY
 
 _FORMULA_EXTRACTION_PROMPT = (
     'Please extract the mathematical formula from the following model response and type it at the end of the prompt.\n'
@@ -110,11 +153,7 @@ _FORMULA_EXTRACTION_PROMPT = (
     '        {{\n'
     '            "equation": "2 + 3 = 7"\n'
     '        }}\n'
-    'Please extract the answer for the following response:\n'
-    '    Question: {question}\n'
-    '    Model Response: {response}\n'
-    '    You should only output the json without any other texts.\n'
-)
+) + _JSON_ONLY
 
 _CHOICE_PROMPT = (
     'Please read the following example. Then extract the answer from the model response and type it at the end of the prompt.\n'
@@ -137,12 +176,7 @@ _CHOICE_PROMPT = (
     '    Model Response: The possible answer is: A, C\n'
     '    Extracted answer: [A, C]\n'
     '\n'
-    'Please extract the answer for the following response:\n'
-    '    Question: {question}\n'
-    '    Model Response: {response}\n'
-    '    Extracted answer:\n'
-    '    You should only output the answer without any other texts.\n'
-)
+) + _ANSWER_ONLY
 
 _OPEN_QUESTION_PROMPT = (
     'Please read the following example. Then extract the answer from the model response and type it at the end of the prompt.\n'
@@ -159,12 +193,7 @@ _OPEN_QUESTION_PROMPT = (
     '    Model Response: The possible value is 3.28\n'
     '    Extracted answer: 3.28\n'
     '\n'
-    'Please extract the answer for the following response:\n'
-    '    Question: {question}\n'
-    '    Model Response: {response}\n'
-    '    Extracted answer:\n'
-    '    You should only output the answer without any other texts.\n'
-)
+) + _ANSWER_ONLY
 
 _HASHI_EXTRACTION_PROMPT = (
     'Extract all bridge connections from the Hashi puzzle solution text and format them as a structured JSON list. Follow these rules:\n'
@@ -218,16 +247,7 @@ _HASHI_EXTRACTION_PROMPT = (
     'Output:\n'
 )
 
-_SKYSCRAPER_EXTRACTION_PROMPT = (
-    'Extract the final answer from the given solution. The solution will contain a detailed solution to a Sudoku-like puzzle, including step-by-step explanations and a final filled grid representation. Your task is to identify and extract only the final answer, which is presented as a matrix (list of lists or equivalent) at the end of the solution.\n'
-    '\n'
-    '### Requirements:\n'
-    '1. Only return the final filled matrix, formatted as a JSON list of lists.\n'
-    '2. Do not include any additional text, explanations, or formatting beyond the matrix itself.\n'
-    "3. The final answer usually follows phrases such as 'Final Filled Grid' or 'Summary as a Single Filled Matrix'.\n"
-    '\n'
-    '### Example 1:\n'
-    'Solution:\n'
+_SKYSCRAPER_EXTRACTION_PROMPT = _GRID_HEADER + (
     "To solve the 3x3 Skyscrapers puzzle, we need to place the numbers 1, 2, and 3 in each row and column while adhering to the given clues. Let's break down the solution step by step.\n"
     '\n'
     '### Step-by-Step Solution:\n'
@@ -324,35 +344,13 @@ _SKYSCRAPER_EXTRACTION_PROMPT = (
     '[[3, 4, 1, 2], [4, 1, 2, 3], [2, 3, 4, 1], [1, 2, 3, 4]]\n'
     '\n'
     'Now, please extract the answer for the following solution:\n'
-    'Solution:\n'
-    '{response}\n'
-    '\n'
-    'Output:\n'
-)
+) + _SOLUTION_SLOT
 
-_SUDOKU_4_EXTRACTION_PROMPT = (
-    'Extract the final answer from the given solution. The solution will contain a detailed solution to a Sudoku-like puzzle, including step-by-step explanations and a final filled grid representation. Your task is to identify and extract only the final answer, which is presented as a matrix (list of lists or equivalent) at the end of the solution.\n'
-    '\n'
-    '### Requirements:\n'
-    '1. Only return the final filled matrix, formatted as a JSON list of lists.\n'
-    '2. Do not include any additional text, explanations, or formatting beyond the matrix itself.\n'
-    "3. The final answer usually follows phrases such as 'Final Filled Grid' or 'Summary as a Single Filled Matrix'.\n"
-    '\n'
-    '### Example 1:\n'
-    'Solution:\n'
+_SUDOKU_4_EXTRACTION_PROMPT = _GRID_HEADER + (
     "To solve the given Jigsaw Sudoku puzzle, we need to ensure that each row, each column, and each 2x2 sub-grid contains the digits 1 through 4 exactly once. Let's fill in the grid step by step.\n"
     '\n'
     'Step-by-Step Solution:\n'
-    '1. **Identify the given numbers and their positions:**\n'
-    '   - Top row: 1, 3\n'
-    '   - Second row: 3\n'
-    '   - Third row: (empty)\n'
-    '   - Fourth row: 2, 3, 1\n'
-    '\n'
-    '2. **Fill in the top row:**\n'
-    '   - The top row already has 1 and 3. The remaining digits are 2 and 4.\n'
-    '   - The first column already has a 3, so the first cell in the top row cannot be 3. Therefore, it must be 2.\n'
-    '   - The fourth column already has a 3, so the fourth cell in the top row cannot be 3. Therefore, it must be 4.\n'
+) + _SUDOKU_4_FIRST_STEPS + (
     '   - Top row: [2, 1, 4, 3]\n'
     '\n'
     '### Final Filled Matrix:\n'
@@ -363,16 +361,7 @@ _SUDOKU_4_EXTRACTION_PROMPT = (
     '\n'
     '### Example 2:\n'
     'Solution:\n'
-    '1. **Identify the given numbers and their positions:**\n'
-    '   - Top row: 1, 3\n'
-    '   - Second row: 3\n'
-    '   - Third row: (empty)\n'
-    '   - Fourth row: 2, 3, 1\n'
-    '\n'
-    '2. **Fill in the top row:**\n'
-    '   - The top row already has 1 and 3. The remaining digits are 2 and 4.\n'
-    '   - The first column already has a 3, so the first cell in the top row cannot be 3. Therefore, it must be 2.\n'
-    '   - The fourth column already has a 3, so the fourth cell in the top row cannot be 3. Therefore, it must be 4.\n'
+) + _SUDOKU_4_FIRST_STEPS + (
     '   - Top row: 2, 1, 4, 3\n'
     '\n'
     '3. **Fill in the second row:**\n'
@@ -395,47 +384,20 @@ _SUDOKU_4_EXTRACTION_PROMPT = (
     '   - Fourth row: 2, 3, 4, 1\n'
     '\n'
     '### Final Filled Matrix:\n'
-    '```python\n'
-    '[\n'
-    '    [2, 1, 4, 3],\n'
-    '    [1, 4, 2, 3],\n'
-    '    [4, 2, 1, 3],\n'
-    '    [2, 3, 4, 1]\n'
-    ']\n'
-    '```\n'
+) + _SUDOKU_4_MATRIX + (
     '\n'
     '### Summary:\n'
     'The completed Jigsaw Sudoku puzzle is:\n'
-    '```python\n'
-    '[\n'
-    '    [2, 1, 4, 3],\n'
-    '    [1, 4, 2, 3],\n'
-    '    [4, 2, 1, 3],\n'
-    '    [2, 3, 4, 1]\n'
-    ']\n'
-    '```\n'
+) + _SUDOKU_4_MATRIX + (
     '\n'
     'Output:\n'
     '[[2, 1, 4, 3],[1, 4, 2, 3],[4, 2, 1, 3],[2, 3, 4, 1]]\n'
     '\n'
     'Now, extract the answer of the following response:\n'
     '\n'
-    'Solution:\n'
-    '{response}\n'
-    '\n'
-    'Output:\n'
-)
+) + _SOLUTION_SLOT
 
-_SUDOKU_6_EXTRACTION_PROMPT = (
-    'Extract the final answer from the given solution. The solution will contain a detailed solution to a Sudoku-like puzzle, including step-by-step explanations and a final filled grid representation. Your task is to identify and extract only the final answer, which is presented as a matrix (list of lists or equivalent) at the end of the solution.\n'
-    '\n'
-    '### Requirements:\n'
-    '1. Only return the final filled matrix, formatted as a JSON list of lists.\n'
-    '2. Do not include any additional text, explanations, or formatting beyond the matrix itself.\n'
-    "3. The final answer usually follows phrases such as 'Final Filled Grid' or 'Summary as a Single Filled Matrix'.\n"
-    '\n'
-    '### Example 1:\n'
-    'Solution:\n'
+_SUDOKU_6_EXTRACTION_PROMPT = _GRID_HEADER + (
     "To solve the given Jigsaw Sudoku puzzle, we need to ensure that each row, each column, and each 2x3 sub-grid contains the digits 1 through 6 exactly once. Let's solve it step by step.\n"
     '\n'
     '### Step-by-Step Solution:\n'
@@ -533,22 +495,9 @@ _SUDOKU_6_EXTRACTION_PROMPT = (
     '\n'
     'Now, extract the answer of the following response:\n'
     '\n'
-    'Solution:\n'
-    '{response}\n'
-    '\n'
-    'Output:\n'
-)
+) + _SOLUTION_SLOT
 
-_YINYANG_EXTRACTION_PROMPT = (
-    'Extract the final answer from the given solution. The solution will contain a detailed solution to a Sudoku-like puzzle, including step-by-step explanations and a final filled grid representation. Your task is to identify and extract only the final answer, which is presented as a matrix (list of lists or equivalent) at the end of the solution.\n'
-    '\n'
-    '### Requirements:\n'
-    '1. Only return the final filled matrix, formatted as a JSON list of lists.\n'
-    '2. Do not include any additional text, explanations, or formatting beyond the matrix itself.\n'
-    "3. The final answer usually follows phrases such as 'Final Filled Grid' or 'Summary as a Single Filled Matrix'.\n"
-    '\n'
-    '### Example 1:\n'
-    'Solution:\n'
+_YINYANG_EXTRACTION_PROMPT = _GRID_HEADER + (
     "To solve the Yin-Yang puzzle, we need to place black and white stones at the intersections of the grid lines while adhering to the given rules. Let's analyze the current state of the grid and determine the placement of the remaining stones.\n"
     '\n'
     '### Step-by-Step Solution:\n'
@@ -583,30 +532,14 @@ _YINYANG_EXTRACTION_PROMPT = (
     'After placing the stones according to the rules, the final matrix is:\n'
     '\n'
     '```\n'
-    '[\n'
-    '  [0, 1, 0, 1, 0, 0],\n'
-    '  [0, 0, 1, 1, 0, 0],\n'
-    '  [1, 0, 1, 0, 1, 0],\n'
-    '  [0, 1, 0, 1, 0, 1],\n'
-    '  [0, 0, 1, 0, 1, 0],\n'
-    '  [1, 0, 0, 1, 0, 0]\n'
-    ']\n'
-    '```\n'
+) + _YINYANG_MATRIX + (
     '\n'
     '### Summary:\n'
     '\n'
     'The completed solution for the Yin-Yang puzzle is represented as a single filled matrix:\n'
     '\n'
     '```python\n'
-    '[\n'
-    '  [0, 1, 0, 1, 0, 0],\n'
-    '  [0, 0, 1, 1, 0, 0],\n'
-    '  [1, 0, 1, 0, 1, 0],\n'
-    '  [0, 1, 0, 1, 0, 1],\n'
-    '  [0, 0, 1, 0, 1, 0],\n'
-    '  [1, 0, 0, 1, 0, 0]\n'
-    ']\n'
-    '```\n'
+) + _YINYANG_MATRIX + (
     '\n'
     'Output:\n'
     '[[0, 1, 0, 1, 0, 0],[0, 0, 1, 1, 0, 0],[1, 0, 1, 0, 1, 0],[0, 1, 0, 1, 0, 1],[0, 0, 1, 0, 1, 0],[1, 0, 0, 1, 0, 0]]\n'
@@ -668,11 +601,7 @@ _YINYANG_EXTRACTION_PROMPT = (
     '[[1, 1, 1, 0, 0, 0],[0, 1, 0, 1, 0, 0],[0, 1, 0, 1, 1, 0],[0, 0, 0, 1, 0, 1],[0, 0, 0, 0, 0, 1],[1, 0, 0, 0, 1, 1]]\n'
     '\n'
     'Now, extract the answer of the following response:\n'
-    'Solution:\n'
-    '{response}\n'
-    '\n'
-    'Output:\n'
-)
+) + _SOLUTION_SLOT
 
 _POINTS24_PROMPT = (
     '\n'

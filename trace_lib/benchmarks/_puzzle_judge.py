@@ -12,13 +12,32 @@ tried.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Hashable, Mapping, Sequence
+from typing import Any, Callable, Hashable, Mapping, Sequence
 
-from trace_lib.errors import JudgeError
+from trace_lib.errors import InputError, JudgeError
 from trace_lib.scoring.judge import LENGTH_FINISH_REASONS, Judge, JudgeReply, complete_with_ladder, retry_token_limits
 
 #: VLMEvalKit's official retry temperatures (``temperature = i * 0.5`` for five tries).
 RETRY_TEMPERATURES = (0.0, 0.5, 1.0, 1.5, 2.0)
+
+
+def check_judged_slice(rows: Sequence[Any], responses: Sequence[Any], judge: Judge | None, *, benchmark: str,
+                       name: str) -> None:
+    """Refuse, in this order, a slice without a judge (``name`` extracts every answer with it), without rows, or
+    whose responses do not align with its rows.
+
+    Raises:
+        JudgeError: ``judge`` is None.
+        InputError: no rows (field ``benchmark``), or ``len(responses) != len(rows)``.
+    """
+    if judge is None:
+        raise JudgeError(f"{name} extracts every answer with the Qwen3-32B judge; none is configured",
+                         field="--judge-url", hint="start the judge and pass --judge-url")
+    if not rows:
+        raise InputError("empty slice: no dataset rows to score", field=benchmark)
+    if len(rows) != len(responses):
+        raise InputError("responses do not align with dataset rows", field="responses", expected=len(rows),
+                         found=len(responses))
 
 
 def is_truncated(reply: JudgeReply) -> bool:

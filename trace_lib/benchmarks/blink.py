@@ -20,9 +20,7 @@ from typing import Sequence
 
 from trace_lib.benchmarks import _imagemcq
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, ScoringContext, SliceScore
-from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
-from trace_lib.extraction.choices import build_imagemcq_prompt
-from trace_lib.scoring.percent import primary_score, report_acc
+from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv
 
 KEY = "blink"
 #: The VLMEvalKit dataset name; it selects the BLINK judge prompt (``build_prompt_blink``).
@@ -36,8 +34,7 @@ def load(path: Path) -> list[Row]:
 
 def build_prompt(row: Row, image_dir: Path) -> list[PromptItem]:
     """Every image in list order, then the ImageMCQ prompt (``... options above. \\n``)."""
-    images = [PromptItem("image", p) for p in materialize_images(row, image_dir)]
-    return [*images, PromptItem("text", build_imagemcq_prompt(row))]
+    return _imagemcq.prompt_items(row, image_dir)
 
 
 def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringContext) -> SliceScore:
@@ -47,15 +44,12 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
         JudgeError: no judge configured (the official route always passes one).
         InputError: empty or misaligned slice.
     """
-    table = _imagemcq.evaluation_table(rows, responses)
-    result = _imagemcq.mcq_vanilla_eval(table, [row["answer"] for row in rows], ctx, benchmark=KEY, dataset=ALIAS,
-                                        use_judge=True)
-    return _imagemcq.slice_score(KEY, "image_mcq", table, result, aggregate=aggregate)
+    return _imagemcq.vanilla_slice(rows, responses, ctx, benchmark=KEY, dataset=ALIAS, aggregate=aggregate)
 
 
 def aggregate(hits: Sequence[int]) -> float:
     """The reported number for per-row hits: ``split=none|Overall`` x100, then ``auto`` scaling."""
-    return primary_score("image_mcq", report_acc(hits)).score
+    return _imagemcq.overall_score(hits)
 
 
 PROTOCOL = Protocol(

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
-from trace_lib.extraction.boxed import last_boxed_literal
+from trace_lib.extraction.boxed import final_answer_cascade
 from trace_lib.extraction.workbook import isna, official_workbook
 from trace_lib.scoring.percent import MetricTable, primary_score
 
@@ -29,8 +29,6 @@ KEY = "countqa"
 #: ``COUNTQA_BOXED_POST_PROMPT``: appended to the stripped question.
 BOXED_SUFFIX = "\nPut the final answer inside \\boxed{}."
 
-_ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", flags=re.I | re.S)
-_JSON_ANSWER = re.compile(r"\{.*\"answer\"\s*:\s*(.+?)\}", flags=re.S)
 _ANSWER_MARKER = re.compile(r"\b(?:final\s+answer|answer|choice|option)\b\s*[:：]?\s*(.+)", flags=re.I | re.S)
 _INTEGER = re.compile(r"[-+]?\d+")
 #: Number words in ascending order; the scan keeps the last (largest) one present.
@@ -61,20 +59,7 @@ def build_prompt(row: Row, image_dir: Path) -> list[PromptItem]:
 def final_text(value: Any) -> str:
     """The part of a cell that carries the final answer: box, then ``<answer>``, JSON ``answer``, marker, all."""
     text = str(value or "").strip()  # quirk: 0 -> "", NaN -> "nan"
-    boxed = last_boxed_literal(text)  # upstream copies this scanner verbatim into EvoChart and ChartQAPro
-    if boxed:
-        return boxed.strip()
-    block = _ANSWER_BLOCK.search(text)
-    if block:
-        return block.group(1).strip()
-    json_answer = _JSON_ANSWER.search(text)
-    if json_answer:
-        return json_answer.group(1).strip().strip("\"'")
-    markers = list(_ANSWER_MARKER.finditer(text))
-    if markers:
-        # quirk: (.+) under DOTALL runs to the end, so the first marker is the only (last) match
-        return markers[-1].group(1).strip().splitlines()[0].strip()
-    return text
+    return final_answer_cascade(text, _ANSWER_MARKER)  # upstream copies this cascade verbatim into EvoChart
 
 
 def extract_last_int(value: Any) -> int | None:

@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from trace_lib.extraction.boxed import last_boxed_literal
+from trace_lib.extraction.boxed import final_answer_cascade
 from trace_lib.benchmarks._math_workbook import prediction_workbook, records, to_json_double
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
@@ -35,8 +35,6 @@ BOXED_SUFFIX = "\nPut the final answer inside \\boxed{}."
 HF_DATASET = "gsarch/EvoChart-QA"
 
 _NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\d*\.\d+")
-_ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", flags=re.I | re.S)
-_JSON_ANSWER = re.compile(r"\{.*\"answer\"\s*:\s*(.+?)\}", flags=re.S)
 _ANSWER_MARKER = re.compile(r"\b(?:final\s+answer|answer)\b\s*(?:is|=|:|：)?\s*(.+)", flags=re.I | re.S)
 
 
@@ -58,21 +56,7 @@ def _text(value: Any) -> str:
 
 def final_answer(value: Any) -> str:
     """``_extract_final_answer``: box, first ``<answer>``, JSON ``"answer"``, answer marker, else the text."""
-    text = _text(value)  # NaN -> "nan"
-    boxed = last_boxed_literal(text)
-    if boxed:  # an empty box falls through
-        return boxed.strip()
-    block = _ANSWER_BLOCK.search(text)
-    if block:
-        return block.group(1).strip()
-    json_answer = _JSON_ANSWER.search(text)
-    if json_answer:
-        return json_answer.group(1).strip().strip("\"'")
-    markers = list(_ANSWER_MARKER.finditer(text))
-    if markers:
-        # quirk: (.+) under DOTALL swallows the rest, so the first 'answer' is the last match; first line only
-        return markers[-1].group(1).strip().splitlines()[0].strip()
-    return text
+    return final_answer_cascade(_text(value), _ANSWER_MARKER)  # NaN -> "nan"
 
 
 def _whole_number(value: Any) -> float | None:

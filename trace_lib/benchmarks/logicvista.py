@@ -21,10 +21,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
-from trace_lib.benchmarks._puzzle_judge import run_temperature_schedule
+from trace_lib.benchmarks._puzzle_judge import check_judged_slice, run_temperature_schedule
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
 from trace_lib.errors import InputError, JudgeError
+from trace_lib.extraction.choices import START_END_EXAMPLES
 from trace_lib.extraction.workbook import roundtrip_column, roundtrip_rows
 
 KEY = "logicvista"
@@ -44,12 +45,7 @@ JUDGE_TEMPLATE = (
     "If it does not seem like the given answer corresponds to an answer choice OR if there is no selected answer, "
     "please just respond with Z.\n"
     "Make sure you answer with ONLY the letters chosen.\n"
-    "Example 1: \n"
-    "Question: <start>\nWhat is the main object in image?\nOptions: A. teddy bear B. rabbit C. cat D. dog\n<end>\n"
-    "Answer: <start>\na cute teddy bear\n<end>\nYour output: A\n"
-    "Example 2: \n"
-    "Question: <start>\nWhat is the main object in image?\nOptions: A. teddy bear B. rabbit C. cat D. dog\n<end>\n"
-    "Answer: <start>\nSpider\n<end>\nYour output: Z\n"
+) + START_END_EXAMPLES + (
     "Example 3: \n"
     "Question: <start>\nWhich figure is a rotation of the object?\n<end>\n"
     "Answer: <start>\nThe figure on the right, labeled \"D,\" is a rotation of the object shown in the top left "
@@ -125,14 +121,7 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
         JudgeError: no judge, or a row's extraction is still malformed after the five temperatures.
         InputError: a gold ``answer`` is not a label string.
     """
-    if ctx.judge is None:
-        raise JudgeError("LogicVista extracts every answer with the Qwen3-32B judge; none is configured",
-                         field="--judge-url", hint="start the judge and pass --judge-url")
-    if not rows:
-        raise InputError("empty slice: no dataset rows to score", field=KEY)
-    if len(rows) != len(responses):
-        raise InputError("responses do not align with dataset rows", field="responses", expected=len(rows),
-                         found=len(responses))
+    check_judged_slice(rows, responses, ctx.judge, benchmark=KEY, name="LogicVista")
     table = roundtrip_rows(rows, responses, ("question", "answer", "skill"))
     prompts = {pos: build_judge_prompt(cell.get("question"), cell["prediction"]) for pos, cell in enumerate(table)}
     schedule = run_temperature_schedule(

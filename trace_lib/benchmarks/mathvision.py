@@ -27,13 +27,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from trace_lib.benchmarks._math_equal import is_equal
-from trace_lib.benchmarks._math_extract import direct_percent, extract, judged_table, parse_choices, render_examples
-from trace_lib.benchmarks._math_workbook import prediction_workbook, records
-from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
+from trace_lib.benchmarks._math_extract import (MC_HINT, direct_percent, judge_prompt, parse_choices, render_examples,
+                                                score_slice)
+from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, ScoringContext, SliceScore
 from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
 from trace_lib.errors import InputError
 from trace_lib.extraction.choices import can_infer
-from trace_lib.extraction.workbook import isna
 
 KEY = "mathvision"
 
@@ -50,48 +49,15 @@ def build_prompt(row: Row, image_dir: Path) -> list[PromptItem]:
 
 
 _HINT = "Hint: Please answer the question and provide the final answer at the end."
-_EXAMPLES = (
-    (_HINT, "Which number is missing?", None, "The number missing in the sequence is 14.", "14"),
-    (
-        _HINT,
-        "What is the fraction of females facing the camera?",
-        None,
-        "The fraction of females facing the camera is 0.6,\n"
-        "which means that six out of ten females in the group are facing the camera.",
-        "0.6",
-    ),
-    (
-        _HINT,
-        "How much money does Luca need to buy a sour apple candy and a butter-scotch candy? (Unit: $)",
-        None,
-        "Luca needs $1.45 to buy a sour apple candy and a butterscotch candy.",
-        "1.45",
-    ),
-    (
-        _HINT,
-        "Between which two years does the line graph saw its maximum peak?",
-        None,
-        "The line graph saw its maximum peak between 2007 and 2008.",
-        "[2007, 2008]",
-    ),
-    (
-        "Hint: Please answer the question and provide the correct option letter, e.g., A, B, C, D, at the end.",
-        "What fraction of the shape is blue?",
-        "Choices: (A) 3/11 (B) 8/11 (C) 6/11 (D) 3/5",
-        "The correct answer is (B) 8/11.",
-        "B",
-    ),
-)
-_PREAMBLE = render_examples(_EXAMPLES)
+#: The hints above the five shared in-context examples (``build_mathv_gpt4_prompt``).
+_HINTS = (_HINT, _HINT, _HINT, _HINT, MC_HINT)
+_PREAMBLE = render_examples(_HINTS)
 
 
 def build_judge_prompt(row: Row) -> str:
     """``build_mathv_gpt4_prompt``: examples, the question, ``Model respone: `` + prediction +
     ``Extracted answer:`` (no separator)."""
-    question = row["question"]
-    if not isinstance(question, str):
-        raise TypeError(f"question is {type(question).__name__}, not text")
-    return f"{_PREAMBLE}{question}\nModel respone: {row['prediction']}Extracted answer:"
+    return judge_prompt(_PREAMBLE, row)
 
 
 def post_check(row: dict[str, Any], *, prefetch: bool) -> Any:
@@ -143,42 +109,9 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
         JudgeError: a row needs the judge and ``ctx.judge`` is None, or the judge output stays empty.
         InputError: no rows, a row makes upstream's scorer abort, or latex2sympy2_extended is missing.
     """
-    if not rows:
-        raise InputError("no rows to score", field=KEY)
-    table = prediction_workbook(rows, responses)
-    extracted = extract(records(table), prefetch=lambda r: post_check(r, prefetch=True),
-                        judge_prompt=build_judge_prompt, judge=ctx.judge, benchmark=KEY)
-    judged = judged_table(table, extracted, benchmark=KEY)
-    hits = [score_row(row) for row in judged]
-    hit = sum(hits)
-    acc = hit / len(judged) * 100
-    metrics: dict[str, float] = {"Overall": acc}
-    tot: dict[str, int] = {}
-    good: dict[str, int] = {}
-    for row, ok in zip(judged, hits):
-        key = str(row.get("category"))
-        tot[key] = tot.get(key, 0) + 1
-        good[key] = good.get(key, 0) + int(ok)
-    metrics.update({name: good[name] / tot[name] * 100 for name in tot if name != "Overall"})
-    out = [
-        RowScore(
-            index=str(row["index"]),
-            extracted=None if isna(row["res"]) else row["res"],
-            score=float(ok),
-            judge_calls=calls,
-            detail={"log": log, "res": row["res"]},
-        )
-        for row, ok, log, calls in zip(judged, hits, extracted.log, extracted.judge_calls)
-    ]
-    prefetched = sum(1 for log in extracted.log if log == "Prefetch succeed")
-    return SliceScore(
-        benchmark=KEY,
-        score=aggregate(hit, len(judged)),
-        rows=len(judged),
-        records=tuple(out),
-        metrics=metrics,
-        counts={"hit": hit, "total": len(judged), "prefetched": prefetched, "judged": len(judged) - prefetched},
-    )
+    return score_slice(rows, responses, ctx, benchmark=KEY, post_check=post_check, judge_prompt=build_judge_prompt,
+                       score_row=score_row, groups=lambda row: [row.get("category")], detail=lambda row: {},
+                       aggregate=aggregate)
 
 
 def aggregate(hit: int, total: int) -> float:

@@ -27,7 +27,7 @@ from typing import Any, Sequence
 from trace_lib.benchmarks._mme_extraction import API_FAILURE, literal_eval_quietly, validate_extraction
 from trace_lib.benchmarks._mme_functions import FUNCTIONS, NEEDS_SPECIAL_INFO
 from trace_lib.benchmarks._mme_prompts import EXTRACTION_PROMPTS, OPEN_EVAL_PROMPT
-from trace_lib.benchmarks._puzzle_judge import is_truncated, run_temperature_schedule
+from trace_lib.benchmarks._puzzle_judge import check_judged_slice, is_truncated, run_temperature_schedule
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
 from trace_lib.errors import InputError, JudgeError
@@ -191,14 +191,7 @@ def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringCont
         JudgeError: no judge, or extraction/open judgement still invalid after five temperatures.
         InputError: empty slice, duplicate indices, an API-failure response, or an official checker failure.
     """
-    if ctx.judge is None:
-        raise JudgeError("MME-Reasoning extracts every answer with the Qwen3-32B judge; none is configured",
-                         field="--judge-url", hint="start the judge and pass --judge-url")
-    if not rows:
-        raise InputError("empty slice: no dataset rows to score", field=KEY)
-    if len(rows) != len(responses):
-        raise InputError("responses do not align with dataset rows", field="responses", expected=len(rows),
-                         found=len(responses))
+    check_judged_slice(rows, responses, ctx.judge, benchmark=KEY, name="MME-Reasoning")
     table = [{k: _clean(v) for k, v in cell.items()} for cell in roundtrip_rows(rows, responses, _COLUMNS)]
     indices = [str(row["index"]) for row in rows]
     duplicates = sorted({i for i in indices if indices.count(i) > 1}) if len(set(indices)) != len(indices) else []

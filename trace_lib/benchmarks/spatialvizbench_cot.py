@@ -19,11 +19,11 @@ import string
 from pathlib import Path
 from typing import Any, Sequence
 
-from trace_lib.benchmarks._easi_grader import grade_rows, mcq_summary
-from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
+from trace_lib.benchmarks._easi_grader import graded_slice, mcq_summary
+from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, ScoringContext, SliceScore
 from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
-from trace_lib.extraction.workbook import isna, official_workbook
-from trace_lib.scoring.percent import flatten_summary_metrics, primary_score
+from trace_lib.extraction.workbook import isna
+from trace_lib.scoring.percent import primary_score
 
 KEY = "spatialvizbench_cot"
 ALIAS = "SpatialVizBench_CoT"
@@ -81,25 +81,10 @@ def summary(hits: Sequence[float], category: Sequence[Any] | None, task: Sequenc
 
 def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringContext) -> SliceScore:
     """Every row graded (A = correct); the reported number is ``overall``."""
-    columns = ["index", *_GRADER_COLUMNS, "category", "task", "prediction"]
-    table = official_workbook(rows, responses, columns)
-    table["prediction"] = [str(v) for v in table["prediction"]]
-    items = [{name: values[pos] for name, values in table.items()} for pos in range(len(rows))]
-    grades = grade_rows(items, ctx.judge, benchmark=KEY)
-    hits = [1 if g.grade == "A" else 0 for g in grades]
-    records = tuple(
-        RowScore(index=str(table["index"][pos]), extracted=None if g.extracted == "N/A" else g.extracted,
-                 score=float(hit), judge_calls=g.judge_calls,
-                 detail={"grade": g.grade, "judge_replies": list(g.replies), "exhausted": g.exhausted})
-        for pos, (g, hit) in enumerate(zip(grades, hits))
-    )
-    result = summary(hits, table.get("category"), table.get("task"))
-    metrics = {k: float(v) for k, v in flatten_summary_metrics(result).items()}
-    counts = {"rows": len(hits), "correct": sum(hits), "judge_rows": len(hits),
-              "grade_b": sum(g.grade == "B" for g in grades), "grade_c": sum(g.grade == "C" for g in grades),
-              "unparsable_after_retries": sum(g.exhausted for g in grades)}
-    return SliceScore(benchmark=KEY, score=aggregate(hits), rows=len(hits), records=records, metrics=metrics,
-                      counts=counts)
+    return graded_slice(rows, responses, ctx, benchmark=KEY,
+                        columns=["index", *_GRADER_COLUMNS, "category", "task", "prediction"],
+                        summarize=lambda hits, table: summary(hits, table.get("category"), table.get("task")),
+                        aggregate=aggregate)
 
 
 def aggregate(hits: Sequence[float]) -> float:

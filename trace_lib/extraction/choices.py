@@ -186,6 +186,15 @@ _BLINK_TEMPLATE = (
     "Example 4: \n"
     "Question: {}?\nOptions: {}\n(Z) Failed\nAnswer: {}\nYour output: "
 )
+#: Examples 1 and 2 of the ``<start>``/``<end>`` matching prompts (WeMath's here, LogicVista's extraction prompt).
+START_END_EXAMPLES = (
+    "Example 1: \n"
+    "Question: <start>\nWhat is the main object in image?\nOptions: A. teddy bear B. rabbit C. cat D. dog\n<end>\n"
+    "Answer: <start>\na cute teddy bear\n<end>\nYour output: A\n"
+    "Example 2: \n"
+    "Question: <start>\nWhat is the main object in image?\nOptions: A. teddy bear B. rabbit C. cat D. dog\n<end>\n"
+    "Answer: <start>\nSpider\n<end>\nYour output: Z\n"
+)
 _WEMATH_TEMPLATE = (
     "You are an AI assistant who will help me to match "
     "an answer with several options of a single-choice question. "
@@ -193,12 +202,7 @@ _WEMATH_TEMPLATE = (
     "and you need to find which option is most similar to the answer. "
     "If the meaning of all options are significantly different from the answer, output Z. "
     "Your should output a single uppercase character in A, B, C, D, E, F, G (if they are valid options), and Z. \n"
-    "Example 1: \n"
-    "Question: <start>\nWhat is the main object in image?\nOptions: A. teddy bear B. rabbit C. cat D. dog\n<end>\n"
-    "Answer: <start>\na cute teddy bear\n<end>\nYour output: A\n"
-    "Example 2: \n"
-    "Question: <start>\nWhat is the main object in image?\nOptions: A. teddy bear B. rabbit C. cat D. dog\n<end>\n"
-    "Answer: <start>\nSpider\n<end>\nYour output: Z\n"
+) + START_END_EXAMPLES + (
     "Example 3: \n"
     "Question: <start>\n{}\nOptions: {}\n<end>\nAnswer: <start>\n{}\n<end>\nYour output: "
 )

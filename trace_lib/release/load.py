@@ -13,7 +13,7 @@ from typing import Any
 
 from trace_lib.decoding import read_text
 from trace_lib.errors import ReleaseFileError
-from trace_lib.jsonio import DuplicateKey, NonFinite, loads_strict
+from trace_lib.jsonio import DuplicateKey, NonFinite, loads_strict, outside_strings
 
 
 def sha256_file(path: Path, *, chunk: int = 1 << 20) -> str:
@@ -32,19 +32,9 @@ def sha256_bytes(data: bytes) -> str:
 
 def _position(text: str, token: str) -> str:
     """`` at line L column C`` of the first bare ``token`` outside strings, or '' if not found."""
-    in_string = escaped = False
     line, column = 1, 1
-    for i, char in enumerate(text):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif text.startswith(token, i):
+    for i, char, outside in outside_strings(text):
+        if outside and text.startswith(token, i):
             return f" at line {line} column {column}"
         if char == "\n":
             line, column = line + 1, 1

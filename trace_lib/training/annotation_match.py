@@ -56,20 +56,26 @@ def _point(value: Any) -> Point | None:
     return None if pair is None else (float(pair[0]), float(pair[1]))
 
 
-def _points(value: Any) -> list[Point] | None:
-    parsed = parse_json_like(value)
-    single = _pair(parsed)
-    if single is not None:
-        return [(float(single[0]), float(single[1]))]
+def _each(parsed: Any, convert: Callable[[Any], Any]) -> list[Any] | None:
+    """``convert`` of every item of a parsed sequence; None when it is no sequence or an item does not convert
+    (items after that one are not converted)."""
     if not is_sequence(parsed):
         return None
     out = []
     for item in parsed:
-        pair = _pair(item)
-        if pair is None:
+        converted = convert(item)
+        if converted is None:
             return None
-        out.append((float(pair[0]), float(pair[1])))
+        out.append(converted)
     return out
+
+
+def _points(value: Any) -> list[Point] | None:
+    parsed = parse_json_like(value)
+    single = _point_value(parsed)
+    if single is not None:
+        return [single]
+    return _each(parsed, _point_value)
 
 
 def _segment_of(item: Any) -> Segment | None:
@@ -87,16 +93,7 @@ def _segment(value: Any) -> Segment | None:
 
 
 def _segments(value: Any) -> list[Segment] | None:
-    parsed = parse_json_like(value)
-    if not is_sequence(parsed):
-        return None
-    out = []
-    for item in parsed:
-        segment = _segment_of(item)
-        if segment is None:
-            return None
-        out.append(segment)
-    return out
+    return _each(parse_json_like(value), _segment_of)
 
 
 def _box_of(value: Any) -> Box | None:
@@ -130,15 +127,7 @@ def _boxes(value: Any) -> list[Box] | None:
         return [single]
     if isinstance(parsed, dict) and "bboxes" in parsed:
         parsed = parsed.get("bboxes")
-    if not is_sequence(parsed):
-        return None
-    out = []
-    for item in parsed:
-        box = _box_of(item)
-        if box is None:
-            return None
-        out.append(box)
-    return out
+    return _each(parsed, _box_of)
 
 
 def _keyed(value: Any, convert: Callable[[Any], Any]) -> dict[str, Any] | None:
@@ -219,7 +208,9 @@ def _matched_mean(pairs: list[float], pred_n: int, gt_n: int) -> float:
     return float(sum(pairs) / max(pred_n, gt_n, 1)) if pairs else 0.0
 
 
-def _set_iou(pred: list[Box], gt: list[Box]) -> float:
+def _set_match(pred: list[Any], gt: list[Any], measure: Callable[[Any, Any], float], *, similarity: bool) -> float:
+    """Mean over a one-to-one assignment of the float32 ``measure`` matrix: a similarity (IoU) is maximised and
+    averaged as is, a distance is minimised and averaged softened; 1.0 when both sides are empty, 0.0 when one is."""
     import numpy as np
 
     if not pred and not gt:
@@ -229,24 +220,20 @@ def _set_iou(pred: list[Box], gt: list[Box]) -> float:
     matrix = np.zeros((len(pred), len(gt)), dtype=np.float32)
     for r, a in enumerate(pred):
         for c, b in enumerate(gt):
-            matrix[r, c] = _iou(a, b)
-    rows, cols = _assign(-matrix, maximise_fallback=matrix)
-    return _matched_mean([float(matrix[r, c]) for r, c in zip(rows, cols)], len(pred), len(gt))
+            matrix[r, c] = measure(a, b)
+    if similarity:
+        rows, cols = _assign(-matrix, maximise_fallback=matrix)
+        return _matched_mean([float(matrix[r, c]) for r, c in zip(rows, cols)], len(pred), len(gt))
+    rows, cols = _assign(matrix, maximise_fallback=-matrix)
+    return _matched_mean([_soft(float(matrix[r, c])) for r, c in zip(rows, cols)], len(pred), len(gt))
+
+
+def _set_iou(pred: list[Box], gt: list[Box]) -> float:
+    return _set_match(pred, gt, _iou, similarity=True)
 
 
 def _set_distance(pred: list[Any], gt: list[Any], distance: Callable[[Any, Any], float]) -> float:
-    import numpy as np
-
-    if not pred and not gt:
-        return 1.0
-    if not pred or not gt:
-        return 0.0
-    matrix = np.zeros((len(pred), len(gt)), dtype=np.float32)
-    for r, a in enumerate(pred):
-        for c, b in enumerate(gt):
-            matrix[r, c] = distance(a, b)
-    rows, cols = _assign(matrix, maximise_fallback=-matrix)
-    return _matched_mean([_soft(float(matrix[r, c])) for r, c in zip(rows, cols)], len(pred), len(gt))
+    return _set_match(pred, gt, distance, similarity=False)
 
 
 def _sequence(pred: list[Any], gt: list[Any], similarity: Callable[[Any, Any], float]) -> float:
