@@ -114,6 +114,18 @@ def model_dir(work: Path, dry_run: bool) -> Path:
     return path
 
 
+def _shared_prefix(a: str, b: str) -> int:
+    """The length of the longest common prefix of ``a`` and ``b`` (binary search on slices: C-speed compares)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 class Answerer:
     """A valid judge answer for any judge prompt of the mini campaign: the benchmark is the one whose recorded
     prompts share the longest prefix with it (a CPU recording pass over score_speed's synthetic responses), the
@@ -125,7 +137,11 @@ class Answerer:
         recorded = jt.build_workload(release, work / "signatures" / "campaign", work / "signatures" / "data", keys,
                                      12, [SEED])
         self.recorded = recorded
-        self.prompts = [(call.benchmark, p) for call in recorded.calls for p in call.prompts]
+        representatives: dict[tuple[str, str], str] = {}  # one prompt per benchmark and 200-character opening
+        for call in recorded.calls:
+            for prompt in call.prompts:
+                representatives.setdefault((call.benchmark, prompt[:200]), prompt)
+        self.prompts = [(key, prompt) for (key, _), prompt in representatives.items()]
         self.answers: dict[str, Any] = {}
         for key in keys:
             judge = SPEED_CASES[key](1).judge
@@ -134,7 +150,7 @@ class Answerer:
     def benchmark_of(self, prompt: str) -> str | None:
         best, length = None, -1
         for key, seen in self.prompts:
-            shared = len(os.path.commonprefix([prompt, seen]))
+            shared = _shared_prefix(prompt, seen)
             if shared > length:
                 best, length = key, shared
         return best
@@ -223,12 +239,13 @@ def _generate_argv(release: Any, model: Path, campaign: Path, data_root: Path, k
 ENGINE_UP = "engine differs from the paper's"
 
 
-def run_timed(argv: list[str], env: dict, log: Path, timeout_s: float) -> tuple[float, list[float]]:
+def run_timed(argv: list[str], env: dict, log: Path, timeout_s: float) -> tuple[float, list[float], int]:
     """Run ``argv`` (output to ``log``, each line prefixed with its second since the start), at most ``timeout_s``;
-    returns its wall seconds and the seconds at which each line containing :data:`ENGINE_UP` came.
+    returns its wall seconds, the seconds at which each line containing :data:`ENGINE_UP` came, and its exit code
+    (1: it ran to the end, some slice failed).
 
     Raises:
-        SystemExit: it failed or ran out of time (the log's tail printed).
+        SystemExit: it ran out of time or exited otherwise than 0 or 1 (the log's tail printed).
     """
     print("[run] " + " ".join(argv), flush=True)
     t0 = time.monotonic()
@@ -260,12 +277,14 @@ def run_timed(argv: list[str], env: dict, log: Path, timeout_s: float) -> tuple[
         seconds = time.monotonic() - t0
         reader.join(10)
     tail = "".join(line for line in log.read_text(errors="replace").splitlines(keepends=True)[-15:])
-    if code != 0:
+    if code not in (0, 1):
         print(tail, file=sys.stderr)
         raise SystemExit(f"{argv[3]} {'timed out' if code is None else f'exited {code}'} after {seconds:.0f} s "
                          f"(log {log})")
     print(tail, end="", flush=True)
-    return seconds, ups
+    if code == 1:
+        print(f"[run] {argv[3]} exited 1: some slice failed (log {log})", flush=True)
+    return seconds, ups, code
 
 
 def generated(campaign: Path) -> dict[str, float]:
@@ -302,18 +321,25 @@ def design_upstream(ctx: dict) -> dict:
         up = time.time()
         argv = [*_generate_argv(release, ctx["model"], campaign, ctx["data_root"], keys), "--backend", "openai",
                 "--base-url", url, "--concurrency", str(UPSTREAM_IN_FLIGHT), "--schedule", "per-slice"]
-        run_timed(argv, ctx["env"], ctx["work"] / "generate-upstream.log", args.phase_timeout)  # one client
+        code = run_timed(argv, ctx["env"], ctx["work"] / "generate-upstream.log", args.phase_timeout)[2]
     finally:
         stop()
     gen_end = time.time()
+    from trace_lib.errors import TraceReproError
+
     sources = load_artifact_sources(release)
     work = jt.Workload()
+    failed = []
     for key in keys:  # the CPU part of upstream's scoring: each slice through its protocol, judge calls recorded
         protocol = get_protocol(key)
-        rows = protocol.load(sources[key].local_path(ctx["data_root"]))
-        path = response_path(campaign, model=MODEL, seed=SEED, benchmark=key)
-        texts = responses_for_rows(rows, load_responses(path), source=str(path))
-        jt.record_calls(work, protocol, key, SEED, rows, texts, ctx["answerer"].answer)
+        try:
+            rows = protocol.load(sources[key].local_path(ctx["data_root"]))
+            path = response_path(campaign, model=MODEL, seed=SEED, benchmark=key)
+            texts = responses_for_rows(rows, load_responses(path), source=str(path))
+            jt.record_calls(work, protocol, key, SEED, rows, texts, ctx["answerer"].answer)
+        except TraceReproError as exc:
+            failed.append(key)
+            print(f"[upstream] {key} not scored: {exc.render()}", flush=True)
     recorded = time.time()
     done: list[int] = []
     replay = threading.Thread(target=lambda: done.append(jt.upstream_design(ctx["judge_url"], work, release)),
@@ -325,7 +351,10 @@ def design_upstream(ctx: dict) -> dict:
     return {"design": "upstream", "e2e_s": end - t0, "engine_start_s": up - t0, "generation_s": gen_end - up,
             "judge_scoring_s": end - gen_end, "scoring_cpu_s": recorded - gen_end, "rows": stats["rows"],
             "output_tokens": stats["output_tokens"], "judge_requests": work.prompts,
-            "complete": bool(done), "note": "" if done else f"judge replay stopped at --phase-timeout"}
+            "complete": bool(done) and not failed and code == 0,
+            "note": "; ".join(filter(None, ["" if done else "judge replay stopped at --phase-timeout",
+                                            f"not scored: {' '.join(failed)}" if failed else "",
+                                            "" if code == 0 else "some slice failed to generate"]))}
 
 
 def design_trace_repro(ctx: dict, order: str) -> dict:
@@ -342,7 +371,7 @@ def design_trace_repro(ctx: dict, order: str) -> dict:
     env = dict(ctx["env"], TRACE_VLLM_LOAD_FORMAT="dummy")
     t0 = time.time()
     try:
-        seconds, ups = run_timed(argv, env, ctx["work"] / f"generate-{name}.log", args.phase_timeout)
+        seconds, ups, code = run_timed(argv, env, ctx["work"] / f"generate-{name}.log", args.phase_timeout)
     finally:
         relay.close()
     end = t0 + seconds
@@ -354,15 +383,16 @@ def design_trace_repro(ctx: dict, order: str) -> dict:
             "generation_s": gen_end - t0 - start,
             "judge_scoring_s": end - gen_end, "rows": stats["rows"], "output_tokens": stats["output_tokens"],
             "judge_requests": relay.prompts, "scored": _scored(campaign),
-            "complete": _scored(campaign) == len(ctx["keys"]), "note": ""}
+            "complete": code == 0 and _scored(campaign) == len(ctx["keys"]),
+            "note": "" if code == 0 else f"some slice failed (log generate-{name}.log)"}
 
 
-def estimate(ctx: dict, output_tokens: int | None) -> dict | None:
-    """``trace-repro plan --estimate --json`` of the same mini plan on one GPU."""
+def estimate(ctx: dict, output_tokens: int | None, rows: int, keys: list[str]) -> dict | None:
+    """``trace-repro plan --estimate --json`` of the same mini plan (``keys`` x ``rows``) on one GPU."""
     args = ctx["args"]
     argv = [sys.executable, "-m", "trace_lib", "plan", "--estimate", "--json", "--gpus", "1", "--trace-root",
             str(ctx["release"].path), "--model", MODEL, str(ctx["model"]), REVISION, SOURCE, "Mini 3B",
-            "--seeds", str(SEED), "--rows", str(args.rows), *[a for k in ctx["keys"] for a in ("--benchmark", k)],
+            "--seeds", str(SEED), "--rows", str(rows), *[a for k in keys for a in ("--benchmark", k)],
             *(["--calibration", args.calibration] if args.calibration else []),
             *(["--output-tokens", str(output_tokens)] if output_tokens else [])]
     done = subprocess.run(argv, capture_output=True, text=True, env=ctx["env"], cwd=REPO, timeout=120)
@@ -390,7 +420,7 @@ def report(ctx: dict) -> None:
         work_s = r["e2e_s"] - r["engine_start_s"]
         ratio = f"{base['e2e_s'] / r['e2e_s']:.2f}" if base else "-"
         ratio_work = f"{(base['e2e_s'] - base['engine_start_s']) / work_s:.2f}" if base and work_s > 0 else "-"
-        flag = "" if r.get("complete", True) else " (incomplete)"
+        flag = "" if r.get("complete", True) else f" (incomplete: {r.get('note') or 'see its log'})"
         print(f"| {name}{flag} | {r['engine_start_s']:.0f} | {r['generation_s']:.1f} | {r['judge_scoring_s']:.1f} | "
               f"{r['e2e_s']:.1f} | {work_s:.1f} | {r['rows']} | {r['judge_requests']} | {ratio} | {ratio_work} |")
     print("(target: overlapped end to end >= 2.5x upstream's phased design)")
@@ -406,7 +436,8 @@ def report(ctx: dict) -> None:
     phased = results.get("phased")
     if phased:
         mean_tokens = round(phased["output_tokens"] / max(phased["rows"], 1)) or None
-        est = estimate(ctx, mean_tokens)
+        est = estimate(ctx, mean_tokens, phased.get("rows_per_slice", ctx["args"].rows),
+                       phased.get("benchmarks", ctx["keys"]))
         if est is not None:
             by = {p["name"]: p for p in est["phases"]}
             judge = by["judge"]
@@ -430,13 +461,32 @@ def report(ctx: dict) -> None:
         print(f"calibration: section mini_campaign written to {ctx['args'].calibration}")
 
 
+def _started_judge(work: Path) -> dict | None:
+    """The judge ``--design judge`` started under ``work`` when it still answers, else None."""
+    from trace_lib.errors import JudgeError
+    from trace_lib.scoring.judge import JUDGE_SERVED_NAME
+    from trace_lib.scoring.judge_http import probe
+
+    path = work / "judge.json"
+    if not path.is_file():
+        return None
+    started = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        probe(started["url"], JUDGE_SERVED_NAME, timeout_s=5.0)
+    except JudgeError:
+        return None
+    return started
+
+
 def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # through the finally blocks: servers are stopped
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work-dir", required=True)
-    parser.add_argument("--design", choices=("all", "judge", *DESIGNS), default="all",
-                        help="judge: start the shared judge detached, print its URL and exit")
-    parser.add_argument("--judge-url", default=None, help="an already running judge (e.g. from --design judge)")
+    parser.add_argument("--design", choices=("all", "judge", "stop-judge", "report", *DESIGNS), default="all",
+                        help="judge: start the shared judge detached (or find it running), print its URL and exit; "
+                             "stop-judge: stop it; report: print the table of the designs measured so far")
+    parser.add_argument("--judge-url", default=None,
+                        help="an already running judge; 'auto': the one --design judge started (<work-dir>/judge.json)")
     parser.add_argument("--rows", type=int, default=64, help="rows per benchmark (one seed)")
     parser.add_argument("--benchmarks", nargs="+", default=list(DEFAULT_BENCHMARKS))
     parser.add_argument("--engines-per-group", type=int, default=2, help="trace-repro designs (item 5)")
@@ -460,14 +510,28 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.work_dir).resolve()
     (work / "results").mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    if args.design == "judge":
+    started = _started_judge(work)
+    if args.design in ("judge", "stop-judge"):
         if args.dry_run:
             raise SystemExit("--design judge starts the GPU judge; a dry run starts its stub judge per invocation")
+        if args.design == "stop-judge":
+            if started:
+                os.killpg(started["pid"], signal.SIGTERM)
+                (work / "judge.json").unlink()
+            print(f"[judge] {'stopped pid ' + str(started['pid']) if started else 'none running'}", flush=True)
+            return 0
+        if started:
+            print(f"[judge] already up (pid {started['pid']}); --judge-url {started['url']}", flush=True)
+            return 0
         server, url = start_judge(work, release, args)
         (work / "judge.json").write_text(json.dumps({"url": url, "pid": server.pid}), encoding="utf-8")
-        print(f"[judge] detached (pid {server.pid}, stop with: kill -TERM -- -{server.pid}); "
-              f"--judge-url {url}", flush=True)
+        print(f"[judge] up and detached (pid {server.pid}; stop with --design stop-judge); --judge-url {url} "
+              f"(or --judge-url auto)", flush=True)
         return 0
+    if args.judge_url == "auto":
+        if not started:
+            raise SystemExit(f"--judge-url auto: no running judge recorded in {work / 'judge.json'}")
+        args.judge_url = started["url"]
     keys = list(args.benchmarks)
     data_root = work / "data"
     build_data(release, data_root, keys, args.rows)
@@ -479,7 +543,11 @@ def main(argv: list[str] | None = None) -> int:
         env["PYTHONPATH"] = os.pathsep.join([str(work / "stub-vllm"), env["PYTHONPATH"]])
         env["CUDA_VISIBLE_DEVICES"] = "0"
     ctx = {"args": args, "release": release, "work": work, "keys": keys, "data_root": data_root, "env": env,
-           "model": model_dir(work, args.dry_run), "answerer": Answerer(release, work, keys)}
+           "model": model_dir(work, args.dry_run)}
+    if args.design == "report":
+        report(ctx)
+        return 0
+    ctx["answerer"] = Answerer(release, work, keys)
     print(f"[setup] {len(keys)} benchmarks x 1 seed x {args.rows} rows under {work} in "
           f"{time.monotonic() - t0:.0f} s", flush=True)
     judge = None
@@ -494,13 +562,18 @@ def main(argv: list[str] | None = None) -> int:
         designs = DESIGNS if args.design == "all" else (args.design,)
         for name in designs:
             print(f"[{name}] starting", flush=True)
+            jt.reset_prefix_cache(ctx["judge_url"])  # no design profits from another's judge prompts
             try:
                 result = design_upstream(ctx) if name == "upstream" else design_trace_repro(
                     ctx, "phased" if name == "phased" else "overlap")
-            except SystemExit as exc:  # one design failing leaves the others to run
+            except (SystemExit, Exception) as exc:  # noqa: BLE001 - one design failing leaves the others to run
+                import traceback
+
+                if not isinstance(exc, SystemExit):
+                    traceback.print_exc()
                 print(f"[{name}] failed: {exc}", flush=True)
                 continue
-            result["dry_run"] = args.dry_run
+            result.update(dry_run=args.dry_run, rows_per_slice=args.rows, benchmarks=keys)
             (work / "results" / f"{name}.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
             print(f"[{name}] end to end {result['e2e_s']:.1f} s (engine start {result['engine_start_s']:.0f} s, "
                   f"generation {result['generation_s']:.1f} s, judge + scoring {result['judge_scoring_s']:.1f} s; "

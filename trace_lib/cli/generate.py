@@ -18,6 +18,13 @@ engines are Ray actors on every node of that cluster (one per GPU group, tensor 
 ``trace_lib.generation.backends.ray_engines``; ``--engines-per-group N`` puts N single-GPU engine actors on each
 GPU) and this process stays the single writer of the stores; the model and data paths must be the same on every
 node (a shared filesystem).
+
+``--score [overlap|phased] --judge-url URL`` also scores the slices (the campaign scorer, as ``trace-repro score
+--campaign-root``): ``overlap`` (the default) each slice the moment its last row is stored, while generation goes
+on; ``phased`` (upstream's order) once every slice is generated and every engine closed (with several workers, in
+this process after they all exited). ``TRACE_VLLM_LOAD_FORMAT=dummy`` (benchmarks only) loads random weights from
+a config-only model directory (with ``--model-verify none``); the store headers say so and those responses get no
+verdict.
 """
 
 from __future__ import annotations
