@@ -267,13 +267,11 @@ def run_timed(argv: list[str], env: dict, log: Path, timeout_s: float) -> tuple[
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            jt.stop(proc)  # its process group: SIGTERM, then SIGKILL
             code = None
+        except BaseException:  # this script stopped (SIGTERM, Ctrl-C): its engines must not outlive it
+            jt.stop(proc)
+            raise
         seconds = time.monotonic() - t0
         reader.join(10)
     tail = "".join(line for line in log.read_text(errors="replace").splitlines(keepends=True)[-15:])
