@@ -86,11 +86,16 @@ def build_data(release: Any, data_root: Path, keys: list[str], rows: int) -> Non
     from trace_lib.data.prepare import load_artifact_sources
     from trace_lib.testing.tiny_bench import tiny_png
 
+    import shutil
+
     sources = load_artifact_sources(release)
+    marker = data_root / "mini_campaign.json"  # what the data was built for: other rows or benchmarks rebuild it
+    wanted = {"rows": rows, "benchmarks": keys}
+    if marker.is_file() and json.loads(marker.read_text(encoding="utf-8")) == wanted:
+        return
+    shutil.rmtree(data_root, ignore_errors=True)
     for b, key in enumerate(keys):
         path = sources[key].local_path(data_root)
-        if path.is_file():
-            continue
         case = SPEED_CASES[key](rows)
         for i, row in enumerate(case.rows):
             if "image" in row:
@@ -98,6 +103,7 @@ def build_data(release: Any, data_root: Path, keys: list[str], rows: int) -> Non
                 row["image"] = base64.b64encode(png).decode("ascii")
         path.parent.mkdir(parents=True, exist_ok=True)
         pd.DataFrame(case.rows).to_csv(path, sep="\t", index=False)
+    marker.write_text(json.dumps(wanted), encoding="utf-8")
 
 
 def model_dir(work: Path, dry_run: bool) -> Path:
@@ -134,6 +140,9 @@ class Answerer:
     def __init__(self, release: Any, work: Path, keys: list[str]) -> None:
         from score_speed import SPEED_CASES
 
+        import shutil
+
+        shutil.rmtree(work / "signatures", ignore_errors=True)  # written afresh by every invocation
         recorded = jt.build_workload(release, work / "signatures" / "campaign", work / "signatures" / "data", keys,
                                      12, [SEED])
         self.recorded = recorded
@@ -304,6 +313,14 @@ def _scored(campaign: Path) -> int:
     return len(list((campaign / "scoring").rglob("scores.json")))
 
 
+def _fresh(campaign: Path) -> Path:
+    """``campaign`` emptied: a design measured again generates everything again (nothing resumed)."""
+    import shutil
+
+    shutil.rmtree(campaign, ignore_errors=True)
+    return campaign
+
+
 def design_upstream(ctx: dict) -> dict:
     """Upstream's phased design (module docstring)."""
     from trace_lib.benchmarks.registry import get_protocol
@@ -312,7 +329,7 @@ def design_upstream(ctx: dict) -> dict:
     from trace_lib.scoring.score import responses_for_rows
 
     args, release, keys = ctx["args"], ctx["release"], ctx["keys"]
-    campaign = ctx["work"] / "campaign-upstream"
+    campaign = _fresh(ctx["work"] / "campaign-upstream")
     t0 = time.time()
     stop, url = start_generation_server(ctx["work"], ctx["model"], ctx["data_root"], args)
     try:
@@ -359,7 +376,7 @@ def design_trace_repro(ctx: dict, order: str) -> dict:
     """trace-repro's design, phased or overlapped: ``trace-repro generate --score ORDER`` (module docstring)."""
     args, release = ctx["args"], ctx["release"]
     name = "phased" if order == "phased" else "overlapped"
-    campaign = ctx["work"] / f"campaign-{name}"
+    campaign = _fresh(ctx["work"] / f"campaign-{name}")
     relay = jt.AnswerRelay(ctx["judge_url"], {}, fallback=ctx["answerer"].for_request_text)
     argv = [*_generate_argv(release, ctx["model"], campaign, ctx["data_root"], ctx["keys"]), "--backend", "vllm",
             "--engines-per-group", str(args.engines_per_group), "--gpu-memory-utilization",
@@ -422,6 +439,9 @@ def report(ctx: dict) -> None:
         print(f"| {name}{flag} | {r['engine_start_s']:.0f} | {r['generation_s']:.1f} | {r['judge_scoring_s']:.1f} | "
               f"{r['e2e_s']:.1f} | {work_s:.1f} | {r['rows']} | {r['judge_requests']} | {ratio} | {ratio_work} |")
     print("(target: overlapped end to end >= 2.5x upstream's phased design)")
+    sizes = {(r.get("rows_per_slice"), tuple(r.get("benchmarks") or ())) for r in results.values()}
+    if len(sizes) > 1:
+        print("warning: these designs ran on different campaigns (--rows or --benchmarks differ): not comparable")
     for name in ("phased", "overlapped"):
         r = results.get(name)
         if r and r["generation_s"] > 0:
@@ -457,6 +477,17 @@ def report(ctx: dict) -> None:
             "results": results, "measured_by": "benchmarks/mini_campaign.py " + " ".join(sys.argv[1:]),
             "measured_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")})
         print(f"calibration: section mini_campaign written to {ctx['args'].calibration}")
+
+
+def _start_detached_judge(work: Path, release: Any, args: argparse.Namespace) -> dict:
+    """Start the shared judge, leave it running (its own session) and record it in ``<work>/judge.json``."""
+    t0 = time.monotonic()
+    server, url = start_judge(work, release, args)
+    started = {"url": url, "pid": server.pid}
+    (work / "judge.json").write_text(json.dumps(started), encoding="utf-8")
+    print(f"[judge] up in {time.monotonic() - t0:.0f} s and detached (pid {server.pid}; stop with --design "
+          f"stop-judge); --judge-url {url} (or --judge-url auto)", flush=True)
+    return started
 
 
 def _started_judge(work: Path) -> dict | None:
@@ -521,14 +552,14 @@ def main(argv: list[str] | None = None) -> int:
         if started:
             print(f"[judge] already up (pid {started['pid']}); --judge-url {started['url']}", flush=True)
             return 0
-        server, url = start_judge(work, release, args)
-        (work / "judge.json").write_text(json.dumps({"url": url, "pid": server.pid}), encoding="utf-8")
-        print(f"[judge] up and detached (pid {server.pid}; stop with --design stop-judge); --judge-url {url} "
-              f"(or --judge-url auto)", flush=True)
+        _start_detached_judge(work, release, args)
         return 0
-    if args.judge_url == "auto":
-        if not started:
-            raise SystemExit(f"--judge-url auto: no running judge recorded in {work / 'judge.json'}")
+    if args.judge_url == "auto" and args.dry_run:
+        args.judge_url = None  # a dry run's stub judge lives as long as the invocation
+    elif args.judge_url == "auto":
+        if not started:  # the machine was handed back since: start it again, for this call and the next ones
+            print(f"[judge] --judge-url auto: none running under {work}; starting one", flush=True)
+            started = _start_detached_judge(work, release, args)
         args.judge_url = started["url"]
     keys = list(args.benchmarks)
     data_root = work / "data"
