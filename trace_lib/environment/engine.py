@@ -402,7 +402,8 @@ def campaign_engine_line(docs: Mapping[str, Mapping[str, Any] | None]) -> str:
 
 
 def engine_properties(doc: Mapping[str, Any] | None) -> list[tuple[str, str]]:
-    """JUnit receipt properties of a stored engine record: each version, the paper's, the match flag, the drift."""
+    """JUnit receipt properties of a stored engine record: each version, the paper's, the match flag, the drift
+    (and ``engine_random_weights`` for responses from random weights)."""
     if not isinstance(doc, Mapping):
         return [("engine_matches_paper", "unknown"), ("engine_drift", "engine not recorded")]
     props = [(f"engine_{k}", str(doc.get(k))) for k in (*ENGINE_PACKAGES, "cuda", "gpu", "backend")]
@@ -413,4 +414,6 @@ def engine_properties(doc: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     drift = engine_drift_text(doc)
     if drift:
         props.append(("engine_drift", drift))
+    if random_weights(doc):  # TRACE_VLLM_LOAD_FORMAT=dummy: a benchmark's receipt, never a reproduction's
+        props.append(("engine_random_weights", "true"))
     return props
