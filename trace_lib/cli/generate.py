@@ -239,8 +239,7 @@ def run(args: argparse.Namespace) -> ExitCode:
         if args.score != "phased":  # each worker scores its own slices as they complete
             return _spawn_workers(plan, argv, engines)
         # upstream's order: every worker generates (and exits, freeing its engine), then this process scores
-        scoring = _Scoring(args, plan.campaign_root, Path(plan.data_root).resolve(),
-                           load_artifact_sources(release), plan.slices)
+        scoring = _Scoring(args, plan.campaign_root, Path(plan.data_root).resolve(), sources, plan.slices)
         code = _spawn_workers(plan, _without_score(argv), engines)
         failures = scoring.score_stored(plan.slices)
         print(f"[generate] scored {len(plan.slices) - len(failures)}/{len(plan.slices)} slice(s)"
