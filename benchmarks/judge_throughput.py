@@ -118,12 +118,10 @@ def build_workload(release: Any, campaign: Path, data_root: Path, keys: list[str
     import pandas as pd
     from score_speed import SPEED_CASES
 
-    from trace_lib.benchmarks.protocol import ScoringContext
     from trace_lib.benchmarks.registry import get_protocol
     from trace_lib.data.prepare import load_artifact_sources
     from trace_lib.errors import TraceReproError
     from trace_lib.generation.store import response_path
-    from trace_lib.scoring.judge import MIN_COMPLETION_TOKENS, CallableJudge
     from trace_lib.testing.synthetic_campaign import write_response_file
 
     sources = load_artifact_sources(release)
@@ -142,19 +140,8 @@ def build_workload(release: Any, campaign: Path, data_root: Path, keys: list[str
             write_response_file(response_path(campaign, model=MODEL, seed=seed, benchmark=key), model=MODEL,
                                 seed=seed, benchmark=key, rows=loaded, texts=texts)
 
-            class Recorder(CallableJudge):
-                def _ask(self, prompts, transport, settings, _key=key, _seed=seed):  # noqa: ANN001, ANN202
-                    settings = dict(settings)
-                    if transport == "completions":
-                        settings["max_tokens"] = max(MIN_COMPLETION_TOKENS, settings["max_tokens"])
-                    call = Call(_key, _seed, transport, tuple(prompts), settings)
-                    work.calls.append(call)
-                    for prompt in prompts:
-                        work.answers.setdefault(_rendered(call, prompt), answer(prompt, transport, settings).strip())
-                    return super()._ask(prompts, transport, settings)
-
             try:
-                protocol.score(loaded, texts, ScoringContext(seed=seed, judge=Recorder(answer)))
+                record_calls(work, protocol, key, seed, loaded, texts, answer)
             except TraceReproError as exc:  # e.g. WeMath on too few rows: leave the benchmark out
                 print(f"[setup] {key} left out: {exc.render()}", flush=True)
                 work.calls = [c for c in work.calls if c.benchmark != key]
@@ -166,11 +153,37 @@ def build_workload(release: Any, campaign: Path, data_root: Path, keys: list[str
     return work
 
 
+def record_calls(work: Workload, protocol: Any, key: str, seed: int, rows: list, texts: list[str],
+                 answer: Callable[[str, str, dict], str]) -> Any:
+    """Score ``texts`` with a stub judge answering ``answer(prompt, transport, settings)``, appending every judge
+    call the protocol makes to ``work`` (and each prompt's answer); returns the protocol's score.
+
+    Raises:
+        TraceReproError: the protocol cannot score these rows.
+    """
+    from trace_lib.benchmarks.protocol import ScoringContext
+    from trace_lib.scoring.judge import MIN_COMPLETION_TOKENS, CallableJudge
+
+    class Recorder(CallableJudge):
+        def _ask(self, prompts, transport, settings):  # noqa: ANN001, ANN202
+            settings = dict(settings)
+            if transport == "completions":
+                settings["max_tokens"] = max(MIN_COMPLETION_TOKENS, settings["max_tokens"])
+            call = Call(key, seed, transport, tuple(prompts), settings)
+            work.calls.append(call)
+            for prompt in prompts:
+                work.answers.setdefault(_rendered(call, prompt), answer(prompt, transport, settings).strip())
+            return super()._ask(prompts, transport, settings)
+
+    return protocol.score(rows, texts, ScoringContext(seed=seed, judge=Recorder(answer)))
+
+
 # -- the engine ------------------------------------------------------------------------------------------------
 
 def start_judge(work: Path, release: Any, *, log_path: Path | None = None, eager: bool = False,
-                timeout_s: float = 540.0) -> tuple[subprocess.Popen, str]:
-    """Start the 32B-shaped ``vllm serve`` (upstream's command + ``--load-format dummy``); returns it and its URL."""
+                timeout_s: float = 540.0, gpu_memory_utilization: float | None = None) -> tuple[subprocess.Popen, str]:
+    """Start the 32B-shaped ``vllm serve`` (upstream's command + ``--load-format dummy``; ``gpu_memory_utilization``
+    instead of upstream's 0.90 when given); returns it and its URL."""
     from trace_lib.scoring.judge import JUDGE_SERVED_NAME
     from trace_lib.scoring.judge_http import probe
     from trace_lib.scoring.judge_pool import PoolSpec, port_taken, release_chat_template, serve_command, \
@@ -188,7 +201,9 @@ def start_judge(work: Path, release: Any, *, log_path: Path | None = None, eager
         template.write_text(QWEN3_NO_THINK_TEMPLATE, encoding="utf-8")
     port = next(p for p in range(18100, 18200) if not port_taken("127.0.0.1", p))
     spec = PoolSpec(model_root=model, gpu_groups=("0",), log_dir=work, chat_template=template,
-                    served_names=(JUDGE_SERVED_NAME,), port_start=port, extra_args=("--load-format", "dummy", *(["--enforce-eager"] if eager else [])))
+                    served_names=(JUDGE_SERVED_NAME,), port_start=port,
+                    extra_args=("--load-format", "dummy", *(["--enforce-eager"] if eager else [])),
+                    gpu_memory_utilization=gpu_memory_utilization)
     argv = serve_command(spec, 0)
     if shutil.which(argv[0]) is None:  # wheels installed with --target: no console script on PATH
         argv[:2] = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve"]
@@ -263,13 +278,15 @@ def reset_prefix_cache(base: str) -> bool:
 # -- the relay in front of the engine for path (b) -------------------------------------------------------------
 
 class AnswerRelay:
-    """Forward every request to ``upstream`` unchanged; answer with the recorded answer of each prompt (vLLM's
-    choices otherwise as they came: finish reasons become ``stop``). Counts the prompts it forwarded."""
+    """Forward every request to ``upstream`` unchanged; answer with the recorded answer of each prompt, else
+    ``fallback(request text)`` (vLLM's choices otherwise as they came: finish reasons become ``stop``). Counts the
+    prompts it forwarded."""
 
-    def __init__(self, upstream: str, answers: dict[str, str]) -> None:
+    def __init__(self, upstream: str, answers: dict[str, str],
+                 fallback: Callable[[str], str | None] | None = None) -> None:
         import httpx
 
-        self.upstream, self.answers = upstream.rstrip("/"), answers
+        self.upstream, self.answers, self.fallback = upstream.rstrip("/"), answers, fallback
         self.prompts = self.unknown = 0
         self._lock = threading.Lock()
         self._client = httpx.Client(limits=httpx.Limits(max_connections=512, max_keepalive_connections=512),
@@ -320,6 +337,8 @@ class AnswerRelay:
         for choice in answer.get("choices", []):
             text = texts[choice.get("index", 0)]
             reply = self.answers.get(text)
+            if reply is None and self.fallback is not None:  # a prompt not recorded beforehand
+                reply = self.fallback(text)
             with self._lock:
                 self.prompts += 1
                 self.unknown += reply is None

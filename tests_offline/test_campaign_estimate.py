@@ -119,3 +119,19 @@ def test_status_sets_the_campaign_against_the_estimate(capsys, tmp_path):
     doc = json.loads(capsys.readouterr().out)
     assert doc["estimate"]["gpus"] == 1 and [p["name"] for p in doc["estimate"]["phases"]] == [
         "generation", "judge", "scoring"]
+
+
+def test_plan_estimate_of_a_mini_campaign_caps_the_rows_and_prints_json(release, capsys):
+    """``plan --estimate --rows N --json`` (what benchmarks/mini_campaign.py sets against its measured run)."""
+    import json
+
+    from trace_lib.cli.main import main
+
+    assert main(["plan", "--trace-root", str(release.path), "--estimate", "--json", "--gpus", "1", "--model-id",
+                 "trace-qwen2.5-vl-3b", "--seeds", "42", "--benchmark", "mmstar", "--benchmark", "charxivreason",
+                 "--rows", "32"]) == 0
+    est = json.loads(capsys.readouterr().out)
+    phases = {p["name"]: p for p in est["phases"]}
+    assert phases["generation"]["work"] == 64  # 2 slices x 32 rows, not the suite's 2,500
+    assert phases["judge"]["work"] == 32 * 1.0 + 32 * 0.2  # CharXiv every row, MMStar's fallback share
+    assert abs(est["total_s"] - sum(p["seconds"] for p in est["phases"])) <= 0.2  # each rounded to 0.1 s

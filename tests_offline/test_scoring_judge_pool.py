@@ -185,3 +185,19 @@ def test_ctrl_c_while_waiting_stops_every_server(release, env, tmp_path):
     while not _gone(server_pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _gone(server_pid)
+
+
+def test_judge_serve_takes_a_memory_share_for_a_gpu_shared_with_generation(release, env, capsys):
+    """``judge serve --gpu-memory-utilization F`` replaces upstream's 0.90 (the rest of the GPU left to the
+    generation engines: docs/judge.md, 'Sharing a GPU with generation')."""
+    port = free_port_run(1)
+    code = main(["judge", "serve", "--trace-root", str(release.path), "--judge-model", str(env["weights"]),
+                 "--gpu-groups", "0", "--port-start", str(port), "--chat-template", str(env["template"]),
+                 "--vllm", str(env["vllm"]), "--log-dir", str(env["logs"]), "--gpu-memory-utilization", "0.6"])
+    try:
+        assert code == 0
+        argv = json.loads((env["record"] / f"{port}.json").read_text())["argv"]
+        assert argv[argv.index("--gpu-memory-utilization") + 1] == "0.6"
+        assert argv.count("--gpu-memory-utilization") == 1
+    finally:
+        main(["judge", "stop", "--log-dir", str(env["logs"]), "--grace", "5"])

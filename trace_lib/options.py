@@ -346,6 +346,12 @@ DEBUG_ENV = EnvVar("TRACE_REPRO_DEBUG", "1: show tracebacks instead of one-line 
 JUDGE_PREFIX_ORDER_ENV = EnvVar("TRACE_JUDGE_PREFIX_ORDER", "0: judge prompts go out in the protocol's order "
                                 "(default 1: sorted, for the prefix cache)", default="1")
 CALIBRATION_ENV = EnvVar("TRACE_CALIBRATION", "the rates file plan --estimate reads (--calibration)")
+#: For benchmarks only: ``dummy`` loads random weights (a config-only model directory is enough). Responses then
+#: say so in their store header (``engine.load_format``), cannot be resumed on real weights, and get no verdict.
+VLLM_LOAD_FORMAT_ENV = EnvVar("TRACE_VLLM_LOAD_FORMAT", "benchmarks only: the vllm backend's vLLM load_format "
+                              "('dummy': random weights; responses are marked and get no verdict)", default="auto")
+#: Load formats whose weights are not the checkpoint's (random): their responses measure speed, never accuracy.
+RANDOM_WEIGHT_LOAD_FORMATS = ("dummy",)
 
 #: Every ``TRACE_*`` environment variable, by name: each Option with an ``env`` and each EnvVar of this module.
 ENVIRONMENT: dict[str, Option | EnvVar] = {

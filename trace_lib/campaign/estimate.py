@@ -266,9 +266,9 @@ def estimate(work: Sequence[SliceWork], rates: Rates, *, gpus: int, output_token
 
 
 def slice_work(suite: Any, slices: Sequence[tuple[str, int, str]],
-               repositories: Mapping[str, str] | None = None) -> list[SliceWork]:
-    """A :class:`SliceWork` per ``(model, seed, benchmark)``: the suite's rows, the protocol's judge use, the model's
-    shape from its slug (or ``repositories[slug]``)."""
+               repositories: Mapping[str, str] | None = None, *, rows_per_slice: int | None = None) -> list[SliceWork]:
+    """A :class:`SliceWork` per ``(model, seed, benchmark)``: the suite's rows (at most ``rows_per_slice``: a mini
+    campaign), the protocol's judge use, the model's shape from its slug (or ``repositories[slug]``)."""
     from trace_lib.benchmarks.registry import get_protocol
     from trace_lib.errors import ProtocolNotImplementedError
 
@@ -281,17 +281,19 @@ def slice_work(suite: Any, slices: Sequence[tuple[str, int, str]],
             except ProtocolNotImplementedError:
                 uses[benchmark] = "none"
         rows = suite.benchmark(benchmark).rows
+        if rows_per_slice is not None:
+            rows = min(rows, rows_per_slice)
         out.append(SliceWork(model, model_shape(model, (repositories or {}).get(model, "")), rows,
                              rows * judge_requests_per_row(benchmark, uses[benchmark])))
     return out
 
 
-def plan_work(plan: Any, release: Any) -> list[SliceWork]:
+def plan_work(plan: Any, release: Any, *, rows_per_slice: int | None = None) -> list[SliceWork]:
     """:func:`slice_work` of every slice of ``plan``."""
     from trace_lib.release.suite import load_suite
 
     return slice_work(load_suite(release), [(s.model, s.seed, s.benchmark) for s in plan.slices],
-                      {m.slug: m.source for m in plan.models})
+                      {m.slug: m.source for m in plan.models}, rows_per_slice=rows_per_slice)
 
 
 def campaign_started_at(root: Path) -> float | None:

@@ -18,6 +18,13 @@ engines are Ray actors on every node of that cluster (one per GPU group, tensor 
 ``trace_lib.generation.backends.ray_engines``; ``--engines-per-group N`` puts N single-GPU engine actors on each
 GPU) and this process stays the single writer of the stores; the model and data paths must be the same on every
 node (a shared filesystem).
+
+``--score [overlap|phased] --judge-url URL`` also scores the slices (the campaign scorer, as ``trace-repro score
+--campaign-root``): ``overlap`` (the default) each slice the moment its last row is stored, while generation goes
+on; ``phased`` (upstream's order) once every slice is generated and every engine closed (with several workers, in
+this process after they all exited). ``TRACE_VLLM_LOAD_FORMAT=dummy`` (benchmarks only) loads random weights from
+a config-only model directory (with ``--model-verify none``); the store headers say so and those responses get no
+verdict.
 """
 
 from __future__ import annotations
@@ -64,15 +71,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--batch-size", type=options.positive_int, default=64,
                         help="rows per durable append (default 64)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
-    parser.add_argument("--score", action="store_true",
-                        help="score each slice on CPU worker threads the moment its last row is stored, while "
-                             "generation goes on (as 'trace-repro score --campaign-root' would; judge routes need "
-                             "--judge-url)")
+    parser.add_argument("--score", nargs="?", const="overlap", default=None, choices=SCORE_ORDERS,
+                        help="score the slices on CPU worker threads, as 'trace-repro score --campaign-root' would "
+                             "(judge routes need --judge-url): 'overlap' (the default) scores each slice the moment "
+                             "its last row is stored, while generation goes on; 'phased' (upstream's order, pytest's "
+                             "--phase all) scores once every slice is generated and every engine closed")
     parser.add_argument("--score-workers", type=options.positive_int, default=2, help="scoring threads (default 2)")
     options.add_to_argparse(parser, options.JUDGE_URL)
     options.add_to_argparse(parser, options.REQUEST_TIMEOUT)
     parser.add_argument("--worker", default=None, metavar="I/N", help=argparse.SUPPRESS)
     parser.set_defaults(run=stoppable(run, label="generate"))
+
+
+#: ``--score`` orders: each slice as its last row is stored (judging overlaps generation), or all after generation.
+SCORE_ORDERS = ("overlap", "phased")
 
 
 def engines_arg(text: str) -> int | str:
@@ -105,6 +117,24 @@ def _with_engines(argv: list[str], engines: int) -> list[str]:
             out[i] = f"--engines-per-group={engines}"
         elif arg == "--engines-per-group" and i + 1 < len(out) and out[i + 1] == "auto":
             out[i + 1] = str(engines)
+    return out
+
+
+def _without_score(argv: list[str]) -> list[str]:
+    """``argv`` without ``--score [ORDER]`` (the workers of a phased run only generate)."""
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            if arg in SCORE_ORDERS:
+                continue
+        if arg == "--score":
+            skip = True
+            continue
+        if arg.startswith("--score="):
+            continue
+        out.append(arg)
     return out
 
 
@@ -171,7 +201,6 @@ def _backend_options(args: argparse.Namespace, plan: Plan) -> dict:
 def run(args: argparse.Namespace) -> ExitCode:
     from trace_lib.data.manifest import load_manifest, manifest_path
     from trace_lib.data.model_dirs import verify_model_dir
-    from trace_lib.data.prepare import load_artifact_sources
     from trace_lib.generation.backends.base import create_backend
     from trace_lib.environment.engine import engine_drift_text, generation_engine
 
@@ -188,6 +217,9 @@ def run(args: argparse.Namespace) -> ExitCode:
     from trace_lib.outputs import check_output_dir
 
     check_output_dir(plan.campaign_root, flag="--campaign-root")  # before any engine or request
+    from trace_lib.data.prepare import load_artifact_sources
+
+    sources = load_artifact_sources(release)
     index, count = _worker_share(args)
     ray_address = options.resolve(args, options.RAY_ADDRESS)
     engines = args.engines_per_group = _resolve_engines(args, plan)
@@ -203,15 +235,24 @@ def run(args: argparse.Namespace) -> ExitCode:
         if "generate" not in sys.argv[1:]:
             raise UsageError("several engine workers need the command line entry point", field="--gpu-groups",
                              hint="run 'trace-repro generate ...' (it starts the workers)")
-        return _spawn_workers(plan, _with_engines(sys.argv[sys.argv.index("generate", 1):], engines), engines)
+        argv = _with_engines(sys.argv[sys.argv.index("generate", 1):], engines)
+        if args.score != "phased":  # each worker scores its own slices as they complete
+            return _spawn_workers(plan, argv, engines)
+        # upstream's order: every worker generates (and exits, freeing its engine), then this process scores
+        scoring = _Scoring(args, plan.campaign_root, Path(plan.data_root).resolve(), sources, plan.slices)
+        code = _spawn_workers(plan, _without_score(argv), engines)
+        failures = scoring.score_stored(plan.slices)
+        print(f"[generate] scored {len(plan.slices) - len(failures)}/{len(plan.slices)} slice(s)"
+              + (f"; not scored: {' '.join(failures)}" if failures else ""))
+        return ExitCode.FINDINGS if failures or code != ExitCode.OK else ExitCode.OK
 
     data_root = Path(plan.data_root).resolve()
-    sources = load_artifact_sources(release)
     mpath = manifest_path(data_root)
     manifest = load_manifest(mpath) if mpath.exists() else None
     mine = worker_shares(plan, count)[index]
     failures: list[str] = []
-    # slices are scored on CPU threads while generation goes on; each engine is closed as soon as its model is done
+    # slices are scored on CPU threads while generation goes on (--score overlap) or after it (--score phased); each
+    # engine is closed as soon as its model is done
     scoring = _Scoring(args, plan.campaign_root, data_root, sources, mine) if args.score else None
     try:
         for model in plan.models:
@@ -255,6 +296,10 @@ def run(args: argparse.Namespace) -> ExitCode:
                 failures += [r.slice.id for r in results if not r.ok]
             finally:
                 backend.close()
+    except BaseException:
+        if scoring is not None:
+            scoring.deferred.clear()  # phased: nothing is scored after a generation that crashed or was stopped
+        raise
     finally:
         if scoring is not None:
             failures += scoring.wait()
@@ -345,19 +390,46 @@ class _Scoring:
         if judged:
             self.scorer.judge.check()  # an unreachable judge stops the run here, before any row is generated
         self.pool = ThreadPoolExecutor(max_workers=args.score_workers, thread_name_prefix="trace-repro-score")
+        self.phased = args.score == "phased"
+        self.deferred: list = []  # phased: (slice, responses path) of every completed slice, scored in wait()
         self.futures: list = []
 
     def submit(self, result) -> None:  # noqa: ANN001
+        """A completed slice: scored now (overlap) or once generation is over (phased)."""
         if result.ok:
-            self.futures.append((result.slice, self.pool.submit(self._score, result)))
+            if self.phased:
+                self.deferred.append((result.slice, result.run.path))
+            else:
+                self._submit(result.slice, result.run.path)
 
-    def _score(self, result) -> str:  # noqa: ANN001
-        scored = self.scorer.score(result.slice, result.run.path)
-        return (f"[score] {result.slice.id}: {scored.score.score:.3f} over {scored.score.rows} rows -> "
-                f"{scored.scores_path}")
+    def _submit(self, slice_, path) -> None:  # noqa: ANN001
+        self.futures.append((slice_, self.pool.submit(self._score, slice_, path)))
+
+    def _score(self, slice_, path) -> str:  # noqa: ANN001
+        scored = self.scorer.score(slice_, path)
+        return f"[score] {slice_.id}: {scored.score.score:.3f} over {scored.score.rows} rows -> {scored.scores_path}"
+
+    def score_stored(self, slices) -> list[str]:  # noqa: ANN001
+        """Phased scoring after worker processes generated ``slices``: each one whose response file exists is
+        scored; returns the ids not scored (no file, incomplete, or an error)."""
+        from trace_lib.generation.store import response_path
+
+        missing = []
+        for slice_ in slices:
+            path = response_path(self.scorer.campaign_root, model=slice_.model, seed=slice_.seed,
+                                 benchmark=slice_.benchmark)
+            if path.is_file():
+                self.deferred.append((slice_, path))
+            else:
+                missing.append(slice_.id)
+        return missing + self.wait()
 
     def wait(self) -> list[str]:
-        """Wait for every submitted slice; returns the ids of those that could not be scored."""
+        """Score what was deferred (phased), then wait for every submitted slice; returns the ids of those that
+        could not be scored."""
+        for slice_, path in self.deferred:
+            self._submit(slice_, path)
+        self.deferred = []
         failed = []
         for slice_, future in self.futures:
             try:

@@ -45,6 +45,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument("--host", default=jp.JUDGE_HOST)
     serve.add_argument("--chat-template", default=None, metavar="FILE",
                        help=f"default: the release's {jp.CHAT_TEMPLATE_REL} (SHA-256 checked against the release)")
+    serve.add_argument("--gpu-memory-utilization", type=options.unit_fraction, default=None, metavar="F",
+                       help="each server's share of its GPUs' memory (default upstream's 0.90); less leaves the "
+                            "rest to generation engines on the same GPUs (docs/judge.md, 'Sharing a GPU')")
     serve.add_argument("--vllm", default="vllm", metavar="EXE", help="the vllm executable (default: vllm on PATH)")
     serve.add_argument("--ready-timeout", type=options.positive_number, default=jp.READY_TIMEOUT_S, metavar="S",
                        help=f"seconds to wait for every /v1/models (default {jp.READY_TIMEOUT_S:g})")
@@ -75,7 +78,8 @@ def run_serve(args: argparse.Namespace) -> ExitCode:
     release = locate_release(options.resolve(args, options.TRACE_ROOT))
     spec = jp.pool_spec(release, model_root=args.model_root, judge_model=args.judge_model, gpu_groups=args.gpu_groups,
                         port_start=args.port_start, host=args.host, chat_template=args.chat_template,
-                        vllm=args.vllm, ready_timeout_s=args.ready_timeout, log_dir=_log_dir(args.log_dir))
+                        vllm=args.vllm, ready_timeout_s=args.ready_timeout, log_dir=_log_dir(args.log_dir),
+                        gpu_memory_utilization=args.gpu_memory_utilization)
     try:
         pool = jp.start_pool(spec, out=sys.stdout)
     except KeyboardInterrupt:

@@ -1,7 +1,7 @@
 """``trace-repro plan``: resolve and print a campaign plan (suite, run tag, seeds, models, deltas, GPU plan,
 tolerance, slices). Starts nothing and writes nothing.
 
-``--estimate [--gpus N] [--calibration FILE] [--output-tokens N]`` prints instead how long the plan takes per
+``--estimate [--gpus N] [--calibration FILE] [--output-tokens N] [--rows N] [--json]`` prints instead how long the plan takes per
 phase (generation, judge, scoring) from its rows, the judge requests its protocols imply and the measured rates
 of :mod:`trace_lib.campaign.estimate`."""
 
@@ -30,6 +30,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     estimate.add_argument("--calibration", default=None, metavar="FILE",
                           help="rates the GPU benchmarks measured (default $TRACE_CALIBRATION or "
                                "trace-repro-work/calibration.json; else the stated H200 defaults)")
+    estimate.add_argument("--rows", type=options.positive_int, default=None, metavar="N",
+                          help="at most N rows per slice (a mini campaign, as benchmarks/mini_campaign.py runs)")
+    estimate.add_argument("--json", action="store_true", help="print the estimate as one JSON object")
     estimate.add_argument("--output-tokens", type=int, default=None, metavar="N",
                           help="mean output tokens per generated row to expect (scales the generation rates)")
     parser.set_defaults(run=run)
@@ -58,5 +61,12 @@ def _estimate(args: argparse.Namespace, release, plan) -> ExitCode:  # noqa: ANN
     if args.output_tokens is not None and args.output_tokens < 1:
         raise UsageError("must be at least 1", field="--output-tokens", found=args.output_tokens)
     rates = load_rates(calibration_path(args.calibration))
-    print("\n".join(estimate(plan_work(plan, release), rates, gpus=gpus, output_tokens=args.output_tokens).lines()))
+    est = estimate(plan_work(plan, release, rows_per_slice=args.rows), rates, gpus=gpus,
+                   output_tokens=args.output_tokens)
+    if args.json:
+        import json
+
+        print(json.dumps(est.to_json(), sort_keys=True))
+    else:
+        print("\n".join(est.lines()))
     return ExitCode.OK

@@ -67,6 +67,11 @@ def scoring_order(slices):  # noqa: ANN001, ANN201 - SliceKeys in, SliceKeys out
     return sorted(slices, key=lambda k: (k.model, benchmarks.index(k.benchmark), k.seed))
 
 
+#: Why a slice generated with random weights (TRACE_VLLM_LOAD_FORMAT=dummy) gets no verdict.
+RANDOM_WEIGHTS_NOTE = ("no verdict: the responses were generated with random weights (engine.load_format dummy, "
+                       "TRACE_VLLM_LOAD_FORMAT): a benchmark run, its scores are meaningless")
+
+
 def _emit(summary: dict, verdict, as_json: bool) -> None:  # noqa: ANN001
     if as_json:
         print(json.dumps({**summary, "verdict": verdict.to_dict() if verdict else None}, sort_keys=True))
@@ -80,7 +85,9 @@ def _emit(summary: dict, verdict, as_json: bool) -> None:  # noqa: ANN001
     if summary.get("dropped_rows"):
         line += f", {summary['dropped_rows']} dropped rows not scored (the benchmark's loader skips them, as upstream)"
     print(line)
-    if verdict is not None:
+    if summary.get("random_weights"):
+        print(f"{who}: {RANDOM_WEIGHTS_NOTE}")
+    elif verdict is not None:
         print(verdict.explain())
     elif summary.get("model"):
         print(f"{who}: no canonical score for model {summary['model']!r}; nothing to compare")
@@ -152,7 +159,7 @@ def _run_file(args: argparse.Namespace, release, judge_url: str | None) -> ExitC
     summary = dict(scored.summary)
     verdict = None
     model, seed = summary.get("model") or model, summary.get("seed")
-    if model and seed is not None:
+    if model and seed is not None and not summary.get("random_weights"):
         fields = protocol.row_aggregate.fields
         table = CreditTable.from_records(
             [{"model_id": model, "seed": seed, "benchmark_id": protocol.key, "index": r.index, "credit": r.score,
@@ -208,6 +215,13 @@ def _run_campaign(args: argparse.Namespace, release, judge_url: str | None) -> E
                 failed.append(key.id)
                 print(f"{key.id}: error: {exc.render()}", file=sys.stderr)
     scored_keys = [k for k in slices if k.id not in set(failed)]
+    if any(s.get("random_weights") for s in summaries):  # a benchmark's campaign: scores only, no verdict at all
+        for summary in summaries:
+            _emit(summary, None, args.json)
+        print(f"[score] {len(slices) - len(failed)}/{len(slices)} slice(s) scored; {RANDOM_WEIGHTS_NOTE}"
+              + (f"; not scored: {' '.join(failed[:10])}" + (" ..." if len(failed) > 10 else "") if failed else ""),
+              file=sys.stderr if args.json else sys.stdout)
+        return ExitCode.FINDINGS if failed else ExitCode.OK
     verdicts = judge_campaign(root, release, plan, scored_keys, archive_root=options.resolve(args, options.ARCHIVE_ROOT),
                               **_judge_options(args)).result
     by_id = verdicts.by_id()

@@ -276,9 +276,9 @@ def generation_engine(release: ReleaseRoot, backend: str, *, base_url: str | Non
         paper = paper_engine(release)
     except ReleaseFileError as exc:
         engine = engine_versions(probe=False)
-        return {"schema": SCHEMA, **engine.to_json(), "paper": None, "matches_paper": None, "differences": [],
-                "unchecked": ["paper"], "paper_unreadable": exc.render(), "gpu_matches_paper": None,
-                "backend": backend}
+        return _with_load_format({"schema": SCHEMA, **engine.to_json(), "paper": None, "matches_paper": None,
+                                  "differences": [], "unchecked": ["paper"], "paper_unreadable": exc.render(),
+                                  "gpu_matches_paper": None, "backend": backend})
     if backend in LOCAL_BACKENDS:
         record = compare_to_paper(engine_versions(probe=False), paper).to_json()
     else:
@@ -295,7 +295,34 @@ def generation_engine(release: ReleaseRoot, backend: str, *, base_url: str | Non
             record["unchecked"] = ["vllm", "torch", "transformers", "cuda", "gpu"]
         record["endpoint"] = base_url
     record["backend"] = backend
+    return _with_load_format(record)
+
+
+def _with_load_format(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with the vllm backend's ``load_format`` (``TRACE_VLLM_LOAD_FORMAT``); random weights (``dummy``)
+    also set ``random_weights``, ``matches_paper`` False and a ``weights`` difference, so the file they are stored
+    in can never pass as a real run."""
+    from trace_lib import options
+
+    if record.get("backend") != "vllm":
+        return record
+    load_format = options.VLLM_LOAD_FORMAT_ENV.read()
+    record["load_format"] = load_format
+    if load_format in options.RANDOM_WEIGHT_LOAD_FORMATS:
+        record["random_weights"] = True
+        record["matches_paper"] = False
+        record["differences"] = [*(record.get("differences") or []),
+                                 {"name": "weights", "found": f"random (load_format {load_format})",
+                                  "paper": "the checkpoint's"}]
     return record
+
+
+def random_weights(doc: Mapping[str, Any] | None) -> bool:
+    """True when an engine record (a header's ``engine``) says the responses came from random weights."""
+    from trace_lib import options
+
+    return isinstance(doc, Mapping) and (doc.get("random_weights") is True
+                                         or doc.get("load_format") in options.RANDOM_WEIGHT_LOAD_FORMATS)
 
 
 def refresh_engine(doc: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
@@ -310,7 +337,7 @@ def refresh_engine(doc: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     paper = PaperEngine({n: paper_doc[n] for n in ENGINE_PACKAGES}, paper_doc.get("cuda"), paper_doc.get("gpu"))
     record = compare_to_paper(engine_versions(probe=False), paper).to_json()
     record["backend"] = doc["backend"]
-    return record
+    return _with_load_format(record)
 
 
 def engine_drift_text(doc: Mapping[str, Any] | None) -> str:
@@ -325,7 +352,7 @@ def engine_drift_text(doc: Mapping[str, Any] | None) -> str:
 
 
 #: Engine facts that make two generations of one slice incomparable (GPU model excluded: hardware, reported).
-_RESUME_FIELDS = (*ENGINE_PACKAGES, "cuda", "backend")
+_RESUME_FIELDS = (*ENGINE_PACKAGES, "cuda", "backend", "load_format")
 
 
 def engine_change(stored: Mapping[str, Any] | None, current: Mapping[str, Any] | None) -> list[tuple[str, Any, Any]]:
@@ -375,7 +402,8 @@ def campaign_engine_line(docs: Mapping[str, Mapping[str, Any] | None]) -> str:
 
 
 def engine_properties(doc: Mapping[str, Any] | None) -> list[tuple[str, str]]:
-    """JUnit receipt properties of a stored engine record: each version, the paper's, the match flag, the drift."""
+    """JUnit receipt properties of a stored engine record: each version, the paper's, the match flag, the drift
+    (and ``engine_random_weights`` for responses from random weights)."""
     if not isinstance(doc, Mapping):
         return [("engine_matches_paper", "unknown"), ("engine_drift", "engine not recorded")]
     props = [(f"engine_{k}", str(doc.get(k))) for k in (*ENGINE_PACKAGES, "cuda", "gpu", "backend")]
@@ -386,4 +414,6 @@ def engine_properties(doc: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     drift = engine_drift_text(doc)
     if drift:
         props.append(("engine_drift", drift))
+    if random_weights(doc):  # TRACE_VLLM_LOAD_FORMAT=dummy: a benchmark's receipt, never a reproduction's
+        props.append(("engine_random_weights", "true"))
     return props

@@ -78,6 +78,8 @@ class PoolSpec:
     vllm: str = "vllm"
     ready_timeout_s: float = READY_TIMEOUT_S
     extra_args: tuple[str, ...] = ()
+    #: each server's share of its GPUs' memory (None: upstream's 0.90); less leaves room for generation engines
+    gpu_memory_utilization: float | None = None
 
     def port(self, i: int) -> int:
         return self.port_start + i
@@ -281,6 +283,8 @@ def serve_command(spec: PoolSpec, i: int) -> list[str]:
             "--host", spec.host, "--port", str(spec.port(i)), "--trust-remote-code",
             "--tensor-parallel-size", str(len(group.split(",")))]
     for flag, value in JUDGE_SERVE_FLAGS:
+        if flag == "--gpu-memory-utilization" and spec.gpu_memory_utilization is not None:
+            value = f"{spec.gpu_memory_utilization:g}"  # a judge sharing its GPU with generation engines
         argv += [flag, value]
     argv += ["--reasoning-parser", JUDGE_REASONING_PARSER]
     if spec.chat_template is not None:
@@ -541,9 +545,11 @@ def pool_spec(
     ready_timeout_s: float = READY_TIMEOUT_S,
     log_dir: Path,
     extra_args: Sequence[str] = (),
+    gpu_memory_utilization: float | None = None,
 ) -> PoolSpec:
     """The pool upstream's launcher would start, from the release: served names (the evaluation judge's and the
-    TRACE validation suite's), the no-think chat template (``chat_template`` overrides the release file).
+    TRACE validation suite's), the no-think chat template (``chat_template`` overrides the release file);
+    ``gpu_memory_utilization`` replaces upstream's 0.90 (a judge sharing its GPUs with generation engines).
 
     Raises:
         UsageError: bad GPU groups, port or timeout. InputError: the release lacks the chat template.
@@ -567,4 +573,5 @@ def pool_spec(
         names.append(validation_name)
     return PoolSpec(model_root=weights.expanduser().resolve(), gpu_groups=groups, log_dir=Path(log_dir),
                     chat_template=template.resolve(), served_names=tuple(names), port_start=port_start, host=host,
-                    vllm=vllm, ready_timeout_s=ready_timeout_s, extra_args=tuple(extra_args))
+                    vllm=vllm, ready_timeout_s=ready_timeout_s, extra_args=tuple(extra_args),
+                    gpu_memory_utilization=gpu_memory_utilization)

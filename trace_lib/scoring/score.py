@@ -355,6 +355,10 @@ def _score_into(protocol: Protocol, rows: Sequence[Row], responses_path: Path, o
         "model_revision": header.get("model_revision"),
         "generation_contract_hash": header.get("contract_hash"),
     }
+    from trace_lib.environment.engine import random_weights
+
+    if random_weights(header.get("engine")):  # a benchmark's responses: scored for timing, never given a verdict
+        identity["random_weights"] = True
     return _commit(out_dir, score, protocol, seed=seed, dataset=dataset,
                    responses=FileRef(str(responses_path), sha256_file(responses_path)), judge_url=judge_url,
                    identity=identity, dropped_rows=0)

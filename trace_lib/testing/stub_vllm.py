@@ -74,3 +74,35 @@ class StubLLM:
     def _step(self) -> list[_Output]:
         done, self._pending = self._pending[:self.per_step], self._pending[self.per_step:]
         return [_Output(engine_id.split("-", 1)[0], seed) for engine_id, seed in done]
+
+
+_PACKAGE = '''"""A stand-in ``vllm`` package (trace_lib.testing.stub_vllm): ``LLM(**kwargs)`` is a StubLLM; the keyword
+arguments of each engine are appended to ``$STUB_VLLM_RECORD`` (one JSON line) when it is set."""
+import json
+import os
+
+from trace_lib.testing.stub_vllm import StubLLM, StubSamplingParams as SamplingParams  # noqa: F401
+
+__version__ = "0.0.0+stub"
+
+
+def LLM(**kwargs):  # noqa: N802 - vllm.LLM
+    record = os.environ.get("STUB_VLLM_RECORD")
+    if record:
+        with open(record, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({k: v for k, v in kwargs.items() if isinstance(v, (str, int, float, bool))},
+                                    sort_keys=True) + "\\n")
+    return StubLLM()
+'''
+
+
+def write_stub_vllm_package(directory: Any) -> Any:
+    """Write a ``vllm`` package of :class:`StubLLM` engines under ``directory`` (put ``directory`` on a child's
+    ``PYTHONPATH``: ``trace-repro generate --backend vllm`` then runs end to end without a GPU, worker processes
+    and all); returns the package directory."""
+    from pathlib import Path
+
+    package = Path(directory) / "vllm"
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").write_text(_PACKAGE, encoding="utf-8")
+    return package

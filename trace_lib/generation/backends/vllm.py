@@ -104,7 +104,8 @@ class VLLMBackend:
     ``max_num_batched_tokens`` (32768), ``gpu_memory_utilization`` (0.90), ``limit_mm_per_prompt``
     (``{"image": 24, "video": 3}``), ``dtype`` ("auto"), ``enforce_eager`` (False), ``llm_kwargs`` (any further
     ``vllm.LLM`` arguments), ``llm`` (an existing ``vllm.LLM`` to drive instead of creating one; the other
-    engine options are then ignored). Defaults mirror upstream's generation server flags (eval-campaign spec
+    engine options are then ignored). ``TRACE_VLLM_LOAD_FORMAT`` (benchmarks only) sets vLLM's ``load_format``:
+    ``dummy`` loads random weights from a config-only directory. Defaults mirror upstream's generation server flags (eval-campaign spec
     §3.1).
     """
 
@@ -160,6 +161,11 @@ class VLLMBackend:
             dtype=dtype,
             enforce_eager=enforce_eager,
         )
+        from trace_lib.options import VLLM_LOAD_FORMAT_ENV
+
+        load_format = VLLM_LOAD_FORMAT_ENV.read()  # benchmarks only: "dummy" = random weights, config-only dir
+        if load_format != "auto":  # vLLM's default; the store header records it (environment.engine)
+            kwargs["load_format"] = load_format
         kwargs.update(llm_kwargs or {})
         with engine_start_lock(os.environ.get("CUDA_VISIBLE_DEVICES")):
             self.llm = LLM(**kwargs)
