@@ -4,10 +4,13 @@ mid-campaign then resume (nothing lost or duplicated)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -382,6 +385,41 @@ class _DiesAtStart(FakeStreamBackend):
         feed.take(1, wait=True)
         raise BackendError("engine died at start", field="fake")
         yield  # a generator, as a backend's stream is
+
+
+class _DiesWhenToldTo(_DiesAtStart):
+    """Fails on its first request once ``go`` is set (the test decides when the writer stops)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = threading.Event()
+
+    def generate_stream(self, feed):  # noqa: ANN001, ANN201
+        from trace_lib.errors import BackendError
+
+        feed.take(1, wait=True)
+        assert self.go.wait(10), "the test never let the engine die"
+        raise BackendError("engine died at start", field="fake")
+        yield
+
+
+def test_a_store_opened_as_the_run_stops_is_closed_with_its_lock(data, tmp_path, generation):
+    """The producer is opening tinyb/42 when the engine dies (on tinya's first request) and sees the stop before
+    it hands that store over: it closes the store itself, so no lock and no empty response file stay behind."""
+    backend = _DiesWhenToldTo()
+    scheduler = CampaignScheduler(backend, chunk=3, chunk_rows=2)
+    todo = jobs(tmp_path, data, generation)  # slots: tinya/42, tinyb/42, tinya/43, tinyb/43; groups by benchmark
+    opened = todo[1].open_store
+
+    def open_as_the_run_stops():
+        backend.go.set()
+        assert scheduler._stop.wait(10), "the writer never stopped"  # noqa: SLF001 - the race under test
+        return opened()
+
+    todo[1] = dataclasses.replace(todo[1], open_store=open_as_the_run_stops)
+    results = scheduler.run(todo)
+    assert not any(r.ok for r in results)
+    assert [p.name for p in (tmp_path / "generation").rglob("*") if p.is_file()] == []
 
 
 def test_a_stream_that_fails_before_any_row_leaves_no_file_it_created(data, tmp_path, generation):

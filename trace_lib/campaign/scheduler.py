@@ -217,10 +217,12 @@ class CampaignScheduler:
                 self._queue_fresh(fresh, feed)
         except BaseException as exc:  # noqa: BLE001 - handed to the writer, which re-raises it
             self._producer_error = exc
-            for active in self._opening.values():  # the writer closes the stores of the slices it was handed
+        finally:
+            # the writer closes the stores of the slices it was handed; a store opened but never handed over (an
+            # error, or a stop that came while the producer was opening it) is closed here, or its lock would stay
+            for active in self._opening.values():
                 active.store.close(failed=True)
             self._opening.clear()
-        finally:
             while not feed.finish(timeout=0.2):  # a stopped consumer may never drain a full feed
                 if self._stop.is_set():
                     break
