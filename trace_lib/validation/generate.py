@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from trace_lib.environment.engine import engine_change, generation_engine
+from trace_lib.environment.engine import generation_engine, refuse_engine_change
 from trace_lib.errors import BackendError, InputError
 from trace_lib.release.load import sha256_file
 from trace_lib.release.locate import ReleaseRoot
@@ -243,11 +243,7 @@ def generate_validation_responses(
         created_at = str(existing.get("created_at") or created_at)
     engine = generation_engine(release, target.backend, base_url=target.endpoint_url)
     if metadata_path.exists():
-        changes = engine_change(existing.get("engine"), engine)
-        if changes:
-            name, found, wanted = changes[0]
-            raise InputError("responses were generated on another engine", file=str(metadata_path),
-                             field=f"engine.{name}", expected=wanted, found=found,
+        refuse_engine_change(existing.get("engine"), engine, file=str(metadata_path), field="engine",
                              hint="finish the run on the engine it was started with, or use another --work-dir")
     metadata: dict[str, Any] = {
         "schema_version": pins.GENERATION_RUN_SCHEMA,
