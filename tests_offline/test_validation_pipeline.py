@@ -160,3 +160,37 @@ def test_cli_surface(release, tmp_path: Path) -> None:
     done = cli("score", "--unpinned")
     assert done.returncode == 2 and "no generated model to score" in done.stderr
     shutil.rmtree(tmp_path / "work")
+
+
+def _refused_while_held(directory: Path, lock_name: str, message: str, run: Any) -> None:
+    from trace_lib.filelock import FileLock
+
+    directory.mkdir(parents=True, exist_ok=True)
+    with FileLock(directory / lock_name, busy=lambda: AssertionError("held")):
+        with pytest.raises(InputError, match=message):
+            run()
+        assert [p.name for p in directory.iterdir()] == [lock_name]  # nothing written beside the holder's lock
+
+
+def test_one_writer_per_stage_directory(release, work) -> None:
+    from trace_lib.release.validation_suite import load_validation_suite
+    from trace_lib.validation import generate, judge
+    from trace_lib.validation.judge import run_judge
+
+    layout, ident, model_dir, template = work
+    model = plan_validation(release, [SLUG])[0].model
+    out = layout.generation_dir(SLUG)
+    with OpenAIStubServer(generator, model=SLUG) as server:
+        target = GenerationTarget(model=model, model_path=model_dir, backend="openai", served_model=SLUG,
+                                  endpoint_url=server.url)
+        _refused_while_held(out, generate.LOCK_FILE, "another process is generating into this directory",
+                            lambda: generate_validation_responses(release, layout.manifest, out, target, expected=ident))
+        assert not server.requests
+        generate_validation_responses(release, layout.manifest, out, target, expected=ident)
+    assert not (out / generate.LOCK_FILE).exists()  # a clean run leaves no lock file behind
+    _refused_while_held(layout.judge_dir(SLUG), judge.LOCK_FILE, "another process is judging into this directory",
+                        lambda: run_judge([], judge=load_validation_suite(release).judge, template=template,
+                                          endpoints=[], output_dir=layout.judge_dir(SLUG)))
+    _refused_while_held(layout.scoring_dir(SLUG), ".scoring.lock", "another process is scoring into this directory",
+                        lambda: run_score(release, layout.manifest, out, layout.scoring_dir(SLUG), model_slug=SLUG,
+                                          expected=ident))
