@@ -7,10 +7,12 @@
 order, canonical bytes) and ``run_metadata.json``. Every receipt carries the run identity (H1 of the
 run contract: dataset, prompt, model, revision, backend, decoding, pixel bounds), so a resumed run reuses exactly
 the rows of the same run and refuses a directory that belongs to another. An empty or failed response becomes an
-``error`` row: the run ends ``incomplete`` and scoring refuses it until a rerun regenerates those rows.
+``error`` row: the run ends ``incomplete`` and scoring refuses it until a rerun regenerates those rows. One run
+writes a directory at a time (``.generation.lock``, :func:`trace_lib.filelock.locked_directory`).
 
 Not the evaluation slices' generation (:func:`trace_lib.generation.run.run_generation` into a ``SliceStore``): the
-validation run keeps upstream's per-row receipt format, whose bytes the validation hashes and the archive bind.
+validation run keeps upstream's per-row receipt files, which upstream's verifier and
+:func:`trace_lib.validation.verify.verify_generation_model` check one by one against ``responses.jsonl``.
 """
 
 from __future__ import annotations
