@@ -7,7 +7,6 @@ completions transport to a second stub. Nothing here claims to run a model: the 
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import pytest
 
 from trace_lib.errors import InputError
 from trace_lib.testing.openai_server import OpenAIStubServer
+from trace_lib.testing.validation_bytes import RESPONSES, SLUG, prepare_stub_work, row_of
 from trace_lib.validation.canonical import h1, read_jsonl
 from trace_lib.validation.chat_template import ChatTemplate
 from trace_lib.validation.generate import GenerationTarget, generate_validation_responses
@@ -28,25 +28,9 @@ from trace_lib.validation.score import run_score
 from trace_lib.validation.tiny import build_tiny_parquet
 from trace_lib.validation.verify import VerificationError, verify_full
 
-SLUG = "trace-qwen2.5-vl-3b"
-#: row -> response: found+correct, ambiguous, missing (judge resolves), found (string), found+wrong, missing.
-RESPONSES = {0: '{"answer": 4}', 1: "Answer: B\nD", 2: "The value is 2.5 units", 3: '{"answer": "Blue "}',
-             4: "Final answer: 13", 5: "I pick option D."}
-QWEN3_LIKE = (
-    "{%- for message in messages %}{{ '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}"
-    "{%- endfor %}{%- if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
-    "{%- if enable_thinking is defined and enable_thinking is false %}{{ '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
-    "{%- endif %}"
-)
-
-
-def _row_of(body: dict[str, Any]) -> int:
-    text = body["messages"][1]["content"][-1]["text"]
-    return int(re.search(r"Question (\d+)", text).group(1))
-
 
 def generator(route: str, body: dict[str, Any]) -> str:
-    return RESPONSES[_row_of(body)]
+    return RESPONSES[row_of(body)]
 
 
 def judge_abstains(route: str, body: dict[str, Any]) -> str:
@@ -55,14 +39,7 @@ def judge_abstains(route: str, body: dict[str, Any]) -> str:
 
 @pytest.fixture
 def work(release, tmp_path: Path) -> tuple[ValidationLayout, Any, Path, ChatTemplate]:
-    layout = ValidationLayout(tmp_path / "work")
-    parquet, ident = build_tiny_parquet(release, tmp_path / "tiny.parquet")
-    prepare_dataset(parquet, layout.dataset_dir, expected=ident)
-    model_dir = tmp_path / "models" / SLUG
-    model_dir.mkdir(parents=True)
-    (tmp_path / "judge").mkdir()
-    (tmp_path / "judge" / "tokenizer_config.json").write_text(json.dumps({"chat_template": QWEN3_LIKE}))
-    return layout, ident, model_dir, ChatTemplate.from_tokenizer_dir(tmp_path / "judge")
+    return prepare_stub_work(release, tmp_path)
 
 
 def test_slice_end_to_end_and_resume(release, work) -> None:
@@ -82,7 +59,7 @@ def test_slice_end_to_end_and_resume(release, work) -> None:
         assert len(sent) == 6 and all("answer_gt" not in json.dumps(b) for b in sent)
         assert all(b["messages"][0]["role"] == "system" and b["seed"] == 42 and b["top_p"] == 0.95 for b in sent)
         receipts = read_jsonl(layout.responses(SLUG))
-        for body, receipt in zip(sorted(sent, key=_row_of), receipts):
+        for body, receipt in zip(sorted(sent, key=row_of), receipts):
             assert receipt["request_hash"] == h1({**body, "n": 1})
         again = run_validation_slice(release, slice_, layout, model_dir, settings)
         assert (again.generation.generated_rows, again.generation.reused_rows) == (0, 6)
@@ -104,7 +81,7 @@ def test_incomplete_generation_blocks_scoring_until_regenerated(release, work) -
     model = plan_validation(release, [SLUG])[0].model
 
     def flaky(route: str, body: dict[str, Any]) -> str:
-        return "" if _row_of(body) == 2 else generator(route, body)
+        return "" if row_of(body) == 2 else generator(route, body)
 
     with OpenAIStubServer(flaky, model=SLUG) as server:
         target = GenerationTarget(model=model, model_path=model_dir, backend="openai", served_model=SLUG,
@@ -183,3 +160,37 @@ def test_cli_surface(release, tmp_path: Path) -> None:
     done = cli("score", "--unpinned")
     assert done.returncode == 2 and "no generated model to score" in done.stderr
     shutil.rmtree(tmp_path / "work")
+
+
+def _refused_while_held(directory: Path, lock_name: str, message: str, run: Any) -> None:
+    from trace_lib.filelock import FileLock
+
+    directory.mkdir(parents=True, exist_ok=True)
+    with FileLock(directory / lock_name, busy=lambda: AssertionError("held")):
+        with pytest.raises(InputError, match=message):
+            run()
+        assert [p.name for p in directory.iterdir()] == [lock_name]  # nothing written beside the holder's lock
+
+
+def test_one_writer_per_stage_directory(release, work) -> None:
+    from trace_lib.release.validation_suite import load_validation_suite
+    from trace_lib.validation import generate, judge
+    from trace_lib.validation.judge import run_judge
+
+    layout, ident, model_dir, template = work
+    model = plan_validation(release, [SLUG])[0].model
+    out = layout.generation_dir(SLUG)
+    with OpenAIStubServer(generator, model=SLUG) as server:
+        target = GenerationTarget(model=model, model_path=model_dir, backend="openai", served_model=SLUG,
+                                  endpoint_url=server.url)
+        _refused_while_held(out, generate.LOCK_FILE, "another process is generating into this directory",
+                            lambda: generate_validation_responses(release, layout.manifest, out, target, expected=ident))
+        assert not server.requests
+        generate_validation_responses(release, layout.manifest, out, target, expected=ident)
+    assert not (out / generate.LOCK_FILE).exists()  # a clean run leaves no lock file behind
+    _refused_while_held(layout.judge_dir(SLUG), judge.LOCK_FILE, "another process is judging into this directory",
+                        lambda: run_judge([], judge=load_validation_suite(release).judge, template=template,
+                                          endpoints=[], output_dir=layout.judge_dir(SLUG)))
+    _refused_while_held(layout.scoring_dir(SLUG), ".scoring.lock", "another process is scoring into this directory",
+                        lambda: run_score(release, layout.manifest, out, layout.scoring_dir(SLUG), model_slug=SLUG,
+                                          expected=ident))

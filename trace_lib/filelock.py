@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import errno
 import os
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 
 class FileLock:
@@ -81,3 +82,27 @@ class FileLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+@contextmanager
+def locked_directory(out_dir: Path | str, name: str, busy: Callable[[], BaseException]) -> Iterator[Path]:
+    """Hold the exclusive lock ``<out_dir>/<name>`` of an output directory (created if missing, with its missing
+    parents; on failure every directory this made is removed again while it is still empty, so a refused or failed
+    writer leaves the disk as it found it). Yields ``out_dir``.
+
+    Raises:
+        BaseException: ``busy()`` when another process holds it.
+    """
+    out_dir = Path(out_dir)
+    created = [p for p in (out_dir, *out_dir.parents) if not p.exists()]  # deepest first
+    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        with FileLock(out_dir / name, busy=busy):
+            yield out_dir
+    except BaseException:
+        for directory in created:
+            try:
+                directory.rmdir()
+            except OSError:
+                break  # not empty: something was committed, or another writer's files
+        raise

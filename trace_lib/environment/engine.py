@@ -372,6 +372,22 @@ def engine_change(stored: Mapping[str, Any] | None, current: Mapping[str, Any] |
     return changes
 
 
+def refuse_engine_change(stored: Mapping[str, Any] | None, current: Mapping[str, Any] | None, *, file: str,
+                         field: str, hint: str) -> None:
+    """Resuming stored responses on another engine is refused: the first :func:`engine_change`, in one line.
+
+    Raises:
+        InputError: ``file``: ``field.<fact>``: responses were generated on another engine (expected, found).
+    """
+    from trace_lib.errors import InputError
+
+    changes = engine_change(stored, current)
+    if changes:
+        name, found, expected = changes[0]
+        raise InputError("responses were generated on another engine", file=file, field=f"{field}.{name}",
+                         expected=expected, found=found, hint=hint)
+
+
 def read_stored_engine(path: Any) -> Mapping[str, Any] | None:
     """The ``engine`` record of a response file's header line (reads only that line; None if absent)."""
     import json

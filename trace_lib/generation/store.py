@@ -381,16 +381,8 @@ def _check_header(path: Path, stored: Mapping[str, Any], current: Mapping[str, A
                                  found={k: stored.get("contract", {}).get(k) for k in changed}, hint=hint)
             raise InputError("responses were generated under another identity", file=str(path),
                              field=f"header.{name}", expected=current.get(name), found=stored.get(name), hint=hint)
-    _check_engine(path, stored, current)
+    from trace_lib.environment.engine import refuse_engine_change
 
-
-def _check_engine(path: Path, stored: Mapping[str, Any], current: Mapping[str, Any]) -> None:
-    from trace_lib.environment.engine import engine_change
-
-    changes = engine_change(stored.get("engine"), current.get("engine"))
-    if changes:
-        name, found, expected = changes[0]
-        raise InputError("responses were generated on another engine", file=str(path), field=f"header.engine.{name}",
-                         expected=expected, found=found,
+    refuse_engine_change(stored.get("engine"), current.get("engine"), file=str(path), field="header.engine",
                          hint="finish the slice on the engine it was started with, or move the file away to "
                          "regenerate it on this one")

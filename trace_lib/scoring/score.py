@@ -21,17 +21,16 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, ContextManager, Mapping, Sequence
 
 from trace_lib import __version__
 from trace_lib.atomic import write_lines_atomic, write_text_atomic
 from trace_lib.protocol import Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.errors import InputError, JudgeError
 from trace_lib.extraction.workbook import library_versions
-from trace_lib.filelock import FileLock
+from trace_lib.filelock import locked_directory
 from trace_lib.scoring.judge import Judge
 
 SCORES_SCHEMA = "trace-repro-slice-score-v1"
@@ -213,31 +212,15 @@ def write_slice_scores(
                        judge_url=judge_url, identity=identity, dropped_rows=dropped_rows)
 
 
-@contextmanager
-def scoring_lock(out_dir: Path) -> Iterator[None]:
-    """Hold the exclusive lock of a score output directory (created if missing, with its missing parents; on
-    failure every directory this made is removed again while it is still empty, so a refused scorer leaves the disk
-    as it found it).
+def scoring_lock(out_dir: Path) -> ContextManager[Path]:
+    """Hold the exclusive lock of a score output directory (:func:`trace_lib.filelock.locked_directory`).
 
     Raises:
         InputError: another process holds it.
     """
-    out_dir = Path(out_dir)
-    created = [p for p in (out_dir, *out_dir.parents) if not p.exists()]  # deepest first
-    out_dir.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(out_dir / LOCK_FILE, busy=lambda: InputError(
+    return locked_directory(out_dir, LOCK_FILE, busy=lambda: InputError(
         "another process is scoring into this directory", file=str(out_dir),
         hint="wait for it to finish, or score into another directory"))
-    try:
-        with lock:
-            yield
-    except BaseException:
-        for directory in created:
-            try:
-                directory.rmdir()
-            except OSError:
-                break  # not empty: something was committed, or another writer's files
-        raise
 
 
 def _commit(

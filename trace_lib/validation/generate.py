@@ -7,10 +7,12 @@
 order, canonical bytes) and ``run_metadata.json``. Every receipt carries the run identity (H1 of the
 run contract: dataset, prompt, model, revision, backend, decoding, pixel bounds), so a resumed run reuses exactly
 the rows of the same run and refuses a directory that belongs to another. An empty or failed response becomes an
-``error`` row: the run ends ``incomplete`` and scoring refuses it until a rerun regenerates those rows.
+``error`` row: the run ends ``incomplete`` and scoring refuses it until a rerun regenerates those rows. One run
+writes a directory at a time (``.generation.lock``, :func:`trace_lib.filelock.locked_directory`).
 
 Not the evaluation slices' generation (:func:`trace_lib.generation.run.run_generation` into a ``SliceStore``): the
-validation run keeps upstream's per-row receipt format, whose bytes the validation hashes and the archive bind.
+validation run keeps upstream's per-row receipt files, which upstream's verifier and
+:func:`trace_lib.validation.verify.verify_generation_model` check one by one against ``responses.jsonl``.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from trace_lib.environment.engine import engine_change, generation_engine
+from trace_lib.environment.engine import generation_engine, refuse_engine_change
 from trace_lib.errors import BackendError, InputError
+from trace_lib.filelock import locked_directory
 from trace_lib.release.load import sha256_file
 from trace_lib.release.locate import ReleaseRoot
 from trace_lib.validation import pins
@@ -32,6 +35,8 @@ from trace_lib.validation.manifest import ValidationManifest, load_validation_ma
 from trace_lib.validation.request import DATA_URL, build_request, request_summary
 from trace_lib.release.validation_suite import ValidationModel, load_system_prompt, load_validation_suite
 
+#: The lock file of a generation directory while a run writes it (one writer per model).
+LOCK_FILE = ".generation.lock"
 #: A model directory may carry upstream's model-preparation marker; when present it must name this model.
 MODEL_MARKER = ".trace_model_revision.json"
 
@@ -209,9 +214,23 @@ def generate_validation_responses(
     ``target`` only if some row still needs a response, and closed at the end.
 
     Raises:
-        InputError: invalid manifest/model directory/served name, or an output directory of another run.
+        InputError: invalid manifest/model directory/served name, an output directory of another run, or one
+            another process is generating into.
         BackendError: the backend could not be created.
     """
+    output_dir = Path(output_dir).expanduser().resolve()
+    with locked_directory(output_dir, LOCK_FILE, busy=lambda: InputError(
+            "another process is generating into this directory", file=str(output_dir),
+            hint="wait for it to finish, or use another --work-dir")):
+        return _generate(release, manifest_path, output_dir, target, expected=expected, backend=backend,
+                         chunk_size=chunk_size, progress=progress)
+
+
+def _generate(
+    release: ReleaseRoot, manifest_path: Path, output_dir: Path, target: GenerationTarget, *,
+    expected: pins.DatasetIdentity, backend: Any, chunk_size: int, progress: Callable[[int, int], None] | None,
+) -> GenerationReport:
+    """:func:`generate_validation_responses` under the directory's lock."""
     if chunk_size < 1:
         raise InputError("chunk size must be positive", field="--chunk-size", found=chunk_size)
     model_path = Path(target.model_path).expanduser().resolve()
@@ -228,7 +247,6 @@ def generate_validation_responses(
         decoding=suite.decoding(), mm_processor_kwargs=suite.mm_processor_kwargs(),
     )
     identity_sha = h1(contract)
-    output_dir = Path(output_dir).expanduser().resolve()
     metadata_path = output_dir / "run_metadata.json"
     responses_path = output_dir / "responses.jsonl"
     created_at = _now()
@@ -243,11 +261,7 @@ def generate_validation_responses(
         created_at = str(existing.get("created_at") or created_at)
     engine = generation_engine(release, target.backend, base_url=target.endpoint_url)
     if metadata_path.exists():
-        changes = engine_change(existing.get("engine"), engine)
-        if changes:
-            name, found, wanted = changes[0]
-            raise InputError("responses were generated on another engine", file=str(metadata_path),
-                             field=f"engine.{name}", expected=wanted, found=found,
+        refuse_engine_change(existing.get("engine"), engine, file=str(metadata_path), field="engine",
                              hint="finish the run on the engine it was started with, or use another --work-dir")
     metadata: dict[str, Any] = {
         "schema_version": pins.GENERATION_RUN_SCHEMA,

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from trace_lib.errors import InputError, JudgeError
+from trace_lib.filelock import locked_directory
 from trace_lib.jsonio import canonical_json_utf8
 from trace_lib.scoring.judge import (
     JudgeReply,
@@ -63,6 +64,8 @@ ATTEMPT_FIELDS = frozenset(
     {"retry_number", "max_tokens", "endpoint", "raw_output", "finish_reason", "elapsed_seconds", "validation_error"}
 )
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+#: The lock file of a judge directory while a run writes it (one writer per model).
+LOCK_FILE = ".judge.lock"
 
 
 # -- pending rows ---------------------------------------------------------------------------------------------------
@@ -321,13 +324,25 @@ def run_judge(
         InputError: a pending row violates the GT-blind contract or repeats a (model_slug, row_index) key.
         JudgeError: rows need judging but no endpoint is given, or an endpoint is unreachable.
     """
+    output_dir = Path(output_dir).expanduser().resolve()
+    with locked_directory(output_dir, LOCK_FILE, busy=lambda: InputError(
+            "another process is judging into this directory", file=str(output_dir),
+            hint="wait for it to finish, or use another --work-dir")):
+        return _run_judge(pending, judge=judge, template=template, endpoints=endpoints, output_dir=output_dir,
+                          timeout_s=timeout_s, batch_size=batch_size, workers=workers, probe=probe)
+
+
+def _run_judge(
+    pending: Sequence[Mapping[str, Any]], *, judge: JudgeContract, template: ChatTemplate | None,
+    endpoints: Sequence[str], output_dir: Path, timeout_s: float, batch_size: int, workers: int, probe: bool,
+) -> JudgeReport:
+    """:func:`run_judge` under the directory's lock."""
     # ``template`` may be None only when nothing is pending (an empty results file is still written).
     for position, row in enumerate(pending):
         check_pending_row(row, where=f"pending row {position}")
     keys = [(str(r["model_slug"]), int(r["row_index"])) for r in pending]
     if len(set(keys)) != len(keys):
         raise InputError("pending rows repeat a (model_slug, row_index) key")
-    output_dir = Path(output_dir).expanduser().resolve()
     if pending and template is None:
         raise InputError("rows need the judge but no judge tokenizer is given", field="--judge-tokenizer",
                          hint="pass the local Qwen3-32B checkpoint directory (its chat template renders the prompt)")

@@ -23,6 +23,7 @@ from trace_lib.jsonio import canonical_json_utf8
 from trace_lib.release import identity
 from trace_lib.release.load import sha256_file
 from trace_lib.release.locate import ReleaseRoot
+from trace_lib.scoring.score import scoring_lock
 from trace_lib.validation import pins
 from trace_lib.validation.canonical import (
     h1,
@@ -525,17 +526,18 @@ def run_score(
         "judge_finalized": judge_results is not None,
     }
     output_dir = Path(output_dir).expanduser().resolve()
-    write_jsonl(output_dir / "scored_rows.jsonl", scored)
-    write_jsonl(output_dir / "judge_pending.jsonl", pending)
-    write_json(output_dir / "summary.json", {
-        "provenance": provenance,
-        "overall": overall,
-        "by_domain": aggregate(scored, ("model_slug", "domain")),
-        "by_answer_type": aggregate(scored, ("model_slug", "answer_type")),
-    })
-    write_jsonl(output_dir / "by_task.jsonl", aggregate(scored, ("model_slug", "task")))
-    write_text(output_dir / "summary.md",
-               summary_markdown(overall, {model.slug: model.label}, rows=len(manifest.rows), tasks=tasks))
+    with scoring_lock(output_dir):  # one scorer per directory, as for the evaluation slices
+        write_jsonl(output_dir / "scored_rows.jsonl", scored)
+        write_jsonl(output_dir / "judge_pending.jsonl", pending)
+        write_json(output_dir / "summary.json", {
+            "provenance": provenance,
+            "overall": overall,
+            "by_domain": aggregate(scored, ("model_slug", "domain")),
+            "by_answer_type": aggregate(scored, ("model_slug", "answer_type")),
+        })
+        write_jsonl(output_dir / "by_task.jsonl", aggregate(scored, ("model_slug", "task")))
+        write_text(output_dir / "summary.md",
+                   summary_markdown(overall, {model.slug: model.label}, rows=len(manifest.rows), tasks=tasks))
     return ScoreReport(
         model_slug=model.slug,
         rows=len(scored),
