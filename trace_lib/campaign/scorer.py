@@ -4,9 +4,9 @@
 :meth:`CampaignScorer.score_all` keeps the judge saturated whatever the slices' sizes: every slice's requests go
 through the one judge client, whose lanes share one in-flight window per endpoint (``TRACE_JUDGE_CONCURRENCY``
 sequences, default 192: the judge's ``--max-num-seqs 128`` and headroom), and slices are started while that
-window has room nobody will fill: at least ``jobs`` at once, and one more whenever the judge is
-:meth:`~trace_lib.scoring.judge.OpenAIJudge.starved` and every slice in progress waits for judge replies (or the
-judge has been starved for :data:`STARVED_S`), up to ``max_jobs``. Each slice's results depend on its own
+window has room nobody will fill: at least ``jobs`` at once, and, whenever the judge's windows have room
+(:meth:`~trace_lib.scoring.judge.OpenAIJudge.room`) while every slice in progress waits for judge replies (or
+for :data:`STARVED_S`), as many more as that room holds at the slices' mean demand, up to ``max_jobs``. Each slice's results depend on its own
 responses and judge replies only, so the files are the same whatever the concurrency and the order.
 """
 
@@ -97,21 +97,25 @@ class CampaignScorer:
 
         futures: list[tuple[Any, Future]] = []
         starved_since: float | None = None
+        burst = 0  # slices still to start at once after the last look at the judge's room
         with ThreadPoolExecutor(max_workers=min(max_jobs, len(keys)) or 1, thread_name_prefix="score") as pool:
             try:
                 for key in keys:
                     with done:
                         while True:
-                            if running[0] < jobs:
+                            if running[0] < jobs or (burst > 0 and running[0] < max_jobs):
                                 break
-                            if running[0] < max_jobs and self._judge_has_room(running[0]):
+                            room = self._judge_room(running[0]) if running[0] < max_jobs else 0
+                            if room > 0:
                                 starved_since = starved_since or time.monotonic()
                                 if self._everyone_waits(running[0]) or time.monotonic() - starved_since > STARVED_S:
+                                    burst = room
                                     break
                             else:
                                 starved_since = None
                             done.wait(timeout=POLL_S)
                         running[0] += 1
+                        burst = max(0, burst - 1)
                         starved_since = None
                     futures.append((key, pool.submit(one, key)))
             except BaseException:
@@ -124,9 +128,16 @@ class CampaignScorer:
                 except TraceReproError as exc:
                     yield key, exc
 
-    def _judge_has_room(self, running: int) -> bool:
-        starved = getattr(self.judge, "starved", None)
-        return running > 0 and starved is not None and starved()
+    def _judge_room(self, running: int) -> int:
+        """Slices to start so that the judge's free window is asked for, at the mean demand of the slices in
+        progress (0: no room, or a judge without windows)."""
+        room = getattr(self.judge, "room", None)
+        if running == 0 or room is None:
+            return 0
+        load, capacity = room()
+        if load >= capacity:
+            return 0
+        return max(1, -(-(capacity - load) * running // max(1, load)))
 
     def _everyone_waits(self, running: int) -> bool:
         return getattr(self.judge, "callers", 0) >= running

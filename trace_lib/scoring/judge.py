@@ -243,15 +243,22 @@ class OpenAIJudge(Judge):
         transport's window (``TRACE_JUDGE_CONCURRENCY`` sequences, which bounds every client together)."""
         return self._concurrency if self._concurrency is not None else self.transport.concurrency
 
-    def starved(self) -> bool:
-        """Whether some endpoint's window has room that no request in flight, waiting or queued here fills."""
+    def room(self) -> tuple[int, int]:
+        """``(load, capacity)`` over the endpoints: sequences in flight, waiting for a window or queued on this
+        client's lanes, and how many the windows hold (per endpoint at most this client's concurrency)."""
         with self._lock:
             queued = list(self._queued)
+        load = capacity = 0
         for number, url in enumerate(self.base_urls):
             window = self.transport.window(url)
-            if window.load + queued[number] < min(window.capacity, self.concurrency):
-                return True
-        return False
+            size = min(window.capacity, self.concurrency)
+            load, capacity = load + min(size, window.load + queued[number]), capacity + size
+        return load, capacity
+
+    def starved(self) -> bool:
+        """Whether the windows have room that no request in flight, waiting or queued here fills."""
+        load, capacity = self.room()
+        return load < capacity
 
     @property
     def transport(self) -> JudgeTransport:

@@ -82,6 +82,11 @@ class SimulatedEngine:
     def dropped(self) -> int:
         return self._dropped
 
+    @property
+    def requests(self) -> list[tuple[str, dict[str, Any]]]:
+        """Every request's (route, body) so far, in arrival order."""
+        return list(self._server.requests)
+
     def __enter__(self) -> SimulatedEngine:
         self._server.__enter__()
         return self
