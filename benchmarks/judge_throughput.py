@@ -126,7 +126,8 @@ def judge_routes(benchmarks: list[str] | None) -> list[str]:
 
 def build_workload(release: Any, campaign: Path, data_root: Path, keys: list[str], rows: int,
                    seeds: list[int]) -> Workload:
-    """Write the campaign (data + responses per seed) and record the judge calls scoring it makes."""
+    """Write the campaign (data + responses per seed; ``campaign`` and ``data_root`` are emptied first) and
+    record the judge calls scoring it makes."""
     import pandas as pd
     from score_speed import SPEED_CASES
 
@@ -139,6 +140,9 @@ def build_workload(release: Any, campaign: Path, data_root: Path, keys: list[str
     from trace_lib.testing.synthetic_campaign import write_response_file
 
     sources = load_artifact_sources(release)
+    for stale in (campaign, data_root):  # a work dir reused from an earlier run: this run's files only
+        if stale.exists():
+            shutil.rmtree(stale)
     work = Workload()
     for key in keys:
         protocol = get_protocol(key)
@@ -386,13 +390,16 @@ FAILED: list[str] = []  # requests of (a) and (c) that failed (printed; none exp
 REQUEST_TIMEOUT_S = 180.0
 
 
-def _post(transport: Any, url: str, body: dict) -> None:
+def _post(transport: Any, url: str, body: dict) -> bool:
+    """Send one request; False (and the reason kept in FAILED) when it failed."""
     from trace_lib.scoring.judge_http import CallFailed
 
     try:
         transport.post(url, body, timeout_s=REQUEST_TIMEOUT_S)
+        return True
     except CallFailed as exc:
         FAILED.append(exc.reason)
+        return False
 
 
 def saturate(url: str, work: Workload, in_flight: int) -> int:
@@ -431,9 +438,8 @@ def upstream_design(url: str, work: Workload, release: Any, budget_s: float | No
 
     def send(route: str, body: dict, prompts: int) -> None:
         nonlocal answered
-        if late():
+        if late() or not _post(transport, f"{url}/{route}", body):
             return
-        _post(transport, f"{url}/{route}", body)
         with answered_lock:
             answered += prompts
 

@@ -265,6 +265,15 @@ def raise_fd_limit(needed: int) -> int:
     return soft
 
 
+class _ThreadClient:
+    """One thread's client, held in the transport's thread-local storage (gone, and closed, with the thread)."""
+
+    __slots__ = ("client", "__weakref__")
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+
 class JudgeTransport:
     """Windowed HTTP for judge requests (see module docstring); ``concurrency`` is each endpoint's window in
     sequences."""
@@ -282,7 +291,7 @@ class JudgeTransport:
         self._watchdog = _Watchdog(self._sockets)
         self._windows: dict[str, JudgeWindow] = {}
         self._local = threading.local()
-        self._clients: list[Any] = []
+        self._clients: weakref.WeakSet[Any] = weakref.WeakSet()
         self._tls: Any = None
         self._lock = threading.Lock()
         self._httpx = httpx
@@ -302,7 +311,8 @@ class JudgeTransport:
             return dict(self._windows)
 
     def _client(self) -> Any:
-        client = getattr(self._local, "client", None)
+        holder = getattr(self._local, "holder", None)
+        client = holder.client if holder is not None else None
         if client is None:
             httpx = self._httpx
             limits = httpx.Limits(max_connections=THREAD_CONNECTIONS, max_keepalive_connections=THREAD_CONNECTIONS,
@@ -315,14 +325,17 @@ class JudgeTransport:
             pooled._pool._network_backend = self._sockets  # httpx has no argument for httpcore's network_backend
             client = httpx.Client(limits=limits, transport=pooled,
                                   trust_env=False)  # a judge is a local endpoint; proxies would misroute it
-            self._local.client = client
+            holder = _ThreadClient(client)
+            weakref.finalize(holder, client.close)  # the thread ended (its locals dropped): close its sockets
+            self._local.holder = holder
             with self._lock:
-                self._clients.append(client)
+                self._clients.add(client)
         return client
 
     def close(self) -> None:
         with self._lock:
-            clients, self._clients = self._clients, []
+            clients = list(self._clients)
+            self._clients = weakref.WeakSet()
         for client in clients:
             client.close()
         self._local = threading.local()
