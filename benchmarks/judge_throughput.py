@@ -216,7 +216,8 @@ def start_judge(work: Path, release: Any, *, log_path: Path | None = None, eager
     print("[engine] " + " ".join(argv), flush=True)
     log_path = log_path or work / "vllm-judge.log"
     log = open(log_path, "wb")  # noqa: SIM115 - closed with the server
-    server = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    server = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                              start_new_session=True)  # its own session: --serve-only leaves it running
     url = spec.urls()[0]
     t0 = time.monotonic()
     while True:
