@@ -178,6 +178,9 @@ def _run_campaign(args: argparse.Namespace, release, judge_url: str | None) -> E
     from trace_lib.data.prepare import load_artifact_sources
     from trace_lib.reports.collect import SliceKey, expected_slices, response_file
 
+    for flag, value in (("--jobs", args.jobs), ("--max-jobs", args.max_jobs)):
+        if value < 1:
+            raise UsageError("must be at least 1", field=flag, found=value)
     _, _, root, models, seeds, keys = campaign_inputs(args)
     plan = verdict_plan(release, model_ids=args.model_id, seeds=args.seeds, benchmarks=args.benchmark)
     scorer = CampaignScorer(root, options.work_root(args.data_root, DATA_ROOT_ENV, "data"),
@@ -187,8 +190,6 @@ def _run_campaign(args: argparse.Namespace, release, judge_url: str | None) -> E
     summaries: list[dict] = []
     if scorer.judge is not None:
         scorer.judge.check()  # an unreachable judge stops the run here (exit 2), before any slice
-    if args.jobs < 1:
-        raise UsageError("must be at least 1", field="--jobs", found=args.jobs)
     pending = [key for key in slices if not response_file(root, key).is_file()]
     if pending:  # one line for what is not generated yet, not one error per slice
         shown = " ".join(key.id for key in pending[:6]) + (" ..." if len(pending) > 6 else "")
@@ -197,8 +198,6 @@ def _run_campaign(args: argparse.Namespace, release, judge_url: str | None) -> E
               file=sys.stderr)
         failed += [key.id for key in pending]
 
-    if args.max_jobs < 1:
-        raise UsageError("must be at least 1", field="--max-jobs", found=args.max_jobs)
     ordered = scoring_order([key for key in slices if key not in pending])
     for key, result in scorer.score_all(ordered, lambda key: response_file(root, key), jobs=args.jobs,
                                         max_jobs=max(args.jobs, args.max_jobs)):  # collected in scoring order
