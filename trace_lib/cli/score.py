@@ -71,6 +71,23 @@ def scoring_order(slices):  # noqa: ANN001, ANN201 - SliceKeys in, SliceKeys out
     return sorted(slices, key=lambda k: (k.model, benchmarks.index(k.benchmark), k.seed))
 
 
+def judge_heavy_first(slices):  # noqa: ANN001, ANN201 - SliceKeys in, SliceKeys out
+    """The order slices are started in: the benchmarks implying the most judge requests per row first (the
+    longest judge work must not be the campaign's tail), otherwise as given (a benchmark's seeds together)."""
+    from trace_lib.benchmarks.registry import get_protocol
+    from trace_lib.campaign.estimate import judge_requests_per_row
+    from trace_lib.errors import TraceReproError
+
+    weight: dict[str, float] = {}
+    for key in slices:
+        if key.benchmark not in weight:
+            try:
+                weight[key.benchmark] = judge_requests_per_row(key.benchmark, get_protocol(key.benchmark).judge)
+            except TraceReproError:  # an unimplemented protocol: its slice fails when scored, in its turn
+                weight[key.benchmark] = 0.0
+    return sorted(slices, key=lambda k: -weight[k.benchmark])
+
+
 def _emit(summary: dict, verdict, as_json: bool) -> None:  # noqa: ANN001
     if as_json:
         print(json.dumps({**summary, "verdict": verdict.to_dict() if verdict else None}, sort_keys=True))
@@ -199,8 +216,10 @@ def _run_campaign(args: argparse.Namespace, release, judge_url: str | None) -> E
         failed += [key.id for key in pending]
 
     ordered = scoring_order([key for key in slices if key not in pending])
-    for key, result in scorer.score_all(ordered, lambda key: response_file(root, key), jobs=args.jobs,
-                                        max_jobs=max(args.jobs, args.max_jobs)):  # collected in scoring order
+    results = dict(scorer.score_all(judge_heavy_first(ordered), lambda key: response_file(root, key),
+                                    jobs=args.jobs, max_jobs=max(args.jobs, args.max_jobs)))
+    for key in ordered:  # reported in scoring order
+        result = results[key]
         if isinstance(result, TraceReproError):
             failed.append(key.id)
             print(f"{key.id}: error: {result.render()}", file=sys.stderr)
