@@ -109,6 +109,20 @@ def _rendered(call: Call, prompt: str) -> str:
     return render_qwen3_no_think(prompt, system=call.settings.get("system")) if call.route == "completions" else prompt
 
 
+def critical_path(work: Workload) -> tuple[int, int, str]:
+    """(the largest token budget of one request, the largest sum of budgets along one slice's calls, that
+    slice): a slice's judge calls depend on each other (a round's replies decide the next round), so when the
+    workload is small the scorer (b) cannot finish before its longest chain decodes, while (a) sends every prompt
+    at once and finishes with its longest single request."""
+    chains: dict[tuple[str, int], int] = {}
+    for call in work.calls:
+        key = (call.benchmark, call.seed)
+        chains[key] = chains.get(key, 0) + int(call.settings["max_tokens"])
+    single = max((int(c.settings["max_tokens"]) for c in work.calls), default=0)
+    (benchmark, seed), chain = max(chains.items(), key=lambda kv: kv[1], default=(("", 0), 0))
+    return single, chain, f"{benchmark} seed {seed}"
+
+
 def judge_routes(benchmarks: list[str] | None) -> list[str]:
     """Suite benchmarks whose protocol calls the judge (and that have a synthetic case)."""
     from score_speed import SPEED_CASES
@@ -671,6 +685,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[setup] {len(keys)} judge-route benchmarks x {len(args.seeds)} seeds x {args.rows} rows: "
           f"{workload.prompts} judge requests ({', '.join(f'{n} {r}' for r, n in sorted(routes.items()))}) in "
           f"{len(workload.calls)} calls; built in {time.monotonic() - t0:.0f} s under {work}", flush=True)
+    single, chain, where = critical_path(workload)
+    print(f"[setup] longest request {single} tokens; longest chain of dependent calls {chain} tokens ({where}): "
+          f"where the judge is not the bottleneck (few prompts), (b)/(a) <= {single / max(1, chain):.2f}", flush=True)
 
     server = stub = None
     started_s = None
