@@ -295,7 +295,6 @@ class JudgeTransport:
         self._tls: Any = None
         self._lock = threading.Lock()
         self._httpx = httpx
-        raise_fd_limit(4 * self.concurrency + 256)
 
     def window(self, url: str) -> JudgeWindow:
         """The window of the endpoint serving ``url`` (one per scheme, host and port)."""
@@ -303,6 +302,8 @@ class JudgeTransport:
         with self._lock:
             if key not in self._windows:
                 self._windows[key] = JudgeWindow(self.concurrency)
+                # a socket per sequence in flight at every endpoint at most (chat), and some for retries elsewhere
+                raise_fd_limit(2 * self.concurrency * len(self._windows) + 256)
             return self._windows[key]
 
     def windows(self) -> dict[str, JudgeWindow]:
