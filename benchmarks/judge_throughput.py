@@ -33,10 +33,22 @@ the engine directly. Every request decodes to its budget or an end token, so out
 
 Prints requests/s, prompt and output tokens/s and the prefix-cache hit rate per path, the ratios (b)/(a) (target
 >= 0.9) and (b)/(c) (target >= 2), and writes the judge rate to ``--calibration`` for ``trace-repro plan
---estimate``. ``--stub`` runs every path against a loopback stub instead of vLLM (a CPU dry run: no figures).
+--estimate`` (the best (b), else (a); ``start_s`` when it started the judge). The engine's running/waiting
+requests are sampled from ``/metrics`` every ``--sample-s`` (printed every 20 s, their means per path in the
+table). ``--stub`` runs every path against a loopback simulated engine (128 slots, 20 ms a sequence) instead of
+vLLM: a CPU dry run, no figures.
+
+The judge can be started once and reused across calls: ``--serve-only [--port P] [--pid-file F]`` starts it (its
+own session), waits until it serves and exits leaving it running; later runs pass ``--judge-url
+http://127.0.0.1:P/v1`` (nothing started or stopped). Each path can be skipped (``--skip-saturation``,
+``--skip-scorer``, ``--skip-unordered``, ``--skip-upstream``); ``--upstream-budget-s S`` bounds (c), whose rate is
+then answered / seconds (marked partial). ``--rows 200`` with fewer ``--benchmarks``/``--seeds`` measures (b) on
+full-size slices, a real campaign's regime.
 
     python benchmarks/judge_throughput.py [--rows 24] [--seeds 42 43 44] [--benchmarks KEY ...] [--stub]
-        [--calibration FILE] [--work-dir DIR] [--skip-upstream] [--skip-unordered]
+        [--judge-url URL | --serve-only [--port P] [--pid-file F]] [--calibration FILE] [--work-dir DIR]
+        [--skip-saturation] [--skip-scorer] [--skip-unordered] [--skip-upstream] [--upstream-budget-s S]
+        [--score-jobs N] [--score-max-jobs M] [--judge-window N]
 """
 
 from __future__ import annotations
@@ -63,7 +75,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-MODEL = "judge-bench"  # no canonical scores: the scorer reports scores only
+MODEL = "qwen2.5-vl-3b-base"  # a release model (score --campaign-root names only those); verdicts are not read
 UPSTREAM_CHAT_IN_FLIGHT = 16  # run_trace_eval.sh --eval-nproc 16 (VLMEvalKit api_nproc)
 UPSTREAM_BATCH = 64  # --judge-api-batch-size 64
 UPSTREAM_BATCH_CHARS = 100_000  # the score queue's --judge-api-max-batch-chars default
@@ -97,6 +109,20 @@ def _rendered(call: Call, prompt: str) -> str:
     return render_qwen3_no_think(prompt, system=call.settings.get("system")) if call.route == "completions" else prompt
 
 
+def critical_path(work: Workload) -> tuple[int, int, str]:
+    """(the largest token budget of one request, the largest sum of budgets along one slice's calls, that
+    slice): a slice's judge calls depend on each other (a round's replies decide the next round), so when the
+    workload is small the scorer (b) cannot finish before its longest chain decodes, while (a) sends every prompt
+    at once and finishes with its longest single request."""
+    chains: dict[tuple[str, int], int] = {}
+    for call in work.calls:
+        key = (call.benchmark, call.seed)
+        chains[key] = chains.get(key, 0) + int(call.settings["max_tokens"])
+    single = max((int(c.settings["max_tokens"]) for c in work.calls), default=0)
+    (benchmark, seed), chain = max(chains.items(), key=lambda kv: kv[1], default=(("", 0), 0))
+    return single, chain, f"{benchmark} seed {seed}"
+
+
 def judge_routes(benchmarks: list[str] | None) -> list[str]:
     """Suite benchmarks whose protocol calls the judge (and that have a synthetic case)."""
     from score_speed import SPEED_CASES
@@ -114,7 +140,8 @@ def judge_routes(benchmarks: list[str] | None) -> list[str]:
 
 def build_workload(release: Any, campaign: Path, data_root: Path, keys: list[str], rows: int,
                    seeds: list[int]) -> Workload:
-    """Write the campaign (data + responses per seed) and record the judge calls scoring it makes."""
+    """Write the campaign (data + responses per seed; ``campaign`` and ``data_root`` are emptied first) and
+    record the judge calls scoring it makes."""
     import pandas as pd
     from score_speed import SPEED_CASES
 
@@ -125,6 +152,9 @@ def build_workload(release: Any, campaign: Path, data_root: Path, keys: list[str
     from trace_lib.testing.synthetic_campaign import write_response_file
 
     sources = load_artifact_sources(release)
+    for stale in (campaign, data_root):  # a work dir reused from an earlier run: this run's files only
+        if stale.exists():
+            shutil.rmtree(stale)
     work = Workload()
     for key in keys:
         protocol = get_protocol(key)
@@ -181,9 +211,11 @@ def record_calls(work: Workload, protocol: Any, key: str, seed: int, rows: list,
 # -- the engine ------------------------------------------------------------------------------------------------
 
 def start_judge(work: Path, release: Any, *, log_path: Path | None = None, eager: bool = False,
-                timeout_s: float = 540.0, gpu_memory_utilization: float | None = None) -> tuple[subprocess.Popen, str]:
+                timeout_s: float = 540.0, gpu_memory_utilization: float | None = None,
+                port: int | None = None) -> tuple[subprocess.Popen, str]:
     """Start the 32B-shaped ``vllm serve`` (upstream's command + ``--load-format dummy``; ``gpu_memory_utilization``
-    instead of upstream's 0.90 when given); returns it and its URL."""
+    instead of upstream's 0.90 when given; ``port``: that port, else the first free one from 18100); returns it and
+    its URL."""
     from trace_lib.scoring.judge import JUDGE_SERVED_NAME
     from trace_lib.scoring.judge_http import probe
     from trace_lib.scoring.judge_pool import PoolSpec, port_taken, release_chat_template, serve_command, \
@@ -199,7 +231,10 @@ def start_judge(work: Path, release: Any, *, log_path: Path | None = None, eager
     except InputError:  # a data-only release copy: the tiny judge's template renders the same no-think turn
         template = work / "chat_template_no_think.jinja"
         template.write_text(QWEN3_NO_THINK_TEMPLATE, encoding="utf-8")
-    port = next(p for p in range(18100, 18200) if not port_taken("127.0.0.1", p))
+    if port is None:
+        port = next(p for p in range(18100, 18200) if not port_taken("127.0.0.1", p))
+    elif port_taken("127.0.0.1", port):
+        raise SystemExit(f"port {port} is taken (a judge already running there? pass --judge-url)")
     spec = PoolSpec(model_root=model, gpu_groups=("0",), log_dir=work, chat_template=template,
                     served_names=(JUDGE_SERVED_NAME,), port_start=port,
                     extra_args=("--load-format", "dummy", *(["--enforce-eager"] if eager else [])),
@@ -212,7 +247,8 @@ def start_judge(work: Path, release: Any, *, log_path: Path | None = None, eager
     print("[engine] " + " ".join(argv), flush=True)
     log_path = log_path or work / "vllm-judge.log"
     log = open(log_path, "wb")  # noqa: SIM115 - closed with the server
-    server = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    server = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                              start_new_session=True)  # its own session: --serve-only leaves it running
     url = spec.urls()[0]
     t0 = time.monotonic()
     while True:
@@ -289,8 +325,9 @@ class AnswerRelay:
         self.upstream, self.answers, self.fallback = upstream.rstrip("/"), answers, fallback
         self.prompts = self.unknown = 0
         self._lock = threading.Lock()
-        self._client = httpx.Client(limits=httpx.Limits(max_connections=512, max_keepalive_connections=512),
-                                    timeout=600, trust_env=False)
+        self._local = threading.local()  # one upstream client per handler thread: a shared httpcore pool can
+        self._clients: list[httpx.Client] = []  # close a connection another thread uses (judge_http.py)
+        self._tls = httpx.create_ssl_context()
         relay = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -308,12 +345,12 @@ class AnswerRelay:
                 self.wfile.write(data)
 
             def do_GET(self) -> None:  # noqa: N802
-                got = relay._client.get(relay.upstream + self.path.removeprefix("/v1"))
+                got = relay._upstream().get(relay.upstream + self.path.removeprefix("/v1"))
                 self._answer(got.status_code, got.content)
 
             def do_POST(self) -> None:  # noqa: N802
                 raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                got = relay._client.post(relay.upstream + self.path.removeprefix("/v1"), content=raw,
+                got = relay._upstream().post(relay.upstream + self.path.removeprefix("/v1"), content=raw,
                                          headers={"Content-Type": "application/json"})
                 if got.status_code != 200:
                     self._answer(got.status_code, got.content)
@@ -328,6 +365,16 @@ class AnswerRelay:
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def _upstream(self) -> Any:
+        import httpx
+
+        client = getattr(self._local, "client", None)
+        if client is None:
+            client = self._local.client = httpx.Client(timeout=600, trust_env=False, verify=self._tls)
+            with self._lock:
+                self._clients.append(client)
+        return client
 
     def rewrite(self, body: dict, answer: dict) -> dict:
         if "messages" in body:
@@ -354,7 +401,8 @@ class AnswerRelay:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
-        self._client.close()
+        for client in self._clients:
+            client.close()
 
 
 # -- the three clients -----------------------------------------------------------------------------------------
@@ -378,13 +426,16 @@ FAILED: list[str] = []  # requests of (a) and (c) that failed (printed; none exp
 REQUEST_TIMEOUT_S = 180.0
 
 
-def _post(transport: Any, url: str, body: dict) -> None:
+def _post(transport: Any, url: str, body: dict) -> bool:
+    """Send one request; False (and the reason kept in FAILED) when it failed."""
     from trace_lib.scoring.judge_http import CallFailed
 
     try:
         transport.post(url, body, timeout_s=REQUEST_TIMEOUT_S)
+        return True
     except CallFailed as exc:
         FAILED.append(exc.reason)
+        return False
 
 
 def saturate(url: str, work: Workload, in_flight: int) -> int:
@@ -406,12 +457,28 @@ def saturate(url: str, work: Workload, in_flight: int) -> int:
     return len(items)
 
 
-def upstream_design(url: str, work: Workload, release: Any) -> int:
-    """(c): upstream's jobs on one endpoint (module docstring); returns prompts answered."""
+def upstream_design(url: str, work: Workload, release: Any, budget_s: float | None = None) -> int:
+    """(c): upstream's jobs on one endpoint (module docstring); returns prompts answered. With ``budget_s``, no
+    request starts after that many seconds (those in flight finish): the count is then the prompts answered so
+    far, and ``measure`` turns it into the partial rate (answered / seconds)."""
     from trace_lib.release.suite import load_suite
     from trace_lib.scoring.judge_http import JudgeTransport
 
+    deadline = None if budget_s is None else time.monotonic() + budget_s
     transport = JudgeTransport(concurrency=UPSTREAM_CHAT_IN_FLIGHT)
+    answered_lock = threading.Lock()
+    answered = 0
+
+    def late() -> bool:
+        return deadline is not None and time.monotonic() > deadline
+
+    def send(route: str, body: dict, prompts: int) -> None:
+        nonlocal answered
+        if late() or not _post(transport, f"{url}/{route}", body):
+            return
+        with answered_lock:
+            answered += prompts
+
     jobs: dict[tuple[str, int], list[Call]] = {}
     for call in work.calls:
         jobs.setdefault((call.benchmark, call.seed), []).append(call)
@@ -419,22 +486,25 @@ def upstream_design(url: str, work: Workload, release: Any) -> int:
     routes = {b.key: b.route for b in load_suite(release).benchmarks}
     phase = {"official_vlmevalkit": 0, "direct_score": 1}  # then MME-Reasoning's dedicated route
 
-    answered = 0
     for (key, _seed), calls in sorted(jobs.items(), key=lambda kv: (phase.get(routes[kv[0][0]], 2), kv[0])):
         for call in calls:  # a job's rounds one after another
+            if late():
+                break
             if call.route == "chat":
                 def one(prompt: str, c: Call = call) -> None:
                     route, body = _bodies(c, [prompt])
-                    _post(transport, f"{url}/{route}", body)
+                    send(route, body, 1)
 
                 with ThreadPoolExecutor(max_workers=UPSTREAM_CHAT_IN_FLIGHT) as pool:
                     list(pool.map(one, call.prompts))
             else:
                 for batch in _upstream_batches([_rendered(call, p) for p in call.prompts]):
                     route, body = _bodies(call, [call.prompts[i] for i in batch])
-                    _post(transport, f"{url}/{route}", body)
-            answered += len(call.prompts)
+                    send(route, body, len(batch))
     transport.close()
+    if late():
+        print(f"[upstream] time budget of {budget_s:g} s spent: {answered} of {work.prompts} prompts answered "
+              "(the rate below is answered / seconds: partial)", flush=True)
     return answered
 
 
@@ -453,14 +523,16 @@ def _upstream_batches(rendered: list[str]) -> list[list[int]]:
 
 
 def campaign_scorer(relay: AnswerRelay, release: Any, campaign: Path, data_root: Path, seeds: list[int],
-                    keys: list[str], ordered: bool, log: Path, jobs: int | None = None) -> int:
+                    keys: list[str], ordered: bool, log: Path, jobs: int | None = None,
+                    max_jobs: int | None = None, env: dict[str, str] | None = None) -> int:
     """(b): ``trace-repro score --campaign-root`` in a subprocess, through the relay; returns prompts answered."""
     before = relay.prompts
     argv = [sys.executable, "-m", "trace_lib", "score", "--trace-root", str(release.path), "--campaign-root",
             str(campaign), "--data-root", str(data_root), "--judge-url", relay.url, "--model-id", MODEL,
             "--seeds", *map(str, seeds), *[a for k in keys for a in ("--benchmark", k)],
-            *(["--jobs", str(jobs)] if jobs else [])]
-    env = dict(os.environ, TRACE_JUDGE_PREFIX_ORDER="1" if ordered else "0", PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+            *(["--jobs", str(jobs)] if jobs else []), *(["--max-jobs", str(max_jobs)] if max_jobs else [])]
+    env = dict(os.environ, **(env or {}), TRACE_JUDGE_PREFIX_ORDER="1" if ordered else "0",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     with open(log, "w") as handle:
         done = subprocess.run(argv, stdout=handle, stderr=subprocess.STDOUT, env=env, cwd=REPO)
     tail = log.read_text().strip().splitlines()[-1:] or [""]
@@ -478,6 +550,9 @@ class Measured:
     prompts: int
     seconds: float
     counters: dict[str, float] | None
+    running: float = float("nan")  # the engine's mean running requests over the path's samples
+    waiting: float = float("nan")  # and its mean waiting requests
+    partial: bool = False  # stopped by its time budget: the rate is answered / seconds
 
     def rate(self, key: str) -> float:
         return float("nan") if self.counters is None else self.counters[key] / self.seconds
@@ -488,34 +563,51 @@ class Measured:
         return c["cache_hits"] / c["cache_queries"] if c and c["cache_queries"] else float("nan")
 
 
-def _watch(name: str, engine: str, done: threading.Event, every_s: float = 20.0) -> None:
-    """Print the engine's running/waiting requests and tokens so far every ``every_s`` while a path runs."""
+def engine_gauges(engine: str) -> tuple[float, float, float, float] | None:
+    """vLLM's (running, waiting, finished requests, output tokens) from ``/metrics``; None when unreachable."""
     import httpx
 
+    try:
+        text = httpx.get(engine.removesuffix("/v1") + "/metrics", timeout=5, trust_env=False).text
+    except httpx.HTTPError:
+        return None
+    sums: dict[str, float] = {}
+    for line in text.splitlines():
+        match = _SAMPLE.match(line)
+        if match:
+            sums[match.group(1)] = sums.get(match.group(1), 0.0) + float(match.group(3))
+    return (sums.get("vllm:num_requests_running", 0.0), sums.get("vllm:num_requests_waiting", 0.0),
+            sums.get(COUNTERS["requests"], 0.0), sums.get(COUNTERS["output_tokens"], 0.0))
+
+
+def _watch(name: str, engine: str, done: threading.Event, samples: list[tuple[float, float]],
+           every_s: float = 2.0, print_every_s: float = 20.0) -> None:
+    """Sample the engine's running/waiting requests every ``every_s`` into ``samples``; print them (and the
+    finished requests and output tokens so far) every ``print_every_s`` while a path runs."""
     t0 = time.perf_counter()
+    shown = t0
     while not done.wait(every_s):
-        try:
-            text = httpx.get(engine.removesuffix("/v1") + "/metrics", timeout=5).text
-        except httpx.HTTPError as exc:
-            print(f"[{name}] +{time.perf_counter() - t0:.0f} s: /metrics unreachable ({exc})", flush=True)
+        gauges = engine_gauges(engine)
+        now = time.perf_counter()
+        if gauges is None:
+            print(f"[{name}] +{now - t0:.0f} s: /metrics unreachable", flush=True)
             continue
-        sums: dict[str, float] = {}
-        for line in text.splitlines():
-            match = _SAMPLE.match(line)
-            if match:
-                sums[match.group(1)] = sums.get(match.group(1), 0.0) + float(match.group(3))
-        print(f"[{name}] +{time.perf_counter() - t0:.0f} s: running {sums.get('vllm:num_requests_running', 0):.0f}, "
-              f"waiting {sums.get('vllm:num_requests_waiting', 0):.0f}, finished "
-              f"{sums.get(COUNTERS['requests'], 0):.0f}, output tokens {sums.get(COUNTERS['output_tokens'], 0):.0f}",
-              flush=True)
+        samples.append(gauges[:2])
+        if now - shown >= print_every_s:
+            shown = now
+            print(f"[{name}] +{now - t0:.0f} s: running {gauges[0]:.0f}, waiting {gauges[1]:.0f}, finished "
+                  f"{gauges[2]:.0f}, output tokens {gauges[3]:.0f}", flush=True)
 
 
-def measure(name: str, engine: str, fn: Callable[[], int]) -> Measured:
+def measure(name: str, engine: str, fn: Callable[[], int], *, partial: Callable[[], bool] | None = None,
+            sample_s: float = 2.0) -> Measured:
     if not reset_prefix_cache(engine):
-        print(f"[{name}] (prefix cache not reset: the server has no /reset_prefix_cache)", flush=True)
+        print(f"[{name}] (prefix cache not reset: the server has no /reset_prefix_cache; start it with "
+              "VLLM_SERVER_DEV_MODE=1)", flush=True)
     before = read_counters(engine)
     done = threading.Event()
-    threading.Thread(target=_watch, args=(name, engine, done), daemon=True).start()
+    samples: list[tuple[float, float]] = []
+    threading.Thread(target=_watch, args=(name, engine, done, samples, sample_s), daemon=True).start()
     t0 = time.perf_counter()
     try:
         prompts = fn()
@@ -524,30 +616,67 @@ def measure(name: str, engine: str, fn: Callable[[], int]) -> Measured:
     seconds = time.perf_counter() - t0
     after = read_counters(engine)
     delta = None if before is None or after is None else {k: after[k] - before[k] for k in before}
-    result = Measured(name, prompts, seconds, delta)
+    running = sum(r for r, _ in samples) / len(samples) if samples else float("nan")
+    waiting = sum(w for _, w in samples) / len(samples) if samples else float("nan")
+    result = Measured(name, prompts, seconds, delta, running, waiting, bool(partial and partial()))
     if FAILED:
         print(f"[{name}] {len(FAILED)} request(s) failed, first: {FAILED[0]}", flush=True)
         FAILED.clear()
-    print(f"[{name}] {prompts} judge requests in {seconds:.1f} s: {prompts / seconds:.2f} req/s, "
-          f"{result.rate('prompt_tokens'):.0f} prompt tok/s, {result.rate('output_tokens'):.0f} output tok/s, "
-          f"prefix-cache hit rate {result.hit_rate:.3f}", flush=True)
+    print(f"[{name}] {prompts} judge requests in {seconds:.1f} s: {prompts / seconds:.2f} req/s"
+          f"{' (partial: time budget)' if result.partial else ''}, {result.rate('prompt_tokens'):.0f} prompt "
+          f"tok/s, {result.rate('output_tokens'):.0f} output tok/s, prefix-cache hit rate {result.hit_rate:.3f}, "
+          f"engine running {running:.1f} / waiting {waiting:.1f} on average", flush=True)
     return result
+
+
+def _stub_engine() -> Any:
+    """A loopback simulated engine (trace_lib/testing/sim_engine.py): upstream's 128 slots, 20 ms a sequence."""
+    from trace_lib.scoring.judge import JUDGE_SERVED_NAME
+    from trace_lib.testing.sim_engine import SimulatedEngine
+
+    return SimulatedEngine(lambda route, prompt: "A", max_num_seqs=128, service_s=0.02,
+                           model=JUDGE_SERVED_NAME).__enter__()
+
+
+def _number(value: float) -> float | None:
+    return None if value != value else round(value, 1)  # NaN (no counters): null
 
 
 def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # through the finally blocks: the server is stopped
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rows", type=int, default=24, help="synthetic rows per benchmark and seed")
+    parser.add_argument("--rows", type=int, default=24, help="synthetic rows per benchmark and seed (200: "
+                        "full-size slices, as a real campaign's, with fewer --benchmarks/--seeds)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[42, 43, 44])
     parser.add_argument("--benchmarks", nargs="+", default=None, help="judge-route keys (default: all)")
+    parser.add_argument("--judge-url", default=None, metavar="URL",
+                        help="an already running judge (started with --serve-only, or any vllm serve of the "
+                             "judge name with VLLM_SERVER_DEV_MODE=1 for prefix-cache resets): nothing is started "
+                             "or stopped")
+    parser.add_argument("--serve-only", action="store_true",
+                        help="start the 32B-shaped judge, print its URL and leave it running (its own session; "
+                             "stop it with 'kill -TERM -PID' from --pid-file), then exit")
+    parser.add_argument("--pid-file", default=None, metavar="FILE", help="--serve-only: write the server's pid here")
+    parser.add_argument("--port", type=int, default=None, help="the started judge's port (default: the first free "
+                        "from 18100)")
     parser.add_argument("--saturation-in-flight", type=int, default=256)
+    parser.add_argument("--skip-saturation", action="store_true", help="no (a)")
+    parser.add_argument("--skip-scorer", action="store_true", help="no (b)")
+    parser.add_argument("--skip-unordered", action="store_true", help="(b) with prefix ordering only")
     parser.add_argument("--skip-upstream", action="store_true", help="no (c)")
+    parser.add_argument("--upstream-budget-s", type=float, default=None, metavar="S",
+                        help="(c): start no request after S seconds; its rate is then answered / seconds (partial)")
     parser.add_argument("--score-jobs", type=int, default=None, metavar="N",
                         help="(b): 'trace-repro score --jobs N' (default: its own default)")
+    parser.add_argument("--score-max-jobs", type=int, default=None, metavar="M",
+                        help="(b): 'trace-repro score --max-jobs M' (default: its own default)")
+    parser.add_argument("--judge-window", type=int, default=None, metavar="N",
+                        help="(b): TRACE_JUDGE_CONCURRENCY for the scorer (default: its own, 192)")
     parser.add_argument("--enforce-eager", action="store_true",
                         help="serve without CUDA graphs (starts faster; not upstream's flags: ratios only)")
-    parser.add_argument("--skip-unordered", action="store_true", help="(b) with prefix ordering only")
-    parser.add_argument("--stub", action="store_true", help="a loopback stub instead of vLLM (CPU dry run)")
+    parser.add_argument("--stub", action="store_true",
+                        help="a loopback simulated engine instead of vLLM (CPU dry run: no figures)")
+    parser.add_argument("--sample-s", type=float, default=2.0, help="seconds between /metrics samples")
     parser.add_argument("--calibration", default=None, metavar="FILE",
                         help="write the measured judge rate here (trace-repro plan --estimate reads it)")
     parser.add_argument("--server-log", default=None, metavar="FILE", help="vllm serve's log (default: in the work dir)")
@@ -558,6 +687,14 @@ def main(argv: list[str] | None = None) -> int:
 
     release = locate_release(args.trace_root)
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="judge-throughput-"))
+    work.mkdir(parents=True, exist_ok=True)
+    if args.serve_only:
+        server, url = start_judge(work, release, log_path=Path(args.server_log) if args.server_log else None,
+                                  eager=args.enforce_eager, port=args.port)
+        if args.pid_file:
+            Path(args.pid_file).write_text(f"{server.pid}\n", encoding="utf-8")
+        print(f"[engine] left running: pid {server.pid} (its own process group), --judge-url {url}", flush=True)
+        return 0
     campaign, data_root = work / "campaign", work / "data"
     t0 = time.monotonic()
     keys = judge_routes(args.benchmarks)
@@ -569,33 +706,57 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[setup] {len(keys)} judge-route benchmarks x {len(args.seeds)} seeds x {args.rows} rows: "
           f"{workload.prompts} judge requests ({', '.join(f'{n} {r}' for r, n in sorted(routes.items()))}) in "
           f"{len(workload.calls)} calls; built in {time.monotonic() - t0:.0f} s under {work}", flush=True)
+    single, chain, where = critical_path(workload)
+    print(f"[setup] longest request {single} tokens; longest chain of dependent calls {chain} tokens ({where}): "
+          f"where the judge is not the bottleneck (few prompts), (b)/(a) <= {single / max(1, chain):.2f}", flush=True)
 
     server = stub = None
+    started_s = None
+    results: list[Measured] = []
     try:
-        if args.stub:
+        if args.judge_url:
             from trace_lib.scoring.judge import JUDGE_SERVED_NAME
-            from trace_lib.testing.openai_server import OpenAIStubServer
+            from trace_lib.scoring.judge_http import probe
 
-            stub = OpenAIStubServer(lambda route, body: "A", model=JUDGE_SERVED_NAME).__enter__()
+            engine = args.judge_url.rstrip("/")
+            engine = engine if engine.endswith("/v1") else engine + "/v1"
+            probe(engine, JUDGE_SERVED_NAME, timeout_s=10.0)
+            print(f"[engine] using the running judge at {engine}", flush=True)
+        elif args.stub:
+            stub = _stub_engine()
             engine = stub.url
         else:
+            t_start = time.monotonic()
             server, engine = start_judge(work, release,
                                          log_path=Path(args.server_log) if args.server_log else None,
-                                         eager=args.enforce_eager)
+                                         eager=args.enforce_eager, port=args.port)
+            started_s = time.monotonic() - t_start
         relay = AnswerRelay(engine, workload.answers)
         saturate(engine, Workload(workload.calls[:2]), 8)  # warm-up
-        results = [measure("(a) saturation", engine,
-                           lambda: saturate(engine, workload, args.saturation_in_flight))]
-        for ordered in (True, False)[: 1 if args.skip_unordered else 2]:
+        if not args.skip_saturation:
+            results.append(measure("(a) saturation", engine,
+                                   lambda: saturate(engine, workload, args.saturation_in_flight),
+                                   sample_s=args.sample_s))
+        scorer_env = {"TRACE_JUDGE_CONCURRENCY": str(args.judge_window)} if args.judge_window else {}
+        for ordered in (() if args.skip_scorer else (True, False)[: 1 if args.skip_unordered else 2]):
             name = f"(b) trace-repro score, prefix order {'on' if ordered else 'off'}"
             results.append(measure(name, engine, lambda o=ordered: campaign_scorer(
                 relay, release, campaign, data_root, args.seeds, workload.keys, o, work / f"score-{int(o)}.log",
-                args.score_jobs)))
+                args.score_jobs, args.score_max_jobs, scorer_env), sample_s=args.sample_s))
         if relay.unknown:
             print(f"[relay] {relay.unknown} prompt(s) the recording did not predict were answered 'A'", flush=True)
         if not args.skip_upstream:
-            results.append(measure("(c) upstream's client design", engine, lambda: upstream_design(engine, workload,
-                                                                                                 release)))
+            budget_end = [None]
+
+            def upstream() -> int:
+                t_up = time.monotonic()
+                answered = upstream_design(engine, workload, release, args.upstream_budget_s)
+                budget_end[0] = answered < workload.prompts and args.upstream_budget_s is not None \
+                    and time.monotonic() - t_up >= args.upstream_budget_s
+                return answered
+
+            results.append(measure("(c) upstream's client design", engine, upstream,
+                                   partial=lambda: bool(budget_end[0]), sample_s=args.sample_s))
         relay.close()
     finally:
         if server is not None:
@@ -604,33 +765,46 @@ def main(argv: list[str] | None = None) -> int:
             stub.__exit__(None, None, None)
 
     print()
-    print("| path | judge requests | seconds | requests/s | prompt tok/s | output tok/s | prefix-cache hit rate |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| path | judge requests | seconds | requests/s | prompt tok/s | output tok/s | prefix-cache hit rate | "
+          "engine running / waiting (mean) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in results:
-        print(f"| {r.name} | {r.prompts} | {r.seconds:.1f} | {r.prompts / r.seconds:.2f} | "
-              f"{r.rate('prompt_tokens'):.0f} | {r.rate('output_tokens'):.0f} | {r.hit_rate:.3f} |")
+        print(f"| {r.name}{' (partial: time budget)' if r.partial else ''} | {r.prompts} | {r.seconds:.1f} | "
+              f"{r.prompts / r.seconds:.2f} | {r.rate('prompt_tokens'):.0f} | {r.rate('output_tokens'):.0f} | "
+              f"{r.hit_rate:.3f} | {r.running:.1f} / {r.waiting:.1f} |")
     rate = {r.name: r.prompts / r.seconds for r in results}
-    a = rate["(a) saturation"]
+    a = rate.get("(a) saturation")
     c = rate.get("(c) upstream's client design")
     print()
     for name in (n for n in rate if n.startswith("(b)")):
-        line = f"{name}: / (a) = {rate[name] / a:.2f} (target >= 0.9)"
+        parts = [f"{name}:"]
+        if a:
+            parts.append(f"/ (a) = {rate[name] / a:.2f} (target >= 0.9)")
         if c:
-            line += f"; / (c) = {rate[name] / c:.2f} (target >= 2)"
-        print(line)
-    if args.calibration and not args.stub:
+            parts.append(f"/ (c) = {rate[name] / c:.2f} (target >= 2"
+                         f"{'; (c) partial' if results[-1].partial else ''})")
+        print(" ".join(parts))
+    if args.calibration and results:
         from trace_lib.campaign.estimate import record_calibration
 
-        best = results[1]
-        record_calibration(Path(args.calibration), "judge", {
+        scorer = [r for r in results if r.name.startswith("(b)")]
+        best = max(scorer, key=lambda r: r.prompts / r.seconds) if scorer else results[0]
+        values = {
             "requests_per_s": round(best.prompts / best.seconds, 3),
-            "prompt_tokens_per_s": round(best.rate("prompt_tokens"), 1),
-            "output_tokens_per_s": round(best.rate("output_tokens"), 1),
+            "measured_path": best.name,
+            "prompt_tokens_per_s": _number(best.rate("prompt_tokens")),
+            "output_tokens_per_s": _number(best.rate("output_tokens")),
             "requests_per_row": round(workload.prompts / (len(keys) * len(args.seeds) * args.rows), 4),
             "measured_by": "benchmarks/judge_throughput.py " + " ".join(argv if argv is not None else sys.argv[1:]),
             "measured_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        })
-        print(f"calibration written to {args.calibration}")
+        }
+        if started_s is not None:
+            values["start_s"] = round(started_s, 1)
+        if args.stub:
+            values["stub"] = True  # a dry run's file: not a measurement
+        record_calibration(Path(args.calibration), "judge", values)
+        print(f"calibration written to {args.calibration} (judge: {values['requests_per_s']} requests/s from "
+              f"{best.name}{'; STUB, not a measurement' if args.stub else ''})")
     return 0
 
 

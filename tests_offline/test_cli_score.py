@@ -229,6 +229,8 @@ def test_campaign_jobs_score_the_same_and_report_benchmark_major(capsys, release
     assert len(outputs["1"]) == 4 and outputs["1"] == outputs["3"]
     code, _, err = _score(capsys, release, "--campaign-root", str(tmp_path / "campaign1"), "--jobs", "0")
     assert code == 2 and "--jobs" in err
+    code, _, err = _score(capsys, release, "--campaign-root", str(tmp_path / "campaign1"), "--max-jobs", "0")
+    assert code == 2 and err.startswith("error: --max-jobs: must be at least 1")
 
 
 def _plain(path, rows, texts, *, field="response"):

@@ -171,7 +171,8 @@ def test_a_signal_while_the_judge_hangs_stops_score_at_once_and_writes_nothing(r
                                     benchmark="erqa", rows=rows, texts=toy_responses(rows, 0.5))
     hang, held, release_all = _hanging_judge(batches=4)
 
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+               TRACE_JUDGE_CONCURRENCY="256")  # a judge window holding all four batches (200 sequences) at once
     out = tmp_path / "out"
     with OpenAIStubServer(hang, model="qwen3-32b-judge") as server:
         argv = ["score", "--trace-root", str(release.path), "--benchmark", "erqa", "--dataset", str(dataset),
@@ -216,7 +217,8 @@ def test_ctrl_c_in_the_pytest_score_phase_ends_the_hanging_judge_requests_at_onc
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "TRACE_"))}
     with OpenAIStubServer(hang, model="qwen3-32b-judge") as server:
-        env.update(PYTHONPATH=str(REPO), HANG_JUDGE_URL=server.url)
+        env.update(PYTHONPATH=str(REPO), HANG_JUDGE_URL=server.url,
+                   TRACE_JUDGE_CONCURRENCY="256")  # a judge window holding all four batches at once
         child = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
                                   "--phase", "score", "test_hang.py"], cwd=project, env=env,
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -32,7 +32,7 @@ def test_no_module_spells_out_a_trace_variable():
 def test_every_variable_is_listed_once_with_its_default():
     assert all(_NAME.fullmatch(name) for name in options.ENVIRONMENT)
     assert options.ENVIRONMENT["TRACE_GPU_GROUPS"].default == "0"
-    assert options.ENVIRONMENT["TRACE_JUDGE_CONCURRENCY"].default == "64"
+    assert options.ENVIRONMENT["TRACE_JUDGE_CONCURRENCY"].default == "192"
     assert options.ENVIRONMENT["TRACE_MODEL_ROOT"].default == options.DEFAULT_WORK_DIR / "models"
     assert options.VALIDATION_BACKEND_ENV.read({}) == "vllm"
     assert options.VALIDATION_BACKEND_ENV.read({"TRACE_VALIDATION_BACKEND": "openai"}) == "openai"

@@ -327,8 +327,9 @@ SESSION_PHASE_ENV = EnvVar("TRACE_REPRO_SESSION_PHASE",
                            "set by the pytest controller for its session and xdist workers (never by a user)")
 JUDGE_LOG_DIR_ENV = EnvVar("TRACE_JUDGE_LOG_DIR", "where the judge pool writes its server logs (--judge-log-dir)",
                            default=DEFAULT_WORK_DIR / "judge")
-JUDGE_CONCURRENCY_ENV = EnvVar("TRACE_JUDGE_CONCURRENCY", "open connections of the judge clients' pooled transport",
-                               default="64")
+JUDGE_CONCURRENCY_ENV = EnvVar("TRACE_JUDGE_CONCURRENCY", "judge sequences (prompts) in flight per judge endpoint, "
+                               "shared by every slice and client of the process (default 192: upstream's "
+                               "--max-num-seqs 128 and half again as headroom)", default="192")
 VALIDATION_DIR_ENV = EnvVar("TRACE_VALIDATION_DIR", "TRACE-validation work directory (--work-dir; default "
                             "<campaign-root>/validation or trace-repro-work/validation)")
 JUDGE_TOKENIZER_ENV = EnvVar("TRACE_JUDGE_TOKENIZER", "local Qwen3-32B checkpoint whose chat template renders "

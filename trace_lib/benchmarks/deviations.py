@@ -155,9 +155,11 @@ JUDGE_DEVIATIONS: list[str] = [
     "judge prompts go out sorted by their text (trace_lib.scoring.request_order: prompts sharing the instruction "
     "and question together, for vLLM's prefix cache), so a completions batch of 64 holds other prompts than "
     "upstream's; each prompt's request content and reply are unchanged (TRACE_JUDGE_PREFIX_ORDER=0: upstream's order)",
-    "one judge call keeps up to TRACE_JUDGE_CONCURRENCY (64) requests in flight (upstream: 16 chat requests per "
-    "VLMEvalKit job, one completions batch per endpoint), and 'score --campaign-root' scores --jobs slices at once "
-    "(upstream: one job per endpoint); only the throughput differs",
+    "each judge endpoint has up to TRACE_JUDGE_CONCURRENCY (192) sequences in flight, shared by every slice scored "
+    "at once (upstream: 16 chat requests per VLMEvalKit job, one completions batch per endpoint), and 'score "
+    "--campaign-root' scores at least --jobs slices at once and more while the judge has room, the judge-heaviest "
+    "benchmarks first (upstream: one job per endpoint); a request the server closed without answering a byte is "
+    "re-sent at once; only the throughput differs",
 ]
 
 #: Deviations of generation (requests identical to upstream's; what differs is how they reach the engine).

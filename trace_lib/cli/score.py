@@ -3,8 +3,8 @@ the release's canonical scores.
 
 One file:   ``trace-repro score --benchmark KEY --dataset FILE --responses FILE.jsonl --out DIR [--judge-url URL]``
 Campaign:   ``trace-repro score --campaign-root DIR [--data-root DIR] [--model-id SLUG] [--seeds S ...] [--benchmark KEY]
-            [--jobs N]`` (slices default to those with responses in the campaign directory; N slices at once, a
-            benchmark's seeds together)
+            [--jobs N] [--max-jobs M]`` (slices default to those with responses in the campaign directory; N
+            slices at once, a benchmark's seeds together, more while the judge has room, M at most)
 
 Writes ``records.jsonl`` (one line per row: extracted answer, credit, judge calls) and ``scores.json`` into the
 output directory (campaign: ``<root>/scoring/seed_<S>/<model>/<benchmark>/``) and prints one line per slice: the
@@ -48,17 +48,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "(trace-repro response files carry it in their header)")
     parser.add_argument("--json", action="store_true", help="print the scores.json documents (with verdicts)")
     parser.add_argument("--jobs", type=int, default=DEFAULT_JOBS, metavar="N",
-                        help=f"campaign mode: slices scored at once, a benchmark's seeds side by side so their "
-                             f"judge requests share the judge's prefix cache (default {DEFAULT_JOBS}; 1: one after "
-                             "another)")
+                        help=f"campaign mode: slices scored at once at least, a benchmark's seeds side by side so "
+                             f"their judge requests share the judge's prefix cache (default {DEFAULT_JOBS}); more "
+                             "are started while the judge's in-flight window has room (up to --max-jobs)")
+    parser.add_argument("--max-jobs", type=int, default=DEFAULT_MAX_JOBS, metavar="M",
+                        help=f"campaign mode: at most this many slices at once (default {DEFAULT_MAX_JOBS}; "
+                             "--jobs 1 --max-jobs 1: one after another)")
     options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT, options.JUDGE_URL,
                             options.ALPHA, options.MARGIN, options.TOLERANCE_Z, options.ARCHIVE_ROOT)
     parser.set_defaults(run=stoppable(run, label="score"))
 
 
-#: Slices ``score --campaign-root`` scores at once: enough to keep a judge busy across slice boundaries (one
-#: slice's last requests leave the engine idle) and to send the three seeds of a benchmark together.
+#: Slices ``score --campaign-root`` scores at once at least: to send the three seeds of a benchmark together;
+#: more are started while the judge's window has room (trace_lib/campaign/scorer.py), up to DEFAULT_MAX_JOBS.
 DEFAULT_JOBS = 4
+DEFAULT_MAX_JOBS = 32
 
 
 def scoring_order(slices):  # noqa: ANN001, ANN201 - SliceKeys in, SliceKeys out
@@ -70,6 +74,23 @@ def scoring_order(slices):  # noqa: ANN001, ANN201 - SliceKeys in, SliceKeys out
 #: Why a slice generated with random weights (TRACE_VLLM_LOAD_FORMAT=dummy) gets no verdict.
 RANDOM_WEIGHTS_NOTE = ("no verdict: the responses were generated with random weights (engine.load_format dummy, "
                        "TRACE_VLLM_LOAD_FORMAT): a benchmark run, its scores are meaningless")
+
+
+def judge_heavy_first(slices):  # noqa: ANN001, ANN201 - SliceKeys in, SliceKeys out
+    """The order slices are started in: the benchmarks implying the most judge requests per row first (the
+    longest judge work must not be the campaign's tail), otherwise as given (a benchmark's seeds together)."""
+    from trace_lib.benchmarks.registry import get_protocol
+    from trace_lib.campaign.estimate import judge_requests_per_row
+    from trace_lib.errors import TraceReproError
+
+    weight: dict[str, float] = {}
+    for key in slices:
+        if key.benchmark not in weight:
+            try:
+                weight[key.benchmark] = judge_requests_per_row(key.benchmark, get_protocol(key.benchmark).judge)
+            except TraceReproError:  # an unimplemented protocol: its slice fails when scored, in its turn
+                weight[key.benchmark] = 0.0
+    return sorted(slices, key=lambda k: -weight[k.benchmark])
 
 
 def _emit(summary: dict, verdict, as_json: bool) -> None:  # noqa: ANN001
@@ -181,6 +202,9 @@ def _run_campaign(args: argparse.Namespace, release, judge_url: str | None) -> E
     from trace_lib.data.prepare import load_artifact_sources
     from trace_lib.reports.collect import SliceKey, expected_slices, response_file
 
+    for flag, value in (("--jobs", args.jobs), ("--max-jobs", args.max_jobs)):
+        if value < 1:
+            raise UsageError("must be at least 1", field=flag, found=value)
     _, _, root, models, seeds, keys = campaign_inputs(args)
     plan = verdict_plan(release, model_ids=args.model_id, seeds=args.seeds, benchmarks=args.benchmark)
     scorer = CampaignScorer(root, options.work_root(args.data_root, DATA_ROOT_ENV, "data"),
@@ -190,8 +214,6 @@ def _run_campaign(args: argparse.Namespace, release, judge_url: str | None) -> E
     summaries: list[dict] = []
     if scorer.judge is not None:
         scorer.judge.check()  # an unreachable judge stops the run here (exit 2), before any slice
-    if args.jobs < 1:
-        raise UsageError("must be at least 1", field="--jobs", found=args.jobs)
     pending = [key for key in slices if not response_file(root, key).is_file()]
     if pending:  # one line for what is not generated yet, not one error per slice
         shown = " ".join(key.id for key in pending[:6]) + (" ..." if len(pending) > 6 else "")
@@ -200,20 +222,16 @@ def _run_campaign(args: argparse.Namespace, release, judge_url: str | None) -> E
               file=sys.stderr)
         failed += [key.id for key in pending]
 
-    def score_one(key: SliceKey):  # noqa: ANN202 - ScoredSlice
-        return scorer.score(key, response_file(root, key))
-
-    from concurrent.futures import ThreadPoolExecutor
-
     ordered = scoring_order([key for key in slices if key not in pending])
-    with ThreadPoolExecutor(max_workers=min(args.jobs, len(ordered)) or 1) as pool:
-        futures = [(key, pool.submit(score_one, key)) for key in ordered]
-        for key, future in futures:  # collected in scoring order
-            try:
-                summaries.append(dict(future.result().summary))
-            except TraceReproError as exc:
-                failed.append(key.id)
-                print(f"{key.id}: error: {exc.render()}", file=sys.stderr)
+    results = dict(scorer.score_all(judge_heavy_first(ordered), lambda key: response_file(root, key),
+                                    jobs=args.jobs, max_jobs=max(args.jobs, args.max_jobs)))
+    for key in ordered:  # reported in scoring order
+        result = results[key]
+        if isinstance(result, TraceReproError):
+            failed.append(key.id)
+            print(f"{key.id}: error: {result.render()}", file=sys.stderr)
+        else:
+            summaries.append(dict(result.summary))
     scored_keys = [k for k in slices if k.id not in set(failed)]
     if any(s.get("random_weights") for s in summaries):  # a benchmark's campaign: scores only, no verdict at all
         for summary in summaries:

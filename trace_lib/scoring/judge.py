@@ -190,8 +190,13 @@ class OpenAIJudge(Judge):
     official-route requests are spread over them by position and retried on the same endpoint (VLMEvalKit's
     wrapper holds one ``api_base``); completions batches start at endpoint ``(batch + rung) % n`` and a failed
     attempt moves on to the next one, as upstream's persistent client does. Requests go through the shared
-    pooled transport (:mod:`trace_lib.scoring.judge_http`), in the order of
-    :func:`~trace_lib.scoring.request_order.dispatch_order` (replies come back in prompt order).
+    transport (:mod:`trace_lib.scoring.judge_http`), in the order of
+    :func:`~trace_lib.scoring.request_order.dispatch_order` (replies come back in prompt order), through one lane
+    per endpoint: persistent worker threads (as many as the endpoint's window holds sequences, or ``concurrency``
+    when given) taking the requests of every call, from every thread, first come first served, so that the
+    slices scored side by side share one in-flight window per endpoint (the transport's :class:`JudgeWindow`)
+    instead of each keeping its own few requests in flight. :meth:`starved` says whether the windows have room
+    that no queued request will fill (the campaign scorer then starts another slice).
     """
 
     def __init__(
@@ -228,12 +233,32 @@ class OpenAIJudge(Judge):
         self._transport = transport
         self._rng = random.Random()
         self._lock = threading.Lock()
+        self._lanes: dict[int, ThreadPoolExecutor] = {}
+        self._queued = [0] * len(self.base_urls)  # sequences submitted to each lane, not yet started
+        self.callers = 0  # calls waiting for their replies (the campaign scorer's "every slice is waiting")
 
     @property
     def concurrency(self) -> int:
-        """Requests one call keeps in flight: as given, else the transport's bound (``TRACE_JUDGE_CONCURRENCY``),
-        which also bounds all calls together."""
+        """Requests this client keeps in flight per endpoint, across all its calls: as given, else the
+        transport's window (``TRACE_JUDGE_CONCURRENCY`` sequences, which bounds every client together)."""
         return self._concurrency if self._concurrency is not None else self.transport.concurrency
+
+    def room(self) -> tuple[int, int]:
+        """``(load, capacity)`` over the endpoints: sequences in flight, waiting for a window or queued on this
+        client's lanes, and how many the windows hold (per endpoint at most this client's concurrency)."""
+        with self._lock:
+            queued = list(self._queued)
+        load = capacity = 0
+        for number, url in enumerate(self.base_urls):
+            window = self.transport.window(url)
+            size = min(window.capacity, self.concurrency)
+            load, capacity = load + min(size, window.load + queued[number]), capacity + size
+        return load, capacity
+
+    def starved(self) -> bool:
+        """Whether the windows have room that no request in flight, waiting or queued here fills."""
+        load, capacity = self.room()
+        return load < capacity
 
     @property
     def transport(self) -> JudgeTransport:
@@ -288,7 +313,8 @@ class OpenAIJudge(Judge):
             return JudgeReply(VLMEVAL_FAIL_MSG, finish, ok=False, failure=last.kind)
 
         order = dispatch_order(prompts)
-        return _restore(order, self._map(one, [(i, prompts[i]) for i in order]))
+        items = [(i, prompts[i]) for i in order]
+        return _restore(order, self._map(one, items, [(i % len(self.base_urls), 1) for i, _ in items]))
 
     def complete(  # type: ignore[override]
         self, prompts, *, max_tokens=256, temperature=0.0, top_p=1.0, system=None, rung=0
@@ -308,7 +334,8 @@ class OpenAIJudge(Judge):
             return self._completion_batch(position + rung, body, len(members), budget)
 
         out: list[JudgeReply] = []
-        for replies in self._map(one, list(enumerate(batches))):
+        lanes = [((position + rung) % len(self.base_urls), len(members)) for position, members in enumerate(batches)]
+        for replies in self._map(one, list(enumerate(batches)), lanes):
             out.extend(replies)
         return _restore(order, out)
 
@@ -317,7 +344,8 @@ class OpenAIJudge(Judge):
         for attempt in range(self.attempts):
             url = self.base_urls[(start + attempt) % len(self.base_urls)]
             try:
-                data = self.transport.post(f"{url}/completions", body, timeout_s=self.timeout_s, model=self.model).data
+                data = self.transport.post(f"{url}/completions", body, timeout_s=self.timeout_s, model=self.model,
+                                           weight=count).data
                 return _completion_choices(data, count, budget)
             except CallFailed as exc:
                 last = exc
@@ -330,11 +358,52 @@ class OpenAIJudge(Judge):
                 "fails the benchmark here too" if last.kind == "context_length" else _START_HINT)
         raise JudgeError(f"judge failed after {self.attempts} attempts ({last.reason})", field=self._label, hint=hint)
 
-    def _map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
-        if len(items) <= 1:
-            return [fn(i) for i in items]
-        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(items))) as pool:
-            return list(pool.map(fn, items))
+    def _map(self, fn: Callable[[Any], Any], items: Sequence[Any], lanes: Sequence[tuple[int, int]]) -> list[Any]:
+        """``fn`` of every item on its lane (``lanes[i]``: the endpoint's number and the sequences it carries),
+        results in item order; the first failure (in item order) is raised, the items not started are cancelled."""
+        futures = []
+        with self._lock:
+            self.callers += 1
+        try:
+            for item, (lane, weight) in zip(items, lanes):
+                with self._lock:
+                    self._queued[lane] += weight
+                try:
+                    futures.append(self._lane(lane).submit(self._run_queued, fn, item, lane, weight))
+                except BaseException:
+                    with self._lock:
+                        self._queued[lane] -= weight
+                    raise
+            return [future.result() for future in futures]
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+        finally:
+            with self._lock:
+                self.callers -= 1
+                for future, (lane, weight) in zip(futures, lanes):
+                    if future.cancelled():
+                        self._queued[lane] -= weight
+
+    def _run_queued(self, fn: Callable[[Any], Any], item: Any, lane: int, weight: int) -> Any:
+        with self._lock:
+            self._queued[lane] -= weight
+        return fn(item)
+
+    def _lane(self, number: int) -> ThreadPoolExecutor:
+        with self._lock:
+            if number not in self._lanes:
+                self._lanes[number] = ThreadPoolExecutor(max_workers=self.concurrency,
+                                                         thread_name_prefix=f"judge-lane-{number}")
+            return self._lanes[number]
+
+    def close(self) -> None:
+        """Stop the lanes' threads (they also end with the process, or when the client is collected)."""
+        with self._lock:
+            lanes, self._lanes = list(self._lanes.values()), {}
+        for lane in lanes:
+            lane.shutdown(wait=False, cancel_futures=True)
 
 
 def chat_body(model: str, prompt: str, *, max_tokens: int, temperature: float = 0) -> dict[str, Any]:
@@ -386,7 +455,7 @@ def post_completions(base_url: str, body: dict[str, Any], *, count: int, timeout
         JudgeError: a configuration failure (model not served, credentials refused).
     """
     answer = (transport or shared_transport()).post(completions_url(base_url), body, timeout_s=timeout_s,
-                                                    model=body["model"])
+                                                    model=body["model"], weight=count)
     return _completion_choices(answer.data, count, int(body["max_tokens"])), answer.elapsed_s
 
 

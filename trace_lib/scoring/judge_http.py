@@ -5,8 +5,15 @@ Contract:
 - :func:`encode_body` is the request body both upstream stacks send: ``json.dumps(body)`` with Python's default
   separators and ``ensure_ascii`` (VLMEvalKit posts ``data=json.dumps(payload)``, the persistent and validation
   clients post ``requests``' ``json=``, which serialises identically), so bodies are byte-identical to upstream's.
-- :class:`JudgeTransport` keeps one pooled ``httpx.Client`` per process and bounds the requests in flight
-  (``concurrency``); every caller thread shares it.
+- :class:`JudgeTransport` is the process's one transport: one :class:`JudgeWindow` per judge endpoint (at most
+  ``concurrency`` *sequences*, i.e. prompts, in flight there, whichever client, slice or thread sends them: a
+  completions batch of 64 prompts weighs 64, a chat request 1), and one keep-alive ``httpx.Client`` per calling
+  thread, so that no thread can close a connection another thread is using (httpcore's shared pool can:
+  ``ReadError: Bad file descriptor`` or a request that never returns, seen at 256 connections; a stress test
+  reproduces it). Every request has a bounded time (``timeout_s`` for the connection, each read and write, and the
+  whole exchange: a watchdog shuts the socket of an exchange past its deadline), then fails as ``timeout``.
+  A request the server closed the connection on before answering a byte (a keep-alive race) is re-sent once at
+  once on a new connection; every other failure goes back to the calling stack, which retries it.
 - Every exchange ends in a parsed JSON answer, a :class:`CallFailed` (a *per-request* failure that the calling
   stack retries and then treats as an unusable reply: vLLM's context-length HTTP 400, other 4xx answers to one
   request, 5xx, 408/429, timeouts, a refused or reset connection, an answer that is not JSON) or a
@@ -25,7 +32,8 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from trace_lib.errors import JudgeError
 from trace_lib.interrupts import cancel_on_stop, raise_if_stopped
@@ -103,20 +111,21 @@ def classify_status(status: int, payload: bytes, *, url: str, model: str | None)
 
 
 class _Sockets:
-    """The pool's network backend, keeping a weak reference to every socket it opens so that a stop signal can
-    shut them down (a blocked read then ends at once; closing alone does not wake another thread's ``recv``)."""
+    """The connections' network backend, keeping a weak reference to every socket it opens (and the thread that
+    opened it) so that a stop signal can shut them all down and the watchdog one thread's (a blocked read then
+    ends at once; closing alone does not wake another thread's ``recv``)."""
 
     def __init__(self) -> None:
         import httpcore  # noqa: PLC0415
 
         self._backend = httpcore.SyncBackend()
-        self._streams: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._streams: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
 
     def connect_tcp(self, *args: Any, **kwargs: Any) -> Any:
         stream = self._backend.connect_tcp(*args, **kwargs)
         with self._lock:
-            self._streams.add(stream)
+            self._streams[stream] = threading.get_ident()
         try:  # registered first: a signal either finds this socket or came before this check
             raise_if_stopped()
         except BaseException:
@@ -130,9 +139,10 @@ class _Sockets:
     def sleep(self, seconds: float) -> None:
         self._backend.sleep(seconds)
 
-    def shutdown_all(self) -> None:
+    def shutdown_all(self, thread: int | None = None) -> None:
+        """Shut down every socket (``thread``: only those that thread opened)."""
         with self._lock:
-            streams = list(self._streams)
+            streams = [s for s, owner in self._streams.items() if thread is None or owner == thread]
         for stream in streams:
             sock = stream.get_extra_info("socket")
             if sock is not None:
@@ -142,38 +152,206 @@ class _Sockets:
                     pass
 
 
-class JudgeTransport:
-    """Pooled, bounded HTTP for judge requests (see module docstring)."""
+class JudgeWindow:
+    """One endpoint's in-flight window: at most ``capacity`` sequences in flight, granted first come, first served
+    (a request of ``n`` waits until ``n`` are free and every earlier request is served; ``n`` above the capacity
+    takes the whole window). ``in_flight``, ``waiting`` (sequences asked for, not yet granted) and ``peak`` are
+    read by the campaign scorer (is the judge starved?) and the tests."""
 
-    def __init__(self, *, concurrency: int = 64, api_key: str | None = "sk-local") -> None:
+    def __init__(self, capacity: int) -> None:
+        self.capacity = max(1, int(capacity))
+        self.in_flight = self.waiting = self.peak = 0
+        self._queue: list[int] = []  # tickets, in arrival order
+        self._next = 0
+        self._cond = threading.Condition()
+
+    @contextmanager
+    def hold(self, weight: int) -> Iterator[None]:
+        need = max(1, min(int(weight), self.capacity))
+        with self._cond:
+            ticket = self._next
+            self._next += 1
+            self._queue.append(ticket)
+            self.waiting += need
+            try:
+                while self._queue[0] != ticket or self.in_flight + need > self.capacity:
+                    self._cond.wait()
+            finally:
+                self.waiting -= need
+                self._queue.remove(ticket)
+                self._cond.notify_all()
+            self.in_flight += need
+            self.peak = max(self.peak, self.in_flight)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self.in_flight -= need
+                self._cond.notify_all()
+
+    @property
+    def load(self) -> int:
+        """Sequences in flight or asked for."""
+        return self.in_flight + self.waiting
+
+
+class _Watchdog:
+    """Ends exchanges past their deadline: shuts down the sockets of the thread running one (checked every
+    ``tick_s``), so no request outlives its ``timeout_s`` by more than a tick, whatever the server sends."""
+
+    def __init__(self, sockets: _Sockets, tick_s: float = 0.5) -> None:
+        self._sockets, self._tick_s = sockets, tick_s
+        self._deadlines: dict[int, float] = {}
+        self._expired: set[int] = set()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    @contextmanager
+    def guard(self, timeout_s: float) -> Iterator[None]:
+        me = threading.get_ident()
+        with self._lock:
+            self._deadlines[me] = time.monotonic() + timeout_s
+            self._expired.discard(me)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="judge-watchdog", daemon=True)
+                self._thread.start()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._deadlines.pop(me, None)
+
+    def expired(self) -> bool:
+        """Whether the current thread's last exchange was ended by the watchdog."""
+        with self._lock:
+            return threading.get_ident() in self._expired
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self._tick_s)
+            now = time.monotonic()
+            with self._lock:
+                late = [t for t, deadline in self._deadlines.items() if deadline < now]
+                for thread in late:
+                    del self._deadlines[thread]
+                    self._expired.add(thread)
+            for thread in late:
+                self._sockets.shutdown_all(thread)
+
+
+#: Idle keep-alive connections are dropped after this long, before vLLM's server drops them (uvicorn's 5 s).
+KEEPALIVE_S = 2.0
+#: Times a request is re-sent at once when the server closed the connection without answering a byte.
+RESENDS = 2
+#: Connections one thread keeps open (one per endpoint it talks to, at most this many).
+THREAD_CONNECTIONS = 4
+
+
+def raise_fd_limit(needed: int) -> int:
+    """Raise this process's soft open-files limit to at least ``needed`` (up to the hard limit); returns the
+    limit now in force (a judge window of N sequences may hold N sockets per endpoint)."""
+    try:
+        import resource  # noqa: PLC0415 - POSIX only
+    except ImportError:  # pragma: no cover
+        return needed
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    return soft
+
+
+class _ThreadClient:
+    """One thread's client, held in the transport's thread-local storage (gone, and closed, with the thread)."""
+
+    __slots__ = ("client", "__weakref__")
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+
+class JudgeTransport:
+    """Windowed HTTP for judge requests (see module docstring); ``concurrency`` is each endpoint's window in
+    sequences."""
+
+    def __init__(self, *, concurrency: int = 192, api_key: str | None = "sk-local",
+                 keepalive_s: float = KEEPALIVE_S) -> None:
         import httpx  # noqa: PLC0415 - imported with the first judge, not with trace_lib
 
         self.concurrency = max(1, int(concurrency))
-        self._slots = threading.BoundedSemaphore(self.concurrency)
         self._headers = {"Content-Type": "application/json"}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
-        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
-        pooled = httpx.HTTPTransport(limits=limits, retries=1)  # one more connect attempt (a restarting backlog)
+        self._keepalive_s = keepalive_s
         self._sockets = _Sockets()
-        pooled._pool._network_backend = self._sockets  # httpx has no argument for httpcore's network_backend
-        self._client = httpx.Client(
-            limits=limits, transport=pooled,
-            trust_env=False,  # a judge is a local endpoint; proxies from the environment would misroute it
-        )
+        self._watchdog = _Watchdog(self._sockets)
+        self._windows: dict[str, JudgeWindow] = {}
+        self._local = threading.local()
+        self._clients: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._tls: Any = None
+        self._lock = threading.Lock()
         self._httpx = httpx
 
-    def close(self) -> None:
-        self._client.close()
+    def window(self, url: str) -> JudgeWindow:
+        """The window of the endpoint serving ``url`` (one per scheme, host and port)."""
+        key = _origin(url)
+        with self._lock:
+            if key not in self._windows:
+                self._windows[key] = JudgeWindow(self.concurrency)
+                # a socket per sequence in flight at every endpoint at most (chat), and some for retries elsewhere
+                raise_fd_limit(2 * self.concurrency * len(self._windows) + 256)
+            return self._windows[key]
 
-    def post(self, url: str, body: dict[str, Any], *, timeout_s: float, model: str | None = None) -> Answer:
-        """POST ``body`` (bytes of :func:`encode_body`) and parse the JSON answer.
+    def windows(self) -> dict[str, JudgeWindow]:
+        """Every endpoint's window so far, by origin."""
+        with self._lock:
+            return dict(self._windows)
+
+    def _client(self) -> Any:
+        holder = getattr(self._local, "holder", None)
+        client = holder.client if holder is not None else None
+        if client is None:
+            httpx = self._httpx
+            limits = httpx.Limits(max_connections=THREAD_CONNECTIONS, max_keepalive_connections=THREAD_CONNECTIONS,
+                                  keepalive_expiry=self._keepalive_s)
+            with self._lock:  # one TLS context for every thread's client (building one costs ~70 ms)
+                if self._tls is None:
+                    self._tls = httpx.create_ssl_context()
+            pooled = httpx.HTTPTransport(limits=limits, retries=1,  # one more connect attempt (a restarting backlog)
+                                         verify=self._tls)
+            pooled._pool._network_backend = self._sockets  # httpx has no argument for httpcore's network_backend
+            client = httpx.Client(limits=limits, transport=pooled,
+                                  trust_env=False)  # a judge is a local endpoint; proxies would misroute it
+            holder = _ThreadClient(client)
+            weakref.finalize(holder, client.close)  # the thread ended (its locals dropped): close its sockets
+            self._local.holder = holder
+            with self._lock:
+                self._clients.add(client)
+        return client
+
+    def close(self) -> None:
+        with self._lock:
+            clients = list(self._clients)
+            self._clients = weakref.WeakSet()
+        for client in clients:
+            client.close()
+        self._local = threading.local()
+
+    def post(self, url: str, body: dict[str, Any], *, timeout_s: float, model: str | None = None,
+             weight: int = 1) -> Answer:
+        """POST ``body`` (bytes of :func:`encode_body`) within the endpoint's window (``weight``: the prompts it
+        carries) and parse the JSON answer.
 
         Raises:
             CallFailed: a per-request failure (see module docstring).
             JudgeError: a configuration failure.
         """
-        return self._exchange("POST", url, encode_body(body), timeout_s=timeout_s, model=model)
+        with self.window(url).hold(weight):
+            return self._exchange("POST", url, encode_body(body), timeout_s=timeout_s, model=model)
 
     def get(self, url: str, *, timeout_s: float) -> Answer:
         """GET ``url`` and parse the JSON answer (``/v1/models`` probes)."""
@@ -194,16 +372,29 @@ class JudgeTransport:
               model: str | None) -> Answer:
         httpx = self._httpx
         started = time.monotonic()
+        client = self._client()
         try:
-            with self._slots:
-                response = self._client.request(method, url, content=content, headers=self._headers,
-                                                timeout=timeout_s)
+            with self._watchdog.guard(timeout_s):
+                for resend in range(RESENDS + 1):
+                    try:
+                        response = client.request(method, url, content=content, headers=self._headers,
+                                                  timeout=max(0.001, timeout_s - (time.monotonic() - started)))
+                        break
+                    except httpx.RemoteProtocolError as exc:
+                        if "without sending a response" not in str(exc) or self._watchdog.expired() \
+                                or resend == RESENDS:
+                            raise
+                        raise_if_stopped()
+                        # the server closed the connection as the request went out (a kept-alive connection it
+                        # dropped as idle): nothing was answered, so send it again, now, on a new connection
                 payload = response.content
         except httpx.TimeoutException:
             raise CallFailed("timeout", f"timed out after {timeout_s:g} s") from None
         except httpx.ConnectError as exc:  # nothing listens (or unknown host): a configuration failure when it lasts
             raise CallFailed("connection", _connect_reason(exc)) from None
         except (httpx.TransportError, OSError) as exc:  # reset or cut mid-exchange: the server is unwell, retried
+            if self._watchdog.expired():
+                raise CallFailed("timeout", f"no complete answer within {timeout_s:g} s") from None
             raise CallFailed("server", f"{type(exc).__name__}: {exc}"[:200]) from None
         if not 200 <= response.status_code < 300:
             raise classify_status(response.status_code, payload, url=url, model=model)
@@ -212,6 +403,14 @@ class JudgeTransport:
         except (UnicodeDecodeError, ValueError):
             raise CallFailed("garbled", "answer is not JSON") from None
         return Answer(data, time.monotonic() - started)
+
+
+def _origin(url: str) -> str:
+    """``scheme://host:port`` of ``url`` (the endpoint a window belongs to)."""
+    from urllib.parse import urlsplit  # noqa: PLC0415
+
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 def _connect_reason(exc: Exception) -> str:
@@ -228,8 +427,8 @@ _shared_lock = threading.Lock()
 
 
 def shared_transport() -> JudgeTransport:
-    """The process's transport (created on first use; concurrency from ``TRACE_JUDGE_CONCURRENCY``, default 64 (trace_lib.options),
-    upstream's ``--judge-api-parallelism``)."""
+    """The process's transport (created on first use; each endpoint's window from ``TRACE_JUDGE_CONCURRENCY``,
+    default 192 sequences: upstream's ``--max-num-seqs 128`` and half again as headroom, trace_lib.options)."""
     global _shared
     with _shared_lock:
         if _shared is None:

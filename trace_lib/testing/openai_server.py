@@ -1,9 +1,13 @@
 """A loopback OpenAI-compatible HTTP server for tests: ``/v1/models``, ``/v1/chat/completions``, ``/v1/completions``.
 
-The answer text comes from ``responder(route, body) -> str``; a responder may raise :class:`StubHTTPError`
-to answer with an HTTP error (vLLM's error shape, any message: e.g. :data:`CONTEXT_LENGTH_MESSAGE`) or return a
-:class:`StubRaw` to answer bytes that are not an OpenAI answer (garbled replies). Every request's exact body bytes
-are kept in ``raw_requests``. Binds 127.0.0.1 on a free port; use as a context manager.
+The answer text comes from ``responder(route, body) -> str`` (for completions, a list: one text per prompt);
+a responder may raise :class:`StubHTTPError`
+to answer with an HTTP error (vLLM's error shape, any message: e.g. :data:`CONTEXT_LENGTH_MESSAGE`), raise
+:class:`StubDrop` to close the connection without answering, or return a :class:`StubRaw` to answer bytes that
+are not an OpenAI answer (garbled replies). ``service(route, body)``, when given, runs before the responder (a
+simulated engine's slots: :mod:`trace_lib.testing.sim_engine`), ``metrics()`` answers ``GET /metrics`` (text),
+``idle_timeout_s`` closes kept-alive connections idle that long (uvicorn closes them after 5 s). Every request's
+exact body bytes are kept in ``raw_requests``. Binds 127.0.0.1 on a free port; use as a context manager.
 """
 
 from __future__ import annotations
@@ -37,6 +41,10 @@ class StubHTTPError(Exception):
         self.message = message
 
 
+class StubDrop(Exception):
+    """Raise from a responder (or ``service``) to close the connection without answering."""
+
+
 class StubRaw:
     """Return from a responder to answer HTTP 200 with these bytes as they are (a garbled reply)."""
 
@@ -47,9 +55,12 @@ class StubRaw:
 class OpenAIStubServer:
     """Serve ``responder`` at ``self.url`` (``http://127.0.0.1:PORT/v1``); records every request body."""
 
-    def __init__(self, responder: Responder, *, model: str = "stub") -> None:
+    def __init__(self, responder: Responder, *, model: str = "stub",
+                 service: Callable[[str, dict[str, Any]], None] | None = None,
+                 metrics: Callable[[], str] | None = None, idle_timeout_s: float | None = None) -> None:
         self.responder = responder
         self.model = model
+        self.service, self.metrics, self.idle_timeout_s = service, metrics, idle_timeout_s
         self.requests: list[tuple[str, dict[str, Any]]] = []
         self.raw_requests: list[tuple[str, bytes]] = []
         self._lock = threading.Lock()
@@ -77,6 +88,13 @@ class OpenAIStubServer:
             protocol_version = "HTTP/1.1"  # keep-alive, as vLLM's server (clients pool connections)
             disable_nagle_algorithm = True  # TCP_NODELAY and one buffered write per answer, as uvicorn answers
             wbufsize = 1 << 16
+            timeout = stub.idle_timeout_s  # None: kept alive as long as the client keeps it
+
+            def handle_one_request(self) -> None:
+                try:
+                    super().handle_one_request()
+                except (TimeoutError, ConnectionError):  # an idle connection closed by idle_timeout_s, or reset
+                    self.close_connection = True
 
             def log_message(self, *args: object) -> None:  # quiet
                 pass
@@ -90,7 +108,14 @@ class OpenAIStubServer:
                 self.wfile.write(data)
 
             def do_GET(self) -> None:  # noqa: N802
-                if self.path.rstrip("/") == "/v1/models":
+                if self.path.rstrip("/") == "/metrics" and stub.metrics is not None:
+                    data = stub.metrics().encode("utf-8")
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/plain")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                elif self.path.rstrip("/") == "/v1/models":
                     self._send(200, {"object": "list", "data": [{"id": stub.model, "object": "model"}]})
                 else:
                     self._send(404, {"error": "not found"})
@@ -104,7 +129,13 @@ class OpenAIStubServer:
                     stub.requests.append((route, body))
                     stub.raw_requests.append((route, raw))
                 try:
+                    if stub.service is not None:
+                        stub.service(route, body)
                     text = stub.responder(route, body)
+                except StubDrop:
+                    self.close_connection = True
+                    self.connection.shutdown(2)  # SHUT_RDWR: the client sees the connection end, no answer
+                    return
                 except StubHTTPError as exc:
                     self._send(exc.status, {"error": {"message": exc.message, "code": exc.status}})
                     return
@@ -115,7 +146,7 @@ class OpenAIStubServer:
                     self.end_headers()
                     self.wfile.write(text.payload)
                     return
-                completion = max(1, len(text.split()))
+                completion = max(1, len(" ".join(text if isinstance(text, list) else [text]).split()))
                 usage = {"prompt_tokens": 1, "completion_tokens": completion, "total_tokens": 1 + completion}
                 if route == "chat/completions":
                     choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
@@ -123,7 +154,8 @@ class OpenAIStubServer:
                 elif route == "completions":
                     prompts = body.get("prompt")
                     prompts = prompts if isinstance(prompts, list) else [prompts]
-                    choices = [{"index": i, "text": text, "finish_reason": "stop"} for i in range(len(prompts))]
+                    texts = text if isinstance(text, list) else [text] * len(prompts)  # a list: one per prompt
+                    choices = [{"index": i, "text": t, "finish_reason": "stop"} for i, t in enumerate(texts)]
                     self._send(200, {"id": "stub", "object": "text_completion", "choices": choices, "usage": usage})
                 else:
                     self._send(404, {"error": "not found"})

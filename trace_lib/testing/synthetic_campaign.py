@@ -60,6 +60,41 @@ def toy_mcq_protocol(key: str, *, judge: str = "none") -> Protocol:
                     build_prompt=_build_prompt, score=_score_for(key), judge=judge)  # type: ignore[arg-type]
 
 
+def toy_judged_protocol(key: str, *, rounds: int = 2) -> Protocol:
+    """:func:`toy_mcq_protocol` whose every row asks the judge: a chat round (the official route's shape), then
+    the rows whose reply holds no letter again through the completions ladder (the direct route's), ``rounds``
+    calls at most; the extracted letter is the judge's. Answer it with :func:`toy_judge_answer`."""
+    from trace_lib.scoring.judge import complete_with_ladder
+
+    def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringContext) -> SliceScore:
+        prompts = [f"Which letter does this answer give? {response}" for response in responses]
+        letters = [extract_letter(r.text) for r in ctx.judge.chat(prompts, max_tokens=16)]  # type: ignore[union-attr]
+        again = [i for i, letter in enumerate(letters) if letter is None]
+        if again and rounds > 1:
+            replies = complete_with_ladder(ctx.judge, [prompts[i] for i in again], max_tokens=16,  # type: ignore[arg-type]
+                                           allow_unresolved=True)
+            for i, reply in zip(again, replies):
+                letters[i] = extract_letter(reply.text)
+        records, hits = [], 0
+        for row, letter in zip(rows, letters):
+            hit = letter == row["answer"]
+            hits += hit
+            records.append(RowScore(index=str(row["index"]), extracted=letter, score=float(hit), judge_calls=1))
+        return SliceScore(benchmark=key, score=100.0 * hits / len(rows), rows=len(rows), records=tuple(records),
+                          counts={"correct": hits})
+
+    return Protocol(key=key, upstream="trace_lib.testing.synthetic_campaign", version="toy-judged-1", load=_load,
+                    build_prompt=_build_prompt, score=score, judge="always")
+
+
+def toy_judge_answer(route: str, prompt: str) -> str:
+    """A deterministic judge for :func:`toy_judged_protocol` (one prompt's text, rendered or not): the
+    response's letter, except that the chat route answers "unclear" for a D (those rows go on to the completions
+    route)."""
+    letter = extract_letter(prompt.split("give?")[-1].split("<|im_end|>")[0]) or "A"
+    return "unclear" if route == "chat/completions" and letter == "D" else letter
+
+
 def toy_rows(count: int, *, seed: int = 0) -> list[dict[str, Any]]:
     """``count`` MCQ rows with indices ``0..count-1`` and a seeded answer letter."""
     rng = random.Random(seed)
