@@ -18,7 +18,8 @@ Simulation model (docs/tolerance.md, "Power and false alarms (simulation)"):
   (``judge``), checked against trace_lib's own verdicts on expanded campaigns (``--check``).
 
     PYTHONPATH=$PWD python3 benchmarks/tolerance_power.py [--campaigns 4000] [--power-campaigns 1000] [--check 4]
-        [--seeds 3] [--scenario fitted|rows-only|all-excess] [--outlier-level 0.1] [--skip-power]
+        [--seeds 3] [--scenario fitted|rows-only|all-excess] [--outlier-level 0.1] [--rows-outlier-level 0.05]
+        [--skip-power]
 
 Printed: the fitted truth; the check against trace_lib; (a) P(any test "differs") on faithful campaigns for the full
 plan and every --benchmark / --model-id plan (Clopper-Pearson); (b) outcome shares by margin 1, 2, 3, 5; (c) minimum
@@ -47,6 +48,7 @@ import _rowsim as rs  # noqa: E402
 
 from trace_lib.aggregation.verdict import ALPHA_SHARES  # noqa: E402
 from trace_lib.aggregation.verdict import OUTLIER_LEVEL as TRACE_OUTLIER_LEVEL  # noqa: E402
+from trace_lib.aggregation.verdict import ROWS_OUTLIER_LEVEL as TRACE_ROWS_OUTLIER_LEVEL  # noqa: E402
 from trace_lib.release import identity  # noqa: E402
 from trace_lib.release.locate import locate_release  # noqa: E402
 
@@ -57,7 +59,10 @@ POWER_Z = stats.norm.isf(0.2)
 #: A cell whose seed variance is an outlier under the prior's predictive (q_hat / q0 ~ F(f, d_eff), upper tail <
 #: OUTLIER_LEVEL) keeps its own estimate on f dof, unmoderated (trace_lib's robust EB since 21:49; 0: the rule
 #: before it). Set by --outlier-level.
-OUTLIER_LEVEL = 0.1  # z_0.8 for the minimum detectable shift
+OUTLIER_LEVEL = 0.1
+#: Nor is a cell whose seeds vary more than its own rows allow (the seed-excess chi-square test, p below this;
+#: trace_lib's ROWS_OUTLIER_LEVEL; 0: the rule before it). Set by --rows-outlier-level.
+ROWS_OUTLIER_LEVEL = 0.05
 
 # Row structure of the benchmarks whose score is not a plain mean of binary row credits (facts: the benchmark
 # modules, trace_lib/linear_aggregate.py): per unit group (units, share of the score, parts, y_scale). A unit's
@@ -480,11 +485,12 @@ def moderated_cell(reproduced: np.ndarray, canonical: np.ndarray, v_r: np.ndarra
     de = np.where(finite, d_eff, 0.0)
     q_post = np.where(finite, (de * q0 + f * q_hat) / (de + f), q0)
     dof = d_eff + f
-    if OUTLIER_LEVEL > 0:
+    if OUTLIER_LEVEL > 0 or ROWS_OUTLIER_LEVEL > 0:
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = q_hat / q0
             tail = np.where(finite, stats.f.sf(ratio, f, np.where(finite, de, 1.0)), stats.chi2.sf(ratio * f, f))
-        outlier = tail < OUTLIER_LEVEL
+        rows_p, _, _ = Scored(reproduced, canonical, v_r, v_c, 0.0, 0.0).excess_test(np.zeros_like(v_r))
+        outlier = (tail < OUTLIER_LEVEL) | (rows_p < ROWS_OUTLIER_LEVEL)
         q_post = np.where(outlier, q_hat, q_post)
         dof = np.where(outlier, float(f), dof)
     tau2 = np.maximum(0.0, q_post * scale - v_bar)
@@ -722,10 +728,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--outlier-level", type=float, default=TRACE_OUTLIER_LEVEL,
                         help="prior-predictive tail below which a cell's seed variance is unmoderated (default: "
                              "trace_lib's OUTLIER_LEVEL; 0: the rule without it)")
+    parser.add_argument("--rows-outlier-level", type=float, default=TRACE_ROWS_OUTLIER_LEVEL,
+                        help="seed-excess chi-square p below which a cell's seed variance is unmoderated (default: "
+                             "trace_lib's ROWS_OUTLIER_LEVEL; 0: the rule without it)")
     parser.add_argument("--skip-power", action="store_true", help="only the faithful tables")
     args = parser.parse_args(argv)
-    global OUTLIER_LEVEL
+    global OUTLIER_LEVEL, ROWS_OUTLIER_LEVEL
     OUTLIER_LEVEL = args.outlier_level
+    ROWS_OUTLIER_LEVEL = args.rows_outlier_level
+    own_rule = OUTLIER_LEVEL == TRACE_OUTLIER_LEVEL and ROWS_OUTLIER_LEVEL == TRACE_ROWS_OUTLIER_LEVEL
     start = time.perf_counter()
     lay = load_layout(args.trace_root)
     truth = fit_truth(lay, args.scenario)
@@ -741,9 +752,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  excess: {lay.models[i]} {lay.benchmarks[j]}: release seed sd {lay.seed_scores[i, j].std(ddof=1):.2f}, "
               f"row sd {math.sqrt(truth.target_row[i, j]):.2f}, seed-level sd {math.sqrt(truth.target_tau[i, j]):.2f} "
               f"(eta {truth.cells[i][j].eta:.3f} logit), release p {truth.release_p[i, j]:.2g}")
-    if OUTLIER_LEVEL != TRACE_OUTLIER_LEVEL:
-        print(f"\nNOT trace_lib's rule: seed-variance outliers unmoderated below F tail {OUTLIER_LEVEL:g}")
-    if args.check and k == 3 and OUTLIER_LEVEL == TRACE_OUTLIER_LEVEL:
+    if not own_rule:
+        print(f"\nNOT trace_lib's rule: seed-variance outliers unmoderated below F tail {OUTLIER_LEVEL:g} or "
+              f"seed-excess p {ROWS_OUTLIER_LEVEL:g}")
+    if args.check and k == 3 and own_rule:
         from check_rule import check_against_trace_lib  # noqa: PLC0415
 
         check_against_trace_lib(lay, truth, args.check, rng, args.alpha, args.margin)

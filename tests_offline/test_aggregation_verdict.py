@@ -235,3 +235,31 @@ def test_benchmarks_json_lists_each_aggregate_and_its_fields(capsys, release):
                                      "description": rows["tablevqabench"]["description"]}
     assert rows["wemath"]["fields"] == ["credit", "key", "problem_id"]
     assert {r["kind"] for k, r in rows.items() if k not in ("tablevqabench", "wemath")} == {"mean"}
+
+
+# -- the moderated seed excess: which cells keep their own variance ---------------------------------------------------
+
+def _moderated(reproduced, canonical, row_variance, prior_q):
+    """One cell's moderated excess under a hand-made prior (benchmark "b": scale ``prior_q``, d0 = 4 from 8 cells)."""
+    from trace_lib.aggregation.moderation import VariancePrior, trigamma
+    from trace_lib.aggregation.verdict import moderated_excess
+
+    prior = VariancePrior(4.0, {"b": prior_q}, 192, 168, {"b": 8}, trigamma(1.0))
+    return moderated_excess(np.array(reproduced), np.array(canonical), row_variance, row_variance, 1.0, 1.0, prior,
+                            "b")
+
+
+def test_a_cell_whose_seeds_exceed_its_rows_keeps_its_own_variance_on_a_noisy_benchmark():
+    """Seed variance S^2 = 2.25 on a benchmark whose prior scale is 3: ordinary under the prior predictive, but 9x
+    what the cell's own rows allow (V = 0.25, chi-square p ~ 1e-6): not shrunk, its own variance on f = 4 dof. The
+    same seeds on rows that nearly explain them (V = 2) are shrunk toward the prior."""
+    from trace_lib.aggregation.verdict import ROWS_OUTLIER_LEVEL
+
+    seeds_r, seeds_c = [50.0, 51.5, 48.5], [48.5, 50.0, 51.5]  # S^2 = (4.5 + 4.5) / 4 = 2.25
+    excess, dof, evidence = _moderated(seeds_r, seeds_c, 0.25, 3.0)
+    assert evidence["prior_outlier_p"] > 0.5 and evidence["rows_excess_p"] < ROWS_OUTLIER_LEVEL
+    assert dof == 4 and evidence["q_moderated"] == evidence["q_hat"] == pytest.approx(2.25)
+    assert excess == pytest.approx(2.25 - 0.25)
+    quiet, quiet_dof, quiet_evidence = _moderated(seeds_r, seeds_c, 2.0, 3.0)
+    assert quiet_evidence["rows_excess_p"] > 0.3 and quiet_dof > 4
+    assert 2.25 < quiet_evidence["q_moderated"] < 3.0 and quiet == pytest.approx(quiet_evidence["q_moderated"] - 2.0)

@@ -96,3 +96,41 @@ def test_seed_shift_gives_the_target_spread() -> None:
         u = shift * rng.standard_normal((R, 3))
         scores = rs.draw_scores(rng, g, rs.seed_probs(g, u))
         assert scores.var(axis=1, ddof=1).mean() == pytest.approx(target, rel=0.05)
+
+
+def test_the_vectorised_cell_rule_is_trace_libs_moderated_excess():
+    """tolerance_power.moderated_cell (the simulation's rule) gives trace_lib's moderated_excess on random cells that
+    take every branch: shrunk, prior-predictive outlier, own rows exceeded (ROWS_OUTLIER_LEVEL), no excess at all."""
+    import math
+
+    import tolerance_power as tp
+
+    from trace_lib.aggregation.moderation import VariancePrior, trigamma
+    from trace_lib.aggregation.verdict import moderated_excess
+
+    rng = np.random.default_rng(4)
+    cells, rows = 400, np.full(400, 1000.0)
+    q0 = rng.uniform(0.2, 4.0, cells)
+    prior = VariancePrior(4.0, {f"b{j}": float(q0[j]) for j in range(cells)}, 192, 168,
+                          {f"b{j}": 8 for j in range(cells)}, trigamma(1.0))
+    d_eff = np.array([prior.effective_prior_dof(f"b{j}") for j in range(cells)])
+    mu = rng.uniform(20, 80, cells)
+    scale = 1e4 * (mu / 100) * (1 - mu / 100) / 1000
+    sd = np.sqrt(scale * rng.choice([0.3, 1.0, 3.0, 15.0], cells))
+    repro = mu[:, None] + sd[:, None] * rng.standard_normal((cells, 3))
+    canon = mu[:, None] + sd[:, None] * rng.standard_normal((cells, 3))
+    v_r = scale * rng.uniform(0.2, 1.0, cells)
+    v_c = v_r * rng.uniform(0.8, 1.2, cells)
+    sim = tp.moderated_cell(repro[None, None], canon[None, None], v_r[None, None], v_c[None, None], rows,
+                            tp.Prior(q0[None], d_eff[None], np.array([4.0])))
+    branches = set()
+    for j in range(cells):
+        tau2, dof, ev = moderated_excess(repro[j], canon[j], float(v_r[j]), float(v_c[j]),
+                                         tp.binomial_scale(repro[j].mean(), 1000), tp.binomial_scale(canon[j].mean(), 1000),
+                                         prior, f"b{j}")
+        assert sim.tau2[0, 0, j] == pytest.approx(tau2, rel=1e-9, abs=1e-12)
+        want = tau2**2 / dof if tau2 > 0 and math.isfinite(dof) else 0.0
+        assert sim.tau4[0, 0, j] == pytest.approx(want, rel=1e-9, abs=1e-12)
+        branches.add("none" if tau2 == 0 else "prior" if ev["prior_outlier_p"] < 0.1 else
+                     "rows" if dof == ev["f"] else "shrunk")
+    assert branches == {"none", "prior", "rows", "shrunk"}

@@ -47,6 +47,9 @@ EQUIVALENCE_ALPHA = 0.05
 SEED_EXCESS_LEVEL = 0.01
 #: A cell whose seed variance is this improbable under the prior predictive is not shrunk toward its benchmark.
 OUTLIER_LEVEL = 0.1
+#: Nor is a cell whose seeds vary more than its own rows allow at this p-value (the seed-excess chi-square test,
+#: ``Q ~ chi2_f``): its excess is real, whatever its benchmark's prior says (docs/tolerance.md, section 2).
+ROWS_OUTLIER_LEVEL = 0.05
 #: Power at which the minimum detectable shift is stated.
 POWER = 0.8
 OUTCOMES = ("reproduced", "differs", "inconclusive")
@@ -309,9 +312,10 @@ def moderated_excess(reproduced: np.ndarray, canonical: np.ndarray, v_r: float, 
                      scale_c: float, prior: Any, benchmark: str) -> tuple[float, float, dict[str, Any]]:
     """``(tau2, dof, evidence)``: the cell's seed variance, moderated by the release's prior on the scale of the
     binomial bound (``q = S^2 / scale``; posterior ``(d_eff q0 + f q) / (d_eff + f)`` on ``d_eff + f`` dof; a cell
-    whose ``q`` is an outlier of the prior predictive ``F(f, d_eff)`` at :data:`OUTLIER_LEVEL` keeps its own ``q``
-    on ``f`` dof: robust empirical Bayes, Phipson et al. 2016), minus the row-level variance it already explains
-    (never below 0: seeds cannot vary less than rows allow)."""
+    whose ``q`` is an outlier of the prior predictive ``F(f, d_eff)`` at :data:`OUTLIER_LEVEL` (robust empirical
+    Bayes, Phipson et al. 2016), or whose seeds vary more than its own rows allow (``Q = SS_R/V_R + SS_C/V_C``
+    against ``chi2_f``) at :data:`ROWS_OUTLIER_LEVEL`, keeps its own ``q`` on ``f`` dof), minus the row-level
+    variance it already explains (never below 0: seeds cannot vary less than rows allow)."""
     k, n = len(reproduced), len(canonical)
     f = max(0, k - 1) + max(0, n - 1)
     if f == 0:
@@ -322,10 +326,11 @@ def moderated_excess(reproduced: np.ndarray, canonical: np.ndarray, v_r: float, 
     v_bar, scale = wr * v_r + wc * v_c, wr * scale_r + wc * scale_c
     q_hat = ss / f / scale
     outlier_p = None
+    rows_p = seed_excess(reproduced, canonical, v_r, v_c).p_value
     if prior is not None and benchmark in prior.prior_var and prior.prior_var[benchmark] > 0:
         prior_q, d_eff = prior.prior_var[benchmark], prior.effective_prior_dof(benchmark)
         outlier_p = prior_predictive_tail(q_hat / prior_q, f, d_eff)
-        if outlier_p < OUTLIER_LEVEL:  # robust EB: an outlier keeps its own variance on its own dof
+        if outlier_p < OUTLIER_LEVEL or rows_p < ROWS_OUTLIER_LEVEL:  # an outlier keeps its own variance and dof
             q_post, dof = q_hat, float(f)
         else:
             q_post, dof = prior.moderated_var(benchmark, q_hat, f), prior.posterior_dof(benchmark, f)
@@ -333,7 +338,8 @@ def moderated_excess(reproduced: np.ndarray, canonical: np.ndarray, v_r: float, 
         q_post, dof, prior_q = q_hat, float(f), None
     tau2 = max(0.0, q_post * scale - v_bar)
     return tau2, dof, {"q_hat": q_hat, "q_moderated": q_post, "prior_q": prior_q, "dof": dof, "f": f,
-                       "scale": scale, "row_variance_pooled": v_bar, "prior_outlier_p": outlier_p}
+                       "scale": scale, "row_variance_pooled": v_bar, "prior_outlier_p": outlier_p,
+                       "rows_excess_p": rows_p}
 
 
 def prior_predictive_tail(ratio: float, f: int, d_eff: float) -> float:
