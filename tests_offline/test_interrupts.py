@@ -234,4 +234,6 @@ def test_ctrl_c_in_the_pytest_score_phase_ends_the_hanging_judge_requests_at_onc
                 child.kill()
                 child.wait()
     assert child.returncode == 2 and "Interrupted" in out, out
-    assert took < 10, f"stopping took {took:.1f} s: the judge requests in flight were waited for"
+    # The judge holds every request until the test ends, so waiting for them would take the client's 120 s timeout
+    # (and its retries); a pytest session's own teardown takes 6-7 s alone and 10-15 s on a loaded 2-core machine.
+    assert took < 60, f"stopping took {took:.1f} s: the judge requests in flight were waited for"
