@@ -8,6 +8,7 @@ import pytest
 
 from trace_lib.campaign.engines import (
     MAX_ENGINES_PER_GPU,
+    MIN_ROWS_FOR_SECOND_ENGINE,
     ModelSize,
     choose_engines,
     config_parameters,
@@ -53,6 +54,22 @@ def test_never_more_than_measured_and_never_zero():
     assert engines_per_gpu(ModelSize(500 * GIB, 1024), 80 * GIB, gpu_memory_utilization=0.9).engines == 1
     fewer_seqs = engines_per_gpu(ModelSize(16 * GIB, 57344), 79 * GIB, gpu_memory_utilization=0.9, max_num_seqs=64)
     assert fewer_seqs.engines == 2  # a smaller batch reserves less KV cache
+
+
+def test_a_group_with_few_rows_gets_one_engine_whatever_the_memory(tmp_path):
+    """A second engine comes up ~45 s after the first: on fewer rows than MIN_ROWS_FOR_SECOND_ENGINE it costs more
+    than it brings (the mini campaign's 384 rows: 50.8 s with two engines, 11.2 s with one)."""
+    (tmp_path / "config.json").write_text(json.dumps(_config("3b")))
+    gpus = ({"index": 0, "memory_total_mib": 143771, "memory_used_mib": 0},)
+
+    def engines(rows):
+        return choose_engines([tmp_path], ((0,),), gpu_memory_utilization=0.9, gpus=gpus, rows_per_group=rows)
+
+    assert engines(None).engines == 2 and engines(32_805).engines == 2  # a model-seed of the suite
+    assert engines(MIN_ROWS_FOR_SECOND_ENGINE).engines == 2
+    few = engines(MIN_ROWS_FOR_SECOND_ENGINE - 1)
+    assert few.engines == 1 and "memory would allow 2" in few.reason
+    assert engines(384).engines == 1
 
 
 def test_weights_on_disk_count_over_the_config(tmp_path):

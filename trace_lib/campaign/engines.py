@@ -11,7 +11,8 @@ The rule: the largest N <= :data:`MAX_ENGINES_PER_GPU` such that each of N engin
 
 and 1 when even one engine does not, for a group of several GPUs (tensor parallel) or without ``nvidia-smi``.
 Two engines were measured faster than one at both release shapes on an H200 (docs/performance.md); more were not
-measured, hence the cap. On one H200 (~140 GiB free, 0.90) the rule gives 2 for the 3B and the 7B shapes; on an
+measured, hence the cap. A second engine also has to pay for its start: a GPU group with fewer than
+:data:`MIN_ROWS_FOR_SECOND_ENGINE` rows to generate gets one engine whatever the memory allows. On one H200 (~140 GiB free, 0.90) the rule gives 2 for the 3B and the 7B shapes; on an
 80 GB GPU, 2 for 3B and 1 for 7B.
 """
 
@@ -29,6 +30,12 @@ ENGINE_OVERHEAD_BYTES = 4 * 2**30
 KV_RESERVE_TOKENS = 2048
 BYTES_PER_PARAMETER = 2  # bfloat16
 DEFAULT_MAX_NUM_SEQS = 256  # the vllm backend's default (upstream's)
+#: Rows a GPU group needs before a second engine pays for its start. The second engine of a GPU comes up 42-47 s
+#: after the first (the starts are serialised; H200, mini campaign of docs/performance.md) while one 3B engine
+#: generates ~34 rows/s (226 output tokens a row): a second engine gains only on work that one engine alone would
+#: need longer than that start for, ~45 s x 34 rows/s = 1,530 rows; doubled for margin. Measured: 384 rows took 50.8 s
+#: to generate with two engines and 11.2 s with one.
+MIN_ROWS_FOR_SECOND_ENGINE = 3000
 
 
 @dataclass(frozen=True)
@@ -114,9 +121,23 @@ def engines_per_gpu(size: ModelSize, free_bytes: int, *, gpu_memory_utilization:
 
 
 def choose_engines(model_dirs: list[Path], gpu_groups: tuple[tuple[int, ...], ...], *, gpu_memory_utilization: float,
-                   max_num_seqs: int | None = None, gpus: tuple[dict[str, Any], ...] | None = None) -> EngineChoice:
+                   max_num_seqs: int | None = None, gpus: tuple[dict[str, Any], ...] | None = None,
+                   rows_per_group: int | None = None) -> EngineChoice:
     """``auto`` for a campaign: the rule for its largest model on its GPU with the least free memory (1 for
-    tensor-parallel groups, or when ``nvidia-smi`` lists none of the plan's GPUs)."""
+    tensor-parallel groups, when ``nvidia-smi`` lists none of the plan's GPUs, or when a group has fewer than
+    :data:`MIN_ROWS_FOR_SECOND_ENGINE` of the plan's ``rows_per_group``)."""
+    choice = _choose_by_memory(model_dirs, gpu_groups, gpu_memory_utilization=gpu_memory_utilization,
+                               max_num_seqs=max_num_seqs, gpus=gpus)
+    if choice.engines > 1 and rows_per_group is not None and rows_per_group < MIN_ROWS_FOR_SECOND_ENGINE:
+        return EngineChoice(1, f"1 engine per GPU: {rows_per_group} rows per GPU group, fewer than the "
+                               f"{MIN_ROWS_FOR_SECOND_ENGINE} a second engine needs to pay for its start (memory "
+                               f"would allow {choice.engines})")
+    return choice
+
+
+def _choose_by_memory(model_dirs: list[Path], gpu_groups: tuple[tuple[int, ...], ...], *,
+                      gpu_memory_utilization: float, max_num_seqs: int | None,
+                      gpus: tuple[dict[str, Any], ...] | None) -> EngineChoice:
     if any(len(group) > 1 for group in gpu_groups):
         return EngineChoice(1, "1 engine per group: the groups are tensor parallel")
     if gpus is None:

@@ -92,18 +92,20 @@ def engines_arg(text: str) -> int | str:
     return "auto" if text == "auto" else options.positive_int(text)
 
 
-def _resolve_engines(args: argparse.Namespace, plan: Plan) -> int:
+def _resolve_engines(args: argparse.Namespace, plan: Plan, release) -> int:  # noqa: ANN001 - a ReleaseRoot
     """``--engines-per-group`` as a number (``auto`` decided here, once, and logged)."""
     if args.engines_per_group != "auto":
         return args.engines_per_group
     if args.backend != "vllm":
         return 1
     from trace_lib.campaign.engines import choose_engines
+    from trace_lib.campaign.estimate import plan_work
     from trace_lib.generation.backends.vllm import GPU_MEMORY_UTILIZATION
 
+    rows = sum(work.rows for work in plan_work(plan, release))  # the suite's rows: what a prepared slice holds
     choice = choose_engines([Path(m.local_path) for m in plan.models], plan.gpu_groups,
                             gpu_memory_utilization=args.gpu_memory_utilization or GPU_MEMORY_UTILIZATION,
-                            max_num_seqs=args.max_num_seqs)
+                            max_num_seqs=args.max_num_seqs, rows_per_group=rows // max(1, len(plan.gpu_groups)))
     print(f"[generate] --engines-per-group auto: {choice.reason}", file=sys.stderr)
     return choice.engines
 
@@ -222,7 +224,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     sources = load_artifact_sources(release)
     index, count = _worker_share(args)
     ray_address = options.resolve(args, options.RAY_ADDRESS)
-    engines = args.engines_per_group = _resolve_engines(args, plan)
+    engines = args.engines_per_group = _resolve_engines(args, plan, release)
     if args.request_timeout is not None and args.backend != "openai":
         raise UsageError("a request timeout needs the openai backend", field="--request-timeout",
                          found=args.request_timeout, hint="drop it, or pass --backend openai")
