@@ -147,3 +147,20 @@ class CampaignScorer:
 POLL_S = 0.02
 #: A judge starved this long gets another slice even while some slice in progress is busy on the CPU.
 STARVED_S = 1.0
+
+
+def judge_heavy_first(slices: Sequence[Any]) -> list[Any]:
+    """The order slices are started in: the benchmarks implying the most judge requests per row first (the
+    longest judge work must not be the campaign's tail), otherwise as given (a benchmark's seeds together)."""
+    from trace_lib.benchmarks.registry import get_protocol
+    from trace_lib.campaign.estimate import judge_requests_per_row
+    from trace_lib.errors import TraceReproError
+
+    weight: dict[str, float] = {}
+    for key in slices:
+        if key.benchmark not in weight:
+            try:
+                weight[key.benchmark] = judge_requests_per_row(key.benchmark, get_protocol(key.benchmark).judge)
+            except TraceReproError:  # an unimplemented protocol: its slice fails when scored, in its turn
+                weight[key.benchmark] = 0.0
+    return sorted(slices, key=lambda k: -weight[k.benchmark])

@@ -76,23 +76,6 @@ RANDOM_WEIGHTS_NOTE = ("no verdict: the responses were generated with random wei
                        "TRACE_VLLM_LOAD_FORMAT): a benchmark run, its scores are meaningless")
 
 
-def judge_heavy_first(slices):  # noqa: ANN001, ANN201 - SliceKeys in, SliceKeys out
-    """The order slices are started in: the benchmarks implying the most judge requests per row first (the
-    longest judge work must not be the campaign's tail), otherwise as given (a benchmark's seeds together)."""
-    from trace_lib.benchmarks.registry import get_protocol
-    from trace_lib.campaign.estimate import judge_requests_per_row
-    from trace_lib.errors import TraceReproError
-
-    weight: dict[str, float] = {}
-    for key in slices:
-        if key.benchmark not in weight:
-            try:
-                weight[key.benchmark] = judge_requests_per_row(key.benchmark, get_protocol(key.benchmark).judge)
-            except TraceReproError:  # an unimplemented protocol: its slice fails when scored, in its turn
-                weight[key.benchmark] = 0.0
-    return sorted(slices, key=lambda k: -weight[k.benchmark])
-
-
 def _emit(summary: dict, verdict, as_json: bool) -> None:  # noqa: ANN001
     if as_json:
         print(json.dumps({**summary, "verdict": verdict.to_dict() if verdict else None}, sort_keys=True))
@@ -196,7 +179,7 @@ def _run_file(args: argparse.Namespace, release, judge_url: str | None) -> ExitC
 
 def _run_campaign(args: argparse.Namespace, release, judge_url: str | None) -> ExitCode:  # noqa: ANN001
     from trace_lib.campaign.plan import DATA_ROOT_ENV
-    from trace_lib.campaign.scorer import CampaignScorer
+    from trace_lib.campaign.scorer import CampaignScorer, judge_heavy_first
     from trace_lib.campaign.verdicts import judge_campaign, verdict_plan
     from trace_lib.cli.verify import campaign_inputs
     from trace_lib.data.prepare import load_artifact_sources
