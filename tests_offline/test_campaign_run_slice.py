@@ -115,6 +115,23 @@ def test_a_slice_generates_scores_and_is_judged(setup, release):
     assert (plan.campaign_root / "scoring" / "seed_42" / MODEL / "erqa" / "scores.json").is_file()
 
 
+def test_responses_from_random_weights_get_no_verdict(setup, release, monkeypatch):
+    """A slice whose response file says random weights (``TRACE_VLLM_LOAD_FORMAT=dummy``) is scored but never
+    judged: the reason names the setting (a 0-point benchmark run must not read as a failed reproduction)."""
+    import trace_lib.campaign.run_slice as run_slice
+
+    plan, sources, rows = setup
+    runner = _runner(plan, release, sources, _backend(rows, "erqa", 37))
+    stored = run_slice.read_stored_engine
+    monkeypatch.setattr(run_slice, "read_stored_engine",
+                        lambda path: {**(stored(path) or {}), "load_format": "dummy", "random_weights": True})
+    outcome = runner.judged(plan.slices[0])
+    assert outcome.verdict is None and outcome.score == 37.0
+    assert "random weights" in outcome.verdict_reason and "TRACE_VLLM_LOAD_FORMAT" in outcome.verdict_reason
+    monkeypatch.setattr(run_slice, "read_stored_engine", stored)
+    assert _runner(plan, release, sources, _backend(rows, "erqa", 37)).judged(plan.slices[0]).verdict is not None
+
+
 def test_the_engine_is_loaded_once_per_model_and_not_at_all_when_rows_are_stored(setup, release):
     plan, sources, rows = setup
     backend = _backend(rows, "erqa", 37)

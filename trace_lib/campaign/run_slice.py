@@ -27,7 +27,12 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from trace_lib.aggregation.verdict import Verdict
 from trace_lib.environment.engine import (
-    engine_drift_text, engine_properties, generation_engine, read_stored_engine, refresh_engine,
+    engine_drift_text,
+    engine_properties,
+    generation_engine,
+    random_weights,
+    read_stored_engine,
+    refresh_engine,
 )
 from trace_lib.errors import InputError, UsageError
 from trace_lib.scoring.score import FileRef, ScoredSlice, run_scoring, scores_dir
@@ -430,6 +435,9 @@ class SliceRunner:
             ProtocolNotImplementedError, UsageError, InputError, BackendError, JudgeError: as :meth:`run`.
         """
         outcome = self._outcomes.get(slice_) or self.run(slice_)
+        if random_weights(outcome.engine):  # TRACE_VLLM_LOAD_FORMAT=dummy: a benchmark's run, never a reproduction
+            return dataclasses.replace(outcome, verdict_reason="no verdict: the responses came from random weights "
+                                                               "(TRACE_VLLM_LOAD_FORMAT=dummy, benchmarks only)")
         if slice_.id not in self.verdicts.specs:
             return dataclasses.replace(outcome, verdict_reason=f"no canonical score for model {slice_.model}")
         for other in self.verdicts.missing((slice_.model, slice_.benchmark)):
