@@ -6,6 +6,9 @@ Simulation model (docs/tolerance.md, "Power and false alarms (simulation)"):
   p_i follow a Beta around the release's canonical mean whose dispersion makes the rows' binomial variance
   ``rho_b`` times the plain binomial one; ``rho_b`` per benchmark is the release's pooled seed variance over the
   binomial variance of its non-overdispersed cells (8 models x 2 dof each).
+  ``--truth per-model``: ``rho_b r_m`` per cell instead (alternating pooled ratios over the non-overdispersed
+  cells, ``r_m`` of geometric mean 1, clipped to [2/BINS, 1]: per-row Beta spreads cannot exceed the binomial
+  variance), so the models' differences in seed spread the release shows are in the truth.
 - Cells whose release seed spread exceeds that (chi-square test on 2 dof, p < 0.01) get a seed-level component:
   every pass draws one logit shift N(0, eta^2) for all its rows, eta fitted so the seed-level variance is the
   release's excess (s^2 - row variance). Scenario ``all-excess`` gives every cell its observed excess (pessimistic).
@@ -19,7 +22,7 @@ Simulation model (docs/tolerance.md, "Power and false alarms (simulation)"):
 
     PYTHONPATH=$PWD python3 benchmarks/tolerance_power.py [--campaigns 4000] [--power-campaigns 1000] [--check 4]
         [--seeds 3] [--scenario fitted|rows-only|all-excess] [--outlier-level 0.1] [--rows-outlier-level 0.05]
-        [--skip-power]
+        [--truth per-benchmark|per-model] [--prior one-way|two-way] [--skip-power]
 
 Printed: the fitted truth; the check against trace_lib; (a) P(any test "differs") on faithful campaigns for the full
 plan and every --benchmark / --model-id plan (Clopper-Pearson); (b) outcome shares by margin 1, 2, 3, 5; (c) minimum
@@ -49,6 +52,8 @@ import _rowsim as rs  # noqa: E402
 from trace_lib.aggregation.verdict import ALPHA_SHARES  # noqa: E402
 from trace_lib.aggregation.verdict import OUTLIER_LEVEL as TRACE_OUTLIER_LEVEL  # noqa: E402
 from trace_lib.aggregation.verdict import ROWS_OUTLIER_LEVEL as TRACE_ROWS_OUTLIER_LEVEL  # noqa: E402
+from trace_lib.aggregation import moderation  # noqa: E402
+from trace_lib.aggregation.moderation import TWO_WAY_PRIOR as TRACE_TWO_WAY_PRIOR  # noqa: E402
 from trace_lib.release import identity  # noqa: E402
 from trace_lib.release.locate import locate_release  # noqa: E402
 
@@ -129,15 +134,34 @@ class Truth:
     """The fitted cells (M x B) and what the fit found."""
 
     cells: list[list[rs.Cell]]
-    rho: np.ndarray  # (B,) row variance / binomial variance per benchmark
+    rho: np.ndarray  # (M, B) row variance / binomial variance (per benchmark, or rho_b r_m: --truth per-model)
     release_unstable: np.ndarray  # (M, B) bool: the release's cell has a seed-level excess (truth)
     release_p: np.ndarray  # (M, B) p-value of the release's excess test against the fitted row variance
     target_row: np.ndarray  # (M, B) row variance of one seed's score (points^2)
     target_tau: np.ndarray  # (M, B) seed-level variance (points^2)
 
 
-def fit_truth(lay: Layout, scenario: str = "fitted") -> Truth:
-    """Per-row probabilities and seed shifts for every cell from the release's per-seed scores (module doc)."""
+def fit_rho(s2: np.ndarray, vbin: np.ndarray, keep: np.ndarray, per_model: bool) -> np.ndarray:
+    """(M, B) row variance / binomial variance: ``rho_b`` (pooled s^2 over pooled binomial variance of the kept
+    cells of each benchmark), or with ``per_model`` the two-way ``rho_b r_m`` (alternating pooled ratios over the
+    kept cells, ``r_m`` of geometric mean 1); clipped to what binned per-row Beta spreads give, [2/BINS, 1]."""
+    m, b = s2.shape
+    r = np.ones(m)
+    for _ in range(50 if per_model else 1):
+        rho = np.array([s2[keep[:, j], j].sum() / (r[keep[:, j]] * vbin[keep[:, j], j]).sum() for j in range(b)])
+        if not per_model:
+            break
+        new = np.array([s2[i, keep[i]].sum() / (rho[keep[i]] * vbin[i, keep[i]]).sum() for i in range(m)])
+        new = new / np.exp(np.log(new).mean())
+        if np.allclose(new, r, rtol=1e-10):
+            break
+        r = new
+    return np.clip(rho[None, :] * r[:, None], 2.0 / rs.BINS, 1.0)
+
+
+def fit_truth(lay: Layout, scenario: str = "fitted", per_model: bool = False) -> Truth:
+    """Per-row probabilities and seed shifts for every cell from the release's per-seed scores (module doc);
+    ``per_model``: row variance ratio ``rho_b r_m`` per cell (``--truth per-model``) instead of ``rho_b``."""
     m, b = lay.seed_scores.shape[:2]
     mean = lay.seed_scores.mean(-1)
     s2 = lay.seed_scores.var(-1, ddof=1)
@@ -145,9 +169,7 @@ def fit_truth(lay: Layout, scenario: str = "fitted") -> Truth:
                       for j in range(b)] for i in range(m)])
     flagged = np.zeros((m, b), bool)
     for _ in range(20):
-        keep = ~flagged
-        rho = np.array([s2[keep[:, j], j].sum() / vbin[keep[:, j], j].sum() for j in range(b)])
-        rho = np.clip(rho, 2.0 / rs.BINS, 1.0)
+        rho = fit_rho(s2, vbin, ~flagged, per_model)
         q = (CANONICAL_SEEDS - 1) * s2 / (rho * vbin)
         p = stats.chi2.sf(q, CANONICAL_SEEDS - 1)
         new = p < UNSTABLE_P
@@ -167,7 +189,7 @@ def fit_truth(lay: Layout, scenario: str = "fitted") -> Truth:
     for i in range(m):
         line = []
         for j, bench in enumerate(lay.benchmarks):
-            groups = tuple(rs.fit_group(mean[i, j] / 100, n, psi, parts, rho[j])
+            groups = tuple(rs.fit_group(mean[i, j] / 100, n, psi, parts, rho[i, j])
                            for n, psi, parts, _ in unit_groups(bench, lay.rows[bench]))
             cell = rs.Cell(groups, meta={"model": lay.models[i], "benchmark": bench})
             line.append(replace(cell, eta=rs.fit_eta(cell, tau[i, j])))
@@ -386,36 +408,66 @@ def trigamma_inverse(y: np.ndarray) -> np.ndarray:
 @dataclass
 class Prior:
     """The seed-variance prior fitted to each campaign's canonical side (trace_lib's Canonical.seed_prior):
-    ``q0`` (R, B) per-benchmark scale on the binomial scale, ``d_eff`` (R, B) effective prior dof."""
+    ``q0`` (R, B) per-benchmark scale on the binomial scale or (R, M, B) per cell (two-way), ``d_eff`` likewise the
+    effective prior dof."""
 
     q0: np.ndarray
     d_eff: np.ndarray
     d0: np.ndarray  # (R,)
 
+    def cells(self, x: np.ndarray) -> np.ndarray:
+        """``x`` as (R, M, B)."""
+        return x if x.ndim == 3 else x[:, None, :]
+
+
+#: The prior's scale per benchmark and model (trace_lib's TWO_WAY_PRIOR; set by --prior).
+TWO_WAY = TRACE_TWO_WAY_PRIOR
+
 
 def fit_prior(lay: Layout, canon: np.ndarray) -> Prior:
-    """fit_variance_prior over the 192 cells (q = s_C^2 / binomial_scale(mu_C), 2 dof, groups = benchmarks)."""
+    """fit_variance_prior over the 192 cells (q = s_C^2 / binomial_scale(mu_C), 2 dof, groups = benchmarks; with
+    TWO_WAY members = models): least squares of e on the design, batched over campaigns by normal equations."""
     n = canon.shape[-1]
     dof = n - 1
-    rows = np.array([lay.rows[b] for b in lay.benchmarks], float)
+    r, m, b = canon.shape[:3]
+    rows = np.array([lay.rows[bb] for bb in lay.benchmarks], float)
     q = canon.var(-1, ddof=1) / binomial_scale(canon.mean(-1), rows)  # (R, M, B) (rows broadcast per benchmark)
     usable = q > 0
     e = np.where(usable, np.log(np.where(usable, q, 1.0)) - _offset(dof), 0.0)
-    cells = usable.sum(1)  # (R, B)
-    means = e.sum(1) / np.maximum(cells, 1)
-    centred = (np.where(usable, (e - means[:, None]) ** 2, 0.0)).sum((1, 2))
-    residual = np.maximum(cells - 1, 0).sum(1)
     tri_cell = float(special.polygamma(1, dof / 2))
+    cells = usable.sum(1)  # (R, B)
+    if not TWO_WAY:
+        means = e.sum(1) / np.maximum(cells, 1)
+        fitted = np.broadcast_to(means[:, None, :], e.shape)
+        residual = np.maximum(cells - 1, 0).sum(1)
+        leverage = 1.0 / np.maximum(cells, 1)  # (R, B)
+    else:  # columns: B benchmarks, then models 1..M-1 (model 0 the reference)
+        x = np.zeros((m, b, b + m - 1))
+        x[:, np.arange(b), np.arange(b)] = 1.0
+        x[np.arange(1, m), :, b + np.arange(m - 1)] = 1.0
+        x = x.reshape(m * b, -1)
+        w = usable.reshape(r, -1).astype(float)
+        xtx = np.einsum("rn,np,nq->rpq", w, x, x)
+        cov = np.linalg.pinv(xtx)
+        beta = np.einsum("rpq,np,rn->rq", cov, x, w * e.reshape(r, -1))
+        fitted = (beta @ x.T).reshape(r, m, b)
+        rank = np.linalg.matrix_rank(xtx)
+        residual = usable.sum((1, 2)) - rank
+        leverage = np.einsum("np,rpq,nq->rn", x, cov, x).reshape(r, m, b)
+    centred = np.where(usable, (e - fitted) ** 2, 0.0).sum((1, 2))
     excess = centred / residual - tri_cell
     d0 = np.full(excess.shape, np.inf)
     pos = excess > 0
     d0[pos] = 2 * trigamma_inverse(excess[pos])
     finite = np.isfinite(d0)
     shift = np.where(finite, _offset(np.where(finite, d0, 1.0)), 0.0)
-    q0 = np.exp(means + shift[:, None])
-    prior_tri = np.where(finite, special.polygamma(1, np.where(finite, d0, 1.0) / 2), 0.0)[:, None]
-    d_eff = np.where(cells > 0, 2 * trigamma_inverse(prior_tri + (tri_cell + prior_tri) / np.maximum(cells, 1)),
-                     d0[:, None])
+    # (R, B) one-way, (R, M, B) two-way
+    q0 = np.exp((means if not TWO_WAY else fitted) + shift.reshape((r,) + (1,) * (1 if not TWO_WAY else 2)))
+    prior_tri = np.where(finite, special.polygamma(1, np.where(finite, d0, 1.0) / 2), 0.0)
+    prior_tri = prior_tri.reshape((r,) + (1,) * (leverage.ndim - 1))
+    d_eff = 2 * trigamma_inverse(prior_tri + (tri_cell + prior_tri) * leverage)
+    if not TWO_WAY:
+        d_eff = np.where(cells > 0, d_eff, d0[:, None])
     return Prior(q0, d_eff, d0)
 
 
@@ -479,8 +531,8 @@ def moderated_cell(reproduced: np.ndarray, canonical: np.ndarray, v_r: np.ndarra
     v_bar = wr * v_r + wc * v_c
     scale = wr * binomial_scale(reproduced.mean(-1), rows) + wc * binomial_scale(canonical.mean(-1), rows)
     q_hat = ss / f / scale
-    d_eff = prior.d_eff[:, None, :]
-    q0 = prior.q0[:, None, :]
+    d_eff = prior.cells(prior.d_eff)
+    q0 = prior.cells(prior.q0)
     finite = np.isfinite(d_eff)
     de = np.where(finite, d_eff, 0.0)
     q_post = np.where(finite, (de * q0 + f * q_hat) / (de + f), q0)
@@ -720,6 +772,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--trace-root", default=os.environ.get("TRACE_ROOT"))
     parser.add_argument("--scenario", default="fitted", choices=("fitted", "rows-only", "all-excess"))
+    parser.add_argument("--truth", default="per-benchmark", choices=("per-benchmark", "per-model"),
+                        help="row variance ratio rho_b per benchmark (default) or rho_b r_m per cell (r_m fitted "
+                             "on the cells without excess)")
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--margin", type=float, default=2.0)
     parser.add_argument("--check", type=int, default=2, help="campaigns expanded to rows and judged by trace_lib")
@@ -731,23 +786,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows-outlier-level", type=float, default=TRACE_ROWS_OUTLIER_LEVEL,
                         help="seed-excess chi-square p below which a cell's seed variance is unmoderated (default: "
                              "trace_lib's ROWS_OUTLIER_LEVEL; 0: the rule without it)")
+    parser.add_argument("--prior", default="two-way" if TRACE_TWO_WAY_PRIOR else "one-way",
+                        choices=("one-way", "two-way"),
+                        help="the prior's scale per benchmark, or per benchmark and model (default: trace_lib's "
+                             "TWO_WAY_PRIOR; set for trace_lib's side of the check too)")
     parser.add_argument("--skip-power", action="store_true", help="only the faithful tables")
     args = parser.parse_args(argv)
-    global OUTLIER_LEVEL, ROWS_OUTLIER_LEVEL
+    global OUTLIER_LEVEL, ROWS_OUTLIER_LEVEL, TWO_WAY
     OUTLIER_LEVEL = args.outlier_level
     ROWS_OUTLIER_LEVEL = args.rows_outlier_level
+    TWO_WAY = args.prior == "two-way"
+    moderation.TWO_WAY_PRIOR = TWO_WAY  # trace_lib's side of the check fits the same prior
     own_rule = OUTLIER_LEVEL == TRACE_OUTLIER_LEVEL and ROWS_OUTLIER_LEVEL == TRACE_ROWS_OUTLIER_LEVEL
     start = time.perf_counter()
     lay = load_layout(args.trace_root)
-    truth = fit_truth(lay, args.scenario)
+    truth = fit_truth(lay, args.scenario, per_model=args.truth == "per-model")
     rng = np.random.default_rng(args.seed)
     k = args.seeds
     m, b = len(lay.models), len(lay.benchmarks)
-    print(f"tolerance_power: row-level simulation, scenario {args.scenario}, {CANONICAL_SEEDS} canonical and {k} "
+    print(f"tolerance_power: row-level simulation, truth {args.truth}, prior {args.prior}, scenario {args.scenario}, "
+          f"{CANONICAL_SEEDS} canonical and {k} "
           f"reproduced seeds, alpha {args.alpha:g}, margin {args.margin:g}; per-row p binned ({rs.BINS} bins)")
     print("\n(0) the truth fitted to the release: row variance / binomial variance rho per benchmark; cells with "
           "seed-level excess (release chi2 on 2 dof, p < 0.01)")
-    print("  rho: " + ", ".join(f"{bench} {r:.2f}" for bench, r in zip(lay.benchmarks, truth.rho)))
+    rho_b = np.median(truth.rho, 0)
+    print(f"  rho{' (median over models)' if args.truth == 'per-model' else ''}: "
+          + ", ".join(f"{bench} {r:.2f}" for bench, r in zip(lay.benchmarks, rho_b)))
+    if args.truth == "per-model":
+        print("  model factor (geometric mean of rho / median): " + ", ".join(
+            f"{model} {math.exp(np.log(truth.rho[i] / rho_b).mean()):.2f}" for i, model in enumerate(lay.models)))
     for i, j in zip(*np.nonzero(truth.release_unstable)):
         print(f"  excess: {lay.models[i]} {lay.benchmarks[j]}: release seed sd {lay.seed_scores[i, j].std(ddof=1):.2f}, "
               f"row sd {math.sqrt(truth.target_row[i, j]):.2f}, seed-level sd {math.sqrt(truth.target_tau[i, j]):.2f} "

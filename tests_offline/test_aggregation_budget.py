@@ -106,3 +106,28 @@ def test_the_prior_fit_recovers_a_known_d0_and_s0():
     homogeneous = fit_variance_prior(_prior_table(1e6, 2.0))  # no spread beyond chi-square noise
     assert homogeneous.prior_dof > 8
     assert fit_variance_prior({"a": [(1.0, 2), (2.0, 2)]}) is None  # 1 within-group dof: nothing to fit
+
+
+def test_the_two_way_prior_gives_an_unstable_model_its_own_higher_scale():
+    """With a model effect (one model's seed variance 6x the others' on every benchmark) the two-way fit
+    (``members``) recovers the effect on ``log s0^2``, raises that model's cells' scale above its benchmark's
+    one-way scale, sees less spread beyond chi-square noise (higher ``d0``), and discounts ``d0`` by each cell's
+    leverage (more parameters: lower ``d_eff`` at a given ``d0`` than the one-way ``1/n``)."""
+    rng = random.Random(7)
+    groups: dict[str, list[tuple[float, float]]] = {}
+    members: dict[str, list[str]] = {}
+    for g in range(30):
+        for m in range(8):
+            sigma_sq = 2.0 * (1 + g % 4) * (6.0 if m == 0 else 1.0) * 20 / rng.gammavariate(10, 2)
+            groups.setdefault(f"g{g}", []).append((sigma_sq * rng.gammavariate(1, 2) / 2, 2))
+            members.setdefault(f"g{g}", []).append(f"m{m}")
+    one, two = fit_variance_prior(groups), fit_variance_prior(groups, members)
+    assert not one.cell_var and two.residual_dof == 240 - (30 + 8 - 1)
+    assert two.prior_dof > one.prior_dof
+    effect = statistics.fmean(math.log(two.prior_q(f"g{g}", "m0") / two.prior_q(f"g{g}", "m1")) for g in range(30))
+    assert math.log(6.0) - 0.6 < effect < math.log(6.0) + 0.6
+    assert all(two.prior_q(f"g{g}", "m0") > one.prior_q(f"g{g}", "m0") for g in range(30))
+    assert one.prior_q("g0", "m0") == one.prior_var["g0"]  # one-way: the member is ignored
+    h = two.cell_leverage[("g0", "m3")]
+    assert 1 / 8 < h < 1 / 8 + 1 / 30  # a complete 30 x 8 design: 1/8 + 1/30 - 1/240
+    assert two.effective_prior_dof("g0", "m3") < two.effective_prior_dof("g0")

@@ -134,3 +134,31 @@ def test_the_vectorised_cell_rule_is_trace_libs_moderated_excess():
         branches.add("none" if tau2 == 0 else "prior" if ev["prior_outlier_p"] < 0.1 else
                      "rows" if dof == ev["f"] else "shrunk")
     assert branches == {"none", "prior", "rows", "shrunk"}
+
+
+def test_the_vectorised_two_way_prior_is_trace_libs_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tolerance_power.fit_prior with TWO_WAY gives fit_variance_prior's per-cell scale and effective dof (with
+    members: the models) on random canonical sides, a zero-variance cell included (left out of both fits)."""
+    import tolerance_power as tp
+
+    from trace_lib.aggregation.moderation import fit_variance_prior
+
+    rng = np.random.default_rng(9)
+    m, b = 5, 6
+    names = [f"b{j}" for j in range(b)]
+    lay = tp.Layout([f"m{i}" for i in range(m)], names, {f"b{j}": 500 + 100 * j for j in range(b)}, {},
+                    np.zeros((m, b, 3)), [], [], np.zeros(0), np.zeros((0, b)))
+    canon = rng.uniform(20, 80, (m, b))[None, :, :, None] + rng.gamma(2, 1, (2, m, 1, 1)) * rng.standard_normal(
+        (2, m, b, 3))
+    canon[1, 2, 3] = 50.0
+    monkeypatch.setattr(tp, "TWO_WAY", True)
+    prior = tp.fit_prior(lay, canon)
+    for r in range(2):
+        q = canon[r].var(-1, ddof=1) / tp.binomial_scale(canon[r].mean(-1), np.array([lay.rows[x] for x in names]))
+        groups = {f"b{j}": [(float(q[i, j]), 2) for i in range(m)] for j in range(b)}
+        fit = fit_variance_prior(groups, {f"b{j}": lay.models for j in range(b)})
+        assert prior.d0[r] == pytest.approx(fit.prior_dof, rel=1e-9)
+        for i in range(m):
+            for j in range(b):
+                assert prior.q0[r, i, j] == pytest.approx(fit.prior_q(f"b{j}", f"m{i}"), rel=1e-9)
+                assert prior.d_eff[r, i, j] == pytest.approx(fit.effective_prior_dof(f"b{j}", f"m{i}"), rel=1e-9)

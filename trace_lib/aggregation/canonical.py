@@ -51,17 +51,20 @@ class Canonical:
     @functools.cached_property
     def seed_prior(self) -> Any:
         """The empirical-Bayes prior of the cells' seed variance on the scale of the binomial bound (one scale per
-        benchmark, a common shape; :func:`trace_lib.aggregation.moderation.fit_variance_prior`), fitted to the
+        benchmark, or per benchmark and model with :data:`~trace_lib.aggregation.moderation.TWO_WAY_PRIOR`; a common
+        shape; :func:`trace_lib.aggregation.moderation.fit_variance_prior`), fitted to the
         release's canonical seed spreads; None when the release has too few cells."""
-        from trace_lib.aggregation.moderation import fit_variance_prior
+        from trace_lib.aggregation import moderation
 
         groups: dict[str, list[tuple[float, float]]] = {}
+        members: dict[str, list[str]] = {}
         for (model, bench), seeds in self.benchmarks.items():
             if len(seeds) > 1 and bench in self.suite.keys:
                 values = list(seeds.values())
                 groups.setdefault(bench, []).append(
                     (statistics.variance(values) / binomial_scale(mean(seeds), self.rows(bench)), len(values) - 1))
-        return fit_variance_prior(groups)
+                members.setdefault(bench, []).append(model)
+        return moderation.fit_variance_prior(groups, members if moderation.TWO_WAY_PRIOR else None)
 
     @property
     def model_ids(self) -> tuple[str, ...]:

@@ -309,7 +309,8 @@ class Scored:
 
 
 def moderated_excess(reproduced: np.ndarray, canonical: np.ndarray, v_r: float, v_c: float, scale_r: float,
-                     scale_c: float, prior: Any, benchmark: str) -> tuple[float, float, dict[str, Any]]:
+                     scale_c: float, prior: Any, benchmark: str,
+                     model: str | None = None) -> tuple[float, float, dict[str, Any]]:
     """``(tau2, dof, evidence)``: the cell's seed variance, moderated by the release's prior on the scale of the
     binomial bound (``q = S^2 / scale``; posterior ``(d_eff q0 + f q) / (d_eff + f)`` on ``d_eff + f`` dof; a cell
     whose ``q`` is an outlier of the prior predictive ``F(f, d_eff)`` at :data:`OUTLIER_LEVEL` (robust empirical
@@ -327,13 +328,13 @@ def moderated_excess(reproduced: np.ndarray, canonical: np.ndarray, v_r: float, 
     q_hat = ss / f / scale
     outlier_p = None
     rows_p = seed_excess(reproduced, canonical, v_r, v_c).p_value
-    if prior is not None and benchmark in prior.prior_var and prior.prior_var[benchmark] > 0:
-        prior_q, d_eff = prior.prior_var[benchmark], prior.effective_prior_dof(benchmark)
+    if prior is not None and benchmark in prior.prior_var and prior.prior_q(benchmark, model) > 0:
+        prior_q, d_eff = prior.prior_q(benchmark, model), prior.effective_prior_dof(benchmark, model)
         outlier_p = prior_predictive_tail(q_hat / prior_q, f, d_eff)
         if outlier_p < OUTLIER_LEVEL or rows_p < ROWS_OUTLIER_LEVEL:  # an outlier keeps its own variance and dof
             q_post, dof = q_hat, float(f)
         else:
-            q_post, dof = prior.moderated_var(benchmark, q_hat, f), prior.posterior_dof(benchmark, f)
+            q_post, dof = prior.moderated_var(benchmark, q_hat, f, model), prior.posterior_dof(benchmark, f, model)
     else:
         q_post, dof, prior_q = q_hat, float(f), None
     tau2 = max(0.0, q_post * scale - v_bar)
@@ -635,7 +636,7 @@ def _judge_cells(canonical: Canonical, plan: VerdictPlan, rule: Rule, cells: Map
             can_x = np.array(list(can_seeds.values()))
             rows = canonical.rows(bench)
             tau2, dof, evidence = moderated_excess(x, can_x, v_r, v_c, binomial_scale(float(x.mean()), rows),
-                                                   binomial_scale(mu, rows), canonical.seed_prior, bench)
+                                                   binomial_scale(mu, rows), canonical.seed_prior, bench, model)
             sc = Scored(x, can_x, v_r, v_c, source, tau2, tau2**2 / dof if tau2 > 0 and math.isfinite(dof) else 0.0,
                         cell.seeds, evidence)
             scored[(model, bench)] = sc
@@ -816,7 +817,7 @@ def predicted_seed_variance(canonical: Canonical, model: str, benchmark: str) ->
     if prior is None or benchmark not in prior.prior_var or len(seeds) < 2:
         return scale
     values = np.array(list(seeds.values()))
-    return prior.moderated_var(benchmark, float(values.var(ddof=1)) / scale, len(values) - 1) * scale
+    return prior.moderated_var(benchmark, float(values.var(ddof=1)) / scale, len(values) - 1, model) * scale
 
 
 def planned_power(canonical: Canonical, plan: Any, *, alpha: float = DEFAULT_ALPHA) -> list[PlannedTest]:
@@ -899,7 +900,7 @@ def sampling_band(canonical: Canonical, rule: Rule, model: str, benchmark: str) 
     dof = None
     tau2 = 0.0
     if prior is not None and benchmark in prior.prior_var:
-        tau2 = max(0.0, prior.prior_var[benchmark] * scale - scale)
-        dof = prior.effective_prior_dof(benchmark) if tau2 > 0 else None
+        tau2 = max(0.0, prior.prior_q(benchmark, model) * scale - scale)
+        dof = prior.effective_prior_dof(benchmark, model) if tau2 > 0 else None
     crit, _ = rule.quantiles(dof)
     return crit * math.sqrt(2.0 * (scale + tau2))
