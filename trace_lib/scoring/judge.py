@@ -26,7 +26,7 @@ from __future__ import annotations
 import abc
 import random
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Sequence
 
@@ -375,9 +375,15 @@ class OpenAIJudge(Judge):
                         self._queued[lane] -= weight
                     raise
             return [future.result() for future in futures]
-        except BaseException:
+        except BaseException as exc:
             for future in futures:
                 future.cancel()
+            if isinstance(exc, KeyboardInterrupt):
+                # A stop: end the exchanges still running and let their threads see the stop before this call
+                # returns (while the stop is still in force); a lane thread left behind could otherwise start
+                # another request once the stop is over, and the process would wait for it at exit.
+                self.transport.cancel_all()
+                wait([f for f in futures if not f.cancelled()], timeout=STOP_WAIT_S)
             raise
         finally:
             with self._lock:
@@ -404,6 +410,10 @@ class OpenAIJudge(Judge):
             lanes, self._lanes = list(self._lanes.values()), {}
         for lane in lanes:
             lane.shutdown(wait=False, cancel_futures=True)
+
+
+#: How long a stopped call waits for its lanes' running exchanges to end (their sockets are shut down).
+STOP_WAIT_S = 10.0
 
 
 def chat_body(model: str, prompt: str, *, max_tokens: int, temperature: float = 0) -> dict[str, Any]:

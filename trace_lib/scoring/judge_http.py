@@ -353,6 +353,11 @@ class JudgeTransport:
         with self.window(url).hold(weight):
             return self._exchange("POST", url, encode_body(body), timeout_s=timeout_s, model=model)
 
+    def cancel_all(self) -> None:
+        """End every exchange in flight now (its socket shut down: the request fails, and a stopped caller does
+        not send it again)."""
+        self._sockets.shutdown_all()
+
     def get(self, url: str, *, timeout_s: float) -> Answer:
         """GET ``url`` and parse the JSON answer (``/v1/models`` probes)."""
         return self._exchange("GET", url, None, timeout_s=timeout_s, model=None)
