@@ -82,3 +82,21 @@ def test_train_print_config_composed_without_the_train_extra_is_one_line():
     result = run_cli(["train", "print-config", "--config", MODEL, "--composed"])
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.count("\n") == 1 and "pip install -e '.[train]'" in result.stderr
+
+
+@pytest.mark.parametrize("command", sorted(__import__("trace_lib.cli.main", fromlist=["COMMANDS"]).COMMANDS))
+def test_every_command_renders_its_help(command):
+    """``trace-repro COMMAND --help`` prints, for every command (argparse %-formats help texts: a ``90%`` in a
+    shared option's help once made ``score --help`` a traceback)."""
+    from trace_lib.cli.main import build_parser
+
+    parser = build_parser([command])
+    subparser = parser._subparsers._group_actions[0].choices[command]  # noqa: SLF001 - the built command's parser
+    assert f"usage: trace-repro {command}" in subparser.format_help()
+
+
+def test_pytest_help_renders_with_the_plugin_options(pytester):
+    """``pytest --help`` with the trace-repro plugin lists its options (pytest %-formats help texts too)."""
+    pytester.makeconftest('pytest_plugins = ["trace_lib.pytest_plugin"]\n')
+    result = pytester.runpytest_inprocess("--help")
+    assert result.ret == 0 and "--margin" in result.stdout.str()

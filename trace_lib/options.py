@@ -267,14 +267,20 @@ REPRODUCTION: tuple[Option, ...] = (BACKEND, BASE_URL, DEVICE, MODEL_VERIFY, PRI
                                     SLICE_TIMEOUT, SCHEDULE, RAY_ADDRESS, REQUEST_TIMEOUT, INCONCLUSIVE)
 
 
+def add_option(add: Callable[..., Any], opt: Option) -> None:
+    """Add ``opt`` through ``add`` (argparse's ``add_argument`` or pytest's ``addoption``) with its shared spelling
+    and help: the help names its environment variable, and a ``%`` in it is escaped (both %-format help texts)."""
+    text = (opt.help + (f" (env {opt.env})" if opt.env else "")).replace("%", "%%")
+    if opt.is_switch:
+        add(opt.flag, action="store_true", default=None, help=text)
+    else:
+        add(opt.flag, type=opt.type, default=None, help=text)
+
+
 def add_to_argparse(parser: argparse.ArgumentParser, *options: Option) -> None:
-    """Add ``options`` to an argparse parser with their shared spelling and help."""
+    """Add ``options`` to an argparse parser (:func:`add_option`)."""
     for opt in options:
-        env_note = f" (env {opt.env})" if opt.env else ""
-        if opt.is_switch:
-            parser.add_argument(opt.flag, action="store_true", default=None, help=opt.help + env_note)
-        else:
-            parser.add_argument(opt.flag, type=opt.type, default=None, help=opt.help + env_note)
+        add_option(parser.add_argument, opt)
 
 
 def reject_tolerance_z(namespace: Any) -> None:

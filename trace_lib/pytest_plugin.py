@@ -33,11 +33,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
     group = parser.getgroup("trace-repro")
     for opt in (*options.COMMON, *options.REPRODUCTION):
-        env_note = f" (env {opt.env})" if opt.env else ""
-        if opt.is_switch:
-            group.addoption(opt.flag, action="store_true", default=None, help=opt.help + env_note)
-        else:
-            group.addoption(opt.flag, type=opt.type, default=None, help=opt.help + env_note)
+        options.add_option(group.addoption, opt)
     add_plan_options(group.addoption)  # --model, --model-id, --model-root, --seeds, --benchmark, --gpu-groups, ...
 
 
