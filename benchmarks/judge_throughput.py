@@ -509,17 +509,11 @@ def upstream_design(url: str, work: Workload, release: Any, budget_s: float | No
 
 
 def _upstream_batches(rendered: list[str]) -> list[list[int]]:
-    """Upstream's ``_make_judge_api_batches``: 64 prompts or 100,000 characters per request."""
-    batches: list[list[int]] = []
-    current: list[int] = []
-    chars = 0
-    for i, text in enumerate(rendered):
-        if current and (len(current) >= UPSTREAM_BATCH or chars + len(text) > UPSTREAM_BATCH_CHARS):
-            batches.append(current)
-            current, chars = [], 0
-        current.append(i)
-        chars += len(text)
-    return batches + ([current] if current else [])
+    """Upstream's ``_make_judge_api_batches`` (64 prompts or 100,000 characters per request): the judge client's
+    own packing (``trace_lib.scoring.judge._batches``) at upstream's score-queue settings."""
+    from trace_lib.scoring.judge import _batches
+
+    return _batches(rendered, batch_size=UPSTREAM_BATCH, max_chars=UPSTREAM_BATCH_CHARS)
 
 
 def campaign_scorer(relay: AnswerRelay, release: Any, campaign: Path, data_root: Path, seeds: list[int],
