@@ -153,15 +153,25 @@ def draw_scores(rng: np.random.Generator, group: Group, p_seeds: np.ndarray) -> 
 
 # -- fitting a cell to the release -------------------------------------------------------------------------------
 
-def beta_bins(pbar: float, nu: float, rows: np.ndarray) -> np.ndarray:
-    """(K,) mean success probability of each bin of Beta(pbar nu, (1 - pbar) nu), bin j holding the quantile range
-    of its ``rows[j]`` rows (so the rows' mean probability is ``pbar`` exactly)."""
+def _lower_bins(pbar: float, nu: float, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bin means computed from below and each bin's upper edge (a value of X)."""
     a, b = pbar * nu, (1 - pbar) * nu
     share = rows / rows.sum()
     edges = stats.beta.ppf(np.r_[0.0, np.cumsum(share)].clip(0, 1), a, b)
     upper = stats.beta.cdf(edges, a + 1, b)  # E[X 1{X <= x}] = pbar * F_{a+1,b}(x)
-    p = pbar * np.diff(upper) / share
-    return np.clip(p, 1e-12, 1 - 1e-12)
+    return pbar * np.diff(upper) / share, edges[1:]
+
+
+def beta_bins(pbar: float, nu: float, rows: np.ndarray) -> np.ndarray:
+    """(K,) mean success probability of each bin of Beta(pbar nu, (1 - pbar) nu), bin j holding the quantile range
+    of its ``rows[j]`` rows (so the rows' mean probability is ``pbar`` exactly). The upper half is computed as the
+    mirror image's lower half (1 - X ~ Beta(b, a)): near 1 the quantiles of a dispersed Beta round to 1.0 and the
+    bins there would lose their mass (the top bin came out 0 instead of ~1 for means above ~0.62 at rho 0.19), so a
+    bin whose upper edge lies above 1/2 is computed from above."""
+    low, top = _lower_bins(pbar, nu, rows)
+    mirror, _ = _lower_bins(1 - pbar, nu, rows[::-1])
+    high = 1 - mirror[::-1]
+    return np.clip(np.where(top <= 0.5, low, high), 1e-12, 1 - 1e-12)  # a bin reaching above 1/2: from above
 
 
 def split_rows(n: int, bins: int = BINS) -> np.ndarray:

@@ -404,9 +404,11 @@ def main() -> int:
         from trace_lib.campaign.estimate import record_calibration
 
         best = max(ours, key=ours.get)
+        one = {"one_engine_rows_per_s": round(rate["streaming"], 2),
+               "one_engine_start_s": round(start_s["streaming"], 1)} if "streaming" in ours else {}
         record_calibration(Path(args.calibration), f"generation_{args.shape}", {
             "rows_per_s": round(ours[best], 2), "path": best, "max_tokens": args.max_tokens,
-            "start_s": round(start_s[best], 1),
+            "start_s": round(start_s[best], 1), **one,
             "measured_by": "benchmarks/campaign_throughput.py " + " ".join(sys.argv[1:]),
         })
         print(f"calibration: generation_{args.shape} = {ours[best]:.1f} rows/s ({best}) written to {args.calibration}")

@@ -313,16 +313,26 @@ def reset_prefix_cache(base: str) -> bool:
 
 # -- the relay in front of the engine for path (b) -------------------------------------------------------------
 
+def cap_answer_tokens(body: dict, answer_tokens: int | None) -> dict:
+    """``body`` with ``max_tokens`` at most ``answer_tokens`` (None: unchanged). A random-weight judge decodes every
+    request to its budget; a real one stops after a short answer: the cap models the real answer's length."""
+    if answer_tokens is not None:
+        body = {**body, "max_tokens": min(int(body.get("max_tokens") or answer_tokens), answer_tokens)}
+    return body
+
+
 class AnswerRelay:
-    """Forward every request to ``upstream`` unchanged; answer with the recorded answer of each prompt, else
-    ``fallback(request text)`` (vLLM's choices otherwise as they came: finish reasons become ``stop``). Counts the
-    prompts it forwarded."""
+    """Forward every request to ``upstream`` (unchanged but for ``max_tokens``, capped at ``answer_tokens`` when
+    given: :func:`cap_answer_tokens`); answer with the recorded answer of each prompt, else ``fallback(request
+    text)`` (vLLM's choices otherwise as they came: finish reasons become ``stop``). Counts the prompts it
+    forwarded."""
 
     def __init__(self, upstream: str, answers: dict[str, str],
-                 fallback: Callable[[str], str | None] | None = None) -> None:
+                 fallback: Callable[[str], str | None] | None = None, answer_tokens: int | None = None) -> None:
         import httpx
 
         self.upstream, self.answers, self.fallback = upstream.rstrip("/"), answers, fallback
+        self.answer_tokens = answer_tokens
         self.prompts = self.unknown = 0
         self._lock = threading.Lock()
         self._local = threading.local()  # one upstream client per handler thread: a shared httpcore pool can
@@ -350,7 +360,9 @@ class AnswerRelay:
 
             def do_POST(self) -> None:  # noqa: N802
                 raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                got = relay._upstream().post(relay.upstream + self.path.removeprefix("/v1"), content=raw,
+                sent = raw if relay.answer_tokens is None else json.dumps(
+                    cap_answer_tokens(json.loads(raw), relay.answer_tokens)).encode()
+                got = relay._upstream().post(relay.upstream + self.path.removeprefix("/v1"), content=sent,
                                          headers={"Content-Type": "application/json"})
                 if got.status_code != 200:
                     self._answer(got.status_code, got.content)
@@ -457,10 +469,11 @@ def saturate(url: str, work: Workload, in_flight: int) -> int:
     return len(items)
 
 
-def upstream_design(url: str, work: Workload, release: Any, budget_s: float | None = None) -> int:
+def upstream_design(url: str, work: Workload, release: Any, budget_s: float | None = None,
+                    answer_tokens: int | None = None) -> int:
     """(c): upstream's jobs on one endpoint (module docstring); returns prompts answered. With ``budget_s``, no
     request starts after that many seconds (those in flight finish): the count is then the prompts answered so
-    far, and ``measure`` turns it into the partial rate (answered / seconds)."""
+    far, and ``measure`` turns it into the partial rate (answered / seconds). ``answer_tokens``: as the relay's."""
     from trace_lib.release.suite import load_suite
     from trace_lib.scoring.judge_http import JudgeTransport
 
@@ -474,7 +487,7 @@ def upstream_design(url: str, work: Workload, release: Any, budget_s: float | No
 
     def send(route: str, body: dict, prompts: int) -> None:
         nonlocal answered
-        if late() or not _post(transport, f"{url}/{route}", body):
+        if late() or not _post(transport, f"{url}/{route}", cap_answer_tokens(body, answer_tokens)):
             return
         with answered_lock:
             answered += prompts

@@ -357,7 +357,8 @@ def design_upstream(ctx: dict) -> dict:
             print(f"[upstream] {key} not scored: {exc.render()}", flush=True)
     recorded = time.time()
     done: list[int] = []
-    replay = threading.Thread(target=lambda: done.append(jt.upstream_design(ctx["judge_url"], work, release)),
+    replay = threading.Thread(target=lambda: done.append(jt.upstream_design(ctx["judge_url"], work, release,
+                                                                             answer_tokens=args.judge_answer_tokens)),
                               daemon=True)
     replay.start()
     replay.join(args.phase_timeout)
@@ -366,6 +367,7 @@ def design_upstream(ctx: dict) -> dict:
     return {"design": "upstream", "e2e_s": end - t0, "engine_start_s": up - t0, "generation_s": gen_end - up,
             "judge_scoring_s": end - gen_end, "scoring_cpu_s": recorded - gen_end, "rows": stats["rows"],
             "output_tokens": stats["output_tokens"], "judge_requests": work.prompts,
+            "judge_answer_tokens": args.judge_answer_tokens,
             "complete": bool(done) and not failed and code == 0,
             "note": "; ".join(filter(None, ["" if done else "judge replay stopped at --phase-timeout",
                                             f"not scored: {' '.join(failed)}" if failed else "",
@@ -377,7 +379,8 @@ def design_trace_repro(ctx: dict, order: str) -> dict:
     args, release = ctx["args"], ctx["release"]
     name = "phased" if order == "phased" else "overlapped"
     campaign = _fresh(ctx["work"] / f"campaign-{name}")
-    relay = jt.AnswerRelay(ctx["judge_url"], {}, fallback=ctx["answerer"].for_request_text)
+    relay = jt.AnswerRelay(ctx["judge_url"], {}, fallback=ctx["answerer"].for_request_text,
+                           answer_tokens=args.judge_answer_tokens)
     argv = [*_generate_argv(release, ctx["model"], campaign, ctx["data_root"], ctx["keys"]), "--backend", "vllm",
             "--engines-per-group", str(args.engines_per_group), "--gpu-memory-utilization",
             str(args.generation_memory), "--max-model-len", str(args.max_model_len), "--score", order,
@@ -398,6 +401,7 @@ def design_trace_repro(ctx: dict, order: str) -> dict:
             "generation_s": gen_end - t0 - start,
             "judge_scoring_s": end - gen_end, "rows": stats["rows"], "output_tokens": stats["output_tokens"],
             "judge_requests": relay.prompts, "scored": _scored(campaign),
+            "judge_answer_tokens": args.judge_answer_tokens,
             "complete": code == 0 and _scored(campaign) == len(ctx["keys"]),
             "note": "" if code == 0 else f"some slice failed (log generate-{name}.log)"}
 
@@ -408,6 +412,7 @@ def estimate(ctx: dict, output_tokens: int | None, rows: int, keys: list[str]) -
     argv = [sys.executable, "-m", "trace_lib", "plan", "--estimate", "--json", "--gpus", "1", "--trace-root",
             str(ctx["release"].path), "--model", MODEL, str(ctx["model"]), REVISION, SOURCE, "Mini 3B",
             "--seeds", str(SEED), "--rows", str(rows), *[a for k in keys for a in ("--benchmark", k)],
+            "--engines-per-group", str(args.engines_per_group),
             *(["--calibration", args.calibration] if args.calibration else []),
             *(["--output-tokens", str(output_tokens)] if output_tokens else [])]
     done = subprocess.run(argv, capture_output=True, text=True, env=ctx["env"], cwd=REPO, timeout=120)
@@ -439,9 +444,11 @@ def report(ctx: dict) -> None:
         print(f"| {name}{flag} | {r['engine_start_s']:.0f} | {r['generation_s']:.1f} | {r['judge_scoring_s']:.1f} | "
               f"{r['e2e_s']:.1f} | {work_s:.1f} | {r['rows']} | {r['judge_requests']} | {ratio} | {ratio_work} |")
     print("(target: overlapped end to end >= 2.5x upstream's phased design)")
-    sizes = {(r.get("rows_per_slice"), tuple(r.get("benchmarks") or ())) for r in results.values()}
+    sizes = {(r.get("rows_per_slice"), tuple(r.get("benchmarks") or ()), r.get("judge_answer_tokens"))
+             for r in results.values()}
     if len(sizes) > 1:
-        print("warning: these designs ran on different campaigns (--rows or --benchmarks differ): not comparable")
+        print("warning: these designs ran on different campaigns (--rows, --benchmarks or --judge-answer-tokens "
+              "differ): not comparable")
     for name in ("phased", "overlapped"):
         r = results.get(name)
         if r and r["generation_s"] > 0:
@@ -478,10 +485,12 @@ def report(ctx: dict) -> None:
         record_calibration(Path(ctx["args"].calibration), "mini_campaign", {"results": results, **stamp})
         # the CLI's own generation rate (phased: the judge idle meanwhile), read by plan --estimate; the judge's
         # rate is not recorded: mini slices leave it far from saturated (docs/performance.md)
+        one = str(ctx["args"].engines_per_group) == "1"
         record_calibration(Path(ctx["args"].calibration), "generation_3b", {
-            "rows_per_s": round(phased["rows"] / phased["generation_s"], 2),
+            ("one_engine_rows_per_s" if one else "rows_per_s"): round(phased["rows"] / phased["generation_s"], 2),
             "max_tokens": max(1, round(phased["output_tokens"] / max(phased["rows"], 1))),
-            "start_s": round(phased.get("all_engines_up_s") or phased["engine_start_s"], 1),
+            ("one_engine_start_s" if one else "start_s"):
+                round(phased.get("all_engines_up_s") or phased["engine_start_s"], 1),
             "path": f"trace-repro generate --engines-per-group {ctx['args'].engines_per_group} (mini campaign)",
             **stamp})
         print(f"calibration: sections mini_campaign and generation_3b written to {ctx['args'].calibration}")
@@ -533,6 +542,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="generation's share of the GPU's memory (split among the engines)")
     parser.add_argument("--max-model-len", type=int, default=32768, help="generation engines (upstream's 32768)")
     parser.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs (faster start; not upstream's)")
+    parser.add_argument("--judge-answer-tokens", type=int, default=None, metavar="N",
+                        help="cap every judge request's max_tokens at N in every design (a real judge's short "
+                             "answer; the random-weight judge otherwise decodes each request to its budget)")
     parser.add_argument("--phase-timeout", type=float, default=420.0,
                         help="seconds any one phase (server start, generate run, judge replay) may take")
     parser.add_argument("--calibration", default=None, metavar="FILE",

@@ -223,8 +223,9 @@ class Simulator:
     redrawn on the same rows (the paired variance needs the joint patterns)."""
 
     def __init__(self, lay: Layout, truth: Truth, seeds: int, rng: np.random.Generator, archive: bool = False,
-                 paired: bool = True):
+                 paired: bool = True, canonical: str = "drawn"):
         self.lay, self.truth, self.seeds, self.rng, self.archive = lay, truth, seeds, rng, archive
+        self.canonical = canonical  # "release": the release's own seed scores (module doc, --canonical)
         self.paired = paired  # False: claims' paired variance = V_T + V_B (its expectation; for k > 3 seeds)
         self.bases = sorted({b for _, b in lay.claims})
         self.base_counts: dict[tuple[int, int], list[np.ndarray]] = {}
@@ -247,6 +248,11 @@ class Simulator:
                 out.canon_row_var[:, i, j] += d.row_var / self._scale2(j, g)
             else:
                 out.canon[:, i, j] += rs.draw_scores(self.rng, g, p)
+        if self.canonical == "release":
+            # the release's seeds as they are; their mean's error about the truth drawn from its posterior
+            # (flat prior: N(0, (V + tau^2) / 3)), one offset for the three seeds, so their spread is the release's
+            sd = math.sqrt((self.truth.target_row[i, j] + self.truth.target_tau[i, j]) / CANONICAL_SEEDS)
+            out.canon[:, i, j] = self.lay.seed_scores[i, j] + sd * self.rng.standard_normal((size, 1))
 
     def _scale2(self, j: int, g: rs.Group) -> float:
         return 1.0  # psi^2 var(c) = w^2 var(y): the variance sums are unit-free
@@ -303,13 +309,15 @@ class Simulator:
             self._bench(out, j, {})
         return out
 
-    def shifted(self, camp: Campaigns, cells: list[tuple[int, int]], points: float) -> Campaigns:
-        """A copy of the last batch with ``cells``' reproduced scores moved by ``points`` (module doc: thinning).
-        A claim's model is redrawn on its base's kept rows; a base is redrawn with every model paired to it."""
+    def shifted(self, camp: Campaigns, cells: list[tuple[int, int]], points: float,
+                direction: str = "away") -> Campaigns:
+        """A copy of the last batch with ``cells``' reproduced scores moved by ``points`` (module doc: thinning;
+        ``direction`` as :func:`thinning`). A claim's model is redrawn on its base's kept rows; a base is redrawn
+        with every model paired to it."""
         out = camp.copy()
         by_bench: dict[int, dict[int, object]] = {}
         for i, j in cells:
-            by_bench.setdefault(j, {})[i] = thinning(self.truth.cells[i][j], points)
+            by_bench.setdefault(j, {})[i] = thinning(self.truth.cells[i][j], points, direction)
         for j, shifts in by_bench.items():
             if not self.paired:
                 self._bench(out, j, shifts)
@@ -326,11 +334,13 @@ class Simulator:
         return out
 
 
-def thinning(cell: rs.Cell, points: float):  # noqa: ANN201
-    """p -> p' moving the expected score by ``points`` down (score >= 50) or up: each row loses (gains) the same
-    share of its success (failure) probability."""
+def thinning(cell: rs.Cell, points: float, direction: str = "away"):  # noqa: ANN201
+    """p -> p' moving the expected score by ``points``: each row loses (gains) the same share of its success
+    (failure) probability. ``direction``: ``away`` (down when the score is >= 50, else up: away from the nearer
+    end of the range, the one-cell shifts), ``down`` (a uniformly worse model; up only where the score is below
+    ``points``)."""
     score = float(cell.expected_score())
-    if score >= 50:
+    if (score >= 50) if direction == "away" else (score >= points):
         d = points / score
         return lambda p: p * (1 - d)
     d = points / (100 - score)
@@ -790,7 +800,13 @@ def main(argv: list[str] | None = None) -> int:
                         choices=("one-way", "two-way"),
                         help="the prior's scale per benchmark, or per benchmark and model (default: trace_lib's "
                              "TWO_WAY_PRIOR; set for trace_lib's side of the check too)")
+    parser.add_argument("--canonical", default="drawn", choices=("drawn", "release"),
+                        help="the canonical side: drawn from the truth in every campaign (a release like this "
+                             "one; default), or the release's own seed scores with their mean's posterior error "
+                             "(this release: the false-alarm rate conditional on it)")
     parser.add_argument("--skip-power", action="store_true", help="only the faithful tables")
+    parser.add_argument("--power", default="efg", help="which power tables: any of e (cells zeroed and shifted "
+                        "5 points), f (a model shifted 2 points), g (seed-unstable cells zeroed); default efg")
     args = parser.parse_args(argv)
     global OUTLIER_LEVEL, ROWS_OUTLIER_LEVEL, TWO_WAY
     OUTLIER_LEVEL = args.outlier_level
@@ -805,7 +821,7 @@ def main(argv: list[str] | None = None) -> int:
     k = args.seeds
     m, b = len(lay.models), len(lay.benchmarks)
     print(f"tolerance_power: row-level simulation, truth {args.truth}, prior {args.prior}, scenario {args.scenario}, "
-          f"{CANONICAL_SEEDS} canonical and {k} "
+          f"canonical side {args.canonical}, {CANONICAL_SEEDS} canonical and {k} "
           f"reproduced seeds, alpha {args.alpha:g}, margin {args.margin:g}; per-row p binned ({rs.BINS} bins)")
     print("\n(0) the truth fitted to the release: row variance / binomial variance rho per benchmark; cells with "
           "seed-level excess (release chi2 on 2 dof, p < 0.01)")
@@ -827,7 +843,7 @@ def main(argv: list[str] | None = None) -> int:
 
         check_against_trace_lib(lay, truth, args.check, rng, args.alpha, args.margin)
 
-    sim = Simulator(lay, truth, k, rng, paired=k <= 3)
+    sim = Simulator(lay, truth, k, rng, paired=k <= 3, canonical=args.canonical)
     plans = make_plans(lay, k)
     fa = np.zeros(len(plans), int)
     share = {mg: {kind: np.zeros(3) for kind in KIND_NAMES} for mg in MARGINS}
@@ -926,13 +942,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def power_tables(lay: Layout, truth: Truth, args, rng: np.random.Generator) -> None:  # noqa: ANN001
-    m, b = len(lay.models), len(lay.benchmarks)
-    n = args.power_campaigns
-    k = args.seeds
-    sim = Simulator(lay, truth, k, rng, paired=k <= 3)
-    camp = sim.campaigns(n)
-    plans = make_plans(lay, k)
-    full = plans[0]
+    sim = Simulator(lay, truth, args.seeds, rng, paired=args.seeds <= 3, canonical=args.canonical)
+    camp = sim.campaigns(args.power_campaigns)
+    full = make_plans(lay, args.seeds)[0]
+    if "e" in args.power:
+        cell_power_table(lay, truth, args, sim, camp, full)
+    if "f" in args.power:
+        model_shift_table(lay, args, sim, camp, full)
+    if "g" in args.power:
+        unstable_seeds_table(lay, truth, args, rng)
+
+
+def cell_power_table(lay: Layout, truth: Truth, args, sim: Simulator, camp: Campaigns,  # noqa: ANN001
+                     full: Plan) -> None:
+    """(e): each cell zeroed and shifted 5 points, P(any test differs); the oracle's ceiling beside it."""
+    m, b, n, k = len(lay.models), len(lay.benchmarks), args.power_campaigns, args.seeds
     t0 = time.perf_counter()
     zero_any, zero_own, five_any, five_own = (np.zeros((m, b)) for _ in range(4))
     for i in range(m):
@@ -965,15 +989,30 @@ def power_tables(lay: Layout, truth: Truth, args, rng: np.random.Generator) -> N
                f"0.8 needs SE <= {5 / (z_a + stats.norm.isf(0.2)):.2f})")
         print(f"    {lay.models[i]} {lay.benchmarks[j]}: {five_any[i, j]:.3f} (rows {lay.rows[lay.benchmarks[j]]}, "
               f"mean {lay.seed_scores[i, j].mean():.1f}): {why}")
-    print("\n(f) a 2-point shift on every benchmark of one model (target >= 0.95): P(any test differs)")
+    oracle_ceiling(truth, full, args.alpha, k)
+
+
+def model_shift_table(lay: Layout, args, sim: Simulator, camp: Campaigns, full: Plan) -> None:  # noqa: ANN001
+    """(f): every benchmark of one model shifted 2 points, both directions."""
+    b, n = len(lay.benchmarks), args.power_campaigns
+    print("\n(f) a 2-point shift on every benchmark of one model (target >= 0.95): P(any test differs); 'down': "
+          "every benchmark 2 points lower (a worse checkpoint); 'away': down where the score is >= 50, up below "
+          "(the one-cell shifts' direction: the signs cancel in the category and overall means, the hard case)")
     rows = []
     for i, model in enumerate(lay.models):
-        k2 = judge(lay, sim.shifted(camp, [(i, j) for j in range(b)], 2.0))
-        hit = int(any_differs(k2, full, args.alpha, args.margin).sum())
-        rows.append([model, fmt_rate(hit, n)])
-    print(table(rows, ["model", "P(differs) [95% CI]"]))
+        row = [model]
+        for direction in ("down", "away"):
+            k2 = judge(lay, sim.shifted(camp, [(i, j) for j in range(b)], 2.0, direction))
+            row.append(fmt_rate(int(any_differs(k2, full, args.alpha, args.margin).sum()), n))
+        rows.append(row)
+    print(table(rows, ["model", "down: P(differs) [95% CI]", "away: P(differs) [95% CI]"]))
+
+
+def unstable_seeds_table(lay: Layout, truth: Truth, args, rng: np.random.Generator) -> None:  # noqa: ANN001
+    """(g): the seed-unstable cells zeroed with more reproduced seeds or the archive."""
+    n = args.power_campaigns
     print("\n(g) the seed-unstable cells zeroed: P(own slice/mean tests differ) with more reproduced seeds or the "
-          f"archive's per-row canonical credits ({4 * n} campaigns per cell; full plan's per-test level at k seeds)")
+          f"archive's per-row canonical credits ({2 * n} campaigns per cell; full plan's per-test level at k seeds)")
     cells = list(zip(*np.nonzero(truth.release_unstable)))
     setups = (("3 seeds", 3, False), ("3 seeds + archive", 3, True), ("5 seeds", 5, False),
               ("10 seeds", 10, False), ("10 seeds + archive", 10, True))
@@ -982,6 +1021,26 @@ def power_tables(lay: Layout, truth: Truth, args, rng: np.random.Generator) -> N
     rows = [[f"{lay.models[i]}/{lay.benchmarks[j]}"] + [f"{power[label][x]:.3f}" for label, *_ in setups]
             for x, (i, j) in enumerate(cells)]
     print(table(rows, ["cell"] + [label for label, *_ in setups]))
+
+
+def oracle_ceiling(truth: Truth, full: Plan, alpha: float, k: int) -> None:
+    """What no rule can beat: a z test of each cell's k-seed mean with the true variances known (row-level and
+    seed-level, the simulation's truth), at the mean tests' per-test level, and at the level the 192 means would
+    have with the whole budget; 5-point power and minimum detectable shifts."""
+    zp = stats.norm.isf(0.2)
+    var = truth.target_row + truth.target_tau
+    sd_mean = np.sqrt(var * (1 / k + 1 / CANONICAL_SEEDS))
+    sd_slice = np.sqrt(var * (1 + 1 / CANONICAL_SEEDS))
+    levels = (("the mean tests' level", full.per_test(alpha, "mean")),
+              (f"the 192 means alone (Sidak at {alpha:g})", 1 - (1 - alpha) ** (1 / var.size)))
+    print("  oracle ceiling (true variances known, z test of the k-seed mean):")
+    for label, level in levels:
+        z = stats.norm.isf(level / 2)
+        power = stats.norm.sf(z - 5 / sd_mean) + stats.norm.cdf(-z - 5 / sd_mean)
+        print(f"    at {label}, {level:.2g} (z {z:.2f}): 5-point power >= 0.8 in {int((power >= 0.8).sum())} of "
+              f"{var.size} cells; median MDS of the mean {np.median((z + zp) * sd_mean):.2f}")
+    z = stats.norm.isf(full.per_test(alpha, "slice") / 2)
+    print(f"    one-seed slice at the slice tests' level (z {z:.2f}): median MDS {np.median((z + zp) * sd_slice):.2f}")
 
 
 def zeroed_cells_power(lay: Layout, truth: Truth, cells: list[tuple[int, int]], seeds: int, archive: bool,

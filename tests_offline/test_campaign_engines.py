@@ -16,7 +16,8 @@ from trace_lib.campaign.engines import (
     kv_bytes_per_token,
     model_size,
 )
-from trace_lib.cli.generate import _with_engines, engines_arg
+from trace_lib.cli.generate import _with_engines
+from trace_lib.options import engines_per_group as engines_arg
 from trace_lib.errors import InputError
 from trace_lib.testing.tiny_qwen import QWEN25VL_3B_SHAPES, QWEN25VL_7B_SHAPES
 

@@ -14,6 +14,7 @@ from trace_lib.campaign.estimate import (
     Rates,
     SliceWork,
     compare_progress,
+    engines_for,
     estimate,
     judge_requests_per_row,
     load_rates,
@@ -51,7 +52,8 @@ def test_gpus_divide_the_work_not_the_start_up():
 def test_output_tokens_scale_generation_from_the_measured_length():
     base, longer = estimate(WORK, RATES, gpus=1), estimate(WORK, RATES, gpus=1, output_tokens=512)
     assert longer.phase("generation").seconds - 120 == pytest.approx(2 * (base.phase("generation").seconds - 120))
-    assert not longer.notes and base.notes  # without it the estimate says what length its rates assume
+    tokens = [n for n in base.notes if "output tokens" in n]
+    assert tokens and not [n for n in longer.notes if "output tokens" in n]  # without it: the length assumed
 
 
 def test_no_judge_work_has_no_judge_start_up():
@@ -135,3 +137,36 @@ def test_plan_estimate_of_a_mini_campaign_caps_the_rows_and_prints_json(release,
     assert phases["generation"]["work"] == 64  # 2 slices x 32 rows, not the suite's 2,500
     assert phases["judge"]["work"] == 32 * 1.0 + 32 * 0.2  # CharXiv every row, MMStar's fallback share
     assert abs(est["total_s"] - sum(p["seconds"] for p in est["phases"])) <= 0.2  # each rounded to 0.1 s
+
+
+def test_engines_per_gpu_follow_auto_s_rows_rule():
+    """Below MIN_ROWS_FOR_SECOND_ENGINE rows on a GPU one engine (its rate and start), from it on two; a forced
+    count is used as given (capped at the two measured)."""
+    from dataclasses import replace
+
+    from trace_lib.campaign.engines import MIN_ROWS_FOR_SECOND_ENGINE
+
+    rates = replace(RATES, one_engine_rows_per_s={"3b": 40.0}, one_engine_start_s=30.0)
+    small = [SliceWork("m", "3b", MIN_ROWS_FOR_SECOND_ENGINE - 1, 0.0)]
+    large = [SliceWork("m", "3b", MIN_ROWS_FOR_SECOND_ENGINE, 0.0)]
+    gen = estimate(small, rates, gpus=1).phase("generation")
+    assert gen.start_s == 30 and gen.seconds == pytest.approx(30 + (MIN_ROWS_FOR_SECOND_ENGINE - 1) / 40)
+    gen = estimate(large, rates, gpus=1).phase("generation")
+    assert gen.start_s == 60 and gen.seconds == pytest.approx(60 + MIN_ROWS_FOR_SECOND_ENGINE / 50)
+    # the rule reads a GPU's share: two GPUs halve the rows each engine set sees
+    assert estimate(large, rates, gpus=2).phase("generation").start_s == 30
+    assert estimate(small, rates, gpus=1, engines_per_gpu=2).phase("generation").start_s == 60
+    assert engines_for(10, 5) == 2 and engines_for(10 ** 6) == 2 and engines_for(10) == 1
+    # a shape without a one-engine rate uses the two-engine one (older calibration files)
+    assert estimate([SliceWork("m", "7b", 100, 0.0)], rates, gpus=1).phase("generation").rate == 25.0
+
+
+def test_calibration_carries_one_engine_rates(tmp_path):
+    path = tmp_path / "calibration.json"
+    record_calibration(path, "generation_3b", {"rows_per_s": 60.0, "start_s": 120.0,
+                                                "one_engine_rows_per_s": 41.0, "one_engine_start_s": 66.0})
+    rates = load_rates(path)
+    assert rates.generation("3b", 1) == (41.0, 66.0) and rates.generation("3b", 2) == (60.0, 120.0)
+    path.write_text(json.dumps({"generation_7b": {"one_engine_rows_per_s": "fast"}}))
+    with pytest.raises(InputError, match="generation_7b.one_engine_rows_per_s"):
+        load_rates(path)

@@ -83,6 +83,44 @@ def test_fitted_rows_give_the_target_row_variance(rho: float) -> None:
     assert g.row_variance() == pytest.approx(rho * 0.1**2 * 1000 * 0.37 * 0.63, rel=1e-6)
 
 
+@pytest.mark.parametrize("pbar", [0.1, 0.37, 0.62, 0.66, 0.7, 0.85, 0.9])
+@pytest.mark.parametrize("rho", [0.1, 0.19, 0.5])
+def test_fitted_rows_keep_the_mean_where_the_beta_is_dispersed(pbar: float, rho: float) -> None:
+    """The bins' mean is the target mean at high means and small rho too (the top bins computed from above; before,
+    a bin whose Beta quantiles rounded to 1.0 got probability 0: 65.4 came out 62.4 for realworldqa's 7B cells)."""
+    g = rs.fit_group(pbar, 765, 100 / 765, 1, rho)
+    assert (g.n * g.p).sum() / 765 == pytest.approx(pbar, abs=1e-9)
+    assert g.row_variance() == pytest.approx(rho * (100 / 765) ** 2 * 765 * pbar * (1 - pbar), rel=1e-4)
+    assert np.all(np.diff(g.p) >= -1e-12)  # bins ordered by probability
+
+
+@pytest.mark.parametrize("per_model", [False, True])
+def test_every_release_cell_is_simulated_at_its_release_mean(per_model: bool) -> None:
+    """The fitted truth's expected score is the release's 3-seed mean in all 192 cells, under both truths (37 cells
+    of the per-model truth were off, by up to 49 points, before the bins were computed from above)."""
+    import tolerance_power as tp
+
+    lay = tp.load_layout(None)
+    truth = tp.fit_truth(lay, "fitted", per_model=per_model)
+    expected = np.array([[float(c.expected_score()) for c in line] for line in truth.cells])
+    np.testing.assert_allclose(expected, lay.seed_scores.mean(-1), atol=1e-6)
+
+
+def test_the_release_canonical_side_is_the_release_s_seeds_moved_together() -> None:
+    """``--canonical release``: every campaign's canonical seeds are the release's, shifted by one common offset
+    per cell whose spread is the truth's (V + tau^2) / 3 (the posterior of the mean's error)."""
+    import tolerance_power as tp
+
+    lay = tp.load_layout(None)
+    truth = tp.fit_truth(lay, "fitted")
+    sim = tp.Simulator(lay, truth, 3, np.random.default_rng(5), canonical="release")
+    camp = sim.campaigns(400)
+    offset = camp.canon - lay.seed_scores[None]
+    np.testing.assert_allclose(offset.std(-1), 0.0, atol=1e-9)  # the release's own spread, untouched
+    ratio = offset[..., 0].var(0) / ((truth.target_row + truth.target_tau) / 3)
+    assert 0.75 < np.median(ratio) < 1.25
+
+
 def test_seed_shift_gives_the_target_spread() -> None:
     """A cell fitted to row variance V and seed-level variance tau^2: its simulated seed scores spread by V + tau^2
     (the release's cell spread), and without the shift by V alone."""

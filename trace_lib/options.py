@@ -80,6 +80,11 @@ def positive_int(text: str) -> int:
     return _number(text, int, "an integer >= 1", lambda v: v >= 1)
 
 
+def engines_per_group(text: str) -> int | str:
+    """``--engines-per-group``: an integer >= 1 or ``auto``."""
+    return "auto" if text == "auto" else positive_int(text)
+
+
 def non_negative_int(text: str) -> int:
     """An integer >= 0 (decoding seeds)."""
     return _number(text, int, "an integer >= 0", lambda v: v >= 0)

@@ -6,14 +6,17 @@ The estimate is arithmetic on three inputs:
   row (:data:`JUDGE_REQUESTS_PER_ROW`: measured on synthetic responses by ``benchmarks/judge_throughput.py`` for
   the routes that ask the judge on every row; a stated fallback rate for the routes that ask it only when rule
   extraction fails);
-- the rates of one GPU: generation rows/s by model shape, judge requests/s, engine start-up seconds, and the
-  CPU's scoring rows/s (:class:`Rates`), read from a calibration file the GPU benchmarks write
+- the rates of one GPU: generation rows/s by model shape with one engine and with two engines on the GPU, their
+  start-up seconds, judge requests/s, and the CPU's scoring rows/s (:class:`Rates`), read from a calibration file
+  the GPU benchmarks write
   (``--calibration FILE``; default ``$TRACE_CALIBRATION`` or ``trace-repro-work/calibration.json``), else the
   stated H200 defaults (:data:`DEFAULT_RATES`, the figures of docs/performance.md);
 - the GPUs: generation and then the judge use all of them (upstream's phased order), so each phase's rate is the
   one-GPU rate times ``--gpus``.
 
-``generation = start + rows / (rate[shape] x gpus)`` per model (models one after another); ``judge = start +
+``generation = start + rows / (rate[shape] x gpus)`` per model (models one after another), at the engines per GPU
+that ``generate --engines-per-group auto`` would run (:data:`~trace_lib.campaign.engines.MIN_ROWS_FOR_SECOND_ENGINE`:
+one engine for a GPU's share below it, else two) unless given; ``judge = start +
 requests / (rate x gpus)``; ``scoring = rows / scoring rate`` (one CPU core, the protocols' own work). The total is
 their sum. :func:`compare_progress` sets the estimate against a campaign's progress (``trace-repro status``).
 """
@@ -48,17 +51,32 @@ JUDGE_REQUESTS_PER_ROW: dict[str, float] = {
 class Rates:
     """One GPU's (and one core's) measured rates; ``source`` says where they came from."""
 
-    generation_rows_per_s: Mapping[str, float]  # by model shape ("3b", "7b"), best engines per GPU
+    generation_rows_per_s: Mapping[str, float]  # by model shape ("3b", "7b"), two engines per GPU
     judge_requests_per_s: float
     scoring_rows_per_s: float
-    engine_start_s: float
+    engine_start_s: float  # two engines on a GPU, until the second is up
     judge_start_s: float
     source: str = "defaults"
     generation_output_tokens: Mapping[str, int] = field(default_factory=dict)  # output tokens/row they were at
+    one_engine_rows_per_s: Mapping[str, float] = field(default_factory=dict)  # by shape; absent: the two-engine rate
+    one_engine_start_s: float | None = None  # None: engine_start_s
+
+    def generation(self, shape: str, engines: int) -> tuple[float, float]:
+        """``(rows/s, start-up s)`` of one GPU generating ``shape`` with ``engines`` (1 or 2) engines.
+
+        Raises:
+            ValueError: no rate for ``shape``.
+        """
+        if shape not in self.generation_rows_per_s:
+            raise ValueError(f"no generation rate for shape {shape!r}")
+        if engines >= 2:
+            return self.generation_rows_per_s[shape], self.engine_start_s
+        return (self.one_engine_rows_per_s.get(shape, self.generation_rows_per_s[shape]),
+                self.engine_start_s if self.one_engine_start_s is None else self.one_engine_start_s)
 
 
-#: One H200 (docs/performance.md): generation at the 3B / 7B release shapes with two engines on the GPU (issue 28's
-#: run, 256-token outputs); the 32B-shaped judge's saturation on the suite's judge prompts (judge_throughput.py,
+#: One H200 (docs/performance.md): generation at the 3B / 7B release shapes with two engines on the GPU and with one
+#: (issue 28's run, 256-token outputs; starts 124 s and 67 s at 3B); the 32B-shaped judge's saturation on the suite's judge prompts (judge_throughput.py,
 #: 2026-12-01: 8.50 requests/s; a campaign's full-size slices keep it saturated) and its start-up (142-175 s);
 #: 32,805 rows scored in 7.16 s CPU (score_campaign_speed.py).
 DEFAULT_RATES = Rates(
@@ -69,6 +87,8 @@ DEFAULT_RATES = Rates(
     judge_start_s=175.0,
     source="defaults (one H200, docs/performance.md)",
     generation_output_tokens={"3b": 256, "7b": 256},
+    one_engine_rows_per_s={"3b": 40.7, "7b": 35.4},
+    one_engine_start_s=67.0,
 )
 
 
@@ -88,8 +108,9 @@ def _positive(path: Path, where: str, value: Any) -> float:
 def load_rates(path: Path | None) -> Rates:
     """The defaults, overridden by what the calibration file at ``path`` holds (an absent file: the defaults).
 
-    Sections: ``judge`` (``requests_per_s``, ``start_s``), ``generation_<shape>`` (``rows_per_s``,
-    ``max_tokens``, ``start_s``), ``scoring`` (``rows_per_s``).
+    Sections: ``judge`` (``requests_per_s``, ``start_s``), ``generation_<shape>`` (``rows_per_s`` and
+    ``start_s`` with two engines on the GPU, ``one_engine_rows_per_s`` and ``one_engine_start_s`` with one,
+    ``max_tokens``), ``scoring`` (``rows_per_s``).
 
     Raises:
         InputError: the file is not JSON, or a value is not a positive number (file and field named).
@@ -105,6 +126,7 @@ def load_rates(path: Path | None) -> Rates:
         raise InputError("not a JSON object", file=str(path))
     rates = DEFAULT_RATES
     generation = dict(rates.generation_rows_per_s)
+    one_engine = dict(rates.one_engine_rows_per_s)
     tokens = dict(rates.generation_output_tokens)
     for name, section in data.items():
         if not isinstance(section, dict):
@@ -119,13 +141,20 @@ def load_rates(path: Path | None) -> Rates:
             shape = name.removeprefix("generation_")
             if "rows_per_s" in section:
                 generation[shape] = _positive(path, f"{name}.rows_per_s", section["rows_per_s"])
+            if "one_engine_rows_per_s" in section:
+                one_engine[shape] = _positive(path, f"{name}.one_engine_rows_per_s",
+                                              section["one_engine_rows_per_s"])
+            if "one_engine_start_s" in section:
+                rates = replace(rates, one_engine_start_s=_positive(path, f"{name}.one_engine_start_s",
+                                                                    section["one_engine_start_s"]))
             if "max_tokens" in section:
                 tokens[shape] = int(_positive(path, f"{name}.max_tokens", section["max_tokens"]))
             if "start_s" in section:
                 rates = replace(rates, engine_start_s=_positive(path, f"{name}.start_s", section["start_s"]))
         elif name == "scoring" and "rows_per_s" in section:
             rates = replace(rates, scoring_rows_per_s=_positive(path, "scoring.rows_per_s", section["rows_per_s"]))
-    return replace(rates, generation_rows_per_s=generation, generation_output_tokens=tokens,
+    return replace(rates, generation_rows_per_s=generation, one_engine_rows_per_s=one_engine,
+                   generation_output_tokens=tokens,
                    source=f"calibration {path} (defaults for what it lacks)")
 
 
@@ -226,9 +255,22 @@ class SliceWork:
     judge_requests: float
 
 
-def estimate(work: Sequence[SliceWork], rates: Rates, *, gpus: int, output_tokens: int | None = None) -> Estimate:
+def engines_for(rows_per_gpu: float, engines_per_gpu: int | None = None) -> int:
+    """Engines per GPU for a GPU's share of one model's rows: ``engines_per_gpu`` when given, else the rows part of
+    ``generate --engines-per-group auto`` (two from :data:`MIN_ROWS_FOR_SECOND_ENGINE` rows on; the memory part
+    allows two at both release shapes on the GPUs the defaults were measured on)."""
+    from trace_lib.campaign.engines import MAX_ENGINES_PER_GPU, MIN_ROWS_FOR_SECOND_ENGINE
+
+    if engines_per_gpu is not None:
+        return max(1, min(engines_per_gpu, MAX_ENGINES_PER_GPU))
+    return 2 if rows_per_gpu >= MIN_ROWS_FOR_SECOND_ENGINE else 1
+
+
+def estimate(work: Sequence[SliceWork], rates: Rates, *, gpus: int, output_tokens: int | None = None,
+             engines_per_gpu: int | None = None) -> Estimate:
     """The phases of ``work`` on ``gpus`` GPUs (module docstring). ``output_tokens``: the mean output tokens per
     row to expect, scaling the generation rates from the output length they were measured at.
+    ``engines_per_gpu``: 1 or 2 engines per GPU; None: :func:`engines_for` per model.
 
     Raises:
         ValueError: ``gpus`` below 1, or a shape without a generation rate.
@@ -236,28 +278,33 @@ def estimate(work: Sequence[SliceWork], rates: Rates, *, gpus: int, output_token
     if gpus < 1:
         raise ValueError("gpus must be at least 1")
     notes = []
-    generation_s = 0.0
+    generation_s = start_s = 0.0
+    chosen: dict[int, list[str]] = {}
     rows_by_model: dict[str, tuple[str, int]] = {}
     for w in work:
         shape, rows = rows_by_model.get(w.model, (w.shape, 0))
         rows_by_model[w.model] = (shape, rows + w.rows)
     rows = sum(w.rows for w in work)
     for model, (shape, model_rows) in rows_by_model.items():
-        if shape not in rates.generation_rows_per_s:
-            raise ValueError(f"no generation rate for shape {shape!r}")
-        rate = rates.generation_rows_per_s[shape]
+        engines = engines_for(model_rows / gpus, engines_per_gpu)
+        chosen.setdefault(engines, []).append(model)
+        rate, model_start = rates.generation(shape, engines)
         measured_at = rates.generation_output_tokens.get(shape)
         if output_tokens and measured_at:
             rate *= measured_at / output_tokens
-        generation_s += rates.engine_start_s + model_rows / (rate * gpus)
-    effective = rows / max(generation_s - rates.engine_start_s * len(rows_by_model), 1e-9) if rows else 1.0
+        start_s += model_start
+        generation_s += model_rows / (rate * gpus)
+    effective = rows / max(generation_s, 1e-9) if rows else 1.0
+    notes.append("engines per GPU: " + "; ".join(
+        f"{n} for {len(models)} model(s)" for n, models in sorted(chosen.items()))
+        + ("" if engines_per_gpu is not None else " (generate --engines-per-group auto's rows rule)"))
     if output_tokens is None and rates.generation_output_tokens:
         lengths = sorted(set(rates.generation_output_tokens.values()))
         notes.append(f"generation rates were measured at {'/'.join(map(str, lengths))} output tokens per row; pass "
                      "--output-tokens N for your models' mean")
     requests = sum(w.judge_requests for w in work)
     phases = (
-        Phase("generation", rows, "rows", effective, rates.engine_start_s * len(rows_by_model)),
+        Phase("generation", rows, "rows", effective, start_s),
         Phase("judge", requests, "judge requests", rates.judge_requests_per_s * gpus,
               rates.judge_start_s if requests else 0.0),
         Phase("scoring", rows, "rows (CPU)", rates.scoring_rows_per_s, 0.0),

@@ -58,7 +58,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--gpu-memory-utilization", type=options.unit_fraction, default=None,
                         help="vllm backend (default: upstream's 0.90)")
     parser.add_argument("--enforce-eager", action="store_true", default=None, help="vllm backend: no CUDA graphs")
-    parser.add_argument("--engines-per-group", type=engines_arg, default=1, metavar="N|auto",
+    parser.add_argument("--engines-per-group", type=options.engines_per_group, default=1, metavar="N|auto",
                         help="vllm backend: N engine processes share each GPU group, each with 1/N of "
                              "--gpu-memory-utilization and its own benchmarks (default 1; 2 keeps one GPU busier "
                              "when a single engine leaves it idle between steps; auto: from the model's size and "
@@ -85,11 +85,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 #: ``--score`` orders: each slice as its last row is stored (judging overlaps generation), or all after generation.
 SCORE_ORDERS = ("overlap", "phased")
-
-
-def engines_arg(text: str) -> int | str:
-    """``--engines-per-group``: a positive integer or ``auto``."""
-    return "auto" if text == "auto" else options.positive_int(text)
 
 
 def _resolve_engines(args: argparse.Namespace, plan: Plan, release) -> int:  # noqa: ANN001 - a ReleaseRoot

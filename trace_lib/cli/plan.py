@@ -32,6 +32,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                                "trace-repro-work/calibration.json; else the stated H200 defaults)")
     estimate.add_argument("--rows", type=options.positive_int, default=None, metavar="N",
                           help="at most N rows per slice (a mini campaign, as benchmarks/mini_campaign.py runs)")
+    estimate.add_argument("--engines-per-group", type=options.engines_per_group, default="auto", metavar="N|auto",
+                          help="engines per GPU to estimate generation with (default auto: generate's rule, one "
+                               "engine for a GPU's share below 3,000 rows, else two)")
     estimate.add_argument("--json", action="store_true", help="print the estimate as one JSON object")
     estimate.add_argument("--output-tokens", type=int, default=None, metavar="N",
                           help="mean output tokens per generated row to expect (scales the generation rates)")
@@ -61,8 +64,9 @@ def _estimate(args: argparse.Namespace, release, plan) -> ExitCode:  # noqa: ANN
     if args.output_tokens is not None and args.output_tokens < 1:
         raise UsageError("must be at least 1", field="--output-tokens", found=args.output_tokens)
     rates = load_rates(calibration_path(args.calibration))
+    engines = None if args.engines_per_group == "auto" else args.engines_per_group
     est = estimate(plan_work(plan, release, rows_per_slice=args.rows), rates, gpus=gpus,
-                   output_tokens=args.output_tokens)
+                   output_tokens=args.output_tokens, engines_per_gpu=engines)
     if args.json:
         import json
 
