@@ -120,6 +120,11 @@ def engines_per_gpu(size: ModelSize, free_bytes: int, *, gpu_memory_utilization:
                                  f"{MAX_ENGINES_PER_GPU}")
 
 
+def rows_pay_for_second_engine(rows_per_group: int | float) -> bool:
+    """Whether a GPU group's rows are enough for a second engine to pay for its start."""
+    return rows_per_group >= MIN_ROWS_FOR_SECOND_ENGINE
+
+
 def choose_engines(model_dirs: list[Path], gpu_groups: tuple[tuple[int, ...], ...], *, gpu_memory_utilization: float,
                    max_num_seqs: int | None = None, gpus: tuple[dict[str, Any], ...] | None = None,
                    rows_per_group: int | None = None) -> EngineChoice:
@@ -128,7 +133,7 @@ def choose_engines(model_dirs: list[Path], gpu_groups: tuple[tuple[int, ...], ..
     :data:`MIN_ROWS_FOR_SECOND_ENGINE` of the plan's ``rows_per_group``)."""
     choice = _choose_by_memory(model_dirs, gpu_groups, gpu_memory_utilization=gpu_memory_utilization,
                                max_num_seqs=max_num_seqs, gpus=gpus)
-    if choice.engines > 1 and rows_per_group is not None and rows_per_group < MIN_ROWS_FOR_SECOND_ENGINE:
+    if choice.engines > 1 and rows_per_group is not None and not rows_pay_for_second_engine(rows_per_group):
         return EngineChoice(1, f"1 engine per GPU: {rows_per_group} rows per GPU group, fewer than the "
                                f"{MIN_ROWS_FOR_SECOND_ENGINE} a second engine needs to pay for its start (memory "
                                f"would allow {choice.engines})")

@@ -15,8 +15,8 @@ The estimate is arithmetic on three inputs:
   one-GPU rate times ``--gpus``.
 
 ``generation = start + rows / (rate[shape] x gpus)`` per model (models one after another), at the engines per GPU
-that ``generate --engines-per-group auto`` would run (:data:`~trace_lib.campaign.engines.MIN_ROWS_FOR_SECOND_ENGINE`:
-one engine for a GPU's share below it, else two) unless given; ``judge = start +
+that ``generate --engines-per-group auto`` would run (:func:`engines_for`: one engine for a GPU's share of the
+campaign's rows below :data:`~trace_lib.campaign.engines.MIN_ROWS_FOR_SECOND_ENGINE`, else two) unless given; ``judge = start +
 requests / (rate x gpus)``; ``scoring = rows / scoring rate`` (one CPU core, the protocols' own work). The total is
 their sum. :func:`compare_progress` sets the estimate against a campaign's progress (``trace-repro status``).
 """
@@ -256,21 +256,21 @@ class SliceWork:
 
 
 def engines_for(rows_per_gpu: float, engines_per_gpu: int | None = None) -> int:
-    """Engines per GPU for a GPU's share of one model's rows: ``engines_per_gpu`` when given, else the rows part of
-    ``generate --engines-per-group auto`` (two from :data:`MIN_ROWS_FOR_SECOND_ENGINE` rows on; the memory part
-    allows two at both release shapes on the GPUs the defaults were measured on)."""
-    from trace_lib.campaign.engines import MAX_ENGINES_PER_GPU, MIN_ROWS_FOR_SECOND_ENGINE
+    """Engines per GPU for a GPU's share of the campaign's rows: ``engines_per_gpu`` when given, else the rows part
+    of ``generate --engines-per-group auto`` (:func:`~trace_lib.campaign.engines.rows_pay_for_second_engine`; its
+    memory part allows two at both release shapes on the GPUs the defaults were measured on)."""
+    from trace_lib.campaign.engines import MAX_ENGINES_PER_GPU, rows_pay_for_second_engine
 
     if engines_per_gpu is not None:
         return max(1, min(engines_per_gpu, MAX_ENGINES_PER_GPU))
-    return 2 if rows_per_gpu >= MIN_ROWS_FOR_SECOND_ENGINE else 1
+    return 2 if rows_pay_for_second_engine(rows_per_gpu) else 1
 
 
 def estimate(work: Sequence[SliceWork], rates: Rates, *, gpus: int, output_tokens: int | None = None,
              engines_per_gpu: int | None = None) -> Estimate:
     """The phases of ``work`` on ``gpus`` GPUs (module docstring). ``output_tokens``: the mean output tokens per
     row to expect, scaling the generation rates from the output length they were measured at.
-    ``engines_per_gpu``: 1 or 2 engines per GPU; None: :func:`engines_for` per model.
+    ``engines_per_gpu``: 1 or 2 engines per GPU; None: :func:`engines_for` of the campaign's rows.
 
     Raises:
         ValueError: ``gpus`` below 1, or a shape without a generation rate.
@@ -279,15 +279,13 @@ def estimate(work: Sequence[SliceWork], rates: Rates, *, gpus: int, output_token
         raise ValueError("gpus must be at least 1")
     notes = []
     generation_s = start_s = 0.0
-    chosen: dict[int, list[str]] = {}
     rows_by_model: dict[str, tuple[str, int]] = {}
     for w in work:
         shape, rows = rows_by_model.get(w.model, (w.shape, 0))
         rows_by_model[w.model] = (shape, rows + w.rows)
     rows = sum(w.rows for w in work)
-    for model, (shape, model_rows) in rows_by_model.items():
-        engines = engines_for(model_rows / gpus, engines_per_gpu)
-        chosen.setdefault(engines, []).append(model)
+    engines = engines_for(rows / gpus, engines_per_gpu)  # decided once for the campaign, as generate does
+    for shape, model_rows in rows_by_model.values():
         rate, model_start = rates.generation(shape, engines)
         measured_at = rates.generation_output_tokens.get(shape)
         if output_tokens and measured_at:
@@ -295,9 +293,9 @@ def estimate(work: Sequence[SliceWork], rates: Rates, *, gpus: int, output_token
         start_s += model_start
         generation_s += model_rows / (rate * gpus)
     effective = rows / max(generation_s, 1e-9) if rows else 1.0
-    notes.append("engines per GPU: " + "; ".join(
-        f"{n} for {len(models)} model(s)" for n, models in sorted(chosen.items()))
-        + ("" if engines_per_gpu is not None else " (generate --engines-per-group auto's rows rule)"))
+    notes.append(f"{engines} engine(s) per GPU" + (
+        "" if engines_per_gpu is not None else f" (generate --engines-per-group auto's rows rule: "
+                                               f"{rows / gpus:,.0f} rows per GPU)"))
     if output_tokens is None and rates.generation_output_tokens:
         lengths = sorted(set(rates.generation_output_tokens.values()))
         notes.append(f"generation rates were measured at {'/'.join(map(str, lengths))} output tokens per row; pass "
