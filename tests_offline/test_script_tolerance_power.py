@@ -114,7 +114,12 @@ def test_the_release_canonical_side_is_the_release_s_seeds_moved_together() -> N
     lay = tp.load_layout(None)
     truth = tp.fit_truth(lay, "fitted")
     sim = tp.Simulator(lay, truth, 3, np.random.default_rng(5), canonical="release")
-    camp = sim.campaigns(400)
+    m, b = lay.seed_scores.shape[:2]
+    camp = tp.Campaigns(np.zeros((400, m, b, 3)), np.zeros((400, m, b, 3)), np.zeros((400, m, b)),
+                        np.zeros((400, m, b, tp.GROUPS_MAX)), np.zeros((400, len(lay.claims), b)))
+    for i in range(m):
+        for j in range(b):
+            sim._canonical(camp, i, j)  # what campaigns() draws for the canonical side
     offset = camp.canon - lay.seed_scores[None]
     np.testing.assert_allclose(offset.std(-1), 0.0, atol=1e-9)  # the release's own spread, untouched
     ratio = offset[..., 0].var(0) / ((truth.target_row + truth.target_tau) / 3)
