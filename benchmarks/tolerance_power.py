@@ -1016,8 +1016,8 @@ def unstable_seeds_table(lay: Layout, truth: Truth, args, rng: np.random.Generat
     cells = list(zip(*np.nonzero(truth.release_unstable)))
     setups = (("3 seeds", 3, False), ("3 seeds + archive", 3, True), ("5 seeds", 5, False),
               ("10 seeds", 10, False), ("10 seeds + archive", 10, True))
-    power = {label: zeroed_cells_power(lay, truth, cells, seeds, archive, 2 * n, rng, args.alpha, args.margin)
-             for label, seeds, archive in setups}
+    power = {label: zeroed_cells_power(lay, truth, cells, seeds, archive, 2 * n, rng, args.alpha, args.margin,
+                                       args.canonical) for label, seeds, archive in setups}
     rows = [[f"{lay.models[i]}/{lay.benchmarks[j]}"] + [f"{power[label][x]:.3f}" for label, *_ in setups]
             for x, (i, j) in enumerate(cells)]
     print(table(rows, ["cell"] + [label for label, *_ in setups]))
@@ -1044,11 +1044,12 @@ def oracle_ceiling(truth: Truth, full: Plan, alpha: float, k: int) -> None:
 
 
 def zeroed_cells_power(lay: Layout, truth: Truth, cells: list[tuple[int, int]], seeds: int, archive: bool,
-                       size: int, rng: np.random.Generator, alpha: float, margin: float) -> list[float]:
+                       size: int, rng: np.random.Generator, alpha: float, margin: float,
+                       canonical: str = "drawn") -> list[float]:
     """P(a cell's own slice or mean tests differ) when its reproduced rows all score 0, per cell: only the
     canonical side is drawn (all cells: the prior is fitted to it); a zeroed side has scores and row variance 0."""
     m, b = len(lay.models), len(lay.benchmarks)
-    sim = Simulator(lay, truth, seeds, rng, archive)
+    sim = Simulator(lay, truth, seeds, rng, archive, canonical=canonical)
     camp = Campaigns(np.zeros((size, m, b, CANONICAL_SEEDS)), np.zeros((size, m, b, seeds)), np.zeros((size, m, b)),
                      np.zeros((size, m, b, GROUPS_MAX)), np.zeros((size, len(lay.claims), b)),
                      np.zeros((size, m, b)) if archive else None)

@@ -16,9 +16,10 @@ The estimate is arithmetic on three inputs:
 
 ``generation = start + rows / (rate[shape] x gpus)`` per model (models one after another), at the engines per GPU
 that ``generate --engines-per-group auto`` would run (:func:`engines_for`: one engine for a GPU's share of the
-campaign's rows below :data:`~trace_lib.campaign.engines.MIN_ROWS_FOR_SECOND_ENGINE`, else two) unless given; ``judge = start +
-requests / (rate x gpus)``; ``scoring = rows / scoring rate`` (one CPU core, the protocols' own work). The total is
-their sum. :func:`compare_progress` sets the estimate against a campaign's progress (``trace-repro status``).
+campaign's rows below :data:`~trace_lib.campaign.engines.MIN_ROWS_FOR_SECOND_ENGINE`, else two) unless given;
+``judge = start + requests / (rate x gpus)``; ``scoring = rows / scoring rate`` (one CPU core, the protocols' own
+work). The total is their sum. :func:`compare_progress` sets the estimate against a campaign's progress
+(``trace-repro status``).
 """
 
 from __future__ import annotations
@@ -76,9 +77,10 @@ class Rates:
 
 
 #: One H200 (docs/performance.md): generation at the 3B / 7B release shapes with two engines on the GPU and with one
-#: (issue 28's run, 256-token outputs; starts 124 s and 67 s at 3B); the 32B-shaped judge's saturation on the suite's judge prompts (judge_throughput.py,
-#: 2026-12-01: 8.50 requests/s; a campaign's full-size slices keep it saturated) and its start-up (142-175 s);
-#: 32,805 rows scored in 7.16 s CPU (score_campaign_speed.py).
+#: (issue 28's run, 256-token outputs; starts 124 s and 67 s at 3B; run 4 of 2026-12-02 measured 43.3 / 35.5 rows/s
+#: at 7B); the 32B-shaped judge's saturation on the suite's judge prompts (judge_throughput.py, 2026-12-01: 8.50
+#: requests/s; a campaign's full-size slices keep it saturated) and its start-up (142-175 s); 32,805 rows scored in
+#: 7.16 s CPU (score_campaign_speed.py).
 DEFAULT_RATES = Rates(
     generation_rows_per_s={"3b": 61.4, "7b": 43.5},
     judge_requests_per_s=8.5,
