@@ -106,6 +106,11 @@ def test_plan_estimate_prints_every_phase(capsys, tmp_path):
     assert "at      40.0/s" in judge  # 20 requests/s on each of 2 GPUs
     assert main(["plan", "--estimate", "--gpus", "0"]) == 2
     assert "--gpus" in capsys.readouterr().err
+    assert main(["plan", "--estimate", "--engines-per-group", "3"]) == 2  # no rates measured for 3
+    err = capsys.readouterr().err
+    assert "--engines-per-group" in err and "at most 2" in err and len(err.strip().splitlines()) == 1
+    assert main(["plan", "--estimate", "--engines-per-group", "1"]) == 0
+    assert "1 engine(s) per GPU" in capsys.readouterr().out
 
 
 def test_status_sets_the_campaign_against_the_estimate(capsys, tmp_path):

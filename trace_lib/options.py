@@ -82,7 +82,7 @@ def positive_int(text: str) -> int:
 
 def engines_per_group(text: str) -> int | str:
     """``--engines-per-group``: an integer >= 1 or ``auto``."""
-    return "auto" if text == "auto" else positive_int(text)
+    return "auto" if text == "auto" else _number(text, int, "an integer >= 1 or auto", lambda v: v >= 1)
 
 
 def non_negative_int(text: str) -> int:

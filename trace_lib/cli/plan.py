@@ -65,6 +65,11 @@ def _estimate(args: argparse.Namespace, release, plan) -> ExitCode:  # noqa: ANN
         raise UsageError("must be at least 1", field="--output-tokens", found=args.output_tokens)
     rates = load_rates(calibration_path(args.calibration))
     engines = None if args.engines_per_group == "auto" else args.engines_per_group
+    from trace_lib.campaign.engines import MAX_ENGINES_PER_GPU
+
+    if engines is not None and engines > MAX_ENGINES_PER_GPU:
+        raise UsageError(f"the rates are measured for at most {MAX_ENGINES_PER_GPU} engines per GPU",
+                         field="--engines-per-group", found=engines)
     est = estimate(plan_work(plan, release, rows_per_slice=args.rows), rates, gpus=gpus,
                    output_tokens=args.output_tokens, engines_per_gpu=engines)
     if args.json:
