@@ -68,6 +68,9 @@ OUTLIER_LEVEL = 0.1
 #: Nor is a cell whose seeds vary more than its own rows allow (the seed-excess chi-square test, p below this;
 #: trace_lib's ROWS_OUTLIER_LEVEL; 0: the rule before it). Set by --rows-outlier-level.
 ROWS_OUTLIER_LEVEL = 0.05
+#: The Satterthwaite term of a cell's estimated excess: "excess" (tau^4 / dof: trace_lib's), "total" ((tau^2 +
+#: V)^2 / dof: the estimated total's variance) or "mixed" (tau^2 (tau^2 + V) / dof); candidates. --satterthwaite.
+SATTERTHWAITE = "excess"
 
 # Row structure of the benchmarks whose score is not a plain mean of binary row credits (facts: the benchmark
 # modules, trace_lib/linear_aggregate.py): per unit group (units, share of the score, parts, y_scale). A unit's
@@ -556,7 +559,10 @@ def moderated_cell(reproduced: np.ndarray, canonical: np.ndarray, v_r: np.ndarra
         q_post = np.where(outlier, q_hat, q_post)
         dof = np.where(outlier, float(f), dof)
     tau2 = np.maximum(0.0, q_post * scale - v_bar)
-    tau4 = np.where((tau2 > 0) & np.isfinite(dof), tau2**2 / np.where(np.isfinite(dof), dof, 1.0), 0.0)
+    # Satterthwaite term of the excess: tau^4 / dof (trace_lib's), or with SATTERTHWAITE == "total" the estimated
+    # total seed variance's (tau^2 + V)^2 / dof, the variance of what was estimated (a candidate, not trace_lib's)
+    sq = {"total": (tau2 + v_bar) ** 2, "mixed": tau2 * (tau2 + v_bar)}.get(SATTERTHWAITE, tau2**2)
+    tau4 = np.where((tau2 > 0) & np.isfinite(dof), sq / np.where(np.isfinite(dof), dof, 1.0), 0.0)
     return Scored(reproduced, canonical, v_r, v_c, tau2, tau4)
 
 
@@ -804,16 +810,21 @@ def main(argv: list[str] | None = None) -> int:
                         help="the canonical side: drawn from the truth in every campaign (a release like this "
                              "one; default), or the release's own seed scores with their mean's posterior error "
                              "(this release: the false-alarm rate conditional on it)")
+    parser.add_argument("--satterthwaite", default="excess", choices=("excess", "total", "mixed"),
+                        help="the excess's Satterthwaite term: tau^4/dof (trace_lib's), (tau^2 + V)^2/dof (a "
+                             "candidate: the variance of the estimated total) or tau^2 (tau^2 + V)/dof (between)")
     parser.add_argument("--skip-power", action="store_true", help="only the faithful tables")
     parser.add_argument("--power", default="efg", help="which power tables: any of e (cells zeroed and shifted "
                         "5 points), f (a model shifted 2 points), g (seed-unstable cells zeroed); default efg")
     args = parser.parse_args(argv)
-    global OUTLIER_LEVEL, ROWS_OUTLIER_LEVEL, TWO_WAY
+    global OUTLIER_LEVEL, ROWS_OUTLIER_LEVEL, TWO_WAY, SATTERTHWAITE
     OUTLIER_LEVEL = args.outlier_level
     ROWS_OUTLIER_LEVEL = args.rows_outlier_level
+    SATTERTHWAITE = args.satterthwaite
     TWO_WAY = args.prior == "two-way"
     moderation.TWO_WAY_PRIOR = TWO_WAY  # trace_lib's side of the check fits the same prior
-    own_rule = OUTLIER_LEVEL == TRACE_OUTLIER_LEVEL and ROWS_OUTLIER_LEVEL == TRACE_ROWS_OUTLIER_LEVEL
+    own_rule = (OUTLIER_LEVEL == TRACE_OUTLIER_LEVEL and ROWS_OUTLIER_LEVEL == TRACE_ROWS_OUTLIER_LEVEL
+                and SATTERTHWAITE == "excess")
     start = time.perf_counter()
     lay = load_layout(args.trace_root)
     truth = fit_truth(lay, args.scenario, per_model=args.truth == "per-model")
@@ -837,7 +848,7 @@ def main(argv: list[str] | None = None) -> int:
               f"(eta {truth.cells[i][j].eta:.3f} logit), release p {truth.release_p[i, j]:.2g}")
     if not own_rule:
         print(f"\nNOT trace_lib's rule: seed-variance outliers unmoderated below F tail {OUTLIER_LEVEL:g} or "
-              f"seed-excess p {ROWS_OUTLIER_LEVEL:g}")
+              f"seed-excess p {ROWS_OUTLIER_LEVEL:g}; the excess's Satterthwaite term: {SATTERTHWAITE}")
     if args.check and k == 3 and own_rule:
         from check_rule import check_against_trace_lib  # noqa: PLC0415
 
