@@ -484,7 +484,8 @@ def report(ctx: dict) -> None:
                  "measured_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
         record_calibration(Path(ctx["args"].calibration), "mini_campaign", {"results": results, **stamp})
         # the CLI's own generation rate (phased: the judge idle meanwhile), read by plan --estimate; the judge's
-        # rate is not recorded: mini slices leave it far from saturated (docs/performance.md)
+        # rate is not recorded: a random-weight judge decodes every request to its budget, so its rate here (4.9
+        # requests/s at 384 and 1,024 rows, docs/performance.md run 5) is not a real judge's
         one = str(ctx["args"].engines_per_group) == "1"
         record_calibration(Path(ctx["args"].calibration), "generation_3b", {
             ("one_engine_rows_per_s" if one else "rows_per_s"): round(phased["rows"] / phased["generation_s"], 2),
