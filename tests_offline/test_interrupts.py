@@ -19,6 +19,7 @@ from trace_lib.generation.store import load_responses, response_path
 from trace_lib.interrupts import Interrupted, stop_on_signals
 from trace_lib.testing.openai_server import OpenAIStubServer
 from trace_lib.testing.tiny_bench import build_tiny_tsv
+from trace_lib.testing.child_pytest import child_pytest_argv, child_pytest_env
 
 ROWS = 6
 ANSWERED = 3  # the endpoint answers this many requests, then hangs on every other one
@@ -219,8 +220,8 @@ def test_ctrl_c_in_the_pytest_score_phase_ends_the_hanging_judge_requests_at_onc
     with OpenAIStubServer(hang, model="qwen3-32b-judge") as server:
         env.update(PYTHONPATH=str(REPO), HANG_JUDGE_URL=server.url,
                    TRACE_JUDGE_CONCURRENCY="256")  # a judge window holding all four batches at once
-        child = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-                                  "--phase", "score", "test_hang.py"], cwd=project, env=env,
+        child = subprocess.Popen(child_pytest_argv("-q", "-p", "no:cacheprovider", "--phase", "score", "test_hang.py"),
+                                 cwd=project, env=child_pytest_env(env),
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
             assert held.wait(timeout=60), "the judge never saw the four batches"

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from trace_lib.testing.child_pytest import child_pytest_argv, child_pytest_env
 from trace_lib.testing.fake_vllm import fake_judge_weights, free_port_run, write_fake_vllm
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,7 +62,8 @@ def project(release, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "TRACE_"))}
     env.update(TRACE_ROOT=str(release.path), PYTHONPATH=str(REPO), FAKE_VLLM_RECORD=str(record),
                PHASE_LOG=str(tmp_path / "phases.jsonl"))
-    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_throwaway.py", "--judge-serve",
+    env = child_pytest_env(env)
+    args = [*child_pytest_argv("-q", "-p", "no:cacheprovider"), "test_throwaway.py", "--judge-serve",
             "--judge-model", str(fake_judge_weights(tmp_path / "judge")), "--judge-gpu-groups", "0 1",
             "--judge-port-start", str(free_port_run(2)), "--judge-chat-template", str(template),
             "--judge-vllm", str(write_fake_vllm(tmp_path / "bin")), "--judge-log-dir", str(tmp_path / "logs"),

@@ -12,6 +12,7 @@ import pytest
 
 from trace_lib.cli.main import main
 from trace_lib.receipts.junit import load_junit
+from trace_lib.testing.child_pytest import child_pytest_argv, child_pytest_env
 
 THROWAWAY_TESTS = '''
 import pytest
@@ -64,8 +65,8 @@ def junit_file(release, tmp_path_factory) -> Path:
     (project / "conftest.py").write_text(CONFTEST)
     (project / "test_throwaway.py").write_text(THROWAWAY_TESTS)
     out = project / "junit.xml"
-    subprocess.run([sys.executable, "-m", "pytest", "-q", f"--junitxml={out}", "test_throwaway.py"], cwd=project,
-                   env=_env(release), capture_output=True, text=True, timeout=300)
+    subprocess.run(child_pytest_argv("-q", f"--junitxml={out}", "test_throwaway.py"), cwd=project,
+                   env=child_pytest_env(_env(release)), capture_output=True, text=True, timeout=300)
     return out
 
 

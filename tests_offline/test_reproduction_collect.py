@@ -7,6 +7,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from trace_lib.testing.child_pytest import child_pytest_argv, child_pytest_env
 
 REPO = Path(__file__).resolve().parents[1]
 SLICES = "tests_reproduction/test_slices.py"
@@ -17,7 +18,8 @@ def _run(release, *argv, extra_path: Path | None = None):
     env.pop("TRACE_JUDGE_URL", None)
     if extra_path is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(extra_path), env.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, *argv], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    command = child_pytest_argv(*argv[2:]) if argv[:2] == ("-m", "pytest") else [sys.executable, *argv]
+    return subprocess.run(command, cwd=REPO, env=child_pytest_env(env), capture_output=True, text=True, timeout=120)
 
 
 def test_print_config_prints_the_plan_and_runs_nothing(release):

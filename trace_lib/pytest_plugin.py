@@ -126,12 +126,16 @@ def reproduction_time_limit(config: pytest.Config) -> float:
         raise pytest.UsageError(exc.render()) from None
 
 
+#: pytest-timeout's registered names: its entry point's (autoloaded), its module's (``-p pytest_timeout``).
+TIMEOUT_PLUGIN_NAMES = ("timeout", "pytest_timeout")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Give every ``reproduction`` item the slice time limit instead of pytest.ini's per-test ``timeout``.
 
     A ``timeout`` marker the test sets itself wins; other lanes keep the ini's limit.
     """
-    if not config.pluginmanager.hasplugin("timeout"):
+    if not any(config.pluginmanager.hasplugin(name) for name in TIMEOUT_PLUGIN_NAMES):
         return
     limit = None
     for item in items:
