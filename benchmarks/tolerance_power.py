@@ -69,7 +69,9 @@ OUTLIER_LEVEL = 0.1
 #: trace_lib's ROWS_OUTLIER_LEVEL; 0: the rule before it). Set by --rows-outlier-level.
 ROWS_OUTLIER_LEVEL = 0.05
 #: The Satterthwaite term of a cell's estimated excess: "excess" (tau^4 / dof: trace_lib's), "total" ((tau^2 +
-#: V)^2 / dof: the estimated total's variance) or "mixed" (tau^2 (tau^2 + V) / dof); candidates. --satterthwaite.
+#: V)^2 / dof: the estimated total's variance), "mixed" (tau^2 (tau^2 + V) / dof) or "truncated" (the moderated
+#: posterior of the total truncated at the row-level variance, matched by its precision's two moments:
+#: :func:`truncated_posterior`); candidates. --satterthwaite.
 SATTERTHWAITE = "excess"
 
 # Row structure of the benchmarks whose score is not a plain mean of binary row credits (facts: the benchmark
@@ -558,12 +560,39 @@ def moderated_cell(reproduced: np.ndarray, canonical: np.ndarray, v_r: np.ndarra
         outlier = (tail < OUTLIER_LEVEL) | (rows_p < ROWS_OUTLIER_LEVEL)
         q_post = np.where(outlier, q_hat, q_post)
         dof = np.where(outlier, float(f), dof)
+    if SATTERTHWAITE == "truncated":
+        total, nu = truncated_posterior(q_post, dof, scale, v_bar)
+        tau2 = np.maximum(0.0, total - v_bar)
+        finite_nu = np.isfinite(nu) & (tau2 > 0)
+        tau4 = np.where(finite_nu, total**2 / np.where(finite_nu, nu, 1.0), 0.0)
+        return Scored(reproduced, canonical, v_r, v_c, tau2, tau4)
     tau2 = np.maximum(0.0, q_post * scale - v_bar)
     # Satterthwaite term of the excess: tau^4 / dof (trace_lib's), or with SATTERTHWAITE == "total" the estimated
     # total seed variance's (tau^2 + V)^2 / dof, the variance of what was estimated (a candidate, not trace_lib's)
     sq = {"total": (tau2 + v_bar) ** 2, "mixed": tau2 * (tau2 + v_bar)}.get(SATTERTHWAITE, tau2**2)
     tau4 = np.where((tau2 > 0) & np.isfinite(dof), sq / np.where(np.isfinite(dof), dof, 1.0), 0.0)
     return Scored(reproduced, canonical, v_r, v_c, tau2, tau4)
+
+
+def truncated_posterior(q_post: np.ndarray, dof: np.ndarray, scale: np.ndarray,
+                        v_bar: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(total, nu): the seed variance's moderated posterior ``sigma^2 = A / X`` (``X ~ chi2_dof``, ``A = dof q_post
+    scale``) truncated to ``sigma^2 >= V`` (seeds cannot vary less than their rows; ``X <= A / V``), as the scaled
+    inverse chi-square with the same mean and variance of the precision ``X / A``: ``total = A / E[X]``, ``nu =
+    2 E[X]^2 / Var X`` (exactly ``q_post scale`` on ``dof`` when nothing is truncated; a little above ``V``,
+    ``V (dof/2 + 1) / (dof/2)``, on many dof when the posterior lies far below ``V``). Infinite ``dof``:
+    ``max(V, q_post scale)``, known."""
+    finite = np.isfinite(dof)
+    nu = np.where(finite, dof, 1.0)
+    a = nu * q_post * scale
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        x_max = np.where(v_bar > 0, a / np.where(v_bar > 0, v_bar, 1.0), np.inf)
+        log_mass = stats.chi2.logcdf(x_max, nu)
+        m1 = nu * np.exp(stats.chi2.logcdf(x_max, nu + 2) - log_mass)
+        m2 = nu * (nu + 2) * np.exp(stats.chi2.logcdf(x_max, nu + 4) - log_mass)
+        total = np.where(finite, np.maximum(a / m1, v_bar), np.maximum(v_bar, q_post * scale))
+        eff = np.where(finite, 2 * m1**2 / np.maximum(m2 - m1**2, 1e-300), np.inf)
+    return total, eff
 
 
 def combine(members: Scored, reproduced: np.ndarray, canonical: np.ndarray, weight: float, axis: tuple,
@@ -810,9 +839,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="the canonical side: drawn from the truth in every campaign (a release like this "
                              "one; default), or the release's own seed scores with their mean's posterior error "
                              "(this release: the false-alarm rate conditional on it)")
-    parser.add_argument("--satterthwaite", default="excess", choices=("excess", "total", "mixed"),
+    parser.add_argument("--satterthwaite", default="excess", choices=("excess", "total", "mixed", "truncated"),
                         help="the excess's Satterthwaite term: tau^4/dof (trace_lib's), (tau^2 + V)^2/dof (a "
-                             "candidate: the variance of the estimated total) or tau^2 (tau^2 + V)/dof (between)")
+                             "candidate: the variance of the estimated total), tau^2 (tau^2 + V)/dof (between) or "
+                             "the total's posterior truncated at V (truncated_posterior)")
     parser.add_argument("--skip-power", action="store_true", help="only the faithful tables")
     parser.add_argument("--power", default="efg", help="which power tables: any of e (cells zeroed and shifted "
                         "5 points), f (a model shifted 2 points), g (seed-unstable cells zeroed); default efg")

@@ -205,3 +205,17 @@ def test_the_vectorised_two_way_prior_is_trace_libs_fit(monkeypatch: pytest.Monk
             for j in range(b):
                 assert prior.q0[r, i, j] == pytest.approx(fit.prior_q(f"b{j}", f"m{i}"), rel=1e-9)
                 assert prior.d_eff[r, i, j] == pytest.approx(fit.effective_prior_dof(f"b{j}", f"m{i}"), rel=1e-9)
+
+
+def test_the_truncated_candidate_is_the_moderated_t_uncut_and_the_rows_variance_below_them() -> None:
+    """``--satterthwaite truncated``: nothing cut (V -> 0): exactly ``q_post scale`` on the posterior dof; a
+    posterior far below V: the cut's Pareto-like tail just above V (mean V (nu/2 + 1) / (nu/2)), on many dof; in between the total lies above both V and ``q_post scale``."""
+    import tolerance_power as tp
+
+    q, dof, scale = np.array([0.5, 0.5, 0.5]), np.array([9.0, 9.0, 9.0]), np.array([4.0, 4.0, 4.0])
+    total, nu = tp.truncated_posterior(q, dof, scale, np.array([1e-9, 200.0, 2.0]))
+    assert total[0] == pytest.approx(2.0, rel=1e-9) and nu[0] == pytest.approx(9.0, rel=1e-6)
+    assert total[1] == pytest.approx(200.0 * 5.5 / 4.5, rel=0.01) and nu[1] > 40
+    assert total[2] > 2.0 and nu[2] > 9.0
+    known, inf = tp.truncated_posterior(q[:1], np.array([np.inf]), scale[:1], np.array([3.0]))
+    assert known[0] == 3.0 and np.isinf(inf[0])
