@@ -17,9 +17,9 @@ import pytest
 from trace_lib.cli.main import main
 from trace_lib.generation.store import load_responses, response_path
 from trace_lib.interrupts import Interrupted, stop_on_signals
+from trace_lib.testing.child_pytest import child_pytest_argv, child_pytest_env
 from trace_lib.testing.openai_server import OpenAIStubServer
 from trace_lib.testing.tiny_bench import build_tiny_tsv
-from trace_lib.testing.child_pytest import child_pytest_argv, child_pytest_env
 
 ROWS = 6
 ANSWERED = 3  # the endpoint answers this many requests, then hangs on every other one

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+
 from trace_lib.testing.child_pytest import child_pytest_argv, child_pytest_env
 
 REPO = Path(__file__).resolve().parents[1]

@@ -209,7 +209,8 @@ def test_the_vectorised_two_way_prior_is_trace_libs_fit(monkeypatch: pytest.Monk
 
 def test_the_truncated_candidate_is_the_moderated_t_uncut_and_the_rows_variance_below_them() -> None:
     """``--satterthwaite truncated``: nothing cut (V -> 0): exactly ``q_post scale`` on the posterior dof; a
-    posterior far below V: the cut's Pareto-like tail just above V (mean V (nu/2 + 1) / (nu/2)), on many dof; in between the total lies above both V and ``q_post scale``."""
+    posterior far below V: the cut's Pareto-like tail just above V (mean V (nu/2 + 1) / (nu/2)), on many dof; in
+    between the total lies above both V and ``q_post scale``."""
     import tolerance_power as tp
 
     q, dof, scale = np.array([0.5, 0.5, 0.5]), np.array([9.0, 9.0, 9.0]), np.array([4.0, 4.0, 4.0])
