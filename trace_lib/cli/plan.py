@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 
 from trace_lib import options
+from trace_lib.campaign.engines import MAX_ENGINES_PER_GPU, MIN_ROWS_FOR_SECOND_ENGINE
 from trace_lib.campaign.plan import add_plan_options, plan_from_options
 from trace_lib.exitcodes import ExitCode
 from trace_lib.release.locate import locate_release
@@ -34,7 +35,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                           help="at most N rows per slice (a mini campaign, as benchmarks/mini_campaign.py runs)")
     estimate.add_argument("--engines-per-group", type=options.engines_per_group, default="auto", metavar="N|auto",
                           help="engines per GPU to estimate generation with (default auto: generate's rule, one "
-                               "engine for a GPU's share below 3,000 rows, else two)")
+                               f"engine for a GPU's share below {MIN_ROWS_FOR_SECOND_ENGINE:,} rows, else two)")
     estimate.add_argument("--json", action="store_true", help="print the estimate as one JSON object")
     estimate.add_argument("--output-tokens", type=int, default=None, metavar="N",
                           help="mean output tokens per generated row to expect (scales the generation rates)")
@@ -65,8 +66,6 @@ def _estimate(args: argparse.Namespace, release, plan) -> ExitCode:  # noqa: ANN
         raise UsageError("must be at least 1", field="--output-tokens", found=args.output_tokens)
     rates = load_rates(calibration_path(args.calibration))
     engines = None if args.engines_per_group == "auto" else args.engines_per_group
-    from trace_lib.campaign.engines import MAX_ENGINES_PER_GPU
-
     if engines is not None and engines > MAX_ENGINES_PER_GPU:
         raise UsageError(f"the rates are measured for at most {MAX_ENGINES_PER_GPU} engines per GPU",
                          field="--engines-per-group", found=engines)
