@@ -21,7 +21,7 @@ fraction means preprocessing, not the GPU, bounds the path). Targets: streaming 
 upstream's design.
 
     python benchmarks/campaign_throughput.py [--shape 3b|7b] [--benchmarks 8] [--seeds 3] [--rows 200] [--max-tokens 256]
-        [--replicas 2] [--skip-per-slice] [--skip-upstream] [--work-dir DIR]
+        [--replicas 2] [--input-workers N] [--skip-per-slice] [--skip-upstream] [--work-dir DIR]
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ def _await_line(worker: subprocess.Popen, word: str, *, echo: bool = False) -> b
 
 
 def _replica(index: int, model_dir: Path, data: Path, engine_flags: dict, warmup_requests, streaming,
-             jobs: list) -> int:  # noqa: ANN001
+             jobs: list, input_workers: int) -> int:  # noqa: ANN001
     """One engine of the replicated path: started and warmed up, prints READY, waits for GO on stdin, streams
     its benchmarks' slices, prints its driving-thread stats and DONE."""
     from vllm import LLM
@@ -147,7 +147,7 @@ def _replica(index: int, model_dir: Path, data: Path, engine_flags: dict, warmup
     llm = LLM(model=str(model_dir), load_format="dummy", trust_remote_code=True, served_model_name="bench",
               allowed_local_media_path=str(data.resolve()), limit_mm_per_prompt={"image": 24, "video": 3},
               **engine_flags)
-    backend = VLLMBackend(model_path=str(model_dir), served_name="bench", llm=llm)
+    backend = VLLMBackend(model_path=str(model_dir), served_name="bench", llm=llm, input_workers=input_workers)
     list(backend.generate(warmup_requests(41 + index)))
     print("READY", flush=True)
     if not sys.stdin.readline():
@@ -180,6 +180,9 @@ def main() -> int:
     parser.add_argument("--replicas", type=int, default=2,
                         help="engines sharing the GPU in the replicated streaming path (below 2: no such path)")
     parser.add_argument("--replica", default=None, help=argparse.SUPPRESS)  # I/N: run as replica I of N
+    parser.add_argument("--input-workers", type=int, default=0,
+                        help="render requests in N processes per engine (VLLMBackend input_workers; 0: on the "
+                             "engine's thread)")
     parser.add_argument("--skip-per-slice", action="store_true", help="no per-slice run")
     parser.add_argument("--skip-upstream", action="store_true", help="no 'vllm serve' run")
     parser.add_argument("--gpu-index", type=int, default=0, help="NVML index of the GPU to sample")
@@ -246,7 +249,8 @@ def main() -> int:
     if args.replica is not None:
         index, count = (int(part) for part in args.replica.split("/"))
         return _replica(index, model_dir, data, engine_flags, warmup_requests, streaming,
-                        [j for j in jobs(work / "campaign-replicas") if int(j.slice.benchmark[5:]) % count == index])
+                        [j for j in jobs(work / "campaign-replicas") if int(j.slice.benchmark[5:]) % count == index],
+                        args.input_workers)
 
     for job in jobs(work / "prebuild"):  # materialise every image once (both paths then read the same files)
         prepare_rows(job.load_rows(), job.protocol, job.image_dir, served_name="bench", generation=generation,
@@ -279,7 +283,7 @@ def main() -> int:
     llm = LLM(model=str(model_dir), load_format="dummy", trust_remote_code=True, served_model_name="bench",
               allowed_local_media_path=str(data.resolve()), limit_mm_per_prompt={"image": 24, "video": 3},
               **engine_flags)
-    backend = VLLMBackend(model_path=str(model_dir), served_name="bench", llm=llm)
+    backend = VLLMBackend(model_path=str(model_dir), served_name="bench", llm=llm, input_workers=args.input_workers)
     start_s["streaming"] = time.monotonic() - t0
     print(f"[engine] offline LLM up in {start_s['streaming']:.0f} s", flush=True)
     list(backend.generate(warmup_requests(41)))
@@ -302,7 +306,8 @@ def main() -> int:
                 "--benchmarks", str(args.benchmarks),
                 "--seeds", str(args.seeds), "--rows", str(args.rows), "--max-tokens", str(args.max_tokens),
                 "--gpu-memory-utilization", str(args.gpu_memory_utilization / args.replicas),
-                "--max-model-len", str(args.max_model_len), *(["--enforce-eager"] if args.enforce_eager else [])]
+                "--max-model-len", str(args.max_model_len), "--input-workers", str(args.input_workers),
+                *(["--enforce-eager"] if args.enforce_eager else [])]
         t0 = time.monotonic()
         workers = []
         try:

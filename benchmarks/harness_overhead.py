@@ -14,6 +14,7 @@ a producer thread and queued in chunks while the engine already runs).
 Target: ratio >= 0.97.
 
     python benchmarks/harness_overhead.py [--rows 2000] [--max-tokens 256] [--repeats 3] [--model DIR | --shape 3b]
+        [--input-workers N]
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def main() -> int:
     parser.add_argument("--shape", choices=("tiny", "3b"), default="tiny",
                         help="without --model: the tiny test model or the 3B release's shapes with dummy weights")
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.5)
+    parser.add_argument("--input-workers", type=int, default=0,
+                        help="the harness renders in N processes (VLLMBackend input_workers; raw LLM.chat never does)")
     parser.add_argument("--work-dir", default=None, help="where to build model, data and campaigns (default: temp)")
     args = parser.parse_args()
     os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
@@ -77,7 +80,7 @@ def main() -> int:
               max_model_len=32768, max_num_seqs=256, max_num_batched_tokens=32768,
               gpu_memory_utilization=args.gpu_memory_utilization,
               limit_mm_per_prompt={"image": 24, "video": 3}, **dummy)
-    backend = VLLMBackend(model_path=str(model_dir), served_name="tiny", llm=llm)
+    backend = VLLMBackend(model_path=str(model_dir), served_name="tiny", llm=llm, input_workers=args.input_workers)
     defaults = llm.model_config.get_diff_sampling_param()
 
     prepared = prepare_rows(rows, protocol, data / "images", served_name="tiny", generation=generation, seed=42)

@@ -4,7 +4,9 @@ backend's request flow and for profiling the harness path (``benchmarks/harness_
 :class:`StubLLM` accepts ``enqueue_chat`` and finishes at most ``per_step`` requests per ``llm_engine.step()``
 in arrival order; it records every enqueued batch (size, sampling seeds) and the most requests it ever held.
 With ``refuse`` set, a call whose conversations contain that text raises ``ValueError`` and adds nothing, as
-vLLM's ``LLM.enqueue_chat`` does for a prompt longer than ``max_model_len``.
+vLLM's ``LLM.enqueue_chat`` does for a prompt longer than ``max_model_len``. It also takes requests rendered
+elsewhere (``_render_and_add_requests``, recording the injected image hashes): :func:`stub_renderer` is the
+render workers' factory for it.
 :func:`stub_vllm_module` is a module object providing ``SamplingParams.from_optional`` for ``sys.modules``.
 """
 
@@ -54,8 +56,11 @@ class StubLLM:
         self.most_held = 0
         self.most_seeds_held = 0  # distinct seeds held at once (slices sharing the batch)
         self.model_config = types.SimpleNamespace(get_diff_sampling_param=lambda: {})
-        self.llm_engine = types.SimpleNamespace(has_unfinished_requests=lambda: bool(self._pending),
-                                                step=self._step, abort_request=lambda ids, internal=False: None)
+        self.injected: list[Any] = []  # the mm hashes injected before each rendered request was added
+        self.llm_engine = types.SimpleNamespace(
+            has_unfinished_requests=lambda: bool(self._pending), step=self._step,
+            abort_request=lambda ids, internal=False: None, vllm_config=dict(STUB_RENDER_CONFIG),
+            input_processor=types.SimpleNamespace(inject_into_mm_cache=lambda h, k: self.injected.append(h)))
 
     def enqueue_chat(self, conversations: list, sampling_params: list, use_tqdm: bool = False,
                      mm_processor_kwargs: Any = None) -> list[str]:
@@ -71,9 +76,39 @@ class StubLLM:
         self.most_seeds_held = max(self.most_seeds_held, len({seed for _, seed in self._pending}))
         return ids
 
+    def _render_and_add_requests(self, prompts: list, params: list) -> list[str]:
+        """vLLM's second half of ``enqueue_chat``: add what :func:`stub_renderer` rendered."""
+        return self.enqueue_chat([p["conversation"] for p in prompts], params)
+
     def _step(self) -> list[_Output]:
         done, self._pending = self._pending[:self.per_step], self._pending[self.per_step:]
         return [_Output(engine_id.split("-", 1)[0], seed) for engine_id, seed in done]
+
+
+#: :class:`StubLLM`'s ``vllm_config``: what :func:`stub_renderer` refuses, and what kills its worker process.
+STUB_RENDER_CONFIG = {"refuse_render": "UNUSABLE IMAGE", "crash": "KILL THE WORKER"}
+
+
+def stub_renderer(config_blob: bytes) -> Any:
+    """A render-worker factory (``trace_lib.generation.backends.vllm_render``) for :class:`StubLLM`'s config: a
+    rendered request is a multimodal engine input holding its conversation; a conversation containing the config's
+    ``refuse_render`` text raises ``ValueError``, as vLLM does for an image it cannot process, and one containing
+    its ``crash`` text ends the worker process at once (as the kernel's OOM killer would)."""
+    import os
+    import pickle
+
+    config = pickle.loads(config_blob)
+
+    def render(conversation: list, mm_processor_kwargs: Any) -> dict[str, Any]:
+        text = _texts(conversation)
+        if config["crash"] in text:
+            os._exit(137)
+        if config["refuse_render"] in text:
+            raise ValueError("Failed to load image: cannot identify image file")
+        return {"type": "multimodal", "conversation": conversation, "mm_hashes": {"image": [text]},
+                "mm_kwargs": {"image": [None]}, "mm_processor_kwargs": mm_processor_kwargs}
+
+    return render
 
 
 _PACKAGE = '''"""A stand-in ``vllm`` package (trace_lib.testing.stub_vllm): ``LLM(**kwargs)`` is a StubLLM; the keyword

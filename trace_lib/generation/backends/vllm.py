@@ -30,6 +30,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from trace_lib.errors import BackendError
 from trace_lib.generation.backends.base import RequestFeed, RequestsFailed
+from trace_lib.generation.backends.vllm_render import RenderWorkers
 from trace_lib.generation.request import ChatRequest, GenerationResult, RequestFailure
 
 #: The share of GPU memory one engine takes (upstream's generation-server flag); engines sharing a GPU split it.
@@ -127,6 +128,8 @@ class VLLMBackend:
         enforce_eager: bool = False,
         llm_kwargs: Mapping[str, Any] | None = None,
         llm: Any = None,
+        input_workers: int = 0,
+        renderer_factory: str | None = None,
     ) -> None:
         self.served_name = served_name
         self.model_path = model_path
@@ -134,11 +137,14 @@ class VLLMBackend:
         self._max_num_seqs = max_num_seqs
         self._params: dict[tuple, Any] = {}
         self.loop_stats = EngineLoopStats()
+        self._renders: RenderWorkers | None = None
+        self._stream = 0
         if llm is not None:
             scheduler = getattr(getattr(llm.llm_engine, "vllm_config", None), "scheduler_config", None)
             self._max_num_seqs = int(getattr(scheduler, "max_num_seqs", None) or max_num_seqs)
             self.llm = llm
             self._defaults = dict(_model_config(llm).get_diff_sampling_param())
+            self._start_render_workers(input_workers, renderer_factory)
             return
         try:
             from vllm import LLM
@@ -170,6 +176,24 @@ class VLLMBackend:
         with engine_start_lock(os.environ.get("CUDA_VISIBLE_DEVICES")):
             self.llm = LLM(**kwargs)
         self._defaults = dict(_model_config(self.llm).get_diff_sampling_param())
+        self._start_render_workers(input_workers, renderer_factory)
+
+    def _start_render_workers(self, count: int, factory: str | None) -> None:
+        """Start ``count`` render workers for this engine (0: render on the engine's thread)."""
+        if count <= 0:
+            return
+        import pickle
+
+        from trace_lib.generation.backends.vllm_render import VLLM_RENDERER, missing_vllm_support
+
+        if factory is None:
+            missing = missing_vllm_support(self.llm)
+            if missing is not None:
+                raise BackendError(f"rendering in worker processes needs {missing}, which this vLLM lacks",
+                                   field="--input-workers", hint="use --input-workers 0 (vLLM 0.10.2 renders "
+                                   "on the engine's thread only)")
+        self._renders = RenderWorkers(pickle.dumps(self.llm.llm_engine.vllm_config), count,
+                                      factory=factory or VLLM_RENDERER)
 
     def _sampling_params(self, request: ChatRequest) -> Any:
         """The request's ``SamplingParams``; one object per distinct sampling (as ``LLM.chat`` shares one)."""
@@ -206,22 +230,35 @@ class VLLMBackend:
             raise BackendError("engine already has unfinished requests", field="vllm")
         target = max(1, in_flight or 4 * self._max_num_seqs)
         by_id = _InFlight()
-        sent = answered = 0
+        rendering: dict[tuple[int, str], ChatRequest] = {}  # (stream, request id) -> request, in a render worker
+        self._stream += 1
+        sent = answered = 0  # sent: in the engine or rendering
         try:
             while True:
                 unfinished = sent - answered
                 if not feed.finished and (unfinished <= target // 2 or target - unfinished >= self._max_num_seqs):
                     # at most max_num_seqs per call: the engine starts on the first ones while the rest are
-                    # rendered and processed (images) between steps
+                    # rendered and processed (images) between steps, or in the render workers
                     limit = min(target - unfinished, self._max_num_seqs)
                     batch = feed.take(limit, wait=unfinished == 0)
-                    refused = self._enqueue(batch, by_id)
-                    sent += len(batch) - len(refused)
+                    if self._renders is not None:
+                        self._submit_renders(batch, rendering)
+                        sent += len(batch)
+                    else:
+                        refused = self._enqueue(batch, by_id)
+                        sent += len(batch) - len(refused)
+                        yield from refused
+                if rendering:
+                    refused = self._add_rendered(rendering, by_id,
+                                                 wait=sent - answered == len(rendering))
+                    sent -= len(refused)
                     yield from refused
                 if sent == answered:
                     if feed.finished:
                         break
                     continue
+                if sent - answered == len(rendering):
+                    continue  # nothing in the engine yet: wait for the render workers
                 stepping = time.perf_counter()
                 outputs = engine.step()
                 self.loop_stats.stepping_s += time.perf_counter() - stepping
@@ -235,14 +272,52 @@ class VLLMBackend:
                                            found=output.request_id)
                     answered += 1
                     yield _result(request.request_id, output)
-                if sent != answered and not engine.has_unfinished_requests():
+                if sent - answered > len(rendering) and not engine.has_unfinished_requests():
                     raise BackendError("engine finished without answering every request", field="vllm",
-                                       expected=sent, found=answered)
+                                       expected=sent - len(rendering), found=answered)
         except BaseException:
             unfinished_ids = by_id.engine_ids()
             if unfinished_ids and engine.has_unfinished_requests():
                 abort_requests(engine, unfinished_ids)
             raise
+
+    def _submit_renders(self, batch: Sequence[ChatRequest], rendering: dict[tuple[int, str], ChatRequest]) -> None:
+        """Hand ``batch`` to the render workers, keyed by this stream and the request id."""
+        items = []
+        for request in batch:
+            key = (self._stream, request.request_id)
+            rendering[key] = request
+            items.append((key, request.messages_json(), dict(request.mm_processor_kwargs) or None))
+        self._renders.submit(items)
+
+    def _add_rendered(self, rendering: dict[tuple[int, str], ChatRequest], by_id: _InFlight, *,
+                      wait: bool) -> list[RequestFailure]:
+        """Add what the render workers have finished (waiting for one when ``wait``); returns the requests vLLM
+        refused, at rendering or when added. Each is added on its own, its images injected first: the order
+        of ``LLM.enqueue_chat``'s render-then-add, one request at a time."""
+        adding = time.perf_counter()
+        refused: list[RequestFailure] = []
+        injector = self.llm.llm_engine.input_processor
+        for item in self._renders.ready(wait_for_one=wait):
+            request = rendering.pop(item.key, None)
+            if request is None:  # a render of an earlier stream that ended before it came back
+                continue
+            if item.refusal is not None:
+                refused.append(RequestFailure(request.request_id, _refusal_line(item.refusal)))
+                continue
+            engine_input = item.engine_input
+            if isinstance(engine_input, Mapping) and engine_input.get("type") == "multimodal":
+                injector.inject_into_mm_cache(engine_input["mm_hashes"], engine_input["mm_kwargs"])
+            try:
+                (engine_id,) = self.llm._render_and_add_requests(prompts=[engine_input],
+                                                                 params=[self._sampling_params(request)])
+            except ValueError as exc:
+                refused.append(RequestFailure(request.request_id, _refusal(exc)))
+                continue
+            by_id.add(engine_id, request)
+            self.loop_stats.requests += 1
+        self.loop_stats.adding_s += time.perf_counter() - adding
+        return refused
 
     def _enqueue(self, batch: Sequence[ChatRequest], by_id: _InFlight) -> list[RequestFailure]:
         """Add ``batch`` to the engine (grouped by ``mm_processor_kwargs``); returns the requests it refused.
@@ -280,6 +355,9 @@ class VLLMBackend:
             by_id.add(engine_id, request)
 
     def close(self) -> None:
+        if getattr(self, "_renders", None) is not None:
+            self._renders.close()
+            self._renders = None
         llm = getattr(self, "llm", None)
         self.llm = None
         if llm is None or not self._owns_engine:
@@ -390,8 +468,12 @@ class _InFlight:
 
 def _refusal(exc: ValueError) -> str:
     """The engine's reason for refusing a request, on one line."""
-    text = " ".join(str(exc).split())[:300]
-    return f"refused by the engine: {text or type(exc).__name__}"
+    return _refusal_line(str(exc) or type(exc).__name__)
+
+
+def _refusal_line(reason: str) -> str:
+    text = " ".join(reason.split())[:300]
+    return f"refused by the engine: {text}"
 
 
 def _result(request_id: str, output: Any) -> GenerationResult:

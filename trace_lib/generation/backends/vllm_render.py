@@ -1,0 +1,206 @@
+"""vLLM's request rendering in worker processes, off the thread that steps an offline engine (vLLM >= 0.24).
+
+vLLM's offline ``LLM`` renders every request (chat template, tokenizer, image processor) on the thread that also
+steps the engine, so with image-heavy prompts one engine's throughput is bounded by one core.
+:class:`RenderWorkers` renders in ``count`` spawned processes instead. Each worker holds a vLLM renderer of its
+own, built from the engine's ``VllmConfig`` with a processor-only multimodal cache (the cache vLLM gives each of
+several API-server processes), and renders with ``LLM``'s own ``_preprocess_chat``; identical conversations (a
+row's seeds) go to the same worker, so its cache serves the repeats. The engine's thread then adds each
+rendered request as ``LLM.enqueue_chat`` would, after injecting its processed images into the engine's own
+multimodal cache (``InputProcessor.inject_into_mm_cache``), so an image still crosses to the engine core once.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import pickle
+import zlib
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any, Callable, Hashable, Mapping, Sequence
+
+from trace_lib.errors import BackendError
+
+#: The worker-side renderer factory: ``"module:function"``, called with the pickled ``VllmConfig``; returns
+#: ``render(conversation, mm_processor_kwargs) -> engine input``. Tests name their own.
+VLLM_RENDERER = "trace_lib.generation.backends.vllm_render:vllm_renderer"
+#: Requests per task sent to a worker: small, so the engine gets the first ones while the rest render.
+CHUNK = 8
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """One request rendered by a worker: its engine input, or the text of the ``ValueError`` vLLM refused it with."""
+
+    key: Hashable
+    engine_input: Any = None
+    refusal: str | None = None
+
+
+def vllm_renderer(config_blob: bytes) -> Callable[[list, Mapping[str, Any] | None], Any]:
+    """A vLLM renderer for the pickled ``VllmConfig`` ``config_blob``, with a processor-only multimodal cache."""
+    from vllm.entrypoints.offline_utils import OfflineInferenceMixin
+    from vllm.renderers import renderer_from_config
+
+    config = pickle.loads(config_blob)
+    # the cache type vLLM picks for several frontends (processor only: every item is shipped whole)
+    object.__setattr__(config.parallel_config, "_api_process_count", 2)
+    host = _Host(renderer_from_config(config), config.model_config)
+
+    def render(conversation: list, mm_processor_kwargs: Mapping[str, Any] | None) -> Any:
+        kwargs = dict(mm_processor_kwargs) if mm_processor_kwargs else None
+        (engine_input,) = OfflineInferenceMixin._preprocess_chat(host, [conversation], mm_processor_kwargs=kwargs)
+        return engine_input
+
+    return render
+
+
+@dataclass
+class _Host:
+    """What ``LLM._preprocess_chat`` reads from its ``LLM``."""
+
+    renderer: Any
+    model_config: Any
+
+
+def missing_vllm_support(llm: Any) -> str | None:
+    """The piece of vLLM's API that rendering in workers needs and ``llm``'s vLLM lacks, or None."""
+    try:
+        from vllm.entrypoints.offline_utils import OfflineInferenceMixin
+        from vllm.renderers import renderer_from_config  # noqa: F401
+    except ImportError as exc:
+        return f"vllm.renderers / vllm.entrypoints.offline_utils ({exc})"
+    if not hasattr(OfflineInferenceMixin, "_preprocess_chat"):
+        return "OfflineInferenceMixin._preprocess_chat"
+    if not hasattr(llm, "_render_and_add_requests"):
+        return "LLM._render_and_add_requests"
+    if not hasattr(getattr(llm.llm_engine, "input_processor", None), "inject_into_mm_cache"):
+        return "InputProcessor.inject_into_mm_cache"
+    return None
+
+
+_RENDER: Callable[[list, Any], Any] | None = None
+
+
+def _raise_open_file_limit() -> None:
+    """Raise the soft limit on open files to the hard one: processed images cross between processes as shared
+    memory, one file descriptor per tensor while it is in flight or cached."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def _start_worker(config_blob: bytes, factory: str, torch_threads: int) -> None:
+    global _RENDER
+    _raise_open_file_limit()
+    try:
+        import torch
+
+        torch.set_num_threads(torch_threads)
+    except ImportError:
+        pass
+    module, _, name = factory.partition(":")
+    _RENDER = getattr(importlib.import_module(module), name)(config_blob)
+
+
+def _render_chunk(items: list[tuple[Hashable, list, Any]]) -> list[tuple[Hashable, str, Any]]:
+    """Each item rendered: ``(key, "ok", engine input)``, ``(key, "refused", reason)`` for vLLM's ``ValueError``
+    (as ``LLM.enqueue_chat`` raises for an unusable request), ``(key, "error", text)`` for anything else."""
+    out: list[tuple[Hashable, str, Any]] = []
+    for key, conversation, mm_kwargs in items:
+        try:
+            out.append((key, "ok", _RENDER(conversation, mm_kwargs)))
+        except ValueError as exc:
+            out.append((key, "refused", str(exc) or type(exc).__name__))
+        except Exception as exc:  # noqa: BLE001 - the engine's thread raises it as a BackendError
+            out.append((key, "error", f"{type(exc).__name__}: {exc}"))
+    return out
+
+
+def route(conversation: list, workers: int) -> int:
+    """The worker of ``conversation``: a stable hash of its messages, so a row's seeds meet the same cache."""
+    return zlib.crc32(json.dumps(conversation, sort_keys=True, default=str).encode()) % workers
+
+
+class RenderWorkers:
+    """``count`` spawned processes rendering chat requests for one engine (see the module docstring).
+
+    :meth:`submit` queues requests (chunks of :data:`CHUNK` per worker); :meth:`ready` returns what has been
+    rendered since, in any order. Processes start at construction, while the caller does other work.
+    """
+
+    def __init__(self, config_blob: bytes, count: int, *, factory: str = VLLM_RENDERER,
+                 torch_threads: int = 1) -> None:
+        import multiprocessing
+
+        if count < 1:
+            raise ValueError("count must be >= 1")
+        _raise_open_file_limit()
+        context = multiprocessing.get_context("spawn")
+        self._pools = [ProcessPoolExecutor(1, mp_context=context, initializer=_start_worker,
+                                           initargs=(config_blob, factory, torch_threads)) for _ in range(count)]
+        self._futures: set[Future] = {pool.submit(os.getpid) for pool in self._pools}  # start them now
+        self._starting = set(self._futures)
+
+    @property
+    def count(self) -> int:
+        return len(self._pools)
+
+    def wait_started(self) -> None:
+        """Block until every worker has built its renderer (raises as :meth:`ready` does)."""
+        while self._starting:
+            done, _ = wait(self._starting, return_when=FIRST_COMPLETED)
+            for future in done:
+                self._futures.discard(future)
+                self._collect(future)
+
+    def submit(self, items: Sequence[tuple[Hashable, list, Mapping[str, Any] | None]]) -> None:
+        """Queue ``(key, conversation, mm_processor_kwargs)`` items for rendering."""
+        per_worker: list[list] = [[] for _ in self._pools]
+        for key, conversation, mm_kwargs in items:
+            per_worker[route(conversation, len(self._pools))].append((key, conversation, mm_kwargs))
+        for pool, queued in zip(self._pools, per_worker):
+            for start in range(0, len(queued), CHUNK):
+                self._futures.add(pool.submit(_render_chunk, queued[start:start + CHUNK]))
+
+    def ready(self, *, wait_for_one: bool) -> list[Rendered]:
+        """What has been rendered; with ``wait_for_one``, block until at least one request is (or none is queued).
+
+        Raises:
+            BackendError: a worker died, or rendering raised something other than vLLM's ``ValueError``.
+        """
+        out: list[Rendered] = []
+        while self._futures and not out:
+            done, pending = wait(self._futures, timeout=None if wait_for_one else 0, return_when=FIRST_COMPLETED)
+            self._futures = set(pending)
+            for future in done:
+                out += self._collect(future)
+            if not wait_for_one:
+                break
+        return out
+
+    def _collect(self, future: Future) -> list[Rendered]:
+        try:
+            result = future.result()
+        except Exception as exc:  # noqa: BLE001 - BrokenProcessPool, an initializer that failed
+            raise BackendError(f"a render worker failed ({type(exc).__name__}: {exc})", field="--input-workers",
+                               hint="run with --input-workers 0 to render on the engine's thread") from None
+        if future in self._starting:
+            self._starting.discard(future)
+            return []
+        rendered = []
+        for key, kind, payload in result:
+            if kind == "error":
+                raise BackendError(f"rendering a request failed: {payload}", field="vllm", found=str(key))
+            rendered.append(Rendered(key, payload, None) if kind == "ok" else Rendered(key, None, payload))
+        return rendered
+
+    def close(self) -> None:
+        """Stop the workers (queued renders are dropped)."""
+        for pool in self._pools:
+            pool.shutdown(wait=False, cancel_futures=True)
+        self._futures = set()
