@@ -229,10 +229,11 @@ def main() -> int:
             print(f"[{way}] failed: {type(exc).__name__}: {exc}", flush=True)
         finally:
             if through is not backend:
-                through._renders.close()
+                through.close()  # its render workers (the engine is not its own)
 
     print()
-    print("| way | rows | seconds | rows/s | output tok/s | GPU busy | engine thread CPU | engine core CPU | vs in-thread |")
+    print("| way | rows | seconds | rows/s | output tok/s | GPU busy | engine thread CPU | engine core CPU "
+          "| vs in-thread |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     base = results.get("in-thread")
     for name, (seconds, rows, tokens, busy, thread, core) in results.items():

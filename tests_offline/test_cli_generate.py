@@ -72,12 +72,10 @@ def test_engine_flags_override_only_what_is_given(release, tmp_path):
     plan = build_plan(release, model_ids=["trace-qwen2.5-vl-3b"], seeds=[42], benchmarks=["mmstar"],
                       gpu_groups="0,1", data_root=tmp_path)
     args = argparse.Namespace(backend="vllm", base_url=None, device=None, max_model_len=None, max_num_seqs=128,
-                              gpu_memory_utilization=None, enforce_eager=None, concurrency=None, input_workers=None)
+                              gpu_memory_utilization=None, enforce_eager=None, concurrency=None)
     assert _backend_options(args, plan) == {
         "tensor_parallel_size": 2, "allowed_local_media_path": str(tmp_path.resolve()), "max_num_seqs": 128,
     }
-    args.input_workers = 4
-    assert _backend_options(args, plan)["input_workers"] == 4
 
 
 def test_generate_scores_each_slice_as_it_completes(release, tmp_path, capsys):
@@ -122,7 +120,7 @@ def test_engines_per_group_start_workers_per_group_with_a_share_of_the_memory(re
     assert all(cmd[1:5] == ["-m", "trace_lib", "generate", "--seeds"] for cmd, _ in commands)
     args = argparse.Namespace(backend="vllm", base_url=None, device=None, max_model_len=None, max_num_seqs=None,
                               gpu_memory_utilization=None, enforce_eager=None, concurrency=None,
-                              input_workers=None, engines_per_group=2)
+                              engines_per_group=2)
     assert _backend_options(args, plan)["gpu_memory_utilization"] == 0.45
     args.gpu_memory_utilization = 0.8
     assert _backend_options(args, plan)["gpu_memory_utilization"] == 0.4

@@ -58,10 +58,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--gpu-memory-utilization", type=options.unit_fraction, default=None,
                         help="vllm backend (default: upstream's 0.90)")
     parser.add_argument("--enforce-eager", action="store_true", default=None, help="vllm backend: no CUDA graphs")
-    parser.add_argument("--input-workers", type=options.non_negative_int, default=None, metavar="N",
-                        help="vllm backend (vLLM >= 0.24): render requests (chat template, image processing) in N "
-                             "processes per engine instead of on the thread stepping it (default 0; "
-                             "trace_lib.generation.backends.vllm_render)")
     parser.add_argument("--engines-per-group", type=options.engines_per_group, default=1, metavar="N|auto",
                         help="vllm backend: N engine processes share each GPU group, each with 1/N of "
                              "--gpu-memory-utilization and its own benchmarks (default 1; 2 keeps one GPU busier "
@@ -187,7 +183,7 @@ def _backend_options(args: argparse.Namespace, plan: Plan) -> dict:
                              device=options.resolve(args, options.DEVICE),
                              request_timeout=options.resolve(args, options.REQUEST_TIMEOUT))
     flags = {
-        "vllm": ("max_model_len", "max_num_seqs", "gpu_memory_utilization", "enforce_eager", "input_workers"),
+        "vllm": ("max_model_len", "max_num_seqs", "gpu_memory_utilization", "enforce_eager"),
         "openai": ("concurrency",),
     }.get(args.backend, ())
     chosen.update({name: getattr(args, name) for name in flags if getattr(args, name) is not None})

@@ -106,8 +106,10 @@ class VLLMBackend:
     (``{"image": 24, "video": 3}``), ``dtype`` ("auto"), ``enforce_eager`` (False), ``llm_kwargs`` (any further
     ``vllm.LLM`` arguments), ``llm`` (an existing ``vllm.LLM`` to drive instead of creating one; the other
     engine options are then ignored). ``TRACE_VLLM_LOAD_FORMAT`` (benchmarks only) sets vLLM's ``load_format``:
-    ``dummy`` loads random weights from a config-only directory. Defaults mirror upstream's generation server flags (eval-campaign spec
-    §3.1).
+    ``dummy`` loads random weights from a config-only directory. ``input_workers`` (experimental, benchmarks only,
+    vLLM >= 0.24; default 0): render requests in that many processes (:mod:`vllm_render`) instead of on the
+    engine's thread; on the GPU it has not yet answered a streamed run (docs/performance.md, run 8).
+    ``renderer_factory`` (tests): the workers' renderer. Defaults mirror upstream's generation server flags (eval-campaign spec §3.1).
     """
 
     name = "vllm"

@@ -8,6 +8,10 @@ several API-server processes), and renders with ``LLM``'s own ``_preprocess_chat
 row's seeds) go to the same worker, so its cache serves the repeats. The engine's thread then adds each
 rendered request as ``LLM.enqueue_chat`` would, after injecting its processed images into the engine's own
 multimodal cache (``InputProcessor.inject_into_mm_cache``), so an image still crosses to the engine core once.
+
+Experimental: reached only from the benchmarks (``VLLMBackend(input_workers=N)``). On one H200 (vLLM 0.24.0, run 8
+of docs/performance.md) a worker rendered and returned a request, but a streamed run with 4 workers got no output
+from the engine within 5 minutes (results then crossed as shared-memory tensors; they now cross as bytes).
 """
 
 from __future__ import annotations
@@ -84,19 +88,8 @@ def missing_vllm_support(llm: Any) -> str | None:
 _RENDER: Callable[[list, Any], Any] | None = None
 
 
-def _raise_open_file_limit() -> None:
-    """Raise the soft limit on open files to the hard one: processed images cross between processes as shared
-    memory, one file descriptor per tensor while it is in flight or cached."""
-    import resource
-
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-
 def _start_worker(config_blob: bytes, factory: str, torch_threads: int) -> None:
     global _RENDER
-    _raise_open_file_limit()
     try:
         import torch
 
@@ -107,9 +100,10 @@ def _start_worker(config_blob: bytes, factory: str, torch_threads: int) -> None:
     _RENDER = getattr(importlib.import_module(module), name)(config_blob)
 
 
-def _render_chunk(items: list[tuple[Hashable, list, Any]]) -> list[tuple[Hashable, str, Any]]:
-    """Each item rendered: ``(key, "ok", engine input)``, ``(key, "refused", reason)`` for vLLM's ``ValueError``
-    (as ``LLM.enqueue_chat`` raises for an unusable request), ``(key, "error", text)`` for anything else."""
+def _render_chunk(items: list[tuple[Hashable, list, Any]]) -> bytes:
+    """Each item rendered, pickled by value (so processed images cross as bytes, never as shared-memory file
+    descriptors): ``(key, "ok", engine input)``, ``(key, "refused", reason)`` for vLLM's ``ValueError`` (as
+    ``LLM.enqueue_chat`` raises for an unusable request), ``(key, "error", text)`` for anything else."""
     out: list[tuple[Hashable, str, Any]] = []
     for key, conversation, mm_kwargs in items:
         try:
@@ -118,7 +112,7 @@ def _render_chunk(items: list[tuple[Hashable, list, Any]]) -> list[tuple[Hashabl
             out.append((key, "refused", str(exc) or type(exc).__name__))
         except Exception as exc:  # noqa: BLE001 - the engine's thread raises it as a BackendError
             out.append((key, "error", f"{type(exc).__name__}: {exc}"))
-    return out
+    return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def route(conversation: list, workers: int) -> int:
@@ -139,7 +133,6 @@ class RenderWorkers:
 
         if count < 1:
             raise ValueError("count must be >= 1")
-        _raise_open_file_limit()
         context = multiprocessing.get_context("spawn")
         self._pools = [ProcessPoolExecutor(1, mp_context=context, initializer=_start_worker,
                                            initargs=(config_blob, factory, torch_threads)) for _ in range(count)]
@@ -193,7 +186,7 @@ class RenderWorkers:
             self._starting.discard(future)
             return []
         rendered = []
-        for key, kind, payload in result:
+        for key, kind, payload in pickle.loads(result):
             if kind == "error":
                 raise BackendError(f"rendering a request failed: {payload}", field="vllm", found=str(key))
             rendered.append(Rendered(key, payload, None) if kind == "ok" else Rendered(key, None, payload))
