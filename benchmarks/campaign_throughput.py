@@ -114,6 +114,20 @@ def _wait_gpu_memory_free(index: int, timeout_s: float = 90.0) -> None:
         time.sleep(1)
 
 
+def shaped_work_dir(work_dir: str | None, prefix: str, shape: str) -> tuple[Path, Path, Path]:
+    """``(work, model_dir, data)``: the work directory (``work_dir`` or a new temporary one), a config-only
+    Qwen2.5-VL of the release's ``shape`` in it (written once) and its ``data`` folder."""
+    from trace_lib.testing.tiny_qwen import QWEN25VL_SHAPES, write_qwen25vl_shaped_config
+
+    work = Path(work_dir or tempfile.mkdtemp(prefix=prefix))
+    model_dir = work / f"qwen25vl-{shape}-shapes"
+    if not model_dir.exists():
+        write_qwen25vl_shaped_config(model_dir, QWEN25VL_SHAPES[shape])
+    data = work / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    return work, model_dir, data
+
+
 def _count(campaign: Path) -> tuple[int, int]:
     from trace_lib.generation.store import load_responses
 
@@ -200,14 +214,7 @@ def main() -> int:
     from trace_lib.release.locate import locate_release
     from trace_lib.release.suite import load_suite
     from trace_lib.testing.tiny_bench import tiny_tsv_protocol
-    from trace_lib.testing.tiny_qwen import QWEN25VL_SHAPES, write_qwen25vl_shaped_config
-
-    work = Path(args.work_dir or tempfile.mkdtemp(prefix="campaign-throughput-"))
-    model_dir = work / f"qwen25vl-{args.shape}-shapes"
-    if not model_dir.exists():
-        write_qwen25vl_shaped_config(model_dir, QWEN25VL_SHAPES[args.shape])
-    data = work / "data"
-    data.mkdir(parents=True, exist_ok=True)
+    work, model_dir, data = shaped_work_dir(args.work_dir, "campaign-throughput-", args.shape)
     tables = [data / f"bench{b:02d}.tsv" for b in range(args.benchmarks)]
     if args.replica is None:  # a replica reads what its parent built
         with ProcessPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -126,7 +125,7 @@ def main() -> int:
     args = parser.parse_args()
     os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
 
-    from campaign_throughput import GpuBusy, _table
+    from campaign_throughput import GpuBusy, _table, shaped_work_dir
 
     from trace_lib.generation.backends.base import RequestFeed
     from trace_lib.generation.backends.vllm import VLLMBackend
@@ -134,14 +133,8 @@ def main() -> int:
     from trace_lib.release.locate import locate_release
     from trace_lib.release.suite import load_suite
     from trace_lib.testing.tiny_bench import tiny_tsv_protocol
-    from trace_lib.testing.tiny_qwen import QWEN25VL_SHAPES, write_qwen25vl_shaped_config
 
-    work = Path(args.work_dir or tempfile.mkdtemp(prefix="engine-input-ceiling-"))
-    model_dir = work / f"qwen25vl-{args.shape}-shapes"
-    if not model_dir.exists():
-        write_qwen25vl_shaped_config(model_dir, QWEN25VL_SHAPES[args.shape])
-    data = work / "data"
-    data.mkdir(parents=True, exist_ok=True)
+    work, model_dir, data = shaped_work_dir(args.work_dir, "engine-input-ceiling-", args.shape)
     generation = {**load_suite(locate_release()).generation, "max_tokens": args.max_tokens}
     requests: list = []
     chunk = 16
