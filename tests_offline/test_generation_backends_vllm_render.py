@@ -90,10 +90,10 @@ def test_a_worker_that_dies_is_a_backend_error_naming_the_option(make_backend):
     requests = [_request(i, 42) for i in range(20)] + [_request(20, 42, STUB_RENDER_CONFIG["crash"])]
     with pytest.raises(BackendError) as caught:
         list(backend.generate_stream(RequestFeed.of(requests)))
-    assert caught.value.field == "--input-workers" and "render worker failed" in str(caught.value)
+    assert caught.value.field == "input_workers" and "render worker failed" in str(caught.value)
 
 
 def test_a_vllm_without_the_renderer_api_is_refused_at_construction(make_backend):
     with pytest.raises(BackendError) as caught:
         make_backend(factory=None)
-    assert caught.value.field == "--input-workers" and "vllm.renderers" in str(caught.value)
+    assert caught.value.field == "input_workers" and "vllm.renderers" in str(caught.value)

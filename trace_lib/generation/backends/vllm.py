@@ -192,8 +192,8 @@ class VLLMBackend:
             missing = missing_vllm_support(self.llm)
             if missing is not None:
                 raise BackendError(f"rendering in worker processes needs {missing}, which this vLLM lacks",
-                                   field="--input-workers", hint="use --input-workers 0 (vLLM 0.10.2 renders "
-                                   "on the engine's thread only)")
+                                   field="input_workers", hint="input_workers=0 renders on the engine's thread "
+                                   "(the only way on vLLM 0.10.2)")
         self._renders = RenderWorkers(pickle.dumps(self.llm.llm_engine.vllm_config), count,
                                       factory=factory or VLLM_RENDERER)
 

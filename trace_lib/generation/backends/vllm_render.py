@@ -180,8 +180,8 @@ class RenderWorkers:
         try:
             result = future.result()
         except Exception as exc:  # noqa: BLE001 - BrokenProcessPool, an initializer that failed
-            raise BackendError(f"a render worker failed ({type(exc).__name__}: {exc})", field="--input-workers",
-                               hint="run with --input-workers 0 to render on the engine's thread") from None
+            raise BackendError(f"a render worker failed ({type(exc).__name__}: {exc})", field="input_workers",
+                               hint="input_workers=0 renders on the engine's thread") from None
         if future in self._starting:
             self._starting.discard(future)
             return []
