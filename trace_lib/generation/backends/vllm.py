@@ -30,7 +30,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from trace_lib.errors import BackendError
 from trace_lib.generation.backends.base import RequestFeed, RequestsFailed
-from trace_lib.generation.backends.vllm_render import RenderWorkers
+from trace_lib.generation.backends.vllm_render import VLLM_RENDERER, RenderWorkers, missing_vllm_support
 from trace_lib.generation.request import ChatRequest, GenerationResult, RequestFailure
 
 #: The share of GPU memory one engine takes (upstream's generation-server flag); engines sharing a GPU split it.
@@ -109,7 +109,8 @@ class VLLMBackend:
     ``dummy`` loads random weights from a config-only directory. ``input_workers`` (experimental, benchmarks only,
     vLLM >= 0.24; default 0): render requests in that many processes (:mod:`vllm_render`) instead of on the
     engine's thread; on the GPU it has not yet answered a streamed run (docs/performance.md, run 8).
-    ``renderer_factory`` (tests): the workers' renderer. Defaults mirror upstream's generation server flags (eval-campaign spec §3.1).
+    ``renderer_factory`` (tests): the workers' renderer. Defaults mirror upstream's generation server flags
+    (eval-campaign spec §3.1).
     """
 
     name = "vllm"
@@ -185,8 +186,6 @@ class VLLMBackend:
         if count <= 0:
             return
         import pickle
-
-        from trace_lib.generation.backends.vllm_render import VLLM_RENDERER, missing_vllm_support
 
         if factory is None:
             missing = missing_vllm_support(self.llm)

@@ -139,10 +139,6 @@ class RenderWorkers:
         self._futures: set[Future] = {pool.submit(os.getpid) for pool in self._pools}  # start them now
         self._starting = set(self._futures)
 
-    @property
-    def count(self) -> int:
-        return len(self._pools)
-
     def wait_started(self) -> None:
         """Block until every worker has built its renderer (raises as :meth:`ready` does)."""
         while self._starting:
