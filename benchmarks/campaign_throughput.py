@@ -407,10 +407,11 @@ def main() -> int:
     upstream = next((v for k, v in rate.items() if k.startswith("upstream")), None)
     print()
     for name in ("streaming", replicated):
+        if name not in rate:  # a path not run (--replicas below 2)
+            continue
         ratios = [f"/ per-slice = {rate[name] / rate['per-slice']:.2f} (target >= 1.2)"] if "per-slice" in rate else []
         ratios += [f"/ upstream design = {rate[name] / upstream:.2f} (target >= 2.5)"] if upstream else []
-        if name in rate:
-            print(f"{name} " + "; ".join(ratios))
+        print(f"{name} " + "; ".join(ratios))
     ours = {name: r for name, r in rate.items() if name in start_s}
     if args.calibration and ours:
         from trace_lib.campaign.estimate import record_calibration

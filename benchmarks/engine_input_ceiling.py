@@ -9,6 +9,9 @@ One Qwen2.5-VL engine (the 3B or 7B release's layer shapes, dummy weights, the e
   template, tokenizer, image processor) on the thread that steps the engine, as ``LLM.enqueue_chat`` does;
 - **rendered ahead**: every request rendered first (not timed), then only added and stepped: the ceiling that
   moving the rendering off the engine's thread can reach;
+- **foreign**: the render workers' mechanism without their processes: each request rendered (on the engine's
+  thread) by a second vLLM renderer built as a worker builds its own (processor-only cache, from the pickled
+  ``VllmConfig``), its engine input pickled and unpickled, its images injected, then added one at a time;
 - **N render workers**: the same streamed path with ``input_workers=N``
   (:mod:`trace_lib.generation.backends.vllm_render`: rendering in N spawned processes, each with its own vLLM
   renderer, the engine's thread injecting the processed images into the engine's cache and adding).
@@ -18,14 +21,22 @@ wall time: near 1.0 means that thread is the bound) and the engine-core process'
 way's ratio to in-thread. Needs vLLM >= 0.24 (its ``vllm.renderers``).
 
     python benchmarks/engine_input_ceiling.py [--shape 3b|7b] [--benchmarks 8] [--seeds 3] [--rows 48]
-        [--ways in-thread,ahead,workers=4,workers=8]
+        [--ways in-thread,ahead,foreign,workers=4,workers=8] [--stall-s 90]
+
+``--stall-s S``: when a way answers nothing for S seconds, write every thread's traceback of this process and of
+each process it started (vLLM's engine core, the render workers; through ``benchmarks/stall_dump``), the
+driving state, and exit 3.
 """
 
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import os
+import pickle
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -42,26 +53,101 @@ def _proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _engine_core_pids() -> list[int]:
-    """Child processes of this one whose command line names vLLM's engine core."""
-    found = []
+def _children() -> dict[int, tuple[int, str]]:
+    """Every process by pid: (parent pid, command name)."""
+    found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             stat = (entry / "stat").read_text()
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            name = (entry / "comm").read_text().strip()
+            found[int(entry.name)] = (int(stat.rsplit(")", 1)[1].split()[1]), (entry / "comm").read_text().strip())
         except OSError:
             continue
-        if ppid == os.getpid() and "Engine" in name:
-            found.append(int(entry.name))
     return found
+
+
+def _engine_core_pids() -> list[int]:
+    """Child processes of this one whose command line names vLLM's engine core."""
+    return [pid for pid, (ppid, name) in _children().items() if ppid == os.getpid() and "Engine" in name]
+
+
+def _descendants() -> list[tuple[int, str]]:
+    """This process's descendants: (pid, command name)."""
+    table, found, frontier = _children(), [], [os.getpid()]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (ppid, name) in table.items():
+            if ppid == parent:
+                found.append((pid, name))
+                frontier.append(pid)
+    return found
+
+
+class StallWatch:
+    """A thread that, when :meth:`progress` has not been called for ``seconds`` while armed, dumps every
+    thread's traceback of this process and its descendants (``SIGUSR1`` through ``benchmarks/stall_dump``), then
+    ``describe()``, and exits 3."""
+
+    def __init__(self, seconds: float, dump_dir: Path) -> None:
+        self.seconds, self.dump_dir = seconds, dump_dir
+        self.describe = lambda: ""
+        self._last = time.monotonic()
+        self._armed = False
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def progress(self, armed: bool = True) -> None:
+        self._last, self._armed = time.monotonic(), armed
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(1.0)
+            if not self._armed or time.monotonic() - self._last < self.seconds:
+                continue
+            print(f"\n[stall] nothing answered for {self.seconds:.0f} s; state: {self.describe()}", flush=True)
+            faulthandler.dump_traceback(all_threads=True)
+            processes = _descendants()
+            for pid, _ in processes:
+                try:
+                    os.kill(pid, signal.SIGUSR1)
+                except OSError:
+                    pass
+            time.sleep(5.0)
+            for pid, name in processes:
+                dump = self.dump_dir / f"{pid}.txt"
+                text = dump.read_text() if dump.exists() else "(no dump)"
+                print(f"\n[stall] ===== pid {pid} ({name}) =====\n{text}", flush=True)
+            os._exit(3)
+
+
+class _Foreign:
+    """Requests rendered on submit by a renderer built as a render worker builds its own, pickled across and
+    back; :func:`_drive` injects and adds them one at a time."""
+
+    inject = True
+
+    def __init__(self, llm) -> None:  # noqa: ANN001
+        from trace_lib.generation.backends.vllm_render import vllm_renderer
+
+        self._render = vllm_renderer(pickle.dumps(llm.llm_engine.vllm_config))
+        self._ready: list = []
+
+    def submit(self, index, conversation, mm) -> None:  # noqa: ANN001
+        self._ready.append((index, pickle.loads(pickle.dumps(self._render(conversation, mm)))))
+
+    def poll(self, block: bool) -> list:
+        ready, self._ready = self._ready, []
+        return ready
+
+    def close(self) -> None:
+        pass
 
 
 class _Ahead:
     """Every request rendered before the timed run (by the engine's own renderer, in order); handed out as
     they are submitted."""
+
+    inject = False
 
     def __init__(self, llm, items) -> None:  # noqa: ANN001
         self._rendered = {i: llm._preprocess_chat([conv], mm_processor_kwargs=mm)[0] for i, conv, mm in items}
@@ -78,9 +164,11 @@ class _Ahead:
         pass
 
 
-def _drive(llm, items, params, source, *, target: int) -> tuple[int, int, int]:  # noqa: ANN001
+def _drive(llm, items, params, source, *, target: int,  # noqa: ANN001
+           watch: StallWatch | None) -> tuple[int, int, int]:
     """Take rendered requests from ``source``, add and step until every request of ``items`` is answered; returns
-    (answered, output tokens, failures)."""
+    (answered, output tokens, failures). A source with ``inject`` has each request's images injected into the
+    engine's cache and is added one request at a time (the render workers' order)."""
     engine = llm.llm_engine
     submitted = in_engine = answered = tokens = failures = 0
     rendering = 0
@@ -99,15 +187,26 @@ def _drive(llm, items, params, source, *, target: int) -> tuple[int, int, int]: 
                 continue
             prompts.append(engine_input)
             batch_params.append(params[index])
-        if prompts:
+        if prompts and source.inject:
+            for engine_input, one in zip(prompts, batch_params):
+                if isinstance(engine_input, dict) and engine_input.get("type") == "multimodal":
+                    engine.input_processor.inject_into_mm_cache(engine_input["mm_hashes"], engine_input["mm_kwargs"])
+                llm._render_and_add_requests(prompts=[engine_input], params=[one])
+        elif prompts:
             llm._render_and_add_requests(prompts=prompts, params=batch_params)
-            in_engine += len(prompts)
+        in_engine += len(prompts)
+        if watch is not None:
+            watch.describe = lambda: (f"submitted {submitted}, rendering {rendering}, in engine {in_engine}, "
+                                      f"answered {answered}, engine unfinished "
+                                      f"{engine.get_num_unfinished_requests()}")
         if in_engine:
             for output in engine.step():
                 if output.finished:
                     in_engine -= 1
                     answered += 1
                     tokens += len(output.outputs[0].token_ids)
+                    if watch is not None:
+                        watch.progress()
     return answered, tokens, failures
 
 
@@ -119,11 +218,22 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=48)
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--ways", default="in-thread,ahead,workers=4,workers=8",
-                        help="comma-separated: in-thread, ahead, workers=N")
+                        help="comma-separated: in-thread, ahead, foreign, workers=N")
+    parser.add_argument("--stall-s", type=float, default=None,
+                        help="dump every process's tracebacks and exit 3 when a way answers nothing this long")
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.85)
     parser.add_argument("--work-dir", default=None)
     args = parser.parse_args()
     os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+    watch = None
+    if args.stall_s:
+        import tempfile
+
+        dump_dir = Path(tempfile.mkdtemp(prefix="stall-dumps-"))
+        os.environ["TRACE_STALL_DUMP_DIR"] = str(dump_dir)  # the processes started from here register SIGUSR1
+        site = str(Path(__file__).resolve().parent / "stall_dump")
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [site, os.environ.get("PYTHONPATH")]))
+        watch = StallWatch(args.stall_s, dump_dir)
 
     from campaign_throughput import GpuBusy, _table, shaped_work_dir
 
@@ -169,6 +279,8 @@ def main() -> int:
     def streamed(through: VLLMBackend) -> tuple[int, int, int]:
         answered = tokens = failures = 0
         for result in through.generate_stream(RequestFeed.of(requests)):
+            if watch is not None:
+                watch.progress()
             if hasattr(result, "completion_tokens"):
                 answered += 1
                 tokens += result.completion_tokens or 0
@@ -188,6 +300,8 @@ def main() -> int:
                 name = "rendered ahead"
                 print(f"[ahead] rendered {len(items)} requests in {seconds:.1f} s ({1000 * seconds / len(items):.1f} "
                       "ms each, engine thread)", flush=True)
+            elif way == "foreign":
+                source = _Foreign(llm)
             elif way.startswith("workers="):
                 count = int(way.split("=", 1)[1])
                 t_start = time.perf_counter()
@@ -196,17 +310,26 @@ def main() -> int:
                 name = f"{count} render workers"
                 print(f"[{name}] started in {time.perf_counter() - t_start:.1f} s", flush=True)
             elif way != "in-thread":
-                raise SystemExit(f"unknown way {way!r} (in-thread, ahead, workers=N)")
+                raise SystemExit(f"unknown way {way!r} (in-thread, ahead, foreign, workers=N)")
             core_before = sum(_proc_cpu_s(p) for p in cores)
             thread_before = time.thread_time()
             before = through.loop_stats.snapshot()
+            if watch is not None:
+                if source is None:
+                    renders = through._renders
+                    watch.describe = lambda: (f"backend loop {through.loop_stats.since(before).summary(1.0)}; "
+                                              f"engine unfinished {llm.llm_engine.get_num_unfinished_requests()}; "
+                                              f"render futures {len(renders._futures) if renders else '-'}")
+                watch.progress()
             with GpuBusy(0) as busy:
                 t0 = time.perf_counter()
                 if source is None:
                     answered, tokens, failures = streamed(through)
                 else:
-                    answered, tokens, failures = _drive(llm, items, params, source, target=target)
+                    answered, tokens, failures = _drive(llm, items, params, source, target=target, watch=watch)
                 seconds = time.perf_counter() - t0
+            if watch is not None:
+                watch.progress(armed=False)
             thread_share = (time.thread_time() - thread_before) / seconds
             core_share = (sum(_proc_cpu_s(p) for p in cores) - core_before) / seconds
             results[name] = (seconds, answered, tokens, busy.fraction, thread_share, core_share)
@@ -215,6 +338,9 @@ def main() -> int:
                   f"CPU {thread_share:.2f}, engine core CPU {core_share:.2f}", flush=True)
             if source is None:
                 print(f"[{name}] driving thread: {through.loop_stats.since(before).summary(seconds)}", flush=True)
+            if through._renders is not None:
+                print(f"[{name}] the workers' results weighed {through._renders.received_bytes / 1e6:.0f} MB",
+                      flush=True)
         except Exception as exc:  # noqa: BLE001 - report and go on to the next way
             import traceback
 

@@ -1,19 +1,24 @@
 """The vllm backend rendering in worker processes (``input_workers``) on a stub ``vllm.LLM``: real spawned
 processes run the render-worker protocol with :func:`~trace_lib.testing.stub_vllm.stub_renderer`; every request
-is answered once with its own seed, each rendered request's images are injected into the engine's cache before it
-is added, refusals at rendering or at adding fail only their request, and a dead worker is a clear error."""
+is answered once with its own seed, each image reaches the engine core once (a worker ships it once; repeats come
+as ``None`` and are entered into the engine's sender cache in step with the engine core's), an image the engine's
+cache no longer holds is rendered on the engine's thread instead, refusals at rendering or at adding fail only
+their request, and a dead worker is a clear error."""
 
 from __future__ import annotations
 
+import pickle
 import sys
+from collections import OrderedDict
 
 import pytest
 
 from trace_lib.errors import BackendError
 from trace_lib.generation.backends.base import RequestFeed
+from trace_lib.generation.backends import vllm_render
 from trace_lib.generation.backends.vllm_render import route
 from trace_lib.generation.request import ChatRequest, RequestFailure
-from trace_lib.testing.stub_vllm import STUB_RENDER_CONFIG, StubLLM, stub_vllm_module
+from trace_lib.testing.stub_vllm import STUB_RENDER_CONFIG, StubLLM, stub_renderer, stub_vllm_module
 
 STUB_RENDERER = "trace_lib.testing.stub_vllm:stub_renderer"
 
@@ -25,9 +30,11 @@ def make_backend(monkeypatch):
 
     made = []
 
-    def make(*, workers: int = 2, refuse: str | None = None, factory: str | None = STUB_RENDERER):
-        backend = VLLMBackend(model_path="stub", served_name="stub", llm=StubLLM(per_step=40, refuse=refuse),
-                              max_num_seqs=64, input_workers=workers, renderer_factory=factory)
+    def make(*, workers: int = 2, refuse: str | None = None, factory: str | None = STUB_RENDERER,
+             mm_cache_items: int = 1 << 20):
+        llm = StubLLM(per_step=40, refuse=refuse, mm_cache_items=mm_cache_items)
+        backend = VLLMBackend(model_path="stub", served_name="stub", llm=llm, max_num_seqs=64,
+                              input_workers=workers, renderer_factory=factory)
         made.append(backend)
         return backend
 
@@ -42,7 +49,7 @@ def _request(i: int, seed: int, text: str = "") -> ChatRequest:
                        {"min_pixels": 3136, "max_pixels": 12845056})
 
 
-def test_every_request_is_answered_once_with_its_seed_and_its_images_injected_first(make_backend):
+def test_every_request_is_answered_once_with_its_seed_and_each_image_reaches_the_engine_once(make_backend):
     backend = make_backend(workers=3)
     backend._renders.wait_started()
     requests = [_request(i, seed) for i in range(150) for seed in (42, 43, 44)]
@@ -50,9 +57,56 @@ def test_every_request_is_answered_once_with_its_seed_and_its_images_injected_fi
     assert sorted(r.request_id for r in results) == sorted(r.request_id for r in requests)
     assert all(r.text == f"answer with seed {r.request_id.split('|')[0]}" for r in results)
     llm = backend.llm
-    assert len(llm.injected) == len(requests) and all(len(b) == 1 for b in llm.batches)  # injected, then added
+    assert all(len(b) == 1 for b in llm.batches)  # added one at a time
+    assert llm.engine_core_cache.received_whole == 150 and llm.rendered_here == 0  # one image per row, all shipped
     assert 8 < llm.most_held <= 200 and llm.most_seeds_held == 3  # several chunks held at once, never over
-    assert backend.loop_stats.requests == len(requests)
+    assert backend.loop_stats.requests == len(requests) and backend.loop_stats.rerendered == 0
+
+
+def test_a_worker_ships_an_image_once_and_its_repeats_as_none(monkeypatch):
+    monkeypatch.setattr(vllm_render, "_RENDER", stub_renderer(pickle.dumps(STUB_RENDER_CONFIG)))
+    monkeypatch.setattr(vllm_render, "_SHIPPED", OrderedDict())
+    monkeypatch.setattr(vllm_render, "SHIPPED_MEMORY", 2)
+    conversations = [_request(i, 42).messages_json() for i in range(3)]
+
+    def shipped(*indices):
+        chunk = vllm_render._render_chunk([(n, conversations[i], None) for n, i in enumerate(indices)])
+        return [payload["mm_kwargs"]["image"][0] is not None for _, _, payload in pickle.loads(chunk)]
+
+    assert shipped(0, 0, 1, 0) == [True, False, True, False]
+    assert shipped(2, 0, 1) == [True, False, True]  # it remembers the 2 latest: 2 made it forget 1, not 0
+
+
+def test_an_image_the_engine_no_longer_holds_is_rendered_on_the_engines_thread(make_backend):
+    backend = make_backend(mm_cache_items=4)  # the engine's caches evict long before a row's next seed comes
+    requests = [_request(i, seed) for seed in (42, 43) for i in range(40)]
+    results = list(backend.generate_stream(RequestFeed.of(requests)))
+    assert sorted(r.request_id for r in results) == sorted(r.request_id for r in requests)
+    stats, llm = backend.loop_stats, backend.llm
+    assert stats.rerendered == llm.rendered_here and 0 < stats.rerendered <= 40  # seed 43's, mostly
+    assert llm.engine_core_cache.received_whole == 40 + stats.rerendered and stats.requests == 80
+
+
+def test_a_repeat_touches_the_engines_cache_so_it_evicts_in_step_with_the_engine_core(make_backend):
+    """Caches of 2 images: a repeat of row 0 must make row 1's image the older one on both sides; if the sender
+    cache were not touched, row 2 would evict row 0 there and row 1 in the engine core, and row 1's repeat would go
+    as ``None`` to an engine core that no longer holds it."""
+    backend = make_backend(workers=1, mm_cache_items=2)
+    requests = [_request(0, 42), _request(1, 42), _request(0, 43), _request(2, 42), _request(1, 43)]
+    results = list(backend.generate_stream(RequestFeed.of(requests)))
+    assert sorted(r.request_id for r in results) == sorted(r.request_id for r in requests)
+    assert backend.loop_stats.rerendered == 1  # row 1's repeat: evicted on both sides, rendered here
+
+
+def test_requests_sharing_an_id_are_each_answered(make_backend):
+    """Request ids need not be unique in a stream (a benchmark's seeds fed raw); the in-thread path answers each,
+    and so must the render path (it once keyed renders by request id and waited on an empty engine)."""
+    backend = make_backend()
+    requests = [ChatRequest(f"row{i}", r.messages, r.sampling, r.mm_processor_kwargs)
+                for i in range(30) for r in (_request(i, 42), _request(i, 43))]
+    results = list(backend.generate_stream(RequestFeed.of(requests)))
+    assert sorted((r.request_id, r.text) for r in results) == sorted(
+        (f"row{i}", f"answer with seed {seed}") for i in range(30) for seed in (42, 43))
 
 
 def test_a_rows_seeds_go_to_the_same_worker_and_rows_spread_over_workers():

@@ -2,17 +2,19 @@
 backend's request flow and for profiling the harness path (``benchmarks/harness_profile.py``).
 
 :class:`StubLLM` accepts ``enqueue_chat`` and finishes at most ``per_step`` requests per ``llm_engine.step()``
-in arrival order; it records every enqueued batch (size, sampling seeds) and the most requests it ever held.
-With ``refuse`` set, a call whose conversations contain that text raises ``ValueError`` and adds nothing, as
-vLLM's ``LLM.enqueue_chat`` does for a prompt longer than ``max_model_len``. It also takes requests rendered
-elsewhere (``_render_and_add_requests``, recording the injected image hashes): :func:`stub_renderer` is the
-render workers' factory for it.
+in arrival order (a ``step()`` with nothing unfinished raises: vLLM's would wait forever); it records every
+enqueued batch (size, sampling seeds) and the most requests it ever held. With ``refuse`` set, a call whose
+conversations contain that text raises ``ValueError`` and adds nothing, as vLLM's ``LLM.enqueue_chat`` does for a
+prompt longer than ``max_model_len``. It also takes requests rendered elsewhere (``_render_and_add_requests``):
+:func:`stub_renderer` is the render workers' factory for it. Images reach its engine core through a model of
+vLLM's sender / receiver cache pair, which fails as vLLM's does when the two fall out of step.
 :func:`stub_vllm_module` is a module object providing ``SamplingParams.from_optional`` for ``sys.modules``.
 """
 
 from __future__ import annotations
 
 import types
+from collections import OrderedDict
 from typing import Any
 
 
@@ -44,10 +46,54 @@ class _Output:
                                               token_ids=[1] * 8)]
 
 
-class StubLLM:
-    """See the module docstring; engine ids are ``"<counter>-abcdefgh"`` and outputs carry the external part."""
+class MultiModalProcessorSenderCache:
+    """vLLM's sender cache (named as vLLM names it), by count: an LRU of the item hashes the engine core was sent."""
 
-    def __init__(self, *, per_step: int = 256, refuse: str | None = None) -> None:
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._held: OrderedDict[str, None] = OrderedDict()
+
+    def is_cached_item(self, digest: str) -> bool:
+        return digest in self._held
+
+    def get_and_update_item(self, item: tuple[Any, list], digest: str) -> tuple[Any, list]:
+        if digest in self._held:
+            self._held.move_to_end(digest)
+            return None, item[1]
+        assert item[0] is not None, f"Expected a cached item for {digest=}"
+        self._held[digest] = None
+        if len(self._held) > self.capacity:
+            self._held.popitem(last=False)
+        return item
+
+
+class _EngineCoreCache:
+    """The engine core's receiver cache, evicting as the sender does; an item sent as ``None`` that it does not
+    hold is the failure vLLM's engine core asserts on (the two caches out of step)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.items: OrderedDict[str, Any] = OrderedDict()
+        self.received_whole = 0
+
+    def receive(self, digest: str, item: Any) -> None:
+        if item is None:
+            if digest not in self.items:
+                raise AssertionError(f"engine core: {digest!r} sent as None but not held (caches out of step)")
+            self.items.move_to_end(digest)
+            return
+        self.received_whole += 1
+        self.items[digest] = item
+        if len(self.items) > self.capacity:
+            self.items.popitem(last=False)
+
+
+class StubLLM:
+    """See the module docstring; engine ids are ``"<counter>-abcdefgh"`` and outputs carry the external part.
+    A conversation's text stands for its one image: its hash, and (as bytes) its processed item, which goes to the
+    engine core through vLLM's sender / receiver cache pair of ``mm_cache_items`` items."""
+
+    def __init__(self, *, per_step: int = 256, refuse: str | None = None, mm_cache_items: int = 1 << 20) -> None:
         self.per_step = per_step
         self.refuse = refuse
         self._counter = 0
@@ -56,16 +102,26 @@ class StubLLM:
         self.most_held = 0
         self.most_seeds_held = 0  # distinct seeds held at once (slices sharing the batch)
         self.model_config = types.SimpleNamespace(get_diff_sampling_param=lambda: {})
-        self.injected: list[Any] = []  # the mm hashes injected before each rendered request was added
+        self.sender = MultiModalProcessorSenderCache(mm_cache_items)
+        self.engine_core_cache = _EngineCoreCache(mm_cache_items)
+        self.rendered_here = 0  # conversations rendered by enqueue_chat (on the engine's thread)
         self.llm_engine = types.SimpleNamespace(
             has_unfinished_requests=lambda: bool(self._pending), step=self._step,
             abort_request=lambda ids, internal=False: None, vllm_config=dict(STUB_RENDER_CONFIG),
-            input_processor=types.SimpleNamespace(inject_into_mm_cache=lambda h, k: self.injected.append(h)))
+            input_processor=types.SimpleNamespace(renderer=types.SimpleNamespace(mm_processor_cache=self.sender)))
 
     def enqueue_chat(self, conversations: list, sampling_params: list, use_tqdm: bool = False,
                      mm_processor_kwargs: Any = None) -> list[str]:
         if self.refuse is not None and any(self.refuse in _texts(c) for c in conversations):
             raise ValueError("The decoder prompt (length 40001) is longer than the maximum model length of 32768.")
+        for conversation in conversations:  # rendered here: the image through the sender cache, as vLLM's
+            text = _texts(conversation)
+            item, _ = self.sender.get_and_update_item((stub_item(text), []), text)
+            self.engine_core_cache.receive(text, item)
+            self.rendered_here += 1
+        return self._add(sampling_params)
+
+    def _add(self, sampling_params: list) -> list[str]:
         ids = []
         for params in sampling_params:
             ids.append(f"{self._counter}-abcdefgh")
@@ -77,10 +133,18 @@ class StubLLM:
         return ids
 
     def _render_and_add_requests(self, prompts: list, params: list) -> list[str]:
-        """vLLM's second half of ``enqueue_chat``: add what :func:`stub_renderer` rendered."""
-        return self.enqueue_chat([p["conversation"] for p in prompts], params)
+        """vLLM's second half of ``enqueue_chat``: add what :func:`stub_renderer` rendered (its items as they
+        stand after the caller entered them into the sender cache: ``None`` for one the engine core holds)."""
+        if self.refuse is not None and any(self.refuse in _texts(p["conversation"]) for p in prompts):
+            raise ValueError("The decoder prompt (length 40001) is longer than the maximum model length of 32768.")
+        for prompt in prompts:
+            for digest, item in zip(prompt["mm_hashes"]["image"], prompt["mm_kwargs"]["image"]):
+                self.engine_core_cache.receive(digest, item)
+        return self._add(params)
 
     def _step(self) -> list[_Output]:
+        if not self._pending:  # vLLM's engine.step() then waits for an output forever
+            raise AssertionError("llm_engine.step() with no unfinished request: vLLM would block forever")
         done, self._pending = self._pending[:self.per_step], self._pending[self.per_step:]
         return [_Output(engine_id.split("-", 1)[0], seed) for engine_id, seed in done]
 
@@ -106,9 +170,14 @@ def stub_renderer(config_blob: bytes) -> Any:
         if config["refuse_render"] in text:
             raise ValueError("Failed to load image: cannot identify image file")
         return {"type": "multimodal", "conversation": conversation, "mm_hashes": {"image": [text]},
-                "mm_kwargs": {"image": [None]}, "mm_processor_kwargs": mm_processor_kwargs}
+                "mm_kwargs": {"image": [stub_item(text)]}, "mm_processor_kwargs": mm_processor_kwargs}
 
     return render
+
+
+def stub_item(text: str) -> bytes:
+    """The processed image of a stub conversation (its text stands for the image)."""
+    return f"pixels of {text}".encode()
 
 
 _PACKAGE = '''"""A stand-in ``vllm`` package (trace_lib.testing.stub_vllm): ``LLM(**kwargs)`` is a StubLLM; the keyword

@@ -22,6 +22,7 @@ confined to :func:`enqueue_chat` (0.10.2 has no ``LLM.enqueue_chat``: the conver
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import time
 from dataclasses import dataclass, replace
@@ -30,7 +31,8 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from trace_lib.errors import BackendError
 from trace_lib.generation.backends.base import RequestFeed, RequestsFailed
-from trace_lib.generation.backends.vllm_render import VLLM_RENDERER, RenderWorkers, missing_vllm_support
+from trace_lib.generation.backends.vllm_render import (VLLM_RENDERER, RenderWorkers, inject_into_sender_cache,
+                                                       missing_vllm_support, sender_cache)
 from trace_lib.generation.request import ChatRequest, GenerationResult, RequestFailure
 
 #: The share of GPU memory one engine takes (upstream's generation-server flag); engines sharing a GPU split it.
@@ -76,6 +78,7 @@ class EngineLoopStats:
     stepping_s: float = 0.0  # engine.step(): waiting for the engine's next outputs
     steps: int = 0
     requests: int = 0
+    rerendered: int = 0  # rendered on this thread after all: a render worker's omitted image was not held
 
     def snapshot(self) -> EngineLoopStats:
         return replace(self)
@@ -83,11 +86,13 @@ class EngineLoopStats:
     def since(self, earlier: EngineLoopStats) -> EngineLoopStats:
         """The counts accumulated after ``earlier`` (a :meth:`snapshot`)."""
         return EngineLoopStats(self.adding_s - earlier.adding_s, self.stepping_s - earlier.stepping_s,
-                               self.steps - earlier.steps, self.requests - earlier.requests)
+                               self.steps - earlier.steps, self.requests - earlier.requests,
+                               self.rerendered - earlier.rerendered)
 
     def summary(self, wall_s: float) -> str:
         share = f"{self.adding_s / wall_s:.0%} of {wall_s:.1f} s" if wall_s > 0 else f"{self.adding_s:.1f} s"
-        return (f"adding {self.requests} requests took {share} "
+        rerendered = f" ({self.rerendered} rendered here after all)" if self.rerendered else ""
+        return (f"adding {self.requests} requests{rerendered} took {share} "
                 f"({1000 * self.adding_s / max(self.requests, 1):.1f} ms each); {self.steps} engine steps "
                 f"waited {self.stepping_s:.1f} s")
 
@@ -141,7 +146,8 @@ class VLLMBackend:
         self._params: dict[tuple, Any] = {}
         self.loop_stats = EngineLoopStats()
         self._renders: RenderWorkers | None = None
-        self._stream = 0
+        self._sender_cache: Any = None  # the engine's, when render workers omit the images it holds
+        self._ordinals = itertools.count()  # keys of the requests sent to render workers, across streams
         if llm is not None:
             scheduler = getattr(getattr(llm.llm_engine, "vllm_config", None), "scheduler_config", None)
             self._max_num_seqs = int(getattr(scheduler, "max_num_seqs", None) or max_num_seqs)
@@ -193,8 +199,9 @@ class VLLMBackend:
                 raise BackendError(f"rendering in worker processes needs {missing}, which this vLLM lacks",
                                    field="input_workers", hint="input_workers=0 renders on the engine's thread "
                                    "(the only way on vLLM 0.10.2)")
+        self._sender_cache = sender_cache(self.llm)
         self._renders = RenderWorkers(pickle.dumps(self.llm.llm_engine.vllm_config), count,
-                                      factory=factory or VLLM_RENDERER)
+                                      factory=factory or VLLM_RENDERER, omit_shipped=self._sender_cache is not None)
 
     def _sampling_params(self, request: ChatRequest) -> Any:
         """The request's ``SamplingParams``; one object per distinct sampling (as ``LLM.chat`` shares one)."""
@@ -231,12 +238,11 @@ class VLLMBackend:
             raise BackendError("engine already has unfinished requests", field="vllm")
         target = max(1, in_flight or 4 * self._max_num_seqs)
         by_id = _InFlight()
-        rendering: dict[tuple[int, str], ChatRequest] = {}  # (stream, request id) -> request, in a render worker
-        self._stream += 1
-        sent = answered = 0  # sent: in the engine or rendering
+        rendering: dict[int, ChatRequest] = {}  # in a render worker, by key (request ids need not be unique)
+        answered = 0
         try:
             while True:
-                unfinished = sent - answered
+                unfinished = len(by_id) + len(rendering)
                 if not feed.finished and (unfinished <= target // 2 or target - unfinished >= self._max_num_seqs):
                     # at most max_num_seqs per call: the engine starts on the first ones while the rest are
                     # rendered and processed (images) between steps, or in the render workers
@@ -244,22 +250,18 @@ class VLLMBackend:
                     batch = feed.take(limit, wait=unfinished == 0)
                     if self._renders is not None:
                         self._submit_renders(batch, rendering)
-                        sent += len(batch)
                     else:
+                        adding = time.perf_counter()
                         refused = self._enqueue(batch, by_id)
-                        sent += len(batch) - len(refused)
+                        self.loop_stats.adding_s += time.perf_counter() - adding
+                        self.loop_stats.requests += len(batch) - len(refused)
                         yield from refused
                 if rendering:
-                    refused = self._add_rendered(rendering, by_id,
-                                                 wait=sent - answered == len(rendering))
-                    sent -= len(refused)
-                    yield from refused
-                if sent == answered:
-                    if feed.finished:
-                        break
-                    continue
-                if sent - answered == len(rendering):
-                    continue  # nothing in the engine yet: wait for the render workers
+                    yield from self._add_rendered(rendering, by_id, wait=not by_id)
+                if not by_id:  # nothing in the engine: step() would wait for an output that never comes
+                    if rendering or not feed.finished:
+                        continue
+                    break
                 stepping = time.perf_counter()
                 outputs = engine.step()
                 self.loop_stats.stepping_s += time.perf_counter() - stepping
@@ -273,42 +275,50 @@ class VLLMBackend:
                                            found=output.request_id)
                     answered += 1
                     yield _result(request.request_id, output)
-                if sent - answered > len(rendering) and not engine.has_unfinished_requests():
+                if by_id and not engine.has_unfinished_requests():
                     raise BackendError("engine finished without answering every request", field="vllm",
-                                       expected=sent - len(rendering), found=answered)
+                                       expected=answered + len(by_id), found=answered)
         except BaseException:
             unfinished_ids = by_id.engine_ids()
             if unfinished_ids and engine.has_unfinished_requests():
                 abort_requests(engine, unfinished_ids)
             raise
 
-    def _submit_renders(self, batch: Sequence[ChatRequest], rendering: dict[tuple[int, str], ChatRequest]) -> None:
-        """Hand ``batch`` to the render workers, keyed by this stream and the request id."""
+    def _submit_renders(self, batch: Sequence[ChatRequest], rendering: dict[int, ChatRequest]) -> None:
+        """Hand ``batch`` to the render workers, each request under a key of its own."""
         items = []
         for request in batch:
-            key = (self._stream, request.request_id)
+            key = next(self._ordinals)
             rendering[key] = request
             items.append((key, request.messages_json(), dict(request.mm_processor_kwargs) or None))
         self._renders.submit(items)
 
-    def _add_rendered(self, rendering: dict[tuple[int, str], ChatRequest], by_id: _InFlight, *,
+    def _add_rendered(self, rendering: dict[int, ChatRequest], by_id: _InFlight, *,
                       wait: bool) -> list[RequestFailure]:
         """Add what the render workers have finished (waiting for one when ``wait``); returns the requests vLLM
         refused, at rendering or when added. Each is added on its own, its images injected first: the order
-        of ``LLM.enqueue_chat``'s render-then-add, one request at a time."""
+        of ``LLM.enqueue_chat``'s render-then-add, one request at a time. A request whose omitted image the
+        engine's cache no longer holds (evicted, or its first request was dropped) is rendered here instead."""
         adding = time.perf_counter()
         refused: list[RequestFailure] = []
         injector = self.llm.llm_engine.input_processor
         for item in self._renders.ready(wait_for_one=wait):
             request = rendering.pop(item.key, None)
-            if request is None:  # a render of an earlier stream that ended before it came back
+            if request is None:  # a render for a stream that ended before it came back
                 continue
             if item.refusal is not None:
                 refused.append(RequestFailure(request.request_id, _refusal_line(item.refusal)))
                 continue
             engine_input = item.engine_input
             if isinstance(engine_input, Mapping) and engine_input.get("type") == "multimodal":
-                injector.inject_into_mm_cache(engine_input["mm_hashes"], engine_input["mm_kwargs"])
+                if self._sender_cache is None:
+                    injector.inject_into_mm_cache(engine_input["mm_hashes"], engine_input["mm_kwargs"])
+                elif not inject_into_sender_cache(self._sender_cache, engine_input):
+                    failed = self._enqueue([request], by_id)
+                    self.loop_stats.rerendered += 1
+                    self.loop_stats.requests += 1 - len(failed)
+                    refused += failed
+                    continue
             try:
                 (engine_id,) = self.llm._render_and_add_requests(prompts=[engine_input],
                                                                  params=[self._sampling_params(request)])
@@ -325,7 +335,6 @@ class VLLMBackend:
 
         A group the engine refuses (vLLM adds nothing of a call that raises: it aborts what it had added) is
         added again one request at a time, so only the refused requests fail."""
-        adding = time.perf_counter()
         groups: dict[tuple, list[ChatRequest]] = {}
         for request in batch:
             groups.setdefault(tuple(sorted(request.mm_processor_kwargs.items())), []).append(request)
@@ -342,8 +351,6 @@ class VLLMBackend:
                         self._add([request], dict(mm_key) or None, by_id)
                     except ValueError as one:
                         refused.append(RequestFailure(request.request_id, _refusal(one)))
-        self.loop_stats.adding_s += time.perf_counter() - adding
-        self.loop_stats.requests += len(batch) - len(refused)
         return refused
 
     def _add(self, group: Sequence[ChatRequest], mm_kwargs: Mapping[str, Any] | None, by_id: _InFlight) -> None:
@@ -465,6 +472,9 @@ class _InFlight:
 
     def engine_ids(self) -> list[str]:
         return list(self._by_engine)
+
+    def __len__(self) -> int:
+        return len(self._by_engine)
 
 
 def _refusal(exc: ValueError) -> str:

@@ -6,21 +6,26 @@ steps the engine, so with image-heavy prompts one engine's throughput is bounded
 own, built from the engine's ``VllmConfig`` with a processor-only multimodal cache (the cache vLLM gives each of
 several API-server processes), and renders with ``LLM``'s own ``_preprocess_chat``; identical conversations (a
 row's seeds) go to the same worker, so its cache serves the repeats. The engine's thread then adds each
-rendered request as ``LLM.enqueue_chat`` would, after injecting its processed images into the engine's own
-multimodal cache (``InputProcessor.inject_into_mm_cache``), so an image still crosses to the engine core once.
+rendered request as ``LLM.enqueue_chat`` would, after entering its processed images into the engine's own
+multimodal cache, so an image still crosses to the engine core once. Where that cache is vLLM's sender cache (the
+offline default: the engine core keeps what it was sent) a worker also ships each image to the engine's thread
+once: a repeat comes as ``None``, which the engine's thread accepts while the engine's cache still holds that
+image (:func:`inject_into_sender_cache`) and otherwise renders the request itself.
 
-Experimental: reached only from the benchmarks (``VLLMBackend(input_workers=N)``). On one H200 (vLLM 0.24.0, run 8
-of docs/performance.md) a worker rendered and returned a request, but a streamed run with 4 workers got no output
-from the engine within 5 minutes (results then crossed as shared-memory tensors; they now cross as bytes).
+Experimental: reached only from the benchmarks (``VLLMBackend(input_workers=N)``). Measured on one H200 (vLLM
+0.24.0, runs 9-10 of docs/performance.md): with 8 workers one engine generated 1.22x faster than rendering on its
+thread, against 1.98x with every request rendered beforehand.
 """
 
 from __future__ import annotations
 
 import importlib
+import itertools
 import json
 import os
 import pickle
 import zlib
+from collections import OrderedDict
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Mapping, Sequence
@@ -32,6 +37,8 @@ from trace_lib.errors import BackendError
 VLLM_RENDERER = "trace_lib.generation.backends.vllm_render:vllm_renderer"
 #: Requests per task sent to a worker: small, so the engine gets the first ones while the rest render.
 CHUNK = 8
+#: Image hashes a worker remembers having shipped (a row's seeds arrive within a few chunks of each other).
+SHIPPED_MEMORY = 4096
 
 
 @dataclass(frozen=True)
@@ -85,11 +92,38 @@ def missing_vllm_support(llm: Any) -> str | None:
     return None
 
 
+def sender_cache(llm: Any) -> Any:
+    """The engine's multimodal cache when it is vLLM's sender cache (``MultiModalProcessorSenderCache``, by class
+    name: the engine core holds every item it was sent, so an item it has is sent as ``None``), else None."""
+    renderer = getattr(getattr(llm.llm_engine, "input_processor", None), "renderer", None)
+    cache = getattr(renderer, "mm_processor_cache", None)
+    if any(kind.__name__ == "MultiModalProcessorSenderCache" for kind in type(cache).__mro__):
+        return cache
+    return None
+
+
+def inject_into_sender_cache(cache: Any, engine_input: Mapping[str, Any]) -> bool:
+    """Enter ``engine_input``'s items into the engine's sender ``cache`` as vLLM's own rendering would, in
+    ``InputProcessor.inject_into_mm_cache``'s order (by modality, then index): a new item is stored, a held one
+    (sent whole or omitted as ``None``) is touched and goes to the engine core as ``None``, so the two caches
+    evict in step. Returns False, changing nothing, when an omitted item is no longer held."""
+    hashes, kwargs = engine_input["mm_hashes"], engine_input["mm_kwargs"]
+    order = [(kwargs[modality], index, digest) for modality, digests in hashes.items()
+             for index, digest in enumerate(digests) if index < len(kwargs.get(modality, ()))]
+    if any(items[index] is None and not cache.is_cached_item(digest) for items, index, digest in order):
+        return False
+    for items, index, digest in order:
+        items[index], _ = cache.get_and_update_item((items[index], []), digest)
+    return True
+
+
 _RENDER: Callable[[list, Any], Any] | None = None
+_SHIPPED: OrderedDict[str, None] | None = None  # None: ship every item whole
 
 
-def _start_worker(config_blob: bytes, factory: str, torch_threads: int) -> None:
-    global _RENDER
+def _start_worker(config_blob: bytes, factory: str, torch_threads: int, omit_shipped: bool) -> None:
+    global _RENDER, _SHIPPED
+    _SHIPPED = OrderedDict() if omit_shipped else None
     try:
         import torch
 
@@ -107,12 +141,29 @@ def _render_chunk(items: list[tuple[Hashable, list, Any]]) -> bytes:
     out: list[tuple[Hashable, str, Any]] = []
     for key, conversation, mm_kwargs in items:
         try:
-            out.append((key, "ok", _RENDER(conversation, mm_kwargs)))
+            out.append((key, "ok", _omit_shipped(_RENDER(conversation, mm_kwargs))))
         except ValueError as exc:
             out.append((key, "refused", str(exc) or type(exc).__name__))
         except Exception as exc:  # noqa: BLE001 - the engine's thread raises it as a BackendError
             out.append((key, "error", f"{type(exc).__name__}: {exc}"))
     return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _omit_shipped(engine_input: Any) -> Any:
+    """``engine_input`` with each item this worker shipped before replaced by ``None`` (when it omits them)."""
+    if _SHIPPED is None or not isinstance(engine_input, Mapping) or engine_input.get("type") != "multimodal":
+        return engine_input
+    for modality, digests in engine_input["mm_hashes"].items():
+        items = engine_input["mm_kwargs"].get(modality, [])
+        for index, digest in enumerate(digests[:len(items)]):
+            if digest in _SHIPPED:
+                _SHIPPED.move_to_end(digest)
+                items[index] = None
+            else:
+                _SHIPPED[digest] = None
+                if len(_SHIPPED) > SHIPPED_MEMORY:
+                    _SHIPPED.popitem(last=False)
+    return engine_input
 
 
 def route(conversation: list, workers: int) -> int:
@@ -124,27 +175,33 @@ class RenderWorkers:
     """``count`` spawned processes rendering chat requests for one engine (see the module docstring).
 
     :meth:`submit` queues requests (chunks of :data:`CHUNK` per worker); :meth:`ready` returns what has been
-    rendered since, in any order. Processes start at construction, while the caller does other work.
+    rendered since, in the order it was submitted among what is ready. With ``omit_shipped``, a worker sends an
+    item it has sent before as ``None`` (see the module docstring). Processes start at construction, while the
+    caller does other work. ``received_bytes`` counts what the workers' results weighed.
     """
 
     def __init__(self, config_blob: bytes, count: int, *, factory: str = VLLM_RENDERER,
-                 torch_threads: int = 1) -> None:
+                 torch_threads: int = 1, omit_shipped: bool = False) -> None:
         import multiprocessing
 
         if count < 1:
             raise ValueError("count must be >= 1")
         context = multiprocessing.get_context("spawn")
         self._pools = [ProcessPoolExecutor(1, mp_context=context, initializer=_start_worker,
-                                           initargs=(config_blob, factory, torch_threads)) for _ in range(count)]
-        self._futures: set[Future] = {pool.submit(os.getpid) for pool in self._pools}  # start them now
+                                           initargs=(config_blob, factory, torch_threads, omit_shipped))
+                       for _ in range(count)]
+        self._order = itertools.count()
+        # future -> its submission number: a worker's results are taken in order (a repeat's item came earlier)
+        self._futures: dict[Future, int] = {pool.submit(os.getpid): next(self._order) for pool in self._pools}
         self._starting = set(self._futures)
+        self.received_bytes = 0
 
     def wait_started(self) -> None:
         """Block until every worker has built its renderer (raises as :meth:`ready` does)."""
         while self._starting:
             done, _ = wait(self._starting, return_when=FIRST_COMPLETED)
             for future in done:
-                self._futures.discard(future)
+                self._futures.pop(future, None)
                 self._collect(future)
 
     def submit(self, items: Sequence[tuple[Hashable, list, Mapping[str, Any] | None]]) -> None:
@@ -154,7 +211,7 @@ class RenderWorkers:
             per_worker[route(conversation, len(self._pools))].append((key, conversation, mm_kwargs))
         for pool, queued in zip(self._pools, per_worker):
             for start in range(0, len(queued), CHUNK):
-                self._futures.add(pool.submit(_render_chunk, queued[start:start + CHUNK]))
+                self._futures[pool.submit(_render_chunk, queued[start:start + CHUNK])] = next(self._order)
 
     def ready(self, *, wait_for_one: bool) -> list[Rendered]:
         """What has been rendered; with ``wait_for_one``, block until at least one request is (or none is queued).
@@ -164,9 +221,9 @@ class RenderWorkers:
         """
         out: list[Rendered] = []
         while self._futures and not out:
-            done, pending = wait(self._futures, timeout=None if wait_for_one else 0, return_when=FIRST_COMPLETED)
-            self._futures = set(pending)
-            for future in done:
+            done, _ = wait(self._futures, timeout=None if wait_for_one else 0, return_when=FIRST_COMPLETED)
+            for future in sorted(done, key=self._futures.__getitem__):
+                del self._futures[future]
                 out += self._collect(future)
             if not wait_for_one:
                 break
@@ -181,6 +238,7 @@ class RenderWorkers:
         if future in self._starting:
             self._starting.discard(future)
             return []
+        self.received_bytes += len(result)
         rendered = []
         for key, kind, payload in pickle.loads(result):
             if kind == "error":
@@ -192,4 +250,4 @@ class RenderWorkers:
         """Stop the workers (queued renders are dropped)."""
         for pool in self._pools:
             pool.shutdown(wait=False, cancel_futures=True)
-        self._futures = set()
+        self._futures = {}
