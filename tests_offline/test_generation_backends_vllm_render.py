@@ -98,6 +98,13 @@ def test_a_repeat_touches_the_engines_cache_so_it_evicts_in_step_with_the_engine
     assert backend.loop_stats.rerendered == 1  # row 1's repeat: evicted on both sides, rendered here
 
 
+def test_without_an_engine_cache_every_image_goes_whole(make_backend):
+    backend = make_backend(mm_cache_items=0)  # vLLM's mm_processor_cache_gb=0: no sender cache to omit against
+    requests = [_request(i, seed) for i in range(20) for seed in (42, 43, 44)]
+    assert len(list(backend.generate_stream(RequestFeed.of(requests)))) == 60
+    assert backend.llm.engine_core_cache.received_whole == 60 and backend.loop_stats.rerendered == 0
+
+
 def test_requests_sharing_an_id_are_each_answered(make_backend):
     """Request ids need not be unique in a stream (a benchmark's seeds fed raw); the in-thread path answers each,
     and so must the render path (it once keyed renders by request id and waited on an empty engine)."""

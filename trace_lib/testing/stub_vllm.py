@@ -77,6 +77,10 @@ class _EngineCoreCache:
         self.received_whole = 0
 
     def receive(self, digest: str, item: Any) -> None:
+        if self.capacity == 0:  # no cache: every item comes whole
+            assert item is not None, f"engine core without a cache got {digest!r} as None"
+            self.received_whole += 1
+            return
         if item is None:
             if digest not in self.items:
                 raise AssertionError(f"engine core: {digest!r} sent as None but not held (caches out of step)")
@@ -90,10 +94,12 @@ class _EngineCoreCache:
 
 class StubLLM:
     """See the module docstring; engine ids are ``"<counter>-abcdefgh"`` and outputs carry the external part.
-    A conversation's text stands for its one image: its hash, and (as bytes) its processed item, which goes to the
-    engine core through vLLM's sender / receiver cache pair of ``mm_cache_items`` items."""
+    A conversation's text stands for its one image: its hash, and (as ``item_bytes`` bytes) its processed item, which
+    goes to the engine core through vLLM's sender / receiver cache pair of ``mm_cache_items`` items (0: no cache,
+    as vLLM with ``mm_processor_cache_gb=0``: every item goes whole)."""
 
-    def __init__(self, *, per_step: int = 256, refuse: str | None = None, mm_cache_items: int = 1 << 20) -> None:
+    def __init__(self, *, per_step: int = 256, refuse: str | None = None, mm_cache_items: int = 1 << 20,
+                 item_bytes: int = 64) -> None:
         self.per_step = per_step
         self.refuse = refuse
         self._counter = 0
@@ -102,13 +108,26 @@ class StubLLM:
         self.most_held = 0
         self.most_seeds_held = 0  # distinct seeds held at once (slices sharing the batch)
         self.model_config = types.SimpleNamespace(get_diff_sampling_param=lambda: {})
-        self.sender = MultiModalProcessorSenderCache(mm_cache_items)
+        self.sender = MultiModalProcessorSenderCache(mm_cache_items) if mm_cache_items else None
         self.engine_core_cache = _EngineCoreCache(mm_cache_items)
+        self.item_bytes = item_bytes
         self.rendered_here = 0  # conversations rendered by enqueue_chat (on the engine's thread)
         self.llm_engine = types.SimpleNamespace(
             has_unfinished_requests=lambda: bool(self._pending), step=self._step,
-            abort_request=lambda ids, internal=False: None, vllm_config=dict(STUB_RENDER_CONFIG),
-            input_processor=types.SimpleNamespace(renderer=types.SimpleNamespace(mm_processor_cache=self.sender)))
+            abort_request=lambda ids, internal=False: None,
+            vllm_config={**STUB_RENDER_CONFIG, "item_bytes": item_bytes},
+            input_processor=types.SimpleNamespace(renderer=types.SimpleNamespace(mm_processor_cache=self.sender),
+                                                  inject_into_mm_cache=self._inject))
+
+    def _inject(self, mm_hashes: dict, mm_kwargs: dict) -> None:
+        """``InputProcessor.inject_into_mm_cache``: whole items into the sender cache (nothing without one)."""
+        if self.sender is None:
+            return
+        for modality, digests in mm_hashes.items():
+            items = mm_kwargs.get(modality, [])
+            for index, digest in enumerate(digests[:len(items)]):
+                if items[index] is not None:
+                    items[index], _ = self.sender.get_and_update_item((items[index], []), digest)
 
     def enqueue_chat(self, conversations: list, sampling_params: list, use_tqdm: bool = False,
                      mm_processor_kwargs: Any = None) -> list[str]:
@@ -116,7 +135,9 @@ class StubLLM:
             raise ValueError("The decoder prompt (length 40001) is longer than the maximum model length of 32768.")
         for conversation in conversations:  # rendered here: the image through the sender cache, as vLLM's
             text = _texts(conversation)
-            item, _ = self.sender.get_and_update_item((stub_item(text), []), text)
+            item = stub_item(text, self.item_bytes)
+            if self.sender is not None:
+                item, _ = self.sender.get_and_update_item((item, []), text)
             self.engine_core_cache.receive(text, item)
             self.rendered_here += 1
         return self._add(sampling_params)
@@ -170,14 +191,16 @@ def stub_renderer(config_blob: bytes) -> Any:
         if config["refuse_render"] in text:
             raise ValueError("Failed to load image: cannot identify image file")
         return {"type": "multimodal", "conversation": conversation, "mm_hashes": {"image": [text]},
-                "mm_kwargs": {"image": [stub_item(text)]}, "mm_processor_kwargs": mm_processor_kwargs}
+                "mm_kwargs": {"image": [stub_item(text, config.get("item_bytes", 64))]},
+                "mm_processor_kwargs": mm_processor_kwargs}
 
     return render
 
 
-def stub_item(text: str) -> bytes:
-    """The processed image of a stub conversation (its text stands for the image)."""
-    return f"pixels of {text}".encode()
+def stub_item(text: str, size: int) -> bytes:
+    """The processed image of a stub conversation (its text stands for the image): ``size`` bytes."""
+    seed = f"pixels of {text};".encode()
+    return (seed * (size // len(seed) + 1))[:size]
 
 
 _PACKAGE = '''"""A stand-in ``vllm`` package (trace_lib.testing.stub_vllm): ``LLM(**kwargs)`` is a StubLLM; the keyword

@@ -13,8 +13,9 @@ once: a repeat comes as ``None``, which the engine's thread accepts while the en
 image (:func:`inject_into_sender_cache`) and otherwise renders the request itself.
 
 Experimental: reached only from the benchmarks (``VLLMBackend(input_workers=N)``). Measured on one H200 (vLLM
-0.24.0, runs 9-10 of docs/performance.md): with 8 workers one engine generated 1.22x faster than rendering on its
-thread, against 1.98x with every request rendered beforehand.
+0.24.0, run 10 of docs/performance.md), while every item was still shipped whole: with 8 workers one engine
+generated 1.22x faster than rendering on its thread, against 1.98x with every request rendered beforehand. On CPU,
+shipping each item once lifts what the transfer allows 2.4-3.1x (``benchmarks/render_transfer.py``).
 """
 
 from __future__ import annotations
