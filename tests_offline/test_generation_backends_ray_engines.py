@@ -107,6 +107,30 @@ def test_a_mini_campaign_on_two_nodes_then_a_node_lost_mid_run(cluster, generati
         engines.close()
 
 
+def test_requests_sharing_an_id_are_each_answered(cluster, generation, tmp_path):
+    """Request ids need not be unique in a stream (a benchmark's seeds fed raw share their row keys): both seeds
+    of a row held by one actor at once are each answered, under the caller's id."""
+    from trace_lib.generation.backends.base import RequestFeed
+    from trace_lib.generation.backends.ray_engines import RayEngines
+    from trace_lib.generation.run import prepare_rows
+
+    ray_cluster, _, model_dir = cluster
+    table = build_tiny_tsv(tmp_path / "data" / "tinya.tsv", style="mcq", rows=4, seed=1)
+    protocol = tiny_tsv_protocol("tinya")
+    rows = protocol.load(table)
+    by_seed = [prepare_rows(rows, protocol, tmp_path / "data" / "images", served_name="tiny",
+                            generation=generation, seed=seed) for seed in (42, 43)]
+    requests = [p.request for pair in zip(*by_seed) for p in pair]  # a row's two seeds side by side
+    assert len({r.request_id for r in requests}) == 4
+    engines = RayEngines(model_path=str(model_dir), served_name="tiny", address=ray_cluster.address, kind="hf",
+                         backend_options={"device": "cpu"}, per_actor_in_flight=4)
+    try:
+        answered = [r.request_id for r in engines.generate_stream(RequestFeed.of(requests))]
+    finally:
+        engines.close()
+    assert sorted(answered) == sorted(r.request_id for r in requests)  # each id twice
+
+
 def test_generate_cli_runs_its_engines_on_the_cluster(cluster, release, tmp_path, capsys):
     """``trace-repro generate --ray-address``: the hf engine runs as actors on the cluster's nodes, this process
     writes the store, and a re-run reuses every row."""

@@ -16,6 +16,8 @@ second answer), so nothing is lost or duplicated. When no actor is left the stre
 from __future__ import annotations
 
 import collections
+import dataclasses
+import itertools
 import queue
 import threading
 import time
@@ -141,7 +143,9 @@ class RayEngines:
 
     def generate_stream(self, feed: RequestFeed) -> Iterator[GenerationResult]:
         ray = self._ray
+        # per actor: the key it was sent under -> the request (request ids need not be unique in a stream)
         outstanding: dict[int, dict[str, ChatRequest]] = {i: {} for i in range(len(self.actors))}
+        keys = (str(n) for n in itertools.count())
         alive = set(outstanding)
         retry: collections.deque[ChatRequest] = collections.deque()
         polls: dict[Any, int] = {}
@@ -163,9 +167,12 @@ class RayEngines:
                     idle = not any(outstanding.values()) and not batch
                     batch += feed.take(room - len(batch), wait=idle)
                 if batch:
+                    sent = []
                     for request in batch:
-                        outstanding[index][request.request_id] = request
-                    self.actors[index].submit.remote(batch)
+                        key = next(keys)
+                        outstanding[index][key] = request
+                        sent.append(dataclasses.replace(request, request_id=key))
+                    self.actors[index].submit.remote(sent)
             if not any(outstanding.values()) and not retry:
                 if feed.finished:
                     return
@@ -192,7 +199,7 @@ class RayEngines:
                         break
                     request = outstanding[index].pop(answer.request_id, None)
                     if request is not None:  # an answer of a request already re-queued elsewhere is dropped
-                        yield answer
+                        yield dataclasses.replace(answer, request_id=request.request_id)
             for ref in [r for r, i in polls.items() if i not in alive]:
                 polls.pop(ref)
             time.sleep(0)
