@@ -11,7 +11,8 @@ One Qwen2.5-VL engine (the 3B or 7B release's layer shapes, dummy weights, the e
   moving the rendering off the engine's thread can reach;
 - **foreign**: the render workers' mechanism without their processes: each request rendered (on the engine's
   thread) by a second vLLM renderer built as a worker builds its own (processor-only cache, from the pickled
-  ``VllmConfig``), its engine input pickled and unpickled, its images injected, then added one at a time;
+  ``VllmConfig``), its engine input pickled and unpickled, its images entered into the engine's cache as the
+  backend enters a worker's, then added one at a time;
 - **N render workers**: the same streamed path with ``input_workers=N``
   (:mod:`trace_lib.generation.backends.vllm_render`: rendering in N spawned processes, each with its own vLLM
   renderer, the engine's thread injecting the processed images into the engine's cache and adding).
@@ -169,9 +170,14 @@ def _drive(llm, items, params, source, *, target: int,  # noqa: ANN001
     """Take rendered requests from ``source``, add and step until every request of ``items`` is answered; returns
     (answered, output tokens, failures). A source with ``inject`` has each request's images injected into the
     engine's cache and is added one request at a time (the render workers' order)."""
-    engine = llm.llm_engine
+    from trace_lib.generation.backends.vllm_render import inject_into_sender_cache, sender_cache
+
+    engine, cache = llm.llm_engine, sender_cache(llm)
     submitted = in_engine = answered = tokens = failures = 0
     rendering = 0
+    if watch is not None:
+        watch.describe = lambda: (f"submitted {submitted}, rendering {rendering}, in engine {in_engine}, "
+                                  f"answered {answered}, engine unfinished {engine.get_num_unfinished_requests()}")
     while answered + failures < len(items):
         while submitted < len(items) and in_engine + rendering < target:
             source.submit(*items[submitted])
@@ -190,15 +196,15 @@ def _drive(llm, items, params, source, *, target: int,  # noqa: ANN001
         if prompts and source.inject:
             for engine_input, one in zip(prompts, batch_params):
                 if isinstance(engine_input, dict) and engine_input.get("type") == "multimodal":
-                    engine.input_processor.inject_into_mm_cache(engine_input["mm_hashes"], engine_input["mm_kwargs"])
+                    if cache is not None:  # as the vllm backend enters a worker's render
+                        inject_into_sender_cache(cache, engine_input)
+                    else:
+                        engine.input_processor.inject_into_mm_cache(engine_input["mm_hashes"],
+                                                                    engine_input["mm_kwargs"])
                 llm._render_and_add_requests(prompts=[engine_input], params=[one])
         elif prompts:
             llm._render_and_add_requests(prompts=prompts, params=batch_params)
         in_engine += len(prompts)
-        if watch is not None:
-            watch.describe = lambda: (f"submitted {submitted}, rendering {rendering}, in engine {in_engine}, "
-                                      f"answered {answered}, engine unfinished "
-                                      f"{engine.get_num_unfinished_requests()}")
         if in_engine:
             for output in engine.step():
                 if output.finished:
