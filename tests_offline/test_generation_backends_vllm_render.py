@@ -60,7 +60,10 @@ def test_every_request_is_answered_once_with_its_seed_and_each_image_reaches_the
     assert all(len(b) == 1 for b in llm.batches)  # added one at a time
     assert llm.engine_core_cache.received_whole == 150 and llm.rendered_here == 0  # one image per row, all shipped
     assert 8 < llm.most_held <= 200 and llm.most_seeds_held == 3  # several chunks held at once, never over
-    assert backend.loop_stats.requests == len(requests) and backend.loop_stats.rerendered == 0
+    stats = backend.loop_stats
+    assert stats.requests == len(requests) and stats.rerendered == 0
+    assert 0 < stats.render_wait_s <= stats.adding_s  # the engine empty at the start: it waited for the workers
+    assert "waiting for render workers" in stats.summary(1.0)
 
 
 def test_a_worker_ships_an_image_once_and_its_repeats_as_none(monkeypatch):

@@ -79,6 +79,7 @@ class EngineLoopStats:
     steps: int = 0
     requests: int = 0
     rerendered: int = 0  # rendered on this thread after all: a render worker's omitted image was not held
+    render_wait_s: float = 0.0  # the engine empty, waiting for the render workers (part of adding_s)
 
     def snapshot(self) -> EngineLoopStats:
         return replace(self)
@@ -87,13 +88,14 @@ class EngineLoopStats:
         """The counts accumulated after ``earlier`` (a :meth:`snapshot`)."""
         return EngineLoopStats(self.adding_s - earlier.adding_s, self.stepping_s - earlier.stepping_s,
                                self.steps - earlier.steps, self.requests - earlier.requests,
-                               self.rerendered - earlier.rerendered)
+                               self.rerendered - earlier.rerendered, self.render_wait_s - earlier.render_wait_s)
 
     def summary(self, wall_s: float) -> str:
         share = f"{self.adding_s / wall_s:.0%} of {wall_s:.1f} s" if wall_s > 0 else f"{self.adding_s:.1f} s"
         rerendered = f" ({self.rerendered} rendered here after all)" if self.rerendered else ""
+        starved = f", {self.render_wait_s:.1f} s of it waiting for render workers" if self.render_wait_s else ""
         return (f"adding {self.requests} requests{rerendered} took {share} "
-                f"({1000 * self.adding_s / max(self.requests, 1):.1f} ms each); {self.steps} engine steps "
+                f"({1000 * self.adding_s / max(self.requests, 1):.1f} ms each{starved}); {self.steps} engine steps "
                 f"waited {self.stepping_s:.1f} s")
 
 
@@ -302,7 +304,10 @@ class VLLMBackend:
         adding = time.perf_counter()
         refused: list[RequestFailure] = []
         injector = self.llm.llm_engine.input_processor
-        for item in self._renders.ready(wait_for_one=wait):
+        ready = self._renders.ready(wait_for_one=wait)
+        if wait:
+            self.loop_stats.render_wait_s += time.perf_counter() - adding
+        for item in ready:
             request = rendering.pop(item.key, None)
             if request is None:  # a render for a stream that ended before it came back
                 continue

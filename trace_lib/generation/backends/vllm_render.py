@@ -53,9 +53,11 @@ class Rendered:
 
 def vllm_renderer(config_blob: bytes) -> Callable[[list, Mapping[str, Any] | None], Any]:
     """A vLLM renderer for the pickled ``VllmConfig`` ``config_blob``, with a processor-only multimodal cache."""
+    import torch
     from vllm.entrypoints.offline_utils import OfflineInferenceMixin
     from vllm.renderers import renderer_from_config
 
+    torch.set_num_threads(1)  # a worker renders one request at a time; the workers share the host's cores
     config = pickle.loads(config_blob)
     # the cache type vLLM picks for several frontends (processor only: every item is shipped whole)
     object.__setattr__(config.parallel_config, "_api_process_count", 2)
@@ -122,15 +124,9 @@ _RENDER: Callable[[list, Any], Any] | None = None
 _SHIPPED: OrderedDict[str, None] | None = None  # None: ship every item whole
 
 
-def _start_worker(config_blob: bytes, factory: str, torch_threads: int, omit_shipped: bool) -> None:
+def _start_worker(config_blob: bytes, factory: str, omit_shipped: bool) -> None:
     global _RENDER, _SHIPPED
     _SHIPPED = OrderedDict() if omit_shipped else None
-    try:
-        import torch
-
-        torch.set_num_threads(torch_threads)
-    except ImportError:
-        pass
     module, _, name = factory.partition(":")
     _RENDER = getattr(importlib.import_module(module), name)(config_blob)
 
@@ -182,14 +178,14 @@ class RenderWorkers:
     """
 
     def __init__(self, config_blob: bytes, count: int, *, factory: str = VLLM_RENDERER,
-                 torch_threads: int = 1, omit_shipped: bool = False) -> None:
+                 omit_shipped: bool = False) -> None:
         import multiprocessing
 
         if count < 1:
             raise ValueError("count must be >= 1")
         context = multiprocessing.get_context("spawn")
         self._pools = [ProcessPoolExecutor(1, mp_context=context, initializer=_start_worker,
-                                           initargs=(config_blob, factory, torch_threads, omit_shipped))
+                                           initargs=(config_blob, factory, omit_shipped))
                        for _ in range(count)]
         self._order = itertools.count()
         # future -> its submission number: a worker's results are taken in order (a repeat's item came earlier)
