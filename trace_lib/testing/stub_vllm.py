@@ -116,18 +116,9 @@ class StubLLM:
             has_unfinished_requests=lambda: bool(self._pending), step=self._step,
             abort_request=lambda ids, internal=False: None,
             vllm_config={**STUB_RENDER_CONFIG, "item_bytes": item_bytes},
+            # inject_into_mm_cache is reached only without a sender cache, where vLLM's enters nothing either
             input_processor=types.SimpleNamespace(renderer=types.SimpleNamespace(mm_processor_cache=self.sender),
-                                                  inject_into_mm_cache=self._inject))
-
-    def _inject(self, mm_hashes: dict, mm_kwargs: dict) -> None:
-        """``InputProcessor.inject_into_mm_cache``: whole items into the sender cache (nothing without one)."""
-        if self.sender is None:
-            return
-        for modality, digests in mm_hashes.items():
-            items = mm_kwargs.get(modality, [])
-            for index, digest in enumerate(digests[:len(items)]):
-                if items[index] is not None:
-                    items[index], _ = self.sender.get_and_update_item((items[index], []), digest)
+                                                  inject_into_mm_cache=lambda mm_hashes, mm_kwargs: None))
 
     def enqueue_chat(self, conversations: list, sampling_params: list, use_tqdm: bool = False,
                      mm_processor_kwargs: Any = None) -> list[str]:
