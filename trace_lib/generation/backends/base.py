@@ -11,7 +11,8 @@ Streaming (the campaign scheduler): a backend may also offer ``generate_stream(f
 :class:`RequestFeed` whenever it has room (vLLM: while the engine keeps running), so that many slices' requests
 share one continuous batch; :func:`stream_generate` falls back to ``generate`` on chunks for the others. A stream
 yields a :class:`~trace_lib.generation.request.RequestFailure` for each request that failed on its own, so the
-caller fails that request's slice only and goes on.
+caller fails that request's slice only and goes on. It answers every request it takes, even two sharing a
+``request_id`` (a benchmark's seeds fed raw): a backend keys what it holds by keys of its own.
 """
 
 from __future__ import annotations
