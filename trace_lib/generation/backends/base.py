@@ -11,8 +11,9 @@ Streaming (the campaign scheduler): a backend may also offer ``generate_stream(f
 :class:`RequestFeed` whenever it has room (vLLM: while the engine keeps running), so that many slices' requests
 share one continuous batch; :func:`stream_generate` falls back to ``generate`` on chunks for the others. A stream
 yields a :class:`~trace_lib.generation.request.RequestFailure` for each request that failed on its own, so the
-caller fails that request's slice only and goes on. It answers every request it takes, even two sharing a
-``request_id`` (a benchmark's seeds fed raw): a backend keys what it holds by keys of its own.
+caller fails that request's slice only and goes on. Request ids need not be unique in a stream (a benchmark's
+seeds fed raw share their row keys): the native streams (vllm, Ray) hold requests under keys of their own and
+answer each one; failures are reported by request id.
 """
 
 from __future__ import annotations
