@@ -14,8 +14,8 @@ from collections import OrderedDict
 import pytest
 
 from trace_lib.errors import BackendError
-from trace_lib.generation.backends.base import RequestFeed
 from trace_lib.generation.backends import vllm_render
+from trace_lib.generation.backends.base import RequestFeed
 from trace_lib.generation.backends.vllm_render import route
 from trace_lib.generation.request import ChatRequest, RequestFailure
 from trace_lib.testing.stub_vllm import STUB_RENDER_CONFIG, StubLLM, stub_renderer, stub_vllm_module
