@@ -49,6 +49,12 @@ def _request(i: int, seed: int, text: str = "") -> ChatRequest:
                        {"min_pixels": 3136, "max_pixels": 12845056})
 
 
+def _images_request(request_id: str, *images: str) -> ChatRequest:
+    """A request whose conversation holds these stub images (one text part each)."""
+    return ChatRequest(request_id, ({"role": "user", "content": [{"type": "text", "text": i} for i in images]},),
+                       {"max_tokens": 16, "seed": 42})
+
+
 def test_every_request_is_answered_once_with_its_seed_and_each_image_reaches_the_engine_once(make_backend):
     backend = make_backend(workers=3)
     backend._renders.wait_started()
@@ -80,14 +86,24 @@ def test_a_worker_ships_an_image_once_and_its_repeats_as_none(monkeypatch):
     assert shipped(2, 0, 1) == [True, False, True]  # it remembers the 2 latest: 2 made it forget 1, not 0
 
 
-def test_an_image_the_engine_no_longer_holds_is_rendered_on_the_engines_thread(make_backend):
+def test_an_image_the_engine_no_longer_holds_is_rendered_again_whole_by_a_worker(make_backend):
     backend = make_backend(mm_cache_items=4)  # the engine's caches evict long before a row's next seed comes
     requests = [_request(i, seed) for seed in (42, 43) for i in range(40)]
     results = list(backend.generate_stream(RequestFeed.of(requests)))
     assert sorted(r.request_id for r in results) == sorted(r.request_id for r in requests)
     stats, llm = backend.loop_stats, backend.llm
-    assert stats.rerendered == llm.rendered_here and 0 < stats.rerendered <= 40  # seed 43's, mostly
+    assert 0 < stats.rerendered <= 40 and llm.rendered_here == 0  # seed 43's, mostly; never on the engine's thread
     assert llm.engine_core_cache.received_whole == 40 + stats.rerendered and stats.requests == 80
+
+
+def test_a_requests_images_are_all_touched_before_any_is_stored(make_backend):
+    """Caches of 2 images, a request of images (B, A) with A held but the older: storing B first would evict A
+    before A is entered, as vLLM's rendering never does (it touches every hash of a request first)."""
+    backend = make_backend(workers=1, mm_cache_items=2)
+    requests = [_images_request("r1", "A"), _images_request("r2", "X"), _images_request("r3", "B", "A")]
+    results = list(backend.generate_stream(RequestFeed.of(requests)))
+    assert sorted(r.request_id for r in results) == ["r1", "r2", "r3"]
+    assert backend.loop_stats.rerendered == 0 and backend.llm.engine_core_cache.received_whole == 3  # A went once
 
 
 def test_a_repeat_touches_the_engines_cache_so_it_evicts_in_step_with_the_engine_core(make_backend):

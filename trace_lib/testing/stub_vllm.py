@@ -56,6 +56,10 @@ class MultiModalProcessorSenderCache:
     def is_cached_item(self, digest: str) -> bool:
         return digest in self._held
 
+    def touch_sender_cache_item(self, digest: str) -> None:
+        if digest in self._held:
+            self._held.move_to_end(digest)
+
     def get_and_update_item(self, item: tuple[Any, list], digest: str) -> tuple[Any, list]:
         if digest in self._held:
             self._held.move_to_end(digest)
@@ -68,35 +72,40 @@ class MultiModalProcessorSenderCache:
 
 
 class _EngineCoreCache:
-    """The engine core's receiver cache, evicting as the sender does; an item sent as ``None`` that it does not
-    hold is the failure vLLM's engine core asserts on (the two caches out of step)."""
+    """The engine core's receiver cache: a request's hashes touched first, then each item updated (vLLM's
+    ``get_and_update_features``), evicting as the sender does; an item sent as ``None`` that it does not hold is
+    the failure vLLM's engine core asserts on (the two caches out of step)."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.items: OrderedDict[str, Any] = OrderedDict()
         self.received_whole = 0
 
-    def receive(self, digest: str, item: Any) -> None:
+    def receive(self, digests: list[str], items: list[Any]) -> None:
         if self.capacity == 0:  # no cache: every item comes whole
-            assert item is not None, f"engine core without a cache got {digest!r} as None"
+            assert all(item is not None for item in items), f"engine core without a cache got None for {digests}"
+            self.received_whole += len(items)
+            return
+        for digest in digests:
+            if digest in self.items:
+                self.items.move_to_end(digest)
+        for digest, item in zip(digests, items):
+            if item is None:
+                if digest not in self.items:
+                    raise AssertionError(f"engine core: {digest!r} sent as None but not held (caches out of step)")
+                self.items.move_to_end(digest)
+                continue
             self.received_whole += 1
-            return
-        if item is None:
-            if digest not in self.items:
-                raise AssertionError(f"engine core: {digest!r} sent as None but not held (caches out of step)")
-            self.items.move_to_end(digest)
-            return
-        self.received_whole += 1
-        self.items[digest] = item
-        if len(self.items) > self.capacity:
-            self.items.popitem(last=False)
+            self.items[digest] = item
+            if len(self.items) > self.capacity:
+                self.items.popitem(last=False)
 
 
 class StubLLM:
     """See the module docstring; engine ids are ``"<counter>-abcdefgh"`` and outputs carry the external part.
-    A conversation's text stands for its one image: its hash, and (as ``item_bytes`` bytes) its processed item, which
-    goes to the engine core through vLLM's sender / receiver cache pair of ``mm_cache_items`` items (0: no cache,
-    as vLLM with ``mm_processor_cache_gb=0``: every item goes whole)."""
+    Each text part of a conversation stands for one image: its hash, and (as ``item_bytes`` bytes) its processed
+    item, which goes to the engine core through vLLM's sender / receiver cache pair of ``mm_cache_items`` items (0:
+    no cache, as vLLM with ``mm_processor_cache_gb=0``: every item goes whole)."""
 
     def __init__(self, *, per_step: int = 256, refuse: str | None = None, mm_cache_items: int = 1 << 20,
                  item_bytes: int = 64) -> None:
@@ -124,12 +133,14 @@ class StubLLM:
                      mm_processor_kwargs: Any = None) -> list[str]:
         if self.refuse is not None and any(self.refuse in _texts(c) for c in conversations):
             raise ValueError("The decoder prompt (length 40001) is longer than the maximum model length of 32768.")
-        for conversation in conversations:  # rendered here: the image through the sender cache, as vLLM's
-            text = _texts(conversation)
-            item = stub_item(text, self.item_bytes)
+        for conversation in conversations:  # rendered here: the images through the sender cache, as vLLM's
+            digests = _images(conversation)
+            items = [stub_item(digest, self.item_bytes) for digest in digests]
             if self.sender is not None:
-                item, _ = self.sender.get_and_update_item((item, []), text)
-            self.engine_core_cache.receive(text, item)
+                for digest in digests:
+                    self.sender.touch_sender_cache_item(digest)
+                items = [self.sender.get_and_update_item((item, []), d)[0] for item, d in zip(items, digests)]
+            self.engine_core_cache.receive(digests, items)
             self.rendered_here += 1
         return self._add(sampling_params)
 
@@ -150,8 +161,7 @@ class StubLLM:
         if self.refuse is not None and any(self.refuse in _texts(p["conversation"]) for p in prompts):
             raise ValueError("The decoder prompt (length 40001) is longer than the maximum model length of 32768.")
         for prompt in prompts:
-            for digest, item in zip(prompt["mm_hashes"]["image"], prompt["mm_kwargs"]["image"]):
-                self.engine_core_cache.receive(digest, item)
+            self.engine_core_cache.receive(prompt["mm_hashes"]["image"], prompt["mm_kwargs"]["image"])
         return self._add(params)
 
     def _step(self) -> list[_Output]:
@@ -181,15 +191,22 @@ def stub_renderer(config_blob: bytes) -> Any:
             os._exit(137)
         if config["refuse_render"] in text:
             raise ValueError("Failed to load image: cannot identify image file")
-        return {"type": "multimodal", "conversation": conversation, "mm_hashes": {"image": [text]},
-                "mm_kwargs": {"image": [stub_item(text, config.get("item_bytes", 64))]},
+        digests = _images(conversation)
+        return {"type": "multimodal", "conversation": conversation, "mm_hashes": {"image": digests},
+                "mm_kwargs": {"image": [stub_item(d, config.get("item_bytes", 64)) for d in digests]},
                 "mm_processor_kwargs": mm_processor_kwargs}
 
     return render
 
 
+def _images(conversation: list) -> list[str]:
+    """The images of a stub conversation: each text part stands for one."""
+    return [item.get("text", "") for message in conversation for item in message.get("content") or []
+            if isinstance(item, dict) and item.get("type") == "text"]
+
+
 def stub_item(text: str, size: int) -> bytes:
-    """The processed image of a stub conversation (its text stands for the image): ``size`` bytes."""
+    """The processed image a text part of a stub conversation stands for: ``size`` bytes."""
     seed = f"pixels of {text};".encode()
     return (seed * (size // len(seed) + 1))[:size]
 

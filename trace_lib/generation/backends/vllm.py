@@ -78,7 +78,7 @@ class EngineLoopStats:
     stepping_s: float = 0.0  # engine.step(): waiting for the engine's next outputs
     steps: int = 0
     requests: int = 0
-    rerendered: int = 0  # rendered on this thread after all: a render worker's omitted image was not held
+    rerendered: int = 0  # rendered again, whole: a render worker's omitted image was no longer held
     render_wait_s: float = 0.0  # the engine empty, waiting for the render workers (part of adding_s)
 
     def snapshot(self) -> EngineLoopStats:
@@ -92,7 +92,7 @@ class EngineLoopStats:
 
     def summary(self, wall_s: float) -> str:
         share = f"{self.adding_s / wall_s:.0%} of {wall_s:.1f} s" if wall_s > 0 else f"{self.adding_s:.1f} s"
-        rerendered = f" ({self.rerendered} rendered here after all)" if self.rerendered else ""
+        rerendered = f" ({self.rerendered} rendered again, whole)" if self.rerendered else ""
         starved = f", {self.render_wait_s:.1f} s of it waiting for render workers" if self.render_wait_s else ""
         return (f"adding {self.requests} requests{rerendered} took {share} "
                 f"({1000 * self.adding_s / max(self.requests, 1):.1f} ms each{starved}); {self.steps} engine steps "
@@ -286,21 +286,24 @@ class VLLMBackend:
                 abort_requests(engine, unfinished_ids)
             raise
 
-    def _submit_renders(self, batch: Sequence[ChatRequest], rendering: dict[int, ChatRequest]) -> None:
-        """Hand ``batch`` to the render workers, each request under a key of its own."""
+    def _submit_renders(self, batch: Sequence[ChatRequest], rendering: dict[int, ChatRequest], *,
+                        whole: bool = False) -> None:
+        """Hand ``batch`` to the render workers, each request under a key of its own (``whole``: see
+        :meth:`RenderWorkers.submit`)."""
         items = []
         for request in batch:
             key = next(self._ordinals)
             rendering[key] = request
             items.append((key, request.messages_json(), dict(request.mm_processor_kwargs) or None))
-        self._renders.submit(items)
+        self._renders.submit(items, whole=whole)
 
     def _add_rendered(self, rendering: dict[int, ChatRequest], by_id: _InFlight, *,
                       wait: bool) -> list[RequestFailure]:
         """Add what the render workers have finished (waiting for one when ``wait``); returns the requests vLLM
         refused, at rendering or when added. Each is added on its own, its images injected first: the order
         of ``LLM.enqueue_chat``'s render-then-add, one request at a time. A request whose omitted image the
-        engine's cache no longer holds (evicted, or its first request was dropped) is rendered here instead."""
+        engine's cache no longer holds (evicted, or its first request was dropped) goes back to a worker, to be
+        shipped whole."""
         adding = time.perf_counter()
         refused: list[RequestFailure] = []
         injector = self.llm.llm_engine.input_processor
@@ -319,10 +322,8 @@ class VLLMBackend:
                 if self._sender_cache is None:
                     injector.inject_into_mm_cache(engine_input["mm_hashes"], engine_input["mm_kwargs"])
                 elif not inject_into_sender_cache(self._sender_cache, engine_input):
-                    failed = self._enqueue([request], by_id)
+                    self._submit_renders([request], rendering, whole=True)
                     self.loop_stats.rerendered += 1
-                    self.loop_stats.requests += 1 - len(failed)
-                    refused += failed
                     continue
             try:
                 (engine_id,) = self.llm._render_and_add_requests(prompts=[engine_input],

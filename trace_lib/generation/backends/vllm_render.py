@@ -10,7 +10,9 @@ rendered request as ``LLM.enqueue_chat`` would, after entering its processed ima
 multimodal cache, so an image still crosses to the engine core once. Where that cache is vLLM's sender cache (the
 offline default: the engine core keeps what it was sent) a worker also ships each image to the engine's thread
 once: a repeat comes as ``None``, which the engine's thread accepts while the engine's cache still holds that
-image (:func:`inject_into_sender_cache`) and otherwise renders the request itself.
+image (:func:`inject_into_sender_cache`); otherwise a worker renders the request again and ships it whole. (Never
+the engine's thread: the items entered into its cache carry no prompt updates, which its own rendering would
+reuse.)
 
 Experimental: reached only from the benchmarks (``VLLMBackend(input_workers=N)``). Measured on one H200 (vLLM
 0.24.0, run 10 of docs/performance.md), while every item was still shipped whole: with 8 workers one engine
@@ -106,15 +108,18 @@ def sender_cache(llm: Any) -> Any:
 
 
 def inject_into_sender_cache(cache: Any, engine_input: Mapping[str, Any]) -> bool:
-    """Enter ``engine_input``'s items into the engine's sender ``cache`` as vLLM's own rendering would, in
-    ``InputProcessor.inject_into_mm_cache``'s order (by modality, then index): a new item is stored, a held one
-    (sent whole or omitted as ``None``) is touched and goes to the engine core as ``None``, so the two caches
-    evict in step. Returns False, changing nothing, when an omitted item is no longer held."""
+    """Enter ``engine_input``'s items into the engine's sender ``cache`` as vLLM's own rendering does
+    (``_merge_mm_kwargs``): every hash touched first, then each item updated, by modality, then index. A new item
+    is stored; a held one (sent whole or omitted as ``None``) goes to the engine core as ``None``. The engine
+    core's cache touches and updates the same way, so the two evict in step. Returns False, changing nothing,
+    when an omitted item is no longer held."""
     hashes, kwargs = engine_input["mm_hashes"], engine_input["mm_kwargs"]
     order = [(kwargs[modality], index, digest) for modality, digests in hashes.items()
              for index, digest in enumerate(digests) if index < len(kwargs.get(modality, ()))]
     if any(items[index] is None and not cache.is_cached_item(digest) for items, index, digest in order):
         return False
+    for _, _, digest in order:  # first, so that storing one item cannot evict another of the same request
+        cache.touch_sender_cache_item(digest)
     for items, index, digest in order:
         items[index], _ = cache.get_and_update_item((items[index], []), digest)
     return True
@@ -131,14 +136,14 @@ def _start_worker(config_blob: bytes, factory: str, omit_shipped: bool) -> None:
     _RENDER = getattr(importlib.import_module(module), name)(config_blob)
 
 
-def _render_chunk(items: list[tuple[Hashable, list, Any]]) -> bytes:
+def _render_chunk(items: list[tuple[Hashable, list, Any]], whole: bool = False) -> bytes:
     """Each item rendered, pickled by value (so processed images cross as bytes, never as shared-memory file
     descriptors): ``(key, "ok", engine input)``, ``(key, "refused", reason)`` for vLLM's ``ValueError`` (as
     ``LLM.enqueue_chat`` raises for an unusable request), ``(key, "error", text)`` for anything else."""
     out: list[tuple[Hashable, str, Any]] = []
     for key, conversation, mm_kwargs in items:
         try:
-            out.append((key, "ok", _omit_shipped(_RENDER(conversation, mm_kwargs))))
+            out.append((key, "ok", _omit_shipped(_RENDER(conversation, mm_kwargs), omit=not whole)))
         except ValueError as exc:
             out.append((key, "refused", str(exc) or type(exc).__name__))
         except Exception as exc:  # noqa: BLE001 - the engine's thread raises it as a BackendError
@@ -146,8 +151,9 @@ def _render_chunk(items: list[tuple[Hashable, list, Any]]) -> bytes:
     return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _omit_shipped(engine_input: Any) -> Any:
-    """``engine_input`` with each item this worker shipped before replaced by ``None`` (when it omits them)."""
+def _omit_shipped(engine_input: Any, *, omit: bool) -> Any:
+    """``engine_input`` with each item this worker shipped before replaced by ``None`` (when this worker omits
+    them and ``omit``); either way its items count as shipped now."""
     if _SHIPPED is None or not isinstance(engine_input, Mapping) or engine_input.get("type") != "multimodal":
         return engine_input
     for modality, digests in engine_input["mm_hashes"].items():
@@ -155,7 +161,8 @@ def _omit_shipped(engine_input: Any) -> Any:
         for index, digest in enumerate(digests[:len(items)]):
             if digest in _SHIPPED:
                 _SHIPPED.move_to_end(digest)
-                items[index] = None
+                if omit:
+                    items[index] = None
             else:
                 _SHIPPED[digest] = None
                 if len(_SHIPPED) > SHIPPED_MEMORY:
@@ -201,14 +208,16 @@ class RenderWorkers:
                 self._futures.pop(future, None)
                 self._collect(future)
 
-    def submit(self, items: Sequence[tuple[Hashable, list, Mapping[str, Any] | None]]) -> None:
-        """Queue ``(key, conversation, mm_processor_kwargs)`` items for rendering."""
+    def submit(self, items: Sequence[tuple[Hashable, list, Mapping[str, Any] | None]], *,
+               whole: bool = False) -> None:
+        """Queue ``(key, conversation, mm_processor_kwargs)`` items for rendering (``whole``: every item shipped
+        whole, even one shipped before)."""
         per_worker: list[list] = [[] for _ in self._pools]
         for key, conversation, mm_kwargs in items:
             per_worker[route(conversation, len(self._pools))].append((key, conversation, mm_kwargs))
         for pool, queued in zip(self._pools, per_worker):
             for start in range(0, len(queued), CHUNK):
-                self._futures[pool.submit(_render_chunk, queued[start:start + CHUNK])] = next(self._order)
+                self._futures[pool.submit(_render_chunk, queued[start:start + CHUNK], whole)] = next(self._order)
 
     def ready(self, *, wait_for_one: bool) -> list[Rendered]:
         """What has been rendered; with ``wait_for_one``, block until at least one request is (or none is queued).
