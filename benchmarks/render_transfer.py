@@ -5,8 +5,8 @@ render workers (real spawned processes) returning one processed image of ``--ite
 Two ways side by side, on the same requests (``--rows`` rows x ``--seeds`` seeds, a row's seeds sharing its
 image, fed in the campaign scheduler's lockstep order):
 
-- **every item shipped** (the baseline: the workers as runs 10-11 of docs/performance.md measured them): each
-  request's image crosses from its worker whole, and the engine's sender cache drops the repeats;
+- **every item shipped** (the baseline: what crossed in runs 10-11 of docs/performance.md): the stub engine
+  without a sender cache, so each request's image crosses from its worker whole;
 - **each item shipped once**: a worker sends an image it has sent before as ``None`` (the default since then).
 
 Prints per way the wall time and rows/s, the engine thread's CPU per request, and what the results weighed, then
@@ -40,14 +40,11 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
-    import pickle
-
     from trace_lib.testing.stub_vllm import StubLLM, stub_vllm_module
 
     sys.modules.setdefault("vllm", stub_vllm_module())
     from trace_lib.generation.backends.base import RequestFeed
     from trace_lib.generation.backends.vllm import VLLMBackend
-    from trace_lib.generation.backends.vllm_render import RenderWorkers
     from trace_lib.generation.request import ChatRequest
 
     chunk = 16  # the scheduler's lockstep: a benchmark's seeds in chunks of rows
@@ -58,14 +55,11 @@ def main() -> int:
     item_bytes = int(args.item_mb * 1e6)
 
     def run(omit: bool) -> tuple[float, float, float]:
-        llm = StubLLM(per_step=1 << 20, item_bytes=item_bytes)
+        # the baseline: an engine without a sender cache, so the workers ship every item whole
+        llm = StubLLM(per_step=1 << 20, item_bytes=item_bytes, **({} if omit else {"mm_cache_items": 0}))
         backend = VLLMBackend(model_path="stub", served_name="stub", llm=llm, input_workers=args.workers,
                               renderer_factory=STUB_RENDERER)
         try:
-            if not omit:  # the baseline: workers that ship every item whole
-                backend._renders.close()
-                backend._renders = RenderWorkers(pickle.dumps(llm.llm_engine.vllm_config), args.workers,
-                                                 factory=STUB_RENDERER, omit_shipped=False)
             backend._renders.wait_started()
             thread0, wall0 = time.thread_time(), time.perf_counter()
             answered = sum(1 for _ in backend.generate_stream(RequestFeed.of(requests)))

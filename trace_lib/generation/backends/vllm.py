@@ -25,7 +25,7 @@ import contextlib
 import itertools
 import os
 import time
-from dataclasses import dataclass, replace
+from dataclasses import astuple, dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -86,9 +86,7 @@ class EngineLoopStats:
 
     def since(self, earlier: EngineLoopStats) -> EngineLoopStats:
         """The counts accumulated after ``earlier`` (a :meth:`snapshot`)."""
-        return EngineLoopStats(self.adding_s - earlier.adding_s, self.stepping_s - earlier.stepping_s,
-                               self.steps - earlier.steps, self.requests - earlier.requests,
-                               self.rerendered - earlier.rerendered, self.render_wait_s - earlier.render_wait_s)
+        return EngineLoopStats(*(now - then for now, then in zip(astuple(self), astuple(earlier))))
 
     def summary(self, wall_s: float) -> str:
         share = f"{self.adding_s / wall_s:.0%} of {wall_s:.1f} s" if wall_s > 0 else f"{self.adding_s:.1f} s"

@@ -17,7 +17,7 @@ reuse.)
 Experimental: reached only from the benchmarks (``VLLMBackend(input_workers=N)``). Measured on one H200 (vLLM
 0.24.0, run 10 of docs/performance.md), while every item was still shipped whole: with 8 workers one engine
 generated 1.22x faster than rendering on its thread, against 1.98x with every request rendered beforehand. On CPU,
-shipping each item once lifts what the transfer allows 2.4-3.1x (``benchmarks/render_transfer.py``).
+shipping each item once lifts what the transfer allows 2.3-4.7x (``benchmarks/render_transfer.py``).
 """
 
 from __future__ import annotations
