@@ -5,15 +5,17 @@ tiny MMStar-style table with one image per row, built here): the baseline is one
 prebuilt conversations and ``SamplingParams`` (the least a raw script does); the harness is the full
 ``run_generation`` (prompt building, request hashing, the vllm backend, durable appends with fsync) into a
 fresh campaign directory. Runs alternate (raw, harness, stream, raw, ...) after one warm-up of each, and the
-fastest of ``--repeats`` is reported, as rows/s and as output tokens/s (output lengths vary between runs),
-with the ratio of the median runs beside it.
+fastest of ``--repeats`` is reported, as rows/s and as output tokens/s (output lengths vary between runs).
+The target is judged on the run-by-run ratios (each run against the raw run before it): their median, with its
+90% distribution-free interval (``_paired_ratio``), is ``met``, ``missed`` or ``unresolved`` (the interval
+straddles the target, or fewer than 5 repeats: the machine's noise is then larger than the runs can resolve).
 Decoding is the suite's except ``max_tokens`` (``--max-tokens``, default 256, so a run takes seconds). A third
 line runs the same slice through the campaign scheduler (``trace_lib.campaign.scheduler``: requests are built on
 a producer thread and queued in chunks while the engine already runs).
 ``--shape 3b`` uses a random-weight checkpoint with the 3B release's layer shapes (vLLM ``load_format="dummy"``).
 Target: ratio >= 0.97.
 
-    python benchmarks/harness_overhead.py [--rows 2000] [--max-tokens 256] [--repeats 3] [--model DIR | --shape 3b]
+    python benchmarks/harness_overhead.py [--rows 2000] [--max-tokens 256] [--repeats 5] [--model DIR | --shape 3b]
         [--input-workers N]
 """
 
@@ -21,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -29,12 +30,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _paired_ratio import median_interval, pairs_needed  # noqa: E402  (this directory)
+
+TARGET = 0.97
+CONFIDENCE = 0.9
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=2000)
     parser.add_argument("--max-tokens", type=int, default=256)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--model", default=None, help="model directory (default: build the tiny Qwen2.5-VL)")
     parser.add_argument("--shape", choices=("tiny", "3b"), default="tiny",
                         help="without --model: the tiny test model or the 3B release's shapes with dummy weights")
@@ -147,15 +153,16 @@ def main() -> int:
     for name in ("trace-repro vllm", "trace-repro stream"):
         # random weights stop at <|im_end|> now and then, and where depends on batch numerics: output tokens may
         # vary between runs of the same requests, so the tokens/s ratio is printed beside the rows/s ratio
-        paired = sorted(r[0] / h[0] for r, h in zip(runs["raw vllm.LLM.chat"], runs[name]))
-        median = statistics.median(raw_times) / statistics.median(t for t, _ in runs[name])
-        print(f"ratio {name[12:]:>6}/raw: rows/s {best[name][0] / baseline[0]:.3f}, output tok/s "
-              f"{best[name][1] / baseline[1]:.3f}, median run {median:.3f}; run by run "
-              f"{', '.join(f'{r:.3f}' for r in paired)}  (target >= 0.97)")
+        paired = [r[0] / h[0] for r, h in zip(runs["raw vllm.LLM.chat"], runs[name])]
+        interval = median_interval(paired, CONFIDENCE)
+        print(f"ratio {name[12:]:>6}/raw: fastest run rows/s {best[name][0] / baseline[0]:.3f}, output tok/s "
+              f"{best[name][1] / baseline[1]:.3f}; run by run {', '.join(f'{r:.3f}' for r in paired)}; "
+              f"median {interval.median:.3f}, {interval.coverage:.0%} interval [{interval.low:.3f}, "
+              f"{interval.high:.3f}]: {interval.verdict(TARGET, CONFIDENCE)} (target >= {TARGET})")
     spread = max(raw_times) / min(raw_times) - 1
     print(f"the raw baseline's own spread between runs: {spread:.1%}"
-          + (" -- larger than the 3% the target allows: repeat with more --repeats on a quiet GPU"
-             if spread > 0.03 else ""))
+          + (f"; a {CONFIDENCE:.0%} interval needs >= {pairs_needed(CONFIDENCE)} repeats"
+             if args.repeats < pairs_needed(CONFIDENCE) else ""))
     return 0
 
 
