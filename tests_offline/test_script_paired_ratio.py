@@ -1,4 +1,4 @@
-"""benchmarks/_paired_ratio.py: the median of paired ratios, its distribution-free interval, and the target's verdict."""
+"""benchmarks/_paired_ratio.py: the median of paired ratios, its distribution-free interval, the target's verdict."""
 
 from __future__ import annotations
 
