@@ -113,7 +113,8 @@ class VLLMBackend:
     engine options are then ignored). ``TRACE_VLLM_LOAD_FORMAT`` (benchmarks only) sets vLLM's ``load_format``:
     ``dummy`` loads random weights from a config-only directory. ``input_workers`` (experimental, benchmarks only,
     vLLM >= 0.24; default 0): render requests in that many processes (:mod:`vllm_render`) instead of on the
-    engine's thread; on one H200 8 workers made one engine 1.22x faster (docs/performance.md, runs 10-11).
+    engine's thread; on one H200 they took the rendering off that thread but left the campaign benchmark's rates
+    within 4-8% (docs/performance.md, runs 13-15).
     ``renderer_factory`` (tests): the workers' renderer. Defaults mirror upstream's generation server flags
     (eval-campaign spec §3.1).
     """

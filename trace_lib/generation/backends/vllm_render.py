@@ -15,9 +15,9 @@ the engine's thread: the items entered into its cache carry no prompt updates, w
 reuse.)
 
 Experimental: reached only from the benchmarks (``VLLMBackend(input_workers=N)``). Measured on one H200 (vLLM
-0.24.0, run 10 of docs/performance.md), while every item was still shipped whole: with 8 workers one engine
-generated 1.22x faster than rendering on its thread, against 1.98x with every request rendered beforehand. On CPU,
-shipping each item once lifts what the transfer allows 2.3-4.7x (``benchmarks/render_transfer.py``).
+0.24.0, runs 13-15 of docs/performance.md): with 8 workers one engine generated 1.28x faster than rendering on its
+thread in ``engine_input_ceiling.py``, but in the campaign benchmark, at both shapes and with one or two engines,
+within 4-8% of the thread's rates: the engine's thread then waits on the engine core nearly all the time.
 """
 
 from __future__ import annotations
