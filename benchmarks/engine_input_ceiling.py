@@ -22,20 +22,22 @@ wall time: near 1.0 means that thread is the bound) and the engine-core process'
 way's ratio to in-thread. Needs vLLM >= 0.24 (its ``vllm.renderers``).
 
     python benchmarks/engine_input_ceiling.py [--shape 3b|7b] [--benchmarks 8] [--seeds 3] [--rows 48]
-        [--ways in-thread,ahead,foreign,workers=4,workers=8] [--stall-s 90]
+        [--ways in-thread,ahead,foreign,workers=4,workers=8] [--stall-s 90] [--sample-hz 20]
 
 ``--stall-s S``: when a way answers nothing for S seconds, write every thread's traceback of this process and of
 each process it started (vLLM's engine core, the render workers; through ``benchmarks/stall_dump``), the
-driving state, and exit 3.
+driving state, and exit 3. ``--sample-hz HZ``: sample the engine-core process's tracebacks HZ times a second
+during each way (the same ``SIGUSR1`` dumps, ``benchmarks/_stack_samples.py``) and print where its busy loop and
+its input thread spend their time.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
 import os
 import pickle
-import signal
 import sys
 import threading
 import time
@@ -43,6 +45,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _stack_samples import StackSampler, dump_once, report  # noqa: E402
 
 
 def _proc_cpu_s(pid: int) -> float:
@@ -108,16 +112,10 @@ class StallWatch:
             print(f"\n[stall] nothing answered for {self.seconds:.0f} s; state: {self.describe()}", flush=True)
             faulthandler.dump_traceback(all_threads=True)
             processes = _descendants()
-            for pid, _ in processes:
-                try:
-                    os.kill(pid, signal.SIGUSR1)
-                except OSError:
-                    pass
-            time.sleep(5.0)
+            dumps = dump_once([pid for pid, _ in processes], self.dump_dir)  # nvidia-smi has no handler: skipped
             for pid, name in processes:
-                dump = self.dump_dir / f"{pid}.txt"
-                text = dump.read_text() if dump.exists() else "(no dump)"
-                print(f"\n[stall] ===== pid {pid} ({name}) =====\n{text}", flush=True)
+                print(f"\n[stall] ===== pid {pid} ({name}) =====\n{dumps.get(pid, '(no dump handler)')}",
+                      flush=True)
             os._exit(3)
 
 
@@ -227,18 +225,21 @@ def main() -> int:
                         help="comma-separated: in-thread, ahead, foreign, workers=N")
     parser.add_argument("--stall-s", type=float, default=None,
                         help="dump every process's tracebacks and exit 3 when a way answers nothing this long")
+    parser.add_argument("--sample-hz", type=float, default=None,
+                        help="sample the engine core's tracebacks this often during each way and print a profile")
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.85)
     parser.add_argument("--work-dir", default=None)
     args = parser.parse_args()
     os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
-    watch = None
-    if args.stall_s:
+    watch = dump_dir = None
+    if args.stall_s or args.sample_hz:
         import tempfile
 
         dump_dir = Path(tempfile.mkdtemp(prefix="stall-dumps-"))
         os.environ["TRACE_STALL_DUMP_DIR"] = str(dump_dir)  # the processes started from here register SIGUSR1
         site = str(Path(__file__).resolve().parent / "stall_dump")
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [site, os.environ.get("PYTHONPATH")]))
+    if args.stall_s:
         watch = StallWatch(args.stall_s, dump_dir)
 
     from campaign_throughput import GpuBusy, _table, shaped_work_dir
@@ -327,7 +328,8 @@ def main() -> int:
                                               f"engine unfinished {llm.llm_engine.get_num_unfinished_requests()}; "
                                               f"render futures {len(renders._futures) if renders else '-'}")
                 watch.progress()
-            with GpuBusy(0) as busy:
+            sampler = StackSampler(cores, args.sample_hz, dump_dir) if args.sample_hz else contextlib.nullcontext()
+            with GpuBusy(0) as busy, sampler:
                 t0 = time.perf_counter()
                 if source is None:
                     answered, tokens, failures = streamed(through)
@@ -344,6 +346,12 @@ def main() -> int:
                   f"CPU {thread_share:.2f}, engine core CPU {core_share:.2f}", flush=True)
             if source is None:
                 print(f"[{name}] driving thread: {through.loop_stats.since(before).summary(seconds)}", flush=True)
+            if args.sample_hz:
+                for pid in sampler.pids:
+                    samples = sampler.samples(pid)
+                    print(f"[{name}] engine core {pid}, sampled at {args.sample_hz:g} Hz:\n"
+                          f"{report(samples, 'run_busy_loop')}\n{report(samples, 'process_input_sockets')}",
+                          flush=True)
             if through._renders is not None:
                 print(f"[{name}] the workers' results weighed {through._renders.received_bytes / 1e6:.0f} MB",
                       flush=True)

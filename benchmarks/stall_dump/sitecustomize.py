@@ -1,5 +1,5 @@
 """Loaded by every Python process started with this directory on ``PYTHONPATH`` (``engine_input_ceiling.py
---stall-s``): registers ``SIGUSR1`` to write all of the process's thread tracebacks to
+--stall-s`` and ``--sample-hz``): registers ``SIGUSR1`` to write all of the process's thread tracebacks to
 ``$TRACE_STALL_DUMP_DIR/<pid>.txt``, so a stalled run's processes can be read one by one. (It shadows any other
 ``sitecustomize`` for those processes: a diagnostic run only.)"""
 

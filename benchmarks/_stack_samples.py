@@ -1,0 +1,144 @@
+"""Where another process's threads spend their time: its tracebacks sampled at a fixed rate.
+
+The sampled process must have registered ``SIGUSR1`` with :mod:`faulthandler` (``benchmarks/stall_dump``'s
+``sitecustomize`` does it for every process started with that directory on ``PYTHONPATH``, each writing to
+``<dump dir>/<pid>.txt``). The dump is written from the signal handler, so a thread inside C code (a CUDA sync, a
+socket wait) shows the Python frame that called it. :class:`StackSampler` signals only pids whose dump file
+exists: a process without the handler would die of ``SIGUSR1``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Iterable
+
+_HEADER = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-fA-F]+) \(most recent call first\):$")
+_FRAME = re.compile(r'^\s+File "([^"]+)", line \d+ in (.+)$')
+
+#: One sample: each thread's frames as ``(file name, function)``, innermost first.
+Sample = dict[str, list[tuple[str, str]]]
+
+
+def parse_dumps(text: str) -> list[Sample]:
+    """faulthandler's all-thread dumps, appended one after another, as samples (a thread id seen again starts the
+    next sample)."""
+    samples: list[Sample] = []
+    current: Sample = {}
+    frames: list[tuple[str, str]] | None = None
+    for line in text.splitlines():
+        header = _HEADER.match(line)
+        if header:
+            if header.group(1) in current:
+                samples.append(current)
+                current = {}
+            frames = current.setdefault(header.group(1), [])
+            continue
+        frame = _FRAME.match(line)
+        if frame and frames is not None:
+            frames.append((Path(frame.group(1)).name, frame.group(2)))
+    if current:
+        samples.append(current)
+    return samples
+
+
+def phases(samples: Iterable[Sample], anchor: str, *, below: int = 3) -> Counter:
+    """For the thread of each sample whose stack holds the function ``anchor``: the ``below`` calls under it
+    (outermost first, ``a > b > c``), counted. A sample without such a thread counts as ``(no anchor)``."""
+    counts: Counter = Counter()
+    for sample in samples:
+        for frames in sample.values():
+            funcs = [func for _, func in frames]
+            if anchor in funcs:
+                at = funcs.index(anchor)
+                counts[" > ".join(reversed(funcs[max(0, at - below):at])) or "(in the anchor)"] += 1
+                break
+        else:
+            counts["(no anchor)"] += 1
+    return counts
+
+
+def innermost(samples: Iterable[Sample], anchor: str, *, depth: int = 2) -> Counter:
+    """For the same thread: its innermost ``depth`` frames (``file:function`` pairs, innermost last), counted."""
+    counts: Counter = Counter()
+    for sample in samples:
+        for frames in sample.values():
+            if any(func == anchor for _, func in frames):
+                counts[" > ".join(f"{file}:{func}" for file, func in reversed(frames[:depth]))] += 1
+                break
+    return counts
+
+
+def registered(pids: Iterable[int], dump_dir: Path) -> list[int]:
+    """Those of ``pids`` that registered the dump handler (their dump file exists): the only ones safe to signal."""
+    return [pid for pid in pids if (dump_dir / f"{pid}.txt").exists()]
+
+
+def _signal(pids: Iterable[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGUSR1)
+        except OSError:
+            continue
+
+
+def _written_since(dump_dir: Path, pid: int, offset: int) -> str:
+    with open(dump_dir / f"{pid}.txt", encoding="utf-8", errors="replace") as dump:
+        dump.seek(offset)
+        return dump.read()
+
+
+def dump_once(pids: Iterable[int], dump_dir: Path, *, wait_s: float = 5.0) -> dict[int, str]:
+    """Signal each registered one of ``pids`` once; after ``wait_s``, what each wrote (its tracebacks), by pid."""
+    pids = registered(pids, dump_dir)
+    sizes = {pid: (dump_dir / f"{pid}.txt").stat().st_size for pid in pids}
+    _signal(pids)
+    time.sleep(wait_s)
+    return {pid: _written_since(dump_dir, pid, size) for pid, size in sizes.items()}
+
+
+class StackSampler:
+    """While entered, signal each of ``pids`` that has a dump file in ``dump_dir`` ``hz`` times a second; then
+    :meth:`samples` parses what each wrote meanwhile."""
+
+    def __init__(self, pids: Iterable[int], hz: float, dump_dir: Path) -> None:
+        self.dump_dir, self.interval = dump_dir, 1.0 / hz
+        self.pids = registered(pids, dump_dir)
+        self._offsets: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.sent = 0
+
+    def __enter__(self) -> StackSampler:
+        self._offsets = {pid: (self.dump_dir / f"{pid}.txt").stat().st_size for pid in self.pids}
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        time.sleep(0.2)  # the last dump's write
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            _signal(self.pids)
+            self.sent += 1
+
+    def samples(self, pid: int) -> list[Sample]:
+        return parse_dumps(_written_since(self.dump_dir, pid, self._offsets.get(pid, 0)))
+
+
+def report(samples: list[Sample], anchor: str, *, top: int = 10) -> str:
+    """The ``top`` call paths under ``anchor`` and innermost frames, as shares of the samples."""
+    if not samples:
+        return "  (no samples)"
+    lines = []
+    for title, counts in (("under " + anchor, phases(samples, anchor)), ("innermost", innermost(samples, anchor))):
+        lines.append(f"  {title} ({len(samples)} samples):")
+        lines += [f"    {n / len(samples):6.1%}  {path}" for path, n in counts.most_common(top)]
+    return "\n".join(lines)

@@ -1,0 +1,115 @@
+"""benchmarks/_stack_samples.py: a real process's faulthandler dumps, sampled and attributed to its call paths."""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import _stack_samples as ss  # noqa: E402
+
+
+def _spin(stop: threading.Event) -> None:
+    while not stop.is_set():
+        sum(range(1000))
+
+
+def test_parse_splits_appended_dumps_into_samples_innermost_first(tmp_path: Path) -> None:
+    stop = threading.Event()
+    worker = threading.Thread(target=_spin, args=(stop,), daemon=True)
+    worker.start()
+    try:
+        with open(tmp_path / "dump.txt", "w") as dump:
+            for _ in range(3):
+                faulthandler.dump_traceback(dump, all_threads=True)
+    finally:
+        stop.set()
+        worker.join()
+    samples = ss.parse_dumps((tmp_path / "dump.txt").read_text())
+    assert len(samples) == 3
+    for sample in samples:
+        spinning = [frames for frames in sample.values() if any(func == "_spin" for _, func in frames)]
+        assert len(spinning) == 1
+        funcs = [func for _, func in spinning[0]]
+        assert funcs.index("_spin") < funcs.index("run")  # innermost first: _spin is called by Thread.run
+
+
+def test_phases_and_innermost_count_the_anchor_threads_paths() -> None:
+    busy = {"0x1": [("core.py", "execute_model"), ("core.py", "step"), ("core.py", "run_busy_loop")],
+            "0x2": [("threading.py", "wait"), ("queue.py", "get")]}
+    waiting = {"0x1": [("sched.py", "schedule"), ("core.py", "step"), ("core.py", "run_busy_loop")]}
+    other = {"0x3": [("x.py", "f")]}
+    samples = [busy, busy, waiting, other]
+    assert ss.phases(samples, "run_busy_loop") == {"step > execute_model": 2, "step > schedule": 1,
+                                                   "(no anchor)": 1}
+    assert ss.innermost(samples, "run_busy_loop", depth=1) == {"core.py:execute_model": 2, "sched.py:schedule": 1}
+    text = ss.report(samples, "run_busy_loop")
+    assert "50.0%  step > execute_model" in text and "25.0%  (no anchor)" in text
+
+
+CHILD = textwrap.dedent("""
+    import faulthandler, os, signal, sys, time
+    dump = open(os.path.join(sys.argv[1], f"{os.getpid()}.txt"), "w")
+    faulthandler.register(signal.SIGUSR1, file=dump, all_threads=True)
+    print("ready", flush=True)
+
+    def hot():
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            sum(range(500))
+
+    def cold():
+        time.sleep(30)
+
+    def run_busy_loop():
+        while True:
+            hot(); cold()
+
+    run_busy_loop()
+""")
+
+
+@pytest.mark.skipif(not hasattr(os, "kill") or sys.platform == "win32", reason="POSIX signals")
+def test_sampler_signals_only_registered_processes_and_reads_what_they_wrote(tmp_path: Path) -> None:
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        with ss.StackSampler([child.pid, bystander.pid], 50, tmp_path) as sampler:
+            time.sleep(0.6)
+        assert sampler.pids == [child.pid]  # the bystander has no dump file: never signalled
+        assert bystander.poll() is None and child.poll() is None
+        samples = sampler.samples(child.pid)
+        assert sampler.sent >= 5 and len(samples) >= 5
+        assert ss.phases(samples, "run_busy_loop").most_common(1)[0][0] == "hot"
+    finally:
+        for process in (child, bystander):
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.skipif(not hasattr(os, "kill") or sys.platform == "win32", reason="POSIX signals")
+def test_dump_once_returns_this_dump_only(tmp_path: Path) -> None:
+    """What a stalled run prints: each registered process's tracebacks of now, not the earlier samples' ones."""
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        with ss.StackSampler([child.pid], 50, tmp_path):
+            time.sleep(0.3)
+        dumps = ss.dump_once([child.pid, os.getpid()], tmp_path, wait_s=0.3)  # this process: no handler, skipped
+        assert list(dumps) == [child.pid]
+        assert len(ss.parse_dumps(dumps[child.pid])) == 1
+        assert child.poll() is None
+    finally:
+        child.kill()
+        child.wait()
