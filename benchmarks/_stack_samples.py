@@ -3,8 +3,9 @@
 The sampled process must have registered ``SIGUSR1`` with :mod:`faulthandler` (``benchmarks/stall_dump``'s
 ``sitecustomize`` does it for every process started with that directory on ``PYTHONPATH``, each writing to
 ``<dump dir>/<pid>.txt``). The dump is written from the signal handler, so a thread inside C code (a CUDA sync, a
-socket wait) shows the Python frame that called it. :class:`StackSampler` signals only pids whose dump file
-exists: a process without the handler would die of ``SIGUSR1``.
+socket wait) shows the Python frame that called it. Only pids whose dump file exists are signalled (a process
+without the handler would die of ``SIGUSR1``), and each only while it is the process that was found (its start
+time, as ``trace_lib.scoring.judge_pool`` checks its judge servers): a pid reused meanwhile is left alone.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import Iterable
+
+from trace_lib.scoring.judge_pool import ProcessIdentity, process_identity
 
 _HEADER = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-fA-F]+) \(most recent call first\):$")
 _FRAME = re.compile(r'^\s+File "([^"]+)", line \d+ in (.+)$')
@@ -74,13 +77,17 @@ def innermost(samples: Iterable[Sample], anchor: str, *, depth: int = 2) -> Coun
     return counts
 
 
-def registered(pids: Iterable[int], dump_dir: Path) -> list[int]:
-    """Those of ``pids`` that registered the dump handler (their dump file exists): the only ones safe to signal."""
-    return [pid for pid in pids if (dump_dir / f"{pid}.txt").exists()]
+def registered(pids: Iterable[int], dump_dir: Path) -> dict[int, ProcessIdentity]:
+    """Those of ``pids`` that registered the dump handler (their dump file exists) and are alive, with their
+    identity now: the only ones safe to signal."""
+    found = {pid: process_identity(pid) for pid in pids if (dump_dir / f"{pid}.txt").exists()}
+    return {pid: identity for pid, identity in found.items() if identity is not None}
 
 
-def _signal(pids: Iterable[int]) -> None:
-    for pid in pids:
+def _signal(identities: dict[int, ProcessIdentity]) -> None:
+    for pid, identity in identities.items():
+        if process_identity(pid) != identity:
+            continue  # gone, or the pid is another process's now
         try:
             os.kill(pid, signal.SIGUSR1)
         except OSError:
@@ -95,9 +102,9 @@ def _written_since(dump_dir: Path, pid: int, offset: int) -> str:
 
 def dump_once(pids: Iterable[int], dump_dir: Path, *, wait_s: float = 5.0) -> dict[int, str]:
     """Signal each registered one of ``pids`` once; after ``wait_s``, what each wrote (its tracebacks), by pid."""
-    pids = registered(pids, dump_dir)
-    sizes = {pid: (dump_dir / f"{pid}.txt").stat().st_size for pid in pids}
-    _signal(pids)
+    identities = registered(pids, dump_dir)
+    sizes = {pid: (dump_dir / f"{pid}.txt").stat().st_size for pid in identities}
+    _signal(identities)
     time.sleep(wait_s)
     return {pid: _written_since(dump_dir, pid, size) for pid, size in sizes.items()}
 
@@ -108,7 +115,8 @@ class StackSampler:
 
     def __init__(self, pids: Iterable[int], hz: float, dump_dir: Path) -> None:
         self.dump_dir, self.interval = dump_dir, 1.0 / hz
-        self.pids = registered(pids, dump_dir)
+        self._identities = registered(pids, dump_dir)
+        self.pids = list(self._identities)
         self._offsets: dict[int, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -126,7 +134,7 @@ class StackSampler:
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            _signal(self.pids)
+            _signal(self._identities)
             self.sent += 1
 
     def samples(self, pid: int) -> list[Sample]:

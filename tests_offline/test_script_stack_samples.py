@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import faulthandler
 import os
 import subprocess
@@ -113,3 +114,20 @@ def test_dump_once_returns_this_dump_only(tmp_path: Path) -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_pid_that_is_another_process_now_is_not_signalled() -> None:
+    """The identity found first (start time) must still hold: a reused pid (here: a wrong start time recorded
+    for a live process without the handler, which SIGUSR1 would kill) is skipped."""
+    from trace_lib.scoring.judge_pool import process_identity
+
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        now = process_identity(bystander.pid)
+        assert now is not None
+        ss._signal({bystander.pid: dataclasses.replace(now, start_ticks=now.start_ticks - 1)})
+        time.sleep(0.3)
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+        bystander.wait()
