@@ -28,7 +28,8 @@ way's ratio to in-thread. Needs vLLM >= 0.24 (its ``vllm.renderers``).
 each process it started (vLLM's engine core, the render workers; through ``benchmarks/stall_dump``), the
 driving state, and exit 3. ``--sample-hz HZ``: sample the engine-core process's tracebacks HZ times a second
 during each way (the same ``SIGUSR1`` dumps, ``benchmarks/_stack_samples.py``) and print where its busy loop and
-its input thread spend their time.
+its input thread spend their time (each dump interrupts the engine core: a sampled run's rates are a diagnostic's,
+not figures).
 """
 
 from __future__ import annotations
