@@ -131,8 +131,7 @@ class StubLLM:
 
     def enqueue_chat(self, conversations: list, sampling_params: list, use_tqdm: bool = False,
                      mm_processor_kwargs: Any = None) -> list[str]:
-        if self.refuse is not None and any(self.refuse in _texts(c) for c in conversations):
-            raise ValueError("The decoder prompt (length 40001) is longer than the maximum model length of 32768.")
+        self._refuse_long(conversations)
         for conversation in conversations:  # rendered here: the images through the sender cache, as vLLM's
             digests = _images(conversation)
             items = [stub_item(digest, self.item_bytes) for digest in digests]
@@ -143,6 +142,11 @@ class StubLLM:
             self.engine_core_cache.receive(digests, items)
             self.rendered_here += 1
         return self._add(sampling_params)
+
+    def _refuse_long(self, conversations: list) -> None:
+        """vLLM's refusal of a prompt longer than ``max_model_len``, for a conversation holding ``refuse``."""
+        if self.refuse is not None and any(self.refuse in _texts(c) for c in conversations):
+            raise ValueError("The decoder prompt (length 40001) is longer than the maximum model length of 32768.")
 
     def _add(self, sampling_params: list) -> list[str]:
         ids = []
@@ -158,8 +162,7 @@ class StubLLM:
     def _render_and_add_requests(self, prompts: list, params: list) -> list[str]:
         """vLLM's second half of ``enqueue_chat``: add what :func:`stub_renderer` rendered (its items as they
         stand after the caller entered them into the sender cache: ``None`` for one the engine core holds)."""
-        if self.refuse is not None and any(self.refuse in _texts(p["conversation"]) for p in prompts):
-            raise ValueError("The decoder prompt (length 40001) is longer than the maximum model length of 32768.")
+        self._refuse_long([p["conversation"] for p in prompts])
         for prompt in prompts:
             self.engine_core_cache.receive(prompt["mm_hashes"]["image"], prompt["mm_kwargs"]["image"])
         return self._add(params)
