@@ -68,6 +68,17 @@ def test_the_loop_stats_count_requests_added_and_engine_steps(backend):
     assert stats.summary(2.0).startswith("adding 600 requests took ")
 
 
+@pytest.mark.parametrize("in_flight", [10, 150])
+def test_the_loop_stats_say_how_many_requests_the_engine_held_per_step(backend, in_flight):
+    before = backend.loop_stats.snapshot()
+    list(backend.generate_stream(RequestFeed.of([_request(i, 42) for i in range(600)]), in_flight=in_flight))
+    stats = backend.loop_stats.since(before)
+    # topped up to in_flight while the feed lasts, then drained: the mean lies below in_flight, well above a
+    # step's answers at the larger cap
+    assert in_flight / 2 < stats.held / stats.steps <= in_flight
+    assert f"holding {stats.held / stats.steps:.0f} requests on average" in stats.summary(1.0)
+
+
 def test_engines_starting_on_one_gpu_take_turns_and_other_gpus_do_not_wait(tmp_path):
     """The engine-start lock (engines sharing a GPU size their KV caches one at a time): while an engine starts on
     GPU 0, one starting on GPUs 1,0 waits for it and one on GPU 2 does not."""

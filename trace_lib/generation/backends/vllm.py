@@ -77,6 +77,8 @@ class EngineLoopStats:
     adding_s: float = 0.0  # enqueue_chat: chat template, image loading and processing, hand-off to the engine
     stepping_s: float = 0.0  # engine.step(): waiting for the engine's next outputs
     steps: int = 0
+    held: int = 0  # requests in the engine before each step, summed over steps: held / steps below max_num_seqs
+    #                means the feed, not the engine, left the batch short
     requests: int = 0
     rerendered: int = 0  # rendered again, whole: a render worker's omitted image was no longer held
     render_wait_s: float = 0.0  # the engine empty, waiting for the render workers (part of adding_s)
@@ -92,9 +94,10 @@ class EngineLoopStats:
         share = f"{self.adding_s / wall_s:.0%} of {wall_s:.1f} s" if wall_s > 0 else f"{self.adding_s:.1f} s"
         rerendered = f" ({self.rerendered} rendered again, whole)" if self.rerendered else ""
         starved = f", {self.render_wait_s:.1f} s of it waiting for render workers" if self.render_wait_s else ""
+        held = f", holding {self.held / self.steps:.0f} requests on average" if self.steps else ""
         return (f"adding {self.requests} requests{rerendered} took {share} "
                 f"({1000 * self.adding_s / max(self.requests, 1):.1f} ms each{starved}); {self.steps} engine steps "
-                f"waited {self.stepping_s:.1f} s")
+                f"waited {self.stepping_s:.1f} s{held}")
 
 
 def _external_id(request_id: str) -> str:
@@ -267,6 +270,7 @@ class VLLMBackend:
                 outputs = engine.step()
                 self.loop_stats.stepping_s += time.perf_counter() - stepping
                 self.loop_stats.steps += 1
+                self.loop_stats.held += len(by_id)
                 for output in outputs:
                     if not output.finished:
                         continue
