@@ -21,12 +21,14 @@ fraction means preprocessing, not the GPU, bounds the path). Targets: streaming 
 upstream's design.
 
     python benchmarks/campaign_throughput.py [--shape 3b|7b] [--benchmarks 8] [--seeds 3] [--rows 200] [--max-tokens 256]
-        [--replicas 2] [--input-workers N] [--skip-per-slice] [--skip-upstream] [--work-dir DIR]
+        [--replicas 2] [--input-workers N] [--skip-per-slice] [--skip-single] [--skip-upstream]
+        [--work-dir DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -199,6 +201,8 @@ def main() -> int:
                              "engine's thread)")
     parser.add_argument("--skip-per-slice", action="store_true", help="no per-slice run")
     parser.add_argument("--skip-upstream", action="store_true", help="no 'vllm serve' run")
+    parser.add_argument("--skip-single", action="store_true",
+                        help="no one-engine run (so no per-slice run either): only the replicas and upstream")
     parser.add_argument("--gpu-index", type=int, default=0, help="NVML index of the GPU to sample")
     parser.add_argument("--work-dir", default=None)
     parser.add_argument("--calibration", default=None, metavar="FILE",
@@ -282,29 +286,28 @@ def main() -> int:
         if before is not None:  # the offline engine preprocesses images serially on the driving thread
             print(f"[{name}] driving thread: {backend.loop_stats.since(before).summary(seconds)}", flush=True)
 
-    from vllm import LLM
+    if not args.skip_single:
+        from vllm import LLM
 
-    from trace_lib.generation.backends.vllm import VLLMBackend
+        from trace_lib.generation.backends.vllm import VLLMBackend
 
-    t0 = time.monotonic()
-    llm = LLM(model=str(model_dir), load_format="dummy", trust_remote_code=True, served_model_name="bench",
-              allowed_local_media_path=str(data.resolve()), limit_mm_per_prompt={"image": 24, "video": 3},
-              **engine_flags)
-    backend = VLLMBackend(model_path=str(model_dir), served_name="bench", llm=llm, input_workers=args.input_workers)
-    start_s["streaming"] = time.monotonic() - t0
-    print(f"[engine] offline LLM up in {start_s['streaming']:.0f} s", flush=True)
-    list(backend.generate(warmup_requests(41)))
-    if not args.skip_per_slice:
-        measure("per-slice", per_slice, backend, work / "campaign-per-slice")
-    measure("streaming", streaming, backend, work / "campaign-streaming")
-    backend.close()
-    shutdown = getattr(getattr(llm.llm_engine, "engine_core", None), "shutdown", None)
-    if shutdown is not None:  # free the GPU for 'vllm serve'
-        shutdown()
-    del llm, backend
-    import gc
-
-    gc.collect()
+        t0 = time.monotonic()
+        llm = LLM(model=str(model_dir), load_format="dummy", trust_remote_code=True, served_model_name="bench",
+                  allowed_local_media_path=str(data.resolve()), limit_mm_per_prompt={"image": 24, "video": 3},
+                  **engine_flags)
+        backend = VLLMBackend(model_path=str(model_dir), served_name="bench", llm=llm, input_workers=args.input_workers)
+        start_s["streaming"] = time.monotonic() - t0
+        print(f"[engine] offline LLM up in {start_s['streaming']:.0f} s", flush=True)
+        list(backend.generate(warmup_requests(41)))
+        if not args.skip_per_slice:
+            measure("per-slice", per_slice, backend, work / "campaign-per-slice")
+        measure("streaming", streaming, backend, work / "campaign-streaming")
+        backend.close()
+        shutdown = getattr(getattr(llm.llm_engine, "engine_core", None), "shutdown", None)
+        if shutdown is not None:  # free the GPU for 'vllm serve'
+            shutdown()
+        del llm, backend
+        gc.collect()
 
     replicated = f"streaming, {args.replicas} engines on the GPU"
     if args.replicas > 1:
