@@ -3,9 +3,11 @@
 The sampled process must have registered ``SIGUSR1`` with :mod:`faulthandler` (``benchmarks/stall_dump``'s
 ``sitecustomize`` does it for every process started with that directory on ``PYTHONPATH``, each writing to
 ``<dump dir>/<pid>.txt``). The dump is written from the signal handler, so a thread inside C code (a CUDA sync, a
-socket wait) shows the Python frame that called it. Only pids whose dump file exists are signalled (a process
-without the handler would die of ``SIGUSR1``), and each only while it is the process that was found (its start
-time, as ``trace_lib.scoring.judge_pool`` checks its judge servers): a pid reused meanwhile is left alone.
+socket wait) shows the Python frame that called it. Only pids whose dump file exists and that catch ``SIGUSR1``
+(``/proc/PID/status``) are signalled (a process without the handler would die of it), and each only while it is the
+process that was found (its start time, as ``trace_lib.scoring.judge_pool`` checks its judge servers): a pid reused
+meanwhile is left alone. A process that yields no samples is accounted for: the signals sent, the bytes it wrote, and
+how its threads treat ``SIGUSR1`` (caught, blocked, pending).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import signal
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
@@ -77,11 +80,81 @@ def innermost(samples: Iterable[Sample], anchor: str, *, depth: int = 2) -> Coun
     return counts
 
 
+_SIGUSR1 = 1 << (signal.SIGUSR1 - 1)  # its bit in /proc/PID/status's signal masks
+
+
+@dataclass(frozen=True)
+class Disposition:
+    """How a process treats ``SIGUSR1`` now (``/proc/PID/status`` and each thread's)."""
+
+    caught: bool  # a handler is installed (process-wide)
+    ignored: bool
+    pending: bool  # sent to the process and not yet delivered
+    blocked_threads: int  # threads that block it: a signal only reaches a thread that does not
+    threads: int
+
+    def __str__(self) -> str:
+        state = "caught" if self.caught else "ignored" if self.ignored else "NOT caught"
+        return (f"SIGUSR1 {state}, blocked in {self.blocked_threads} of {self.threads} threads"
+                + (", pending" if self.pending else ""))
+
+
+def _status_masks(path: Path) -> dict[str, int]:
+    masks = {}
+    for line in path.read_text(encoding="ascii", errors="replace").splitlines():
+        key, _, value = line.partition(":")
+        if key in ("SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt"):
+            masks[key] = int(value.strip(), 16)
+    return masks
+
+
+def disposition(pid: int) -> Disposition | None:
+    """``pid``'s treatment of ``SIGUSR1``; ``None`` when it is gone or ``/proc`` does not say."""
+    try:
+        process = _status_masks(Path(f"/proc/{int(pid)}/status"))
+        threads = []
+        for task in Path(f"/proc/{int(pid)}/task").iterdir():
+            try:
+                threads.append(_status_masks(task / "status"))
+            except OSError:
+                continue  # a thread that ended meanwhile
+    except (OSError, ValueError):
+        return None
+    if "SigCgt" not in process:
+        return None
+    return Disposition(caught=bool(process["SigCgt"] & _SIGUSR1), ignored=bool(process.get("SigIgn", 0) & _SIGUSR1),
+                       pending=bool((process.get("ShdPnd", 0) | process.get("SigPnd", 0)) & _SIGUSR1),
+                       blocked_threads=sum(bool(t.get("SigBlk", 0) & _SIGUSR1) for t in threads),
+                       threads=len(threads))
+
+
+def _holds_open(pid: int, path: Path) -> bool | None:
+    """Whether ``pid`` still has ``path`` open (a handler whose file was closed writes nowhere, or elsewhere)."""
+    target = str(path.resolve())
+    try:
+        links = list(Path(f"/proc/{int(pid)}/fd").iterdir())
+    except OSError:
+        return None
+    for link in links:
+        try:
+            if os.readlink(link) == target:
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def registered(pids: Iterable[int], dump_dir: Path) -> dict[int, ProcessIdentity]:
-    """Those of ``pids`` that registered the dump handler (their dump file exists) and are alive, with their
-    identity now: the only ones safe to signal."""
-    found = {pid: process_identity(pid) for pid in pids if (dump_dir / f"{pid}.txt").exists()}
-    return {pid: identity for pid, identity in found.items() if identity is not None}
+    """Those of ``pids`` that registered the dump handler (their dump file exists and they catch ``SIGUSR1``) and
+    are alive, with their identity now: the only ones safe to signal."""
+    found = {}
+    for pid in pids:
+        if not (dump_dir / f"{pid}.txt").exists():
+            continue
+        treatment, identity = disposition(pid), process_identity(pid)
+        if treatment is not None and treatment.caught and identity is not None:
+            found[pid] = identity
+    return found
 
 
 def _signal(identities: dict[int, ProcessIdentity]) -> None:
@@ -140,11 +213,23 @@ class StackSampler:
     def samples(self, pid: int) -> list[Sample]:
         return parse_dumps(_written_since(self.dump_dir, pid, self._offsets.get(pid, 0)))
 
+    def account(self, pid: int) -> str:
+        """Why ``pid`` gave the samples it gave: the signals sent, the bytes it wrote meanwhile, its ``SIGUSR1``
+        treatment now."""
+        written = _written_since(self.dump_dir, pid, self._offsets.get(pid, 0))
+        treatment = disposition(pid)
+        if treatment is None:
+            return f"{self.sent} signals sent, {len(written.encode())} bytes written, process gone"
+        held = _holds_open(pid, self.dump_dir / f"{pid}.txt")
+        return (f"{self.sent} signals sent, {len(written.encode())} bytes written, {treatment}, "
+                + {True: "dump file open", False: "dump file NOT open", None: "its files unreadable"}[held])
 
-def report(samples: list[Sample], anchor: str, *, top: int = 10) -> str:
-    """The ``top`` call paths under ``anchor`` and innermost frames, as shares of the samples."""
+
+def report(samples: list[Sample], anchor: str, *, top: int = 10, account: str = "") -> str:
+    """The ``top`` call paths under ``anchor`` and innermost frames, as shares of the samples (``account`` says
+    why there are none)."""
     if not samples:
-        return "  (no samples)"
+        return f"  (no samples{': ' + account if account else ''})"
     lines = []
     for title, counts in (("under " + anchor, phases(samples, anchor)), ("innermost", innermost(samples, anchor))):
         lines.append(f"  {title} ({len(samples)} samples):")

@@ -47,7 +47,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _stack_samples import StackSampler, dump_once, report  # noqa: E402
+from _stack_samples import StackSampler, disposition, dump_once, report  # noqa: E402
 
 
 def _proc_cpu_s(pid: int) -> float:
@@ -348,11 +348,15 @@ def main() -> int:
             if source is None:
                 print(f"[{name}] driving thread: {through.loop_stats.since(before).summary(seconds)}", flush=True)
             if args.sample_hz:
-                for pid in sampler.pids:
-                    samples = sampler.samples(pid)
-                    print(f"[{name}] engine core {pid}, sampled at {args.sample_hz:g} Hz:\n"
-                          f"{report(samples, 'run_busy_loop')}\n{report(samples, 'process_input_sockets')}",
-                          flush=True)
+                for pid in cores:
+                    if pid not in sampler.pids:
+                        print(f"[{name}] engine core {pid} not sampled: no dump handler "
+                              f"({disposition(pid) or 'process gone'})", flush=True)
+                        continue
+                    samples, account = sampler.samples(pid), sampler.account(pid)
+                    print(f"[{name}] engine core {pid}, sampled at {args.sample_hz:g} Hz ({account}):\n"
+                          f"{report(samples, 'run_busy_loop', account=account)}\n"
+                          f"{report(samples, 'process_input_sockets', account=account)}", flush=True)
             if through._renders is not None:
                 print(f"[{name}] the workers' results weighed {through._renders.received_bytes / 1e6:.0f} MB",
                       flush=True)

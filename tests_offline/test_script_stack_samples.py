@@ -131,3 +131,58 @@ def test_a_pid_that_is_another_process_now_is_not_signalled() -> None:
     finally:
         bystander.kill()
         bystander.wait()
+
+
+NO_HANDLER = textwrap.dedent("""
+    import os, sys, time
+    open(os.path.join(sys.argv[1], f"{os.getpid()}.txt"), "w")  # the dump file, but no handler behind it
+    print("ready", flush=True)
+    time.sleep(30)
+""")
+
+BLOCKING = textwrap.dedent("""
+    import faulthandler, os, signal, sys, time
+    dump = open(os.path.join(sys.argv[1], f"{os.getpid()}.txt"), "w")
+    faulthandler.register(signal.SIGUSR1, file=dump, all_threads=True)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})  # the only thread: the signal stays pending
+    print("ready", flush=True)
+    time.sleep(30)
+""")
+
+
+def _started(code: str, tmp_path: Path) -> subprocess.Popen:
+    child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "ready"
+    return child
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc/PID/status")
+def test_a_dump_file_without_a_handler_behind_it_is_not_signalled(tmp_path: Path) -> None:
+    """A dump file alone does not make a process safe to signal (SIGUSR1 would kill it): it must catch it."""
+    child = _started(NO_HANDLER, tmp_path)
+    try:
+        assert ss.disposition(child.pid).caught is False
+        with ss.StackSampler([child.pid], 50, tmp_path) as sampler:
+            time.sleep(0.3)
+        assert sampler.pids == [] and child.poll() is None
+    finally:
+        child.kill()
+        child.wait()
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc/PID/status")
+def test_a_process_that_gives_no_samples_is_accounted_for(tmp_path: Path) -> None:
+    """Its threads all block SIGUSR1: the report says so (sent, 0 bytes, blocked, pending), not just 'no samples'."""
+    child = _started(BLOCKING, tmp_path)
+    try:
+        with ss.StackSampler([child.pid], 50, tmp_path) as sampler:
+            time.sleep(0.3)
+        assert sampler.pids == [child.pid]
+        assert sampler.samples(child.pid) == []
+        account = sampler.account(child.pid)
+        assert f"{sampler.sent} signals sent, 0 bytes written" in account and sampler.sent >= 3
+        assert "SIGUSR1 caught, blocked in 1 of 1 threads, pending, dump file open" in account
+        assert account in ss.report([], "run_busy_loop", account=account)
+    finally:
+        child.kill()
+        child.wait()
