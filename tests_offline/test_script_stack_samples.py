@@ -186,3 +186,41 @@ def test_a_process_that_gives_no_samples_is_accounted_for(tmp_path: Path) -> Non
     finally:
         child.kill()
         child.wait()
+
+
+SELF_SAMPLING = textwrap.dedent("""
+    import sys, time
+    print("ready", flush=True)
+
+    def hot():
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            sum(range(500))
+
+    def run_busy_loop():
+        hot()
+
+    run_busy_loop()
+""")
+
+
+@pytest.mark.skipif(not hasattr(os, "kill") or sys.platform == "win32", reason="POSIX signals")
+def test_a_process_started_with_the_sample_interval_samples_itself_and_is_never_signalled(tmp_path: Path) -> None:
+    """benchmarks/stall_dump's sitecustomize with TRACE_STACK_SAMPLE_S: faulthandler's watchdog writes the
+    samples; the sampler only reads the bytes written while it was entered."""
+    env = {**os.environ, "TRACE_STALL_DUMP_DIR": str(tmp_path), "TRACE_STACK_SAMPLE_S": "0.02",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(BENCHMARKS / "stall_dump"), os.environ.get("PYTHONPATH")]))}
+    child = subprocess.Popen([sys.executable, "-c", SELF_SAMPLING], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        with ss.StackSampler([child.pid], 50, tmp_path) as sampler:
+            time.sleep(0.6)
+        time.sleep(1.0)  # it goes on writing: those samples are not the sampler's
+        assert sampler.self_sampled == [child.pid] and sampler.sent == 0
+        samples = sampler.samples(child.pid)
+        assert 10 <= len(samples) <= 0.9 / 0.02 + 5
+        assert ss.phases(samples, "run_busy_loop").most_common(1)[0][0] == "hot"
+        assert sampler.account(child.pid).startswith("sampled itself, ")
+    finally:
+        child.kill()
+        child.wait()
