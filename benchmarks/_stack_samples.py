@@ -182,66 +182,41 @@ def dump_once(pids: Iterable[int], dump_dir: Path, *, wait_s: float = 5.0) -> di
     return {pid: _written_since(dump_dir, pid, size) for pid, size in sizes.items()}
 
 
-def _self_sampled(dump_dir: Path, pid: int) -> Path:
-    return dump_dir / f"{pid}.samples.txt"
-
-
 class StackSampler:
     """While entered, signal each of ``pids`` that has a dump file in ``dump_dir`` ``hz`` times a second; then
-    :meth:`samples` parses what each wrote meanwhile. A pid that samples itself (its ``<pid>.samples.txt``,
-    ``TRACE_STACK_SAMPLE_S``) is read instead of signalled."""
+    :meth:`samples` parses what each wrote meanwhile."""
 
     def __init__(self, pids: Iterable[int], hz: float, dump_dir: Path) -> None:
         self.dump_dir, self.interval = dump_dir, 1.0 / hz
-        pids = list(pids)
-        self.self_sampled = [pid for pid in pids if _self_sampled(dump_dir, pid).exists()]
-        self._identities = registered([pid for pid in pids if pid not in self.self_sampled], dump_dir)
-        self.pids = self.self_sampled + list(self._identities)
+        self._identities = registered(pids, dump_dir)
+        self.pids = list(self._identities)
         self._offsets: dict[int, int] = {}
-        self._ends: dict[int, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.sent = 0
 
-    def _file(self, pid: int) -> Path:
-        return _self_sampled(self.dump_dir, pid) if pid in self.self_sampled else self.dump_dir / f"{pid}.txt"
-
     def __enter__(self) -> StackSampler:
-        self._offsets = {pid: self._file(pid).stat().st_size for pid in self.pids}
-        if self._identities:
-            self._thread.start()
+        self._offsets = {pid: (self.dump_dir / f"{pid}.txt").stat().st_size for pid in self.pids}
+        self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        self._thread.join()
         time.sleep(0.2)  # the last dump's write
-        self._ends = {pid: self._file(pid).stat().st_size for pid in self.pids}
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             _signal(self._identities)
             self.sent += 1
 
-    def _written(self, pid: int) -> str:
-        """What ``pid`` wrote while the sampler was entered (a self-sampled process goes on writing after)."""
-        with open(self._file(pid), "rb") as dump:
-            start = self._offsets.get(pid, 0)
-            dump.seek(start)
-            end = self._ends.get(pid)
-            data = dump.read() if end is None else dump.read(max(0, end - start))
-        return data.decode("utf-8", errors="replace")
-
     def samples(self, pid: int) -> list[Sample]:
-        return parse_dumps(self._written(pid))
+        return parse_dumps(_written_since(self.dump_dir, pid, self._offsets.get(pid, 0)))
 
     def account(self, pid: int) -> str:
-        """Why ``pid`` gave the samples it gave: the signals sent (or that it sampled itself), the bytes it wrote
-        meanwhile, its ``SIGUSR1`` treatment now."""
-        written = self._written(pid)
-        if pid in self.self_sampled:
-            return f"sampled itself, {len(written.encode())} bytes written"
+        """Why ``pid`` gave the samples it gave: the signals sent, the bytes it wrote meanwhile, its ``SIGUSR1``
+        treatment now."""
+        written = _written_since(self.dump_dir, pid, self._offsets.get(pid, 0))
         treatment = disposition(pid)
         if treatment is None:
             return f"{self.sent} signals sent, {len(written.encode())} bytes written, process gone"

@@ -27,10 +27,10 @@ way's ratio to in-thread. Needs vLLM >= 0.24 (its ``vllm.renderers``).
 ``--stall-s S``: when a way answers nothing for S seconds, write every thread's traceback of this process and of
 each process it started (vLLM's engine core, the render workers; through ``benchmarks/stall_dump``), the
 driving state, and exit 3. ``--sample-hz HZ``: sample the engine-core process's tracebacks HZ times a second
-during each way and print where its busy loop and its input thread spend their time
-(``benchmarks/_stack_samples.py``). Each process started from here samples itself, through faulthandler's watchdog
-thread: vLLM 0.24's engine core catches ``SIGUSR1`` yet wrote no byte for 1,240 signals in run 18. Each dump
-stops the engine core briefly: a sampled run's rates are a diagnostic's, not figures.
+during each way (the same ``SIGUSR1`` dumps, ``benchmarks/_stack_samples.py``) and print where its busy loop and
+its input thread spend their time (each dump interrupts the engine core: a sampled run's rates are a diagnostic's,
+not figures). vLLM 0.24's engine core catches ``SIGUSR1`` yet wrote no byte for 1,240 signals (run 18): the
+profile then says so, with how the process treats the signal, instead of a silent "no samples".
 """
 
 from __future__ import annotations
@@ -239,8 +239,6 @@ def main() -> int:
 
         dump_dir = Path(tempfile.mkdtemp(prefix="stall-dumps-"))
         os.environ["TRACE_STALL_DUMP_DIR"] = str(dump_dir)  # the processes started from here register SIGUSR1
-        if args.sample_hz:  # and sample themselves, through faulthandler's watchdog thread (no signals)
-            os.environ["TRACE_STACK_SAMPLE_S"] = str(1.0 / args.sample_hz)
         site = str(Path(__file__).resolve().parent / "stall_dump")
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [site, os.environ.get("PYTHONPATH")]))
     if args.stall_s:

@@ -1,8 +1,6 @@
 """Loaded by every Python process started with this directory on ``PYTHONPATH`` (``engine_input_ceiling.py
 --stall-s`` and ``--sample-hz``): registers ``SIGUSR1`` to write all of the process's thread tracebacks to
-``$TRACE_STALL_DUMP_DIR/<pid>.txt``, so a stalled run's processes can be read one by one. With
-``$TRACE_STACK_SAMPLE_S`` set, the process also samples itself: faulthandler's watchdog thread writes every
-thread's traceback that often to ``<pid>.samples.txt``, with no signal involved. (It shadows any other
+``$TRACE_STALL_DUMP_DIR/<pid>.txt``, so a stalled run's processes can be read one by one. (It shadows any other
 ``sitecustomize`` for those processes: a diagnostic run only.)"""
 
 import faulthandler
@@ -14,9 +12,5 @@ if _dump_dir:
     try:
         _dump_file = open(os.path.join(_dump_dir, f"{os.getpid()}.txt"), "w")  # noqa: SIM115 - kept open
         faulthandler.register(signal.SIGUSR1, file=_dump_file, all_threads=True)
-        _every_s = float(os.environ.get("TRACE_STACK_SAMPLE_S") or 0)
-        if _every_s > 0:
-            _sample_file = open(os.path.join(_dump_dir, f"{os.getpid()}.samples.txt"), "w")  # noqa: SIM115
-            faulthandler.dump_traceback_later(_every_s, repeat=True, file=_sample_file)
-    except (OSError, ValueError):
+    except OSError:
         pass
