@@ -1,8 +1,8 @@
 """Campaign throughput on one GPU: per-slice generation (the previous design), the streaming campaign scheduler
 (every slice through one engine; a benchmark's seeds queued in lockstep chunks), the streaming scheduler on
-``--replicas`` engines sharing the GPU (one process each, its share of the memory, whole benchmarks dealt out in
-turn: what ``trace-repro generate --engines-per-group`` does, its split by rows being the same for benchmarks of
-equal size), and upstream's design (``vllm serve`` + an HTTP client with 32
+``--replicas`` engines sharing the GPU (one process each, its share of the memory, whole benchmarks dealt out by
+rows as ``trace-repro generate --engines-per-group`` deals them: ``deal_slices``; 8 equal benchmarks over 3 engines
+make 3, 3 and 2), and upstream's design (``vllm serve`` + an HTTP client with 32
 requests in flight, one slice after another), side by side in one run on the same requests.
 
 The model is a random-weight Qwen2.5-VL with the 3B release's layer shapes (36 layers, hidden 2048, a 32-block
@@ -213,6 +213,7 @@ def main() -> int:
 
     from trace_lib.slices import ModelDescriptor
     from trace_lib.slices import Slice
+    from trace_lib.campaign.plan import deal_slices
     from trace_lib.campaign.scheduler import CampaignScheduler, SliceJob
     from trace_lib.generation.run import open_slice_store, prepare_rows, run_generation
     from trace_lib.release.locate import locate_release
@@ -259,9 +260,9 @@ def main() -> int:
 
     if args.replica is not None:
         index, count = (int(part) for part in args.replica.split("/"))
+        share = set(deal_slices(slices, lambda _: args.rows, count)[index])  # as `generate --worker i/N` deals
         return _replica(index, model_dir, data, engine_flags, warmup_requests, streaming,
-                        [j for j in jobs(work / "campaign-replicas") if int(j.slice.benchmark[5:]) % count == index],
-                        args.input_workers)
+                        [j for j in jobs(work / "campaign-replicas") if j.slice in share], args.input_workers)
 
     for job in jobs(work / "prebuild"):  # materialise every image once (both paths then read the same files)
         prepare_rows(job.load_rows(), job.protocol, job.image_dir, served_name="bench", generation=generation,

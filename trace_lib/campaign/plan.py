@@ -155,14 +155,19 @@ def _band_text(tests: Mapping[str, PlannedTest], slice_: Slice, judged: bool) ->
 
 
 def worker_shares(plan: Plan, workers: int) -> list[list[Slice]]:
-    """The plan's slices split over ``workers`` engine processes. Each (model, benchmark) goes whole to one worker,
-    so its seeds share that engine's caches in lockstep; the largest (rows x seeds) go first, each to the
-    least-loaded worker, so the workers finish close together. Each share keeps the plan's order."""
-    order = {slice_: i for i, slice_ in enumerate(plan.slices)}
+    """The plan's slices split over ``workers`` engine processes (:func:`deal_slices` by the suite's rows)."""
+    return deal_slices(plan.slices, plan.rows, workers)
+
+
+def deal_slices(slices: Sequence[Slice], rows: Callable[[Slice], int], workers: int) -> list[list[Slice]]:
+    """``slices`` split over ``workers`` engine processes. Each (model, benchmark) goes whole to one worker, so its
+    seeds share that engine's caches in lockstep; the largest (rows x seeds) go first, each to the least-loaded
+    worker, so the workers finish close together. Each share keeps the order of ``slices``."""
+    order = {slice_: i for i, slice_ in enumerate(slices)}
     groups: dict[tuple[str, str], list[Slice]] = {}
-    for slice_ in plan.slices:
+    for slice_ in slices:
         groups.setdefault((slice_.model, slice_.benchmark), []).append(slice_)
-    weighted = sorted(((sum(plan.rows(s) for s in group), group) for group in groups.values()),
+    weighted = sorted(((sum(rows(s) for s in group), group) for group in groups.values()),
                       key=lambda item: (-item[0], order[item[1][0]]))
     loads, shares = [0] * workers, [[] for _ in range(workers)]
     for weight, group in weighted:
