@@ -221,8 +221,11 @@ class StackSampler:
         if treatment is None:
             return f"{self.sent} signals sent, {len(written.encode())} bytes written, process gone"
         held = _holds_open(pid, self.dump_dir / f"{pid}.txt")
+        replaced = self.dump_dir / f"{pid}.handler.txt"  # benchmarks/stall_dump's watch of the Python-level handler
+        lines = replaced.read_text(encoding="utf-8", errors="replace").splitlines() if replaced.exists() else []
         return (f"{self.sent} signals sent, {len(written.encode())} bytes written, {treatment}, "
-                + {True: "dump file open", False: "dump file NOT open", None: "its files unreadable"}[held])
+                + {True: "dump file open", False: "dump file NOT open", None: "its files unreadable"}[held]
+                + (f", {lines[-1]}" if lines else ""))
 
 
 def report(samples: list[Sample], anchor: str, *, top: int = 10, account: str = "") -> str:

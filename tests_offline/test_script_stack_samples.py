@@ -186,3 +186,36 @@ def test_a_process_that_gives_no_samples_is_accounted_for(tmp_path: Path) -> Non
     finally:
         child.kill()
         child.wait()
+
+
+REPLACING = textwrap.dedent("""
+    import signal, time
+
+    def quiet(signum, frame):
+        pass
+
+    signal.signal(signal.SIGUSR1, quiet)  # over faulthandler's (stall_dump's sitecustomize): no dump any more
+    print("ready", flush=True)
+    time.sleep(30)
+""")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc/PID/status")
+def test_a_python_handler_installed_over_the_dump_handler_is_named(tmp_path: Path) -> None:
+    """benchmarks/stall_dump's sitecustomize watches the Python-level handler: the account names the one that
+    replaced faulthandler's, the reason such a process writes nothing."""
+    env = {**os.environ, "TRACE_STALL_DUMP_DIR": str(tmp_path),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(BENCHMARKS / "stall_dump"), os.environ.get("PYTHONPATH")]))}
+    child = subprocess.Popen([sys.executable, "-c", REPLACING], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        deadline = time.monotonic() + 10
+        while not (tmp_path / f"{child.pid}.handler.txt").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with ss.StackSampler([child.pid], 50, tmp_path) as sampler:
+            time.sleep(0.3)
+        assert sampler.pids == [child.pid] and sampler.samples(child.pid) == [] and child.poll() is None
+        assert sampler.account(child.pid).endswith("SIGUSR1 handler replaced by __main__.quiet")
+    finally:
+        child.kill()
+        child.wait()
