@@ -29,8 +29,9 @@ each process it started (vLLM's engine core, the render workers; through ``bench
 driving state, and exit 3. ``--sample-hz HZ``: sample the engine-core process's tracebacks HZ times a second
 during each way (the same ``SIGUSR1`` dumps, ``benchmarks/_stack_samples.py``) and print where its busy loop and
 its input thread spend their time (each dump interrupts the engine core: a sampled run's rates are a diagnostic's,
-not figures). vLLM 0.24's engine core catches ``SIGUSR1`` yet wrote no byte for 1,240 signals (run 18): the
-profile then says so, with how the process treats the signal, instead of a silent "no samples".
+not figures). vLLM 0.24's engine core catches ``SIGUSR1`` yet wrote no byte for 1,240 signals (run 18), with no
+Python handler installed over faulthandler's (run 22): the profile then says so, with how the process treats the
+signal, instead of a silent "no samples".
 """
 
 from __future__ import annotations
