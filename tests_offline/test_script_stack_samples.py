@@ -200,13 +200,21 @@ REPLACING = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc/PID/status")
-def test_a_python_handler_installed_over_the_dump_handler_is_named(tmp_path: Path) -> None:
-    """benchmarks/stall_dump's sitecustomize watches the Python-level handler: the account names the one that
-    replaced faulthandler's, the reason such a process writes nothing."""
+REPLACING_IN_C = textwrap.dedent("""
+    import ctypes, ctypes.util, signal, time
+
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    libc.signal.restype, libc.signal.argtypes = ctypes.c_void_p, [ctypes.c_int, ctypes.c_void_p]
+    libc.signal(signal.SIGUSR1, ctypes.cast(libc.getpid, ctypes.c_void_p))  # a harmless C handler; Python unaware
+    print("ready", flush=True)
+    time.sleep(30)
+""")
+
+
+def _account_of_a_replaced_handler(code: str, tmp_path: Path) -> str:
     env = {**os.environ, "TRACE_STALL_DUMP_DIR": str(tmp_path),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(BENCHMARKS / "stall_dump"), os.environ.get("PYTHONPATH")]))}
-    child = subprocess.Popen([sys.executable, "-c", REPLACING], stdout=subprocess.PIPE, text=True, env=env)
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert child.stdout.readline().strip() == "ready"
         deadline = time.monotonic() + 10
@@ -215,7 +223,22 @@ def test_a_python_handler_installed_over_the_dump_handler_is_named(tmp_path: Pat
         with ss.StackSampler([child.pid], 50, tmp_path) as sampler:
             time.sleep(0.3)
         assert sampler.pids == [child.pid] and sampler.samples(child.pid) == [] and child.poll() is None
-        assert sampler.account(child.pid).endswith("SIGUSR1 handler replaced by __main__.quiet")
+        return sampler.account(child.pid)
     finally:
         child.kill()
         child.wait()
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc/PID/status")
+def test_a_python_handler_installed_over_the_dump_handler_is_named(tmp_path: Path) -> None:
+    """benchmarks/stall_dump's sitecustomize watches the handler: the account names the Python one that replaced
+    faulthandler's, the reason such a process writes nothing."""
+    assert _account_of_a_replaced_handler(REPLACING, tmp_path).endswith("SIGUSR1 handler replaced by __main__.quiet")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc/PID/status")
+def test_a_c_handler_installed_over_the_dump_handler_is_named(tmp_path: Path) -> None:
+    """One installed below Python (a library's own sigaction, invisible to the signal module): named by the C
+    library's dladdr."""
+    account = _account_of_a_replaced_handler(REPLACING_IN_C, tmp_path)
+    assert "SIGUSR1 handler replaced below Python by " in account and "getpid in libc" in account

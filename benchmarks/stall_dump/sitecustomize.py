@@ -1,8 +1,10 @@
 """Loaded by every Python process started with this directory on ``PYTHONPATH`` (``engine_input_ceiling.py
 --stall-s`` and ``--sample-hz``): registers ``SIGUSR1`` to write all of the process's thread tracebacks to
 ``$TRACE_STALL_DUMP_DIR/<pid>.txt``, so a stalled run's processes can be read one by one. A daemon thread appends to
-``<pid>.handler.txt`` each Python-level handler that later replaces faulthandler's for ``SIGUSR1`` (then the dumps
-stop). (It shadows any other ``sitecustomize`` for those processes: a diagnostic run only.)"""
+``<pid>.handler.txt`` each handler that later replaces faulthandler's for ``SIGUSR1`` (then the dumps stop): a
+Python one (the signal module's view), or one installed below Python (the C handler's address, read with
+``sigaction`` and named with ``dladdr`` where the C library allows). (It shadows any other ``sitecustomize`` for
+those processes: a diagnostic run only.)"""
 
 import faulthandler
 import os
@@ -10,16 +12,53 @@ import signal
 import threading
 
 
-def _watch_handler(path: str, interval_s: float = 2.0) -> None:
-    seen = signal.getsignal(signal.SIGUSR1)  # the signal module's view: faulthandler's C handler is not in it
+def _c_handler():
+    """The address of the process's C-level ``SIGUSR1`` handler, and a function naming an address; ``None`` where
+    libc cannot be asked (the watch then covers the Python level only)."""
+    try:
+        import ctypes
+        import ctypes.util
+
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+        class DlInfo(ctypes.Structure):
+            _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p), ("sname", ctypes.c_char_p),
+                        ("saddr", ctypes.c_void_p)]
+
+        old = ctypes.create_string_buffer(512)  # a struct sigaction; its first member is the handler
+
+        def address():
+            if libc.sigaction(signal.SIGUSR1, None, old) != 0:
+                return None
+            return ctypes.c_void_p.from_buffer(old).value or 0
+
+        def name(addr):
+            info = DlInfo()
+            if addr > 1 and libc.dladdr(ctypes.c_void_p(addr), ctypes.byref(info)):
+                where = os.path.basename((info.fname or b"?").decode(errors="replace"))
+                return f"{(info.sname or b'?').decode(errors='replace')} in {where}"
+            return {0: "SIG_DFL", 1: "SIG_IGN"}.get(addr, "unknown")
+
+        return address, name
+    except (OSError, AttributeError):
+        return None
+
+
+def _watch_handler(path: str, seen, c_level, seen_c, interval_s: float = 2.0) -> None:
+    """Every ``interval_s``, compare the handler with the one seen last (first: faulthandler's, read at register)."""
     while True:
         threading.Event().wait(interval_s)
-        now = signal.getsignal(signal.SIGUSR1)
+        now, now_c = signal.getsignal(signal.SIGUSR1), c_level[0]() if c_level else None
+        lines = []
         if now is not seen:
-            seen = now
-            name = f"{getattr(now, '__module__', '?')}.{getattr(now, '__qualname__', repr(now))}"
+            lines.append(f"SIGUSR1 handler replaced by {getattr(now, '__module__', '?')}."
+                         f"{getattr(now, '__qualname__', repr(now))}")
+        elif now_c != seen_c and now_c is not None:
+            lines.append(f"SIGUSR1 handler replaced below Python by {c_level[1](now_c)} (0x{now_c:x})")
+        seen, seen_c = now, now_c
+        if lines:
             with open(path, "a", encoding="utf-8") as out:
-                out.write(f"SIGUSR1 handler replaced by {name}\n")
+                out.write("\n".join(lines) + "\n")
 
 
 _dump_dir = os.environ.get("TRACE_STALL_DUMP_DIR")
@@ -27,7 +66,9 @@ if _dump_dir:
     try:
         _dump_file = open(os.path.join(_dump_dir, f"{os.getpid()}.txt"), "w")  # noqa: SIM115 - kept open
         faulthandler.register(signal.SIGUSR1, file=_dump_file, all_threads=True)
-        threading.Thread(target=_watch_handler, args=(os.path.join(_dump_dir, f"{os.getpid()}.handler.txt"),),
-                         name="trace-stall-dump-watch", daemon=True).start()
+        _c_level = _c_handler()
+        threading.Thread(target=_watch_handler, name="trace-stall-dump-watch", daemon=True,
+                         args=(os.path.join(_dump_dir, f"{os.getpid()}.handler.txt"), signal.getsignal(signal.SIGUSR1),
+                               _c_level, _c_level[0]() if _c_level else None)).start()
     except OSError:
         pass
