@@ -28,7 +28,10 @@ def _c_handler():
         old = ctypes.create_string_buffer(512)  # a struct sigaction; its first member is the handler
 
         def address():
-            if libc.sigaction(signal.SIGUSR1, None, old) != 0:
+            try:
+                if libc.sigaction(signal.SIGUSR1, None, old) != 0:
+                    return None
+            except ctypes.ArgumentError:
                 return None
             return ctypes.c_void_p.from_buffer(old).value or 0
 
@@ -40,7 +43,7 @@ def _c_handler():
             return {0: "SIG_DFL", 1: "SIG_IGN"}.get(addr, "unknown")
 
         return address, name
-    except (OSError, AttributeError):
+    except (ImportError, OSError, AttributeError):
         return None
 
 
@@ -57,8 +60,11 @@ def _watch_handler(path: str, seen, c_level, seen_c, interval_s: float = 2.0) ->
             lines.append(f"SIGUSR1 handler replaced below Python by {c_level[1](now_c)} (0x{now_c:x})")
         seen, seen_c = now, now_c
         if lines:
-            with open(path, "a", encoding="utf-8") as out:
-                out.write("\n".join(lines) + "\n")
+            try:
+                with open(path, "a", encoding="utf-8") as out:
+                    out.write("\n".join(lines) + "\n")
+            except OSError:
+                return  # the dump directory is gone: nobody is reading
 
 
 _dump_dir = os.environ.get("TRACE_STALL_DUMP_DIR")
