@@ -216,14 +216,15 @@ class StackSampler:
     def account(self, pid: int) -> str:
         """Why ``pid`` gave the samples it gave: the signals sent, the bytes it wrote meanwhile, its ``SIGUSR1``
         treatment now."""
-        written = _written_since(self.dump_dir, pid, self._offsets.get(pid, 0))
+        written = len(_written_since(self.dump_dir, pid, self._offsets.get(pid, 0)).encode())
+        sent = f"{self.sent} signals sent, {written} bytes written"
         treatment = disposition(pid)
         if treatment is None:
-            return f"{self.sent} signals sent, {len(written.encode())} bytes written, process gone"
+            return f"{sent}, process gone"
         held = _holds_open(pid, self.dump_dir / f"{pid}.txt")
-        replaced = self.dump_dir / f"{pid}.handler.txt"  # benchmarks/stall_dump's watch of the Python-level handler
+        replaced = self.dump_dir / f"{pid}.handler.txt"  # benchmarks/stall_dump's watch of the handler (either level)
         lines = replaced.read_text(encoding="utf-8", errors="replace").splitlines() if replaced.exists() else []
-        return (f"{self.sent} signals sent, {len(written.encode())} bytes written, {treatment}, "
+        return (f"{sent}, {treatment}, "
                 + {True: "dump file open", False: "dump file NOT open", None: "its files unreadable"}[held]
                 + (f", {lines[-1]}" if lines else ""))
 
