@@ -1,13 +1,18 @@
-"""Where another process's threads spend their time: its tracebacks sampled at a fixed rate.
+"""Where another process's threads are: one dump of their tracebacks on demand, or samples at a fixed rate.
 
-The sampled process must have registered ``SIGUSR1`` with :mod:`faulthandler` (``benchmarks/stall_dump``'s
-``sitecustomize`` does it for every process started with that directory on ``PYTHONPATH``, each writing to
-``<dump dir>/<pid>.txt``). The dump is written from the signal handler, so a thread inside C code (a CUDA sync, a
-socket wait) shows the Python frame that called it. Only pids whose dump file exists and that catch ``SIGUSR1``
-(``/proc/PID/status``) are signalled (a process without the handler would die of it), and each only while it is the
-process that was found (its start time, as ``trace_lib.scoring.judge_pool`` checks its judge servers): a pid reused
-meanwhile is left alone. A process that yields no samples is accounted for: the signals sent, the bytes it wrote, and
-how its threads treat ``SIGUSR1`` (caught, blocked, pending).
+Both need ``benchmarks/stall_dump``'s ``sitecustomize`` in the process (every process started with that directory
+on ``PYTHONPATH``):
+
+- **a dump** (:func:`dump_once`, for a stalled run) is written by faulthandler from its ``SIGUSR1`` handler into
+  ``<dump dir>/<pid>.txt``, so it works while a thread holds the GIL in C code. Only pids whose dump file exists and
+  that catch ``SIGUSR1`` (``/proc/PID/status``) are signalled (a process without the handler would die of it), and
+  each only while it is the process that was found (its start time, as ``trace_lib.scoring.judge_pool`` checks its
+  judge servers): a pid reused meanwhile is left alone. An empty dump is explained (:func:`why_no_dump`).
+- **samples** (:class:`StackSampler`, for a profile) are taken by the process itself, from a thread that reads
+  ``sys._current_frames()`` while a gate file exists: no signal. vLLM 0.24's engine core caught ``SIGUSR1`` yet
+  wrote no dump byte for 1,240 signals (run 18 of docs/performance.md), so its profile cannot come from signals.
+  A sample waits for the GIL: a thread that holds it in C code shows the frame it returns to, one that releases it
+  (a CUDA sync, a socket wait) the frame that called the C code.
 """
 
 from __future__ import annotations
@@ -15,7 +20,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -32,12 +36,17 @@ Sample = dict[str, list[tuple[str, str]]]
 
 
 def parse_dumps(text: str) -> list[Sample]:
-    """faulthandler's all-thread dumps, appended one after another, as samples (a thread id seen again starts the
-    next sample)."""
+    """faulthandler's all-thread dumps, appended one after another, as samples (a ``# sample`` line or a thread id
+    seen again starts the next sample)."""
     samples: list[Sample] = []
     current: Sample = {}
     frames: list[tuple[str, str]] | None = None
     for line in text.splitlines():
+        if line == "# sample":  # benchmarks/stall_dump's own sampler marks each sample
+            if current:
+                samples.append(current)
+            current, frames = {}, None
+            continue
         header = _HEADER.match(line)
         if header:
             if header.group(1) in current:
@@ -173,6 +182,20 @@ def _written_since(dump_dir: Path, pid: int, offset: int) -> str:
         return dump.read()
 
 
+def why_no_dump(pid: int, dump_dir: Path) -> str:
+    """Why ``pid`` wrote nothing when signalled: how it treats ``SIGUSR1`` now, whether its dump file is still open,
+    and the last handler ``benchmarks/stall_dump``'s watch saw replace faulthandler's (either level)."""
+    treatment = disposition(pid)
+    if treatment is None:
+        return "process gone"
+    held = _holds_open(pid, dump_dir / f"{pid}.txt")
+    replaced = dump_dir / f"{pid}.handler.txt"
+    lines = replaced.read_text(encoding="utf-8", errors="replace").splitlines() if replaced.exists() else []
+    return (f"{treatment}, "
+            + {True: "dump file open", False: "dump file NOT open", None: "its files unreadable"}[held]
+            + (f", {lines[-1]}" if lines else ""))
+
+
 def dump_once(pids: Iterable[int], dump_dir: Path, *, wait_s: float = 5.0) -> dict[int, str]:
     """Signal each registered one of ``pids`` once; after ``wait_s``, what each wrote (its tracebacks), by pid."""
     identities = registered(pids, dump_dir)
@@ -183,50 +206,44 @@ def dump_once(pids: Iterable[int], dump_dir: Path, *, wait_s: float = 5.0) -> di
 
 
 class StackSampler:
-    """While entered, signal each of ``pids`` that has a dump file in ``dump_dir`` ``hz`` times a second; then
-    :meth:`samples` parses what each wrote meanwhile."""
+    """While entered, every one of ``pids`` that runs ``benchmarks/stall_dump``'s sampler (its
+    ``<pid>.samples.txt`` exists in ``dump_dir``) samples its own threads (the ``sampling`` gate file exists
+    meanwhile); then :meth:`samples` parses what each wrote. No process is signalled."""
 
-    def __init__(self, pids: Iterable[int], hz: float, dump_dir: Path) -> None:
-        self.dump_dir, self.interval = dump_dir, 1.0 / hz
-        self._identities = registered(pids, dump_dir)
-        self.pids = list(self._identities)
+    def __init__(self, pids: Iterable[int], dump_dir: Path) -> None:
+        self.dump_dir = dump_dir
+        self.gate = dump_dir / "sampling"
+        self.pids = [pid for pid in pids if self._file(pid).exists()]
         self._offsets: dict[int, int] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self.sent = 0
+        self.seconds = 0.0
+
+    def _file(self, pid: int) -> Path:
+        return self.dump_dir / f"{pid}.samples.txt"
 
     def __enter__(self) -> StackSampler:
-        self._offsets = {pid: (self.dump_dir / f"{pid}.txt").stat().st_size for pid in self.pids}
-        self._thread.start()
+        self._offsets = {pid: self._file(pid).stat().st_size for pid in self.pids}
+        self._t0 = time.monotonic()
+        self.gate.touch()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        time.sleep(0.2)  # the last dump's write
+        self.gate.unlink(missing_ok=True)
+        self.seconds = time.monotonic() - self._t0
+        time.sleep(0.2)  # the last sample's write
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            _signal(self._identities)
-            self.sent += 1
+    def _written(self, pid: int) -> str:
+        with open(self._file(pid), encoding="utf-8", errors="replace") as samples:
+            samples.seek(self._offsets.get(pid, 0))
+            return samples.read()
 
     def samples(self, pid: int) -> list[Sample]:
-        return parse_dumps(_written_since(self.dump_dir, pid, self._offsets.get(pid, 0)))
+        return parse_dumps(self._written(pid))
 
     def account(self, pid: int) -> str:
-        """Why ``pid`` gave the samples it gave: the signals sent, the bytes it wrote meanwhile, its ``SIGUSR1``
-        treatment now."""
-        written = len(_written_since(self.dump_dir, pid, self._offsets.get(pid, 0)).encode())
-        sent = f"{self.sent} signals sent, {written} bytes written"
-        treatment = disposition(pid)
-        if treatment is None:
-            return f"{sent}, process gone"
-        held = _holds_open(pid, self.dump_dir / f"{pid}.txt")
-        replaced = self.dump_dir / f"{pid}.handler.txt"  # benchmarks/stall_dump's watch of the handler (either level)
-        lines = replaced.read_text(encoding="utf-8", errors="replace").splitlines() if replaced.exists() else []
-        return (f"{sent}, {treatment}, "
-                + {True: "dump file open", False: "dump file NOT open", None: "its files unreadable"}[held]
-                + (f", {lines[-1]}" if lines else ""))
+        """What ``pid``'s sampler gave while entered: the samples, the seconds, whether the process is alive."""
+        alive = disposition(pid) is not None
+        return (f"{len(self.samples(pid))} samples in {self.seconds:.1f} s"
+                + ("" if alive else ", process gone"))
 
 
 def report(samples: list[Sample], anchor: str, *, top: int = 10, account: str = "") -> str:

@@ -12,7 +12,8 @@ tokenizer's, so random weights stop at ``<|im_end|>`` now and then and output le
 ``--benchmarks`` x ``--seeds`` slices of ``--rows`` rows (default 8 x 3 x 200 = 24 slices, 4,800 rows per
 path): each benchmark has its own prompt length and image sizes (224x224 up to 1024x768, some rows with two
 images), every image distinct. Decoding is the suite's except ``max_tokens`` (``--max-tokens``, default 256).
-Engine settings are upstream's server flags except ``max_model_len`` (8192) and ``gpu_memory_utilization``.
+Engine settings are upstream's server flags except ``max_model_len`` (8192), ``gpu_memory_utilization`` and, with
+``--max-num-seqs``, the ``max_num_seqs`` of trace-repro's engines (upstream's design keeps 256).
 
 Prints rows/s, output tokens/s and the GPU's busy fraction (utilisation sampled every 0.1 s by nvidia-smi) per path,
 and the ratios; for the offline engine also how much of the wall time the driving thread spent adding requests
@@ -21,7 +22,7 @@ fraction means preprocessing, not the GPU, bounds the path). Targets: streaming 
 upstream's design.
 
     python benchmarks/campaign_throughput.py [--shape 3b|7b] [--benchmarks 8] [--seeds 3] [--rows 200] [--max-tokens 256]
-        [--replicas 2] [--input-workers N] [--skip-per-slice] [--skip-single] [--skip-upstream]
+        [--replicas 2] [--input-workers N] [--max-num-seqs 256] [--skip-per-slice] [--skip-single] [--skip-upstream]
         [--work-dir DIR]
 """
 
@@ -192,6 +193,8 @@ def main() -> int:
     parser.add_argument("--in-flight", type=int, default=32, help="upstream design: HTTP requests in flight")
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.85)
     parser.add_argument("--max-model-len", type=int, default=8192)
+    parser.add_argument("--max-num-seqs", type=int, default=256,
+                        help="max_num_seqs of trace-repro's engines (upstream's design keeps its server flag, 256)")
     parser.add_argument("--enforce-eager", action="store_true")
     parser.add_argument("--replicas", type=int, default=2,
                         help="engines sharing the GPU in the replicated streaming path (below 2: no such path)")
@@ -250,7 +253,7 @@ def main() -> int:
         failed = [r.error for r in results if not r.ok]
         assert not failed, failed[0]
 
-    engine_flags = dict(max_model_len=args.max_model_len, max_num_seqs=256, max_num_batched_tokens=32768,
+    engine_flags = dict(max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs, max_num_batched_tokens=32768,
                         gpu_memory_utilization=args.gpu_memory_utilization, enforce_eager=args.enforce_eager)
     warm = jobs(work / "warmup")[0]
 
@@ -317,7 +320,8 @@ def main() -> int:
                 "--benchmarks", str(args.benchmarks),
                 "--seeds", str(args.seeds), "--rows", str(args.rows), "--max-tokens", str(args.max_tokens),
                 "--gpu-memory-utilization", str(args.gpu_memory_utilization / args.replicas),
-                "--max-model-len", str(args.max_model_len), "--input-workers", str(args.input_workers),
+                "--max-model-len", str(args.max_model_len), "--max-num-seqs", str(args.max_num_seqs),
+                "--input-workers", str(args.input_workers),
                 *(["--enforce-eager"] if args.enforce_eager else [])]
         t0 = time.monotonic()
         workers = []

@@ -22,16 +22,15 @@ wall time: near 1.0 means that thread is the bound) and the engine-core process'
 way's ratio to in-thread. Needs vLLM >= 0.24 (its ``vllm.renderers``).
 
     python benchmarks/engine_input_ceiling.py [--shape 3b|7b] [--benchmarks 8] [--seeds 3] [--rows 48]
-        [--ways in-thread,ahead,foreign,workers=4,workers=8] [--stall-s 90] [--sample-hz 20]
+        [--ways in-thread,ahead,foreign,workers=4,workers=8] [--max-num-seqs 256] [--stall-s 90] [--sample-hz 20]
 
 ``--stall-s S``: when a way answers nothing for S seconds, write every thread's traceback of this process and of
 each process it started (vLLM's engine core, the render workers; through ``benchmarks/stall_dump``), the
-driving state, and exit 3. ``--sample-hz HZ``: sample the engine-core process's tracebacks HZ times a second
-during each way (the same ``SIGUSR1`` dumps, ``benchmarks/_stack_samples.py``) and print where its busy loop and
-its input thread spend their time (each dump interrupts the engine core: a sampled run's rates are a diagnostic's,
-not figures). vLLM 0.24's engine core catches ``SIGUSR1`` yet wrote no byte for 1,240 signals (run 18), with no
-Python handler installed over faulthandler's (run 22): the profile then says so, with how the process treats the
-signal, instead of a silent "no samples".
+driving state, and exit 3; a process that wrote nothing is explained (how it treats ``SIGUSR1``). ``--sample-hz
+HZ``: the engine-core process samples its own threads' tracebacks HZ times a second during each way (a thread
+``benchmarks/stall_dump`` starts in it; no signal: vLLM 0.24's engine core wrote no dump for 1,240 signals in run
+18) and the benchmark prints where its busy loop and its input thread spend their time (a sample takes the GIL: a
+sampled run's rates are a diagnostic's, not figures).
 """
 
 from __future__ import annotations
@@ -49,7 +48,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _stack_samples import StackSampler, disposition, dump_once, report  # noqa: E402
+from _stack_samples import StackSampler, dump_once, report, why_no_dump  # noqa: E402
 
 
 def _proc_cpu_s(pid: int) -> float:
@@ -117,8 +116,8 @@ class StallWatch:
             processes = _descendants()
             dumps = dump_once([pid for pid, _ in processes], self.dump_dir)  # nvidia-smi has no handler: skipped
             for pid, name in processes:
-                print(f"\n[stall] ===== pid {pid} ({name}) =====\n{dumps.get(pid, '(no dump handler)')}",
-                      flush=True)
+                dump = dumps.get(pid, "(no dump handler)") or f"(nothing written: {why_no_dump(pid, self.dump_dir)})"
+                print(f"\n[stall] ===== pid {pid} ({name}) =====\n{dump}", flush=True)
             os._exit(3)
 
 
@@ -231,6 +230,8 @@ def main() -> int:
     parser.add_argument("--sample-hz", type=float, default=None,
                         help="sample the engine core's tracebacks this often during each way and print a profile")
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.85)
+    parser.add_argument("--max-num-seqs", type=int, default=256,
+                        help="the engine's max_num_seqs (upstream's server flag: 256); requests in flight are 4x")
     parser.add_argument("--work-dir", default=None)
     args = parser.parse_args()
     os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
@@ -240,6 +241,8 @@ def main() -> int:
 
         dump_dir = Path(tempfile.mkdtemp(prefix="stall-dumps-"))
         os.environ["TRACE_STALL_DUMP_DIR"] = str(dump_dir)  # the processes started from here register SIGUSR1
+        if args.sample_hz:  # ... and sample their own threads while StackSampler's gate is open
+            os.environ["TRACE_STACK_SAMPLE_HZ"] = str(args.sample_hz)
         site = str(Path(__file__).resolve().parent / "stall_dump")
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [site, os.environ.get("PYTHONPATH")]))
     if args.stall_s:
@@ -275,7 +278,7 @@ def main() -> int:
     t0 = time.monotonic()
     llm = LLM(model=str(model_dir), load_format="dummy", trust_remote_code=True, served_model_name="bench",
               allowed_local_media_path=str(data.resolve()), limit_mm_per_prompt={"image": 24, "video": 3},
-              max_model_len=8192, max_num_seqs=256, max_num_batched_tokens=32768,
+              max_model_len=8192, max_num_seqs=args.max_num_seqs, max_num_batched_tokens=32768,
               gpu_memory_utilization=args.gpu_memory_utilization)
     print(f"[engine] up in {time.monotonic() - t0:.0f} s", flush=True)
     backend = VLLMBackend(model_path=str(model_dir), served_name="bench", llm=llm)
@@ -284,7 +287,7 @@ def main() -> int:
     items = [(i, r.messages_json(), dict(r.mm_processor_kwargs) or None) for i, r in enumerate(requests)]
     params = [backend._sampling_params(r) for r in requests]
 
-    target = 4 * 256
+    target = 4 * args.max_num_seqs
 
     def streamed(through: VLLMBackend) -> tuple[int, int, int]:
         answered = tokens = failures = 0
@@ -331,7 +334,7 @@ def main() -> int:
                                               f"engine unfinished {llm.llm_engine.get_num_unfinished_requests()}; "
                                               f"render futures {len(renders._futures) if renders else '-'}")
                 watch.progress()
-            sampler = StackSampler(cores, args.sample_hz, dump_dir) if args.sample_hz else contextlib.nullcontext()
+            sampler = StackSampler(cores, dump_dir) if args.sample_hz else contextlib.nullcontext()
             with GpuBusy(0) as busy, sampler:
                 t0 = time.perf_counter()
                 if source is None:
@@ -352,8 +355,8 @@ def main() -> int:
             if args.sample_hz:
                 for pid in cores:
                     if pid not in sampler.pids:
-                        print(f"[{name}] engine core {pid} not sampled: no dump handler "
-                              f"({disposition(pid) or 'process gone'})", flush=True)
+                        print(f"[{name}] engine core {pid} not sampled: it runs no sampler "
+                              f"(no {pid}.samples.txt in {dump_dir})", flush=True)
                         continue
                     samples, account = sampler.samples(pid), sampler.account(pid)
                     print(f"[{name}] engine core {pid}, sampled at {args.sample_hz:g} Hz ({account}):\n"

@@ -1,4 +1,5 @@
-"""benchmarks/_stack_samples.py: a real process's faulthandler dumps, sampled and attributed to its call paths."""
+"""benchmarks/_stack_samples.py with benchmarks/stall_dump: a real process's tracebacks, dumped on a signal or sampled
+by the process itself, and attributed to its call paths."""
 
 from __future__ import annotations
 
@@ -80,23 +81,62 @@ CHILD = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(not hasattr(os, "kill") or sys.platform == "win32", reason="POSIX signals")
-def test_sampler_signals_only_registered_processes_and_reads_what_they_wrote(tmp_path: Path) -> None:
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+SAMPLED = textwrap.dedent("""
+    import time
+
+    def hot():
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            sum(range(500))
+
+    def run_busy_loop():
+        hot()
+
+    print("ready", flush=True)
+    run_busy_loop()
+""")
+
+
+def _with_stall_dump(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The environment under which a child loads benchmarks/stall_dump's sitecustomize for ``tmp_path``."""
+    return {**os.environ, "TRACE_STALL_DUMP_DIR": str(tmp_path), **extra,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(BENCHMARKS / "stall_dump"), os.environ.get("PYTHONPATH")]))}
+
+
+def test_a_process_samples_its_own_threads_only_while_the_gate_is_open(tmp_path: Path) -> None:
+    """No signal: the sitecustomize's thread writes samples while StackSampler is entered, and none outside it; a
+    process that runs no sampler is left out."""
+    child = subprocess.Popen([sys.executable, "-c", SAMPLED], stdout=subprocess.PIPE, text=True,
+                             env=_with_stall_dump(tmp_path, TRACE_STACK_SAMPLE_HZ="50"))
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         assert child.stdout.readline().strip() == "ready"
-        with ss.StackSampler([child.pid, bystander.pid], 50, tmp_path) as sampler:
-            time.sleep(0.6)
-        assert sampler.pids == [child.pid]  # the bystander has no dump file: never signalled
-        assert bystander.poll() is None and child.poll() is None
+        samples_file = tmp_path / f"{child.pid}.samples.txt"
+        time.sleep(0.5)
+        assert samples_file.exists() and samples_file.stat().st_size == 0  # gate closed: nothing written
+        with ss.StackSampler([child.pid, bystander.pid], tmp_path) as sampler:
+            time.sleep(0.8)
+        assert sampler.pids == [child.pid]
         samples = sampler.samples(child.pid)
-        assert sampler.sent >= 5 and len(samples) >= 5
+        assert len(samples) >= 10
         assert ss.phases(samples, "run_busy_loop").most_common(1)[0][0] == "hot"
+        assert all(not any("_sample_stacks" == func for frames in sample.values() for _, func in frames)
+                   for sample in samples)  # the sampler leaves itself out
+        assert sampler.account(child.pid) == f"{len(samples)} samples in {sampler.seconds:.1f} s"
+        size = samples_file.stat().st_size
+        time.sleep(0.3)
+        assert samples_file.stat().st_size == size  # closed again: no more
+        assert not (tmp_path / "sampling").exists() and bystander.poll() is None
     finally:
         for process in (child, bystander):
             process.kill()
             process.wait()
+
+
+def test_each_own_sample_is_one_sample_even_when_threads_come_and_go() -> None:
+    text = ("# sample\nThread 0x1 (most recent call first):\n  File \"a.py\", line 1 in f\n\n"
+            "# sample\nThread 0x2 (most recent call first):\n  File \"b.py\", line 2 in g\n\n")
+    assert ss.parse_dumps(text) == [{"0x1": [("a.py", "f")]}, {"0x2": [("b.py", "g")]}]
 
 
 @pytest.mark.skipif(not hasattr(os, "kill") or sys.platform == "win32", reason="POSIX signals")
@@ -105,8 +145,7 @@ def test_dump_once_returns_this_dump_only(tmp_path: Path) -> None:
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline().strip() == "ready"
-        with ss.StackSampler([child.pid], 50, tmp_path):
-            time.sleep(0.3)
+        ss.dump_once([child.pid], tmp_path, wait_s=0.3)
         dumps = ss.dump_once([child.pid, os.getpid()], tmp_path, wait_s=0.3)  # this process: no handler, skipped
         assert list(dumps) == [child.pid]
         assert len(ss.parse_dumps(dumps[child.pid])) == 1
@@ -162,27 +201,22 @@ def test_a_dump_file_without_a_handler_behind_it_is_not_signalled(tmp_path: Path
     child = _started(NO_HANDLER, tmp_path)
     try:
         assert ss.disposition(child.pid).caught is False
-        with ss.StackSampler([child.pid], 50, tmp_path) as sampler:
-            time.sleep(0.3)
-        assert sampler.pids == [] and child.poll() is None
+        assert ss.dump_once([child.pid], tmp_path, wait_s=0.3) == {}
+        time.sleep(0.3)
+        assert child.poll() is None
     finally:
         child.kill()
         child.wait()
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc/PID/status")
-def test_a_process_that_gives_no_samples_is_accounted_for(tmp_path: Path) -> None:
-    """Its threads all block SIGUSR1: the report says so (sent, 0 bytes, blocked, pending), not just 'no samples'."""
+def test_a_process_that_writes_no_dump_is_explained(tmp_path: Path) -> None:
+    """Its threads all block SIGUSR1: the explanation says so (blocked, pending), not just an empty dump."""
     child = _started(BLOCKING, tmp_path)
     try:
-        with ss.StackSampler([child.pid], 50, tmp_path) as sampler:
-            time.sleep(0.3)
-        assert sampler.pids == [child.pid]
-        assert sampler.samples(child.pid) == []
-        account = sampler.account(child.pid)
-        assert f"{sampler.sent} signals sent, 0 bytes written" in account and sampler.sent >= 3
-        assert "SIGUSR1 caught, blocked in 1 of 1 threads, pending, dump file open" in account
-        assert account in ss.report([], "run_busy_loop", account=account)
+        assert ss.dump_once([child.pid], tmp_path, wait_s=0.3) == {child.pid: ""}
+        assert ss.why_no_dump(child.pid, tmp_path) == ("SIGUSR1 caught, blocked in 1 of 1 threads, pending, "
+                                                       "dump file open")
     finally:
         child.kill()
         child.wait()
@@ -211,19 +245,16 @@ REPLACING_IN_C = textwrap.dedent("""
 """)
 
 
-def _account_of_a_replaced_handler(code: str, tmp_path: Path) -> str:
-    env = {**os.environ, "TRACE_STALL_DUMP_DIR": str(tmp_path),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(BENCHMARKS / "stall_dump"), os.environ.get("PYTHONPATH")]))}
-    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
+def _why_a_replaced_handler_writes_nothing(code: str, tmp_path: Path) -> str:
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                             env=_with_stall_dump(tmp_path))
     try:
         assert child.stdout.readline().strip() == "ready"
         deadline = time.monotonic() + 10
         while not (tmp_path / f"{child.pid}.handler.txt").exists() and time.monotonic() < deadline:
             time.sleep(0.1)
-        with ss.StackSampler([child.pid], 50, tmp_path) as sampler:
-            time.sleep(0.3)
-        assert sampler.pids == [child.pid] and sampler.samples(child.pid) == [] and child.poll() is None
-        return sampler.account(child.pid)
+        assert ss.dump_once([child.pid], tmp_path, wait_s=0.3) == {child.pid: ""} and child.poll() is None
+        return ss.why_no_dump(child.pid, tmp_path)
     finally:
         child.kill()
         child.wait()
@@ -231,14 +262,14 @@ def _account_of_a_replaced_handler(code: str, tmp_path: Path) -> str:
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc/PID/status")
 def test_a_python_handler_installed_over_the_dump_handler_is_named(tmp_path: Path) -> None:
-    """benchmarks/stall_dump's sitecustomize watches the handler: the account names the Python one that replaced
-    faulthandler's, the reason such a process writes nothing."""
-    assert _account_of_a_replaced_handler(REPLACING, tmp_path).endswith("SIGUSR1 handler replaced by __main__.quiet")
+    """benchmarks/stall_dump's sitecustomize watches the handler: the explanation names the Python one that replaced
+    faulthandler's, the reason such a process writes nothing when signalled."""
+    assert _why_a_replaced_handler_writes_nothing(REPLACING, tmp_path).endswith("SIGUSR1 handler replaced by __main__.quiet")
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc/PID/status")
 def test_a_c_handler_installed_over_the_dump_handler_is_named(tmp_path: Path) -> None:
     """One installed below Python (a library's own sigaction, invisible to the signal module): named by the C
     library's dladdr."""
-    account = _account_of_a_replaced_handler(REPLACING_IN_C, tmp_path)
+    account = _why_a_replaced_handler_writes_nothing(REPLACING_IN_C, tmp_path)
     assert "SIGUSR1 handler replaced below Python by " in account and "getpid in libc" in account

@@ -1,14 +1,22 @@
 """Loaded by every Python process started with this directory on ``PYTHONPATH`` (``engine_input_ceiling.py
---stall-s`` and ``--sample-hz``): registers ``SIGUSR1`` to write all of the process's thread tracebacks to
-``$TRACE_STALL_DUMP_DIR/<pid>.txt``, so a stalled run's processes can be read one by one. A daemon thread appends to
-``<pid>.handler.txt`` each handler that later replaces faulthandler's for ``SIGUSR1`` (then the dumps stop): a
-Python one (the signal module's view), or one installed below Python (the C handler's address, read with
-``sigaction`` and named with ``dladdr`` where the C library allows). (It shadows any other ``sitecustomize`` for
-those processes: a diagnostic run only.)"""
+--stall-s`` and ``--sample-hz``), for ``$TRACE_STALL_DUMP_DIR``:
+
+- registers ``SIGUSR1`` to write all of the process's thread tracebacks to ``<pid>.txt``, so a stalled run's
+  processes can be read one by one. A daemon thread appends to ``<pid>.handler.txt`` each handler that later
+  replaces faulthandler's for ``SIGUSR1`` (then the dumps stop): a Python one (the signal module's view), or one
+  installed below Python (the C handler's address, read with ``sigaction`` and named with ``dladdr`` where the C
+  library allows);
+- with ``$TRACE_STACK_SAMPLE_HZ``, samples the process's own threads that often from a daemon thread
+  (``sys._current_frames``, no signal) while the file ``sampling`` exists in that directory, appending each sample
+  to ``<pid>.samples.txt`` in faulthandler's format after a ``# sample`` line (the file is created empty at start:
+  the process runs the sampler).
+
+(It shadows any other ``sitecustomize`` for those processes: a diagnostic run only.)"""
 
 import faulthandler
 import os
 import signal
+import sys
 import threading
 
 
@@ -67,6 +75,35 @@ def _watch_handler(path: str, seen, c_level, seen_c, interval_s: float = 2.0) ->
                 return  # the dump directory is gone: nobody is reading
 
 
+def _sample_stacks(dump_dir: str, interval_s: float) -> None:
+    """Every ``interval_s`` while ``<dump_dir>/sampling`` exists: every other thread's stack, innermost first, as
+    faulthandler writes it."""
+    gate, me = os.path.join(dump_dir, "sampling"), threading.get_ident()
+    try:
+        out = open(os.path.join(dump_dir, f"{os.getpid()}.samples.txt"), "w", encoding="utf-8")  # noqa: SIM115
+    except OSError:
+        return
+    with out:
+        while True:
+            threading.Event().wait(interval_s)
+            if not os.path.exists(gate):
+                continue
+            lines = ["# sample"]
+            for ident, frame in sys._current_frames().items():
+                if ident == me:
+                    continue
+                lines.append(f"Thread 0x{ident:016x} (most recent call first):")
+                while frame is not None:
+                    code = frame.f_code
+                    lines.append(f'  File "{code.co_filename}", line {frame.f_lineno} in {code.co_name}')
+                    frame = frame.f_back
+            try:
+                out.write("\n".join(lines) + "\n\n")
+                out.flush()
+            except OSError:
+                return  # the disk or the directory is gone: nobody is reading
+
+
 _dump_dir = os.environ.get("TRACE_STALL_DUMP_DIR")
 if _dump_dir:
     try:
@@ -78,3 +115,10 @@ if _dump_dir:
                                _c_level, _c_level[0]() if _c_level else None)).start()
     except OSError:
         pass
+    try:
+        _hz = float(os.environ.get("TRACE_STACK_SAMPLE_HZ") or 0)
+    except ValueError:
+        _hz = 0.0
+    if _hz > 0:
+        threading.Thread(target=_sample_stacks, name="trace-stack-sampler", daemon=True,
+                         args=(_dump_dir, 1.0 / _hz)).start()
