@@ -253,8 +253,9 @@ def main() -> int:
         failed = [r.error for r in results if not r.ok]
         assert not failed, failed[0]
 
-    engine_flags = dict(max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs, max_num_batched_tokens=32768,
-                        gpu_memory_utilization=args.gpu_memory_utilization, enforce_eager=args.enforce_eager)
+    engine_flags = dict(max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
+                        max_num_batched_tokens=32768, gpu_memory_utilization=args.gpu_memory_utilization,
+                        enforce_eager=args.enforce_eager)
     warm = jobs(work / "warmup")[0]
 
     def warmup_requests(seed: int) -> list:

@@ -264,7 +264,8 @@ def _why_a_replaced_handler_writes_nothing(code: str, tmp_path: Path) -> str:
 def test_a_python_handler_installed_over_the_dump_handler_is_named(tmp_path: Path) -> None:
     """benchmarks/stall_dump's sitecustomize watches the handler: the explanation names the Python one that replaced
     faulthandler's, the reason such a process writes nothing when signalled."""
-    assert _why_a_replaced_handler_writes_nothing(REPLACING, tmp_path).endswith("SIGUSR1 handler replaced by __main__.quiet")
+    why = _why_a_replaced_handler_writes_nothing(REPLACING, tmp_path)
+    assert why.endswith("SIGUSR1 handler replaced by __main__.quiet")
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc/PID/status")
