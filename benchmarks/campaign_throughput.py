@@ -2,7 +2,7 @@
 (every slice through one engine; a benchmark's seeds queued in lockstep chunks), the streaming scheduler on
 ``--replicas`` engines sharing the GPU (one process each, its share of the memory, whole benchmarks dealt out by
 rows as ``trace-repro generate --engines-per-group`` deals them: ``deal_slices``; 8 equal benchmarks over 3 engines
-make 3, 3 and 2), and upstream's design (``vllm serve`` + an HTTP client with 32
+make 3, 3 and 2; ``--replicas 2,3``: one such path per count, one after another), and upstream's design (``vllm serve`` + an HTTP client with 32
 requests in flight, one slice after another), side by side in one run on the same requests.
 
 The model is a random-weight Qwen2.5-VL with the 3B release's layer shapes (36 layers, hidden 2048, a 32-block
@@ -22,7 +22,7 @@ fraction means preprocessing, not the GPU, bounds the path). Targets: streaming 
 upstream's design.
 
     python benchmarks/campaign_throughput.py [--shape 3b|7b] [--benchmarks 8] [--seeds 3] [--rows 200] [--max-tokens 256]
-        [--replicas 2] [--input-workers N] [--max-num-seqs 256] [--skip-per-slice] [--skip-single] [--skip-upstream]
+        [--replicas 2[,3...]] [--input-workers N] [--max-num-seqs 256] [--skip-per-slice] [--skip-single] [--skip-upstream]
         [--work-dir DIR]
 """
 
@@ -153,6 +153,14 @@ def _await_line(worker: subprocess.Popen, word: str, *, echo: bool = False) -> b
     return False
 
 
+def _counts(text: str) -> list[int]:
+    """``--replicas``: one or more engine counts, comma-separated."""
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of counts: {text!r}") from None
+
+
 def _replica(index: int, model_dir: Path, data: Path, engine_flags: dict, warmup_requests, streaming,
              jobs: list, input_workers: int) -> int:  # noqa: ANN001
     """One engine of the replicated path: started and warmed up, prints READY, waits for GO on stdin, streams
@@ -196,8 +204,9 @@ def main() -> int:
     parser.add_argument("--max-num-seqs", type=int, default=256,
                         help="max_num_seqs of trace-repro's engines (upstream's design keeps its server flag, 256)")
     parser.add_argument("--enforce-eager", action="store_true")
-    parser.add_argument("--replicas", type=int, default=2,
-                        help="engines sharing the GPU in the replicated streaming path (below 2: no such path)")
+    parser.add_argument("--replicas", type=_counts, default=[2], metavar="N[,N...]",
+                        help="engines sharing the GPU in the replicated streaming path, one path per count, one "
+                             "after another (below 2: no such path)")
     parser.add_argument("--replica", default=None, help=argparse.SUPPRESS)  # I/N: run as replica I of N
     parser.add_argument("--input-workers", type=int, default=0,
                         help="render requests in N processes per engine (VLLMBackend input_workers; 0: on the "
@@ -266,7 +275,8 @@ def main() -> int:
         index, count = (int(part) for part in args.replica.split("/"))
         share = set(deal_slices(slices, lambda _: args.rows, count)[index])  # as `generate --worker i/N` deals
         return _replica(index, model_dir, data, engine_flags, warmup_requests, streaming,
-                        [j for j in jobs(work / "campaign-replicas") if j.slice in share], args.input_workers)
+                        [j for j in jobs(work / f"campaign-replicas-{count}") if j.slice in share],
+                        args.input_workers)
 
     for job in jobs(work / "prebuild"):  # materialise every image once (both paths then read the same files)
         prepare_rows(job.load_rows(), job.protocol, job.image_dir, served_name="bench", generation=generation,
@@ -314,41 +324,46 @@ def main() -> int:
         del llm, backend
         gc.collect()
 
-    replicated = f"streaming, {args.replicas} engines on the GPU"
-    if args.replicas > 1:
+    def replicated(count: int) -> str:
+        return f"streaming, {count} engines on the GPU"
+
+    for count in args.replicas:  # each count's engines started, measured and stopped before the next
+        if count < 2:
+            continue
         _wait_gpu_memory_free(args.gpu_index)
         argv = [sys.executable, __file__, "--work-dir", str(work), "--shape", args.shape,
                 "--benchmarks", str(args.benchmarks),
                 "--seeds", str(args.seeds), "--rows", str(args.rows), "--max-tokens", str(args.max_tokens),
-                "--gpu-memory-utilization", str(args.gpu_memory_utilization / args.replicas),
+                "--gpu-memory-utilization", str(args.gpu_memory_utilization / count),
                 "--max-model-len", str(args.max_model_len), "--max-num-seqs", str(args.max_num_seqs),
                 "--input-workers", str(args.input_workers),
                 *(["--enforce-eager"] if args.enforce_eager else [])]
+        campaign = work / f"campaign-replicas-{count}"
         t0 = time.monotonic()
         workers = []
         try:
-            for index in range(args.replicas):  # one at a time: each sizes its KV cache from the memory left
-                log = open(work / f"replica{index}.log", "w")  # noqa: SIM115 - closed with the worker
-                worker = subprocess.Popen([*argv, "--replica", f"{index}/{args.replicas}"], stdin=subprocess.PIPE,
+            for index in range(count):  # one at a time: each sizes its KV cache from the memory left
+                log = open(work / f"replica{index}-of-{count}.log", "w")  # noqa: SIM115 - closed with the worker
+                worker = subprocess.Popen([*argv, "--replica", f"{index}/{count}"], stdin=subprocess.PIPE,
                                           stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1,
                                           env=dict(os.environ, VLLM_LOGGING_STREAM="ext://sys.stderr"))
                 workers.append((worker, log))
                 if not _await_line(worker, "READY"):
-                    raise SystemExit(f"replica {index} did not start; log: {work / f'replica{index}.log'}")
-            start_s[replicated] = time.monotonic() - t0
-            print(f"[engine] {args.replicas} offline engines up in {start_s[replicated]:.0f} s", flush=True)
+                    raise SystemExit(f"replica {index} did not start; log: {log.name}")
+            start_s[replicated(count)] = time.monotonic() - t0
+            print(f"[engine] {count} offline engines up in {start_s[replicated(count)]:.0f} s", flush=True)
 
             def go(backend, campaign: Path) -> None:  # noqa: ANN001, ARG001
                 for worker, _ in workers:
                     worker.stdin.write("GO\n")
                     worker.stdin.flush()
-                for index, (worker, _) in enumerate(workers):
+                for index, (worker, log) in enumerate(workers):
                     if not _await_line(worker, "DONE", echo=True):
-                        raise SystemExit(f"replica {index} failed; log: {work / f'replica{index}.log'}")
+                        raise SystemExit(f"replica {index} failed; log: {log.name}")
 
-            measure(replicated, go, None, work / "campaign-replicas")
-        except SystemExit as exc:  # report it and go on to the upstream run
-            print(f"[{replicated}] {exc}", flush=True)
+            measure(replicated(count), go, None, campaign)
+        except SystemExit as exc:  # report it and go on to the next path
+            print(f"[{replicated(count)}] {exc}", flush=True)
         finally:
             for worker, log in workers:
                 if worker.poll() is None:
@@ -415,8 +430,8 @@ def main() -> int:
     rate = {name: rows / seconds for name, (seconds, rows, _, _) in results.items()}
     upstream = next((v for k, v in rate.items() if k.startswith("upstream")), None)
     print()
-    for name in ("streaming", replicated):
-        if name not in rate:  # a path not run (--replicas below 2)
+    for name in ("streaming", *(replicated(count) for count in args.replicas)):
+        if name not in rate:  # a path not run (a count below 2, or it failed)
             continue
         ratios = [f"/ per-slice = {rate[name] / rate['per-slice']:.2f} (target >= 1.2)"] if "per-slice" in rate else []
         ratios += [f"/ upstream design = {rate[name] / upstream:.2f} (target >= 2.5)"] if upstream else []
