@@ -176,10 +176,11 @@ def _signal(identities: dict[int, ProcessIdentity]) -> None:
             continue
 
 
-def _written_since(dump_dir: Path, pid: int, offset: int) -> str:
-    with open(dump_dir / f"{pid}.txt", encoding="utf-8", errors="replace") as dump:
-        dump.seek(offset)
-        return dump.read()
+def _written_since(path: Path, offset: int) -> str:
+    """What a dump or samples file holds past ``offset``."""
+    with open(path, encoding="utf-8", errors="replace") as written:
+        written.seek(offset)
+        return written.read()
 
 
 def why_no_dump(pid: int, dump_dir: Path) -> str:
@@ -202,7 +203,7 @@ def dump_once(pids: Iterable[int], dump_dir: Path, *, wait_s: float = 5.0) -> di
     sizes = {pid: (dump_dir / f"{pid}.txt").stat().st_size for pid in identities}
     _signal(identities)
     time.sleep(wait_s)
-    return {pid: _written_since(dump_dir, pid, size) for pid, size in sizes.items()}
+    return {pid: _written_since(dump_dir / f"{pid}.txt", size) for pid, size in sizes.items()}
 
 
 class StackSampler:
@@ -231,13 +232,8 @@ class StackSampler:
         self.seconds = time.monotonic() - self._t0
         time.sleep(0.2)  # the last sample's write
 
-    def _written(self, pid: int) -> str:
-        with open(self._file(pid), encoding="utf-8", errors="replace") as samples:
-            samples.seek(self._offsets.get(pid, 0))
-            return samples.read()
-
     def samples(self, pid: int) -> list[Sample]:
-        return parse_dumps(self._written(pid))
+        return parse_dumps(_written_since(self._file(pid), self._offsets.get(pid, 0)))
 
     def account(self, pid: int) -> str:
         """What ``pid``'s sampler gave while entered: the samples, the seconds, whether the process is alive."""
