@@ -2,8 +2,9 @@
 (every slice through one engine; a benchmark's seeds queued in lockstep chunks), the streaming scheduler on
 ``--replicas`` engines sharing the GPU (one process each, its share of the memory, whole benchmarks dealt out by
 rows as ``trace-repro generate --engines-per-group`` deals them: ``deal_slices``; 8 equal benchmarks over 3 engines
-make 3, 3 and 2; ``--replicas 2,3``: one such path per count, one after another), and upstream's design (``vllm serve`` + an HTTP client with 32
-requests in flight, one slice after another), side by side in one run on the same requests.
+make 3, 3 and 2; ``--replicas 2,3``: one such path per count, one after another), and upstream's design (``vllm
+serve`` + an HTTP client with 32 requests in flight, one slice after another), side by side in one run on the same
+requests. Each path is set against every baseline that ran: per-slice, upstream's design, and the first engine count.
 
 The model is a random-weight Qwen2.5-VL with the 3B release's layer shapes (36 layers, hidden 2048, a 32-block
 vision tower) or, with ``--shape 7b``, the 7B release's (28 layers, hidden 3584; 6 of the 8 models); config only,
@@ -21,9 +22,9 @@ and the ratios; for the offline engine also how much of the wall time the drivin
 fraction means preprocessing, not the GPU, bounds the path). Targets: streaming >= 1.2x per-slice and >= 2.5x
 upstream's design.
 
-    python benchmarks/campaign_throughput.py [--shape 3b|7b] [--benchmarks 8] [--seeds 3] [--rows 200] [--max-tokens 256]
-        [--replicas 2[,3...]] [--input-workers N] [--max-num-seqs 256] [--skip-per-slice] [--skip-single] [--skip-upstream]
-        [--work-dir DIR]
+    python benchmarks/campaign_throughput.py [--shape 3b|7b] [--benchmarks 8] [--seeds 3] [--rows 200]
+        [--max-tokens 256] [--replicas 2[,3...]] [--input-workers N] [--max-num-seqs 256] [--skip-per-slice]
+        [--skip-single] [--skip-upstream] [--work-dir DIR]
 """
 
 from __future__ import annotations
@@ -185,6 +186,27 @@ def _replica(index: int, model_dir: Path, data: Path, engine_flags: dict, warmup
     print("DONE", flush=True)
     backend.close()
     return 0
+
+
+def ratio_lines(rate: dict[str, float], ours: list[str]) -> list[str]:
+    """One line per path of ``ours`` that ran: its rate over each baseline that ran in the same run.
+
+    The baselines are ``per-slice``, upstream's design, and, for a later engine count, the first of ``ours`` that
+    ran (so ``--replicas 2,3 --skip-upstream`` still compares the counts side by side). A path with no baseline
+    gets no line.
+    """
+    upstream = next((k for k in rate if k.startswith("upstream")), None)
+    ran = [name for name in ours if name in rate]  # not a count below 2, nor a failed path
+    lines = []
+    for name in ran:
+        ratios = [f"/ per-slice = {rate[name] / rate['per-slice']:.2f} (target >= 1.2)"] if "per-slice" in rate else []
+        if upstream:
+            ratios.append(f"/ upstream design = {rate[name] / rate[upstream]:.2f} (target >= 2.5)")
+        if name != ran[0]:
+            ratios.append(f"/ {ran[0]} = {rate[name] / rate[ran[0]]:.2f}")
+        if ratios:
+            lines.append(f"{name} " + "; ".join(ratios))
+    return lines
 
 
 def main() -> int:
@@ -428,14 +450,9 @@ def main() -> int:
     for name, (seconds, rows, tokens, busy) in results.items():
         print(f"| {name} | {rows} | {seconds:.1f} | {rows / seconds:.1f} | {tokens / seconds:.0f} | {busy:.2f} |")
     rate = {name: rows / seconds for name, (seconds, rows, _, _) in results.items()}
-    upstream = next((v for k, v in rate.items() if k.startswith("upstream")), None)
     print()
-    for name in ("streaming", *(replicated(count) for count in args.replicas)):
-        if name not in rate:  # a path not run (a count below 2, or it failed)
-            continue
-        ratios = [f"/ per-slice = {rate[name] / rate['per-slice']:.2f} (target >= 1.2)"] if "per-slice" in rate else []
-        ratios += [f"/ upstream design = {rate[name] / upstream:.2f} (target >= 2.5)"] if upstream else []
-        print(f"{name} " + "; ".join(ratios))
+    for line in ratio_lines(rate, ["streaming", *(replicated(count) for count in args.replicas)]):
+        print(line)
     ours = {name: r for name, r in rate.items() if name in start_s}
     if args.calibration and ours:
         from trace_lib.campaign.estimate import record_calibration

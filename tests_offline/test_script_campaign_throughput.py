@@ -23,3 +23,17 @@ def test_a_bad_replica_count_is_one_usage_line_and_exit_2() -> None:
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1] == ("campaign_throughput.py: error: argument --replicas: not a "
                                                    "comma-separated list of counts: '2,x'")
+
+
+def test_engine_counts_without_a_baseline_are_compared_with_the_first_that_ran() -> None:
+    two, three = "streaming, 2 engines on the GPU", "streaming, 3 engines on the GPU"
+    lines = campaign_throughput.ratio_lines({two: 64.9, three: 69.9}, ["streaming", two, three])
+    assert lines == [f"{three} / {two} = 1.08"]
+
+
+def test_every_path_is_set_against_upstream_and_a_path_that_did_not_run_gets_no_line() -> None:
+    three = "streaming, 3 engines on the GPU"
+    rate = {"streaming": 40.0, three: 67.9, "upstream design (vllm serve, 32 in flight)": 20.3}
+    lines = campaign_throughput.ratio_lines(rate, ["streaming", "streaming, 2 engines on the GPU", three])
+    assert lines == ["streaming / upstream design = 1.97 (target >= 2.5)",
+                     f"{three} / upstream design = 3.34 (target >= 2.5); / streaming = 1.70"]
