@@ -199,7 +199,9 @@ def ratio_lines(rate: dict[str, float], ours: list[str]) -> list[str]:
     ran = [name for name in ours if name in rate]  # not a count below 2, nor a failed path
     lines = []
     for name in ran:
-        ratios = [f"/ per-slice = {rate[name] / rate['per-slice']:.2f} (target >= 1.2)"] if "per-slice" in rate else []
+        ratios = []
+        if "per-slice" in rate:
+            ratios.append(f"/ per-slice = {rate[name] / rate['per-slice']:.2f} (target >= 1.2)")
         if upstream:
             ratios.append(f"/ upstream design = {rate[name] / rate[upstream]:.2f} (target >= 2.5)")
         if name != ran[0]:
