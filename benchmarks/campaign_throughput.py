@@ -5,6 +5,7 @@ rows as ``trace-repro generate --engines-per-group`` deals them: ``deal_slices``
 make 3, 3 and 2; ``--replicas 2,3``: one such path per count, one after another), and upstream's design (``vllm
 serve`` + an HTTP client with 32 requests in flight, one slice after another), side by side in one run on the same
 requests. Each path is set against every baseline that ran: per-slice, upstream's design, and the first engine count.
+A reused ``--work-dir`` keeps its model and images, and every path's campaign directory starts empty.
 
 The model is a random-weight Qwen2.5-VL with the 3B release's layer shapes (36 layers, hidden 2048, a 32-block
 vision tower) or, with ``--shape 7b``, the 7B release's (28 layers, hidden 3584; 6 of the 8 models); config only,
@@ -34,6 +35,7 @@ import gc
 import json
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
@@ -157,9 +159,12 @@ def _await_line(worker: subprocess.Popen, word: str, *, echo: bool = False) -> b
 def _counts(text: str) -> list[int]:
     """``--replicas``: one or more engine counts, comma-separated."""
     try:
-        return [int(part) for part in text.split(",") if part.strip()]
+        counts = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a comma-separated list of counts: {text!r}") from None
+    if len(set(counts)) != len(counts):  # a count's path has one campaign directory: a repeat would resume it
+        raise argparse.ArgumentTypeError(f"a count given twice: {text!r}")
+    return counts
 
 
 def _replica(index: int, model_dir: Path, data: Path, engine_flags: dict, warmup_requests, streaming,
@@ -302,6 +307,9 @@ def main() -> int:
                         [j for j in jobs(work / f"campaign-replicas-{count}") if j.slice in share],
                         args.input_workers)
 
+    for stale in [work / "warmup", *work.glob("campaign-*")]:  # a reused --work-dir: no path resumes stored rows
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale)
     for job in jobs(work / "prebuild"):  # materialise every image once (both paths then read the same files)
         prepare_rows(job.load_rows(), job.protocol, job.image_dir, served_name="bench", generation=generation,
                      seed=job.slice.seed)

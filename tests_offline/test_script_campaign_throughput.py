@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "campaign_throughput.py"
 sys.path.insert(0, str(SCRIPT.parent))
@@ -15,6 +18,8 @@ import campaign_throughput  # noqa: E402
 def test_replicas_takes_one_or_several_engine_counts_in_order() -> None:
     assert campaign_throughput._counts("3") == [3]
     assert campaign_throughput._counts("2,3") == [2, 3]
+    with pytest.raises(argparse.ArgumentTypeError, match="a count given twice"):
+        campaign_throughput._counts("2,3,2")
 
 
 def test_a_bad_replica_count_is_one_usage_line_and_exit_2() -> None:
@@ -37,3 +42,18 @@ def test_every_path_is_set_against_upstream_and_a_path_that_did_not_run_gets_no_
     lines = campaign_throughput.ratio_lines(rate, ["streaming", "streaming, 2 engines on the GPU", three])
     assert lines == ["streaming / upstream design = 1.97 (target >= 2.5)",
                      f"{three} / upstream design = 3.34 (target >= 2.5); / streaming = 1.70"]
+
+
+def test_a_reused_work_dir_keeps_no_stored_rows_that_a_path_would_resume(tmp_path: Path) -> None:
+    stale = tmp_path / "campaign-streaming" / "model" / "slice.jsonl"  # an earlier invocation's rows
+    stale.parent.mkdir(parents=True)
+    stale.write_text("{}\n")
+    outside = tmp_path.parent / f"{tmp_path.name}-campaign-kept"
+    outside.mkdir()
+    (tmp_path / "campaign-linked").symlink_to(outside, target_is_directory=True)
+    done = subprocess.run([sys.executable, str(SCRIPT), "--skip-single", "--skip-upstream", "--replicas", "1",
+                           "--benchmarks", "1", "--seeds", "1", "--rows", "1", "--work-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert not (tmp_path / "campaign-streaming").exists()
+    assert outside.is_dir()  # a link is not this run's directory: left alone

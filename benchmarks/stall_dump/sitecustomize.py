@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 import threading
+import time
 
 
 def _c_handler():
@@ -85,7 +86,7 @@ def _sample_stacks(dump_dir: str, interval_s: float) -> None:
         return
     with out:
         while True:
-            threading.Event().wait(interval_s)
+            time.sleep(interval_s)
             if not os.path.exists(gate):
                 continue
             lines = ["# sample"]
