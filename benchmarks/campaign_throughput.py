@@ -134,6 +134,14 @@ def shaped_work_dir(work_dir: str | None, prefix: str, shape: str) -> tuple[Path
     return work, model_dir, data
 
 
+def empty_campaign_dirs(work: Path) -> None:
+    """Remove ``work``'s ``warmup`` and ``campaign-*`` directories (not links), left by an earlier invocation with
+    the same ``--work-dir``, so that no measured path resumes stored rows."""
+    for stale in [work / "warmup", *work.glob("campaign-*")]:
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale)
+
+
 def _count(campaign: Path) -> tuple[int, int]:
     from trace_lib.generation.store import load_responses
 
@@ -307,9 +315,7 @@ def main() -> int:
                         [j for j in jobs(work / f"campaign-replicas-{count}") if j.slice in share],
                         args.input_workers)
 
-    for stale in [work / "warmup", *work.glob("campaign-*")]:  # a reused --work-dir: no path resumes stored rows
-        if stale.is_dir() and not stale.is_symlink():
-            shutil.rmtree(stale)
+    empty_campaign_dirs(work)
     for job in jobs(work / "prebuild"):  # materialise every image once (both paths then read the same files)
         prepare_rows(job.load_rows(), job.protocol, job.image_dir, served_name="bench", generation=generation,
                      seed=job.slice.seed)

@@ -31,6 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _paired_ratio import median_interval, pairs_needed  # noqa: E402  (this directory)
+from campaign_throughput import empty_campaign_dirs  # noqa: E402
 
 TARGET = 0.97
 CONFIDENCE = 0.9
@@ -63,6 +64,7 @@ def main() -> int:
     from trace_lib.testing.tiny_qwen import build_tiny_qwen25vl
 
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="harness-overhead-"))
+    empty_campaign_dirs(work)  # the runs' campaign-N directories of an earlier invocation
     model_dir = Path(args.model) if args.model else work / ("tiny-qwen25vl" if args.shape == "tiny" else "qwen25vl-3b")
     if not args.model and not model_dir.exists():
         if args.shape == "tiny":
