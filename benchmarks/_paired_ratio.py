@@ -36,6 +36,11 @@ class MedianInterval:
             return "missed"
         return "unresolved"
 
+    def summary(self, target: float, confidence: float) -> str:
+        """``median 0.982, 93% interval [0.950, 1.031]: unresolved (target >= 0.97)``: how the scripts print it."""
+        return (f"median {self.median:.3f}, {self.coverage:.0%} interval [{self.low:.3f}, {self.high:.3f}]: "
+                f"{self.verdict(target, confidence)} (target >= {target})")
+
 
 def sign_coverage(n: int, k: int) -> float:
     """P(the k-th smallest and k-th largest of n draws bracket their distribution's median)."""

@@ -37,6 +37,14 @@ TARGET = 0.97
 CONFIDENCE = 0.9
 
 
+def ratio_line(path: str, fastest_rows: float, fastest_tokens: float, paired: list[float]) -> str:
+    """One path's ratios to raw ``LLM.chat``: by the fastest runs, run by run, and the target's verdict on the pairs
+    (the line ``pool_paired_ratios.py`` reads back)."""
+    return (f"ratio {path:>6}/raw: fastest run rows/s {fastest_rows:.3f}, output tok/s {fastest_tokens:.3f}; "
+            f"run by run {', '.join(f'{r:.3f}' for r in paired)}; "
+            f"{median_interval(paired, CONFIDENCE).summary(TARGET, CONFIDENCE)}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=2000)
@@ -156,11 +164,7 @@ def main() -> int:
         # random weights stop at <|im_end|> now and then, and where depends on batch numerics: output tokens may
         # vary between runs of the same requests, so the tokens/s ratio is printed beside the rows/s ratio
         paired = [r[0] / h[0] for r, h in zip(runs["raw vllm.LLM.chat"], runs[name])]
-        interval = median_interval(paired, CONFIDENCE)
-        print(f"ratio {name[12:]:>6}/raw: fastest run rows/s {best[name][0] / baseline[0]:.3f}, output tok/s "
-              f"{best[name][1] / baseline[1]:.3f}; run by run {', '.join(f'{r:.3f}' for r in paired)}; "
-              f"median {interval.median:.3f}, {interval.coverage:.0%} interval [{interval.low:.3f}, "
-              f"{interval.high:.3f}]: {interval.verdict(TARGET, CONFIDENCE)} (target >= {TARGET})")
+        print(ratio_line(name[12:], best[name][0] / baseline[0], best[name][1] / baseline[1], paired))
     spread = max(raw_times) / min(raw_times) - 1
     print(f"the raw baseline's own spread between runs: {spread:.1%}"
           + (f"; a {CONFIDENCE:.0%} interval needs >= {pairs_needed(CONFIDENCE)} repeats"

@@ -51,9 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"pooled {len(files)} outputs: {', '.join(str(f) for f in files)}")
     for name, ratios in pooled.items():
         interval = median_interval(ratios, CONFIDENCE)
-        print(f"ratio {name:>6}/raw: {interval.n} pairs, median {interval.median:.3f}, {interval.coverage:.0%} "
-              f"interval [{interval.low:.3f}, {interval.high:.3f}]: {interval.verdict(TARGET, CONFIDENCE)} "
-              f"(target >= {TARGET})")
+        print(f"ratio {name:>6}/raw: {interval.n} pairs, {interval.summary(TARGET, CONFIDENCE)}")
     return 0
 
 

@@ -10,18 +10,16 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "pool_paired_ratio
 sys.path.insert(0, str(SCRIPT.parent))
 
 import _paired_ratio  # noqa: E402
+import harness_overhead  # noqa: E402
 import pool_paired_ratios  # noqa: E402
 
 
 def _output(path: Path, vllm: list[float], stream: list[float]) -> Path:
-    """A harness_overhead.py output in its printed form: engine log lines around the two ratio lines."""
-    def line(name: str, ratios: list[float]) -> str:
-        return (f"ratio {name:>6}/raw: fastest run rows/s 0.990, output tok/s 0.990; run by run "
-                f"{', '.join(f'{r:.3f}' for r in ratios)}; median 1.000, 75% interval [0.9, 1.1]: unresolved "
-                f"(target >= 0.97)")
+    """A harness_overhead.py output: engine log lines around the two ratio lines that the script prints."""
     path.write_text("\n".join(["INFO 12-03 11:18:11 [llm.py:300] engine ready", "rows=400 max_tokens=256 repeats=3",
-                               line("vllm", vllm), line("stream", stream), "the raw baseline's own spread: 12.0%",
-                               ""]), encoding="utf-8")
+                               harness_overhead.ratio_line("vllm", 0.99, 0.99, vllm),
+                               harness_overhead.ratio_line("stream", 0.98, 0.97, stream),
+                               "the raw baseline's own spread between runs: 12.0%", ""]), encoding="utf-8")
     return path
 
 
@@ -50,3 +48,12 @@ def test_an_output_without_ratio_lines_or_a_missing_one_is_one_line_naming_it(tm
         assert (done.returncode, done.stdout) == (2, "")
         assert done.stderr.splitlines() == [f"pool_paired_ratios: {bad}: {reason}"
                                             + (" (is it harness_overhead.py's output?)" if bad is other else "")]
+
+
+def test_the_ratio_line_is_the_one_run_30_printed_on_the_gpu() -> None:
+    paired = [0.960, 1.058, 0.895, 1.031, 0.919, 1.161, 0.776, 1.197, 0.934, 0.928, 0.975, 1.046, 1.126, 1.194, 1.189]
+    line = harness_overhead.ratio_line("stream", 0.915, 0.915, paired)
+    assert line == ("ratio stream/raw: fastest run rows/s 0.915, output tok/s 0.915; run by run "
+                    + ", ".join(f"{r:.3f}" for r in paired)
+                    + "; median 1.031, 96% interval [0.928, 1.161]: unresolved (target >= 0.97)")
+    assert pool_paired_ratios.RATIO_LINE.match(line)["path"] == "stream"
