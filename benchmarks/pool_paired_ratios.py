@@ -1,9 +1,10 @@
 """Pool the paired runs of several ``harness_overhead.py`` outputs and judge the target on all of them.
 
 Each output's ``ratio <path>/raw: ... run by run r1, r2, ...; median ...`` line holds one ratio per pair (a run
-against the raw run just before it). The sign test's interval needs only that every pair's ratio is independent and
-has the same median, not the same spread, so pairs from machines of different noise pool. Pool only outputs of
-the same code: a path whose overhead changed between them has two medians.
+against the raw run just before it), read back at the three decimals printed. The sign test's interval needs only
+that every pair's ratio is independent and has the same median, not the same spread, so pairs from machines of
+different noise pool. Pool only outputs of the same code: a path whose overhead changed between them has two
+medians.
 
     python benchmarks/pool_paired_ratios.py OUTPUT [OUTPUT ...]
 """
