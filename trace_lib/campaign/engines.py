@@ -13,9 +13,9 @@ and 1 when even one engine does not, for a group of several GPUs (tensor paralle
 Two engines were measured faster than one at both release shapes on an H200 (docs/performance.md). Three were
 1.08x two side by side at 3B, and 2-3% above two (other runs) at 7B, where the GPU is already busy. Their start is
 21-180 s longer, which only 19,000-164,000 rows per GPU repay: hence the cap (pass ``--engines-per-group 3`` by
-hand). A second engine also has to pay for its start: a GPU group with fewer than
-:data:`MIN_ROWS_FOR_SECOND_ENGINE` rows to generate gets one engine whatever the memory allows. On one H200 (~140
-GiB free, 0.90) the rule gives 2 for the 3B and the 7B shapes; on an 80 GB GPU, 2 for 3B and 1 for 7B.
+hand). A second engine also has to pay for its start: a GPU group with fewer than :data:`MIN_ROWS_FOR_SECOND_ENGINE`
+rows to generate gets one engine whatever the memory allows. On one H200 (~140 GiB free, 0.90) the rule gives 2 for
+the 3B and the 7B shapes; on an 80 GB GPU, 2 for 3B and 1 for 7B.
 """
 
 from __future__ import annotations
