@@ -150,6 +150,47 @@ def test_generate_cli_runs_its_engines_on_the_cluster(cluster, release, tmp_path
     assert [r.ordinal for r in rows] == list(range(6))
 
 
+def test_an_engine_that_does_not_start_on_an_actor_is_one_line(cluster, release, tmp_path, capsys):
+    """An engine actor whose engine cannot start (a model directory that is not there): ``generate`` names it
+    in one line, fails the model's slices (exit 1), shows no traceback and leaves no actor behind."""
+    import ray
+
+    from trace_lib.cli.main import main
+
+    ray_cluster, _, _ = cluster
+    build_tiny_tsv(tmp_path / "data" / "MMStar.tsv", style="mcq", rows=2)
+    argv = ["generate", "--trace-root", str(release.path), "--model", "tiny", str(tmp_path / "no-model"),
+            f"sha256set:{'1' * 64}", f"org/tiny@{'0' * 40}", "Tiny", "--seeds", "43", "--benchmark", "mmstar",
+            "--campaign-root", str(tmp_path / "campaign"), "--data-root", str(tmp_path / "data"), "--backend", "hf",
+            "--unprepared-data", "--no-progress", "--model-verify", "none", "--ray-address", ray_cluster.address]
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    line = next(line for line in captured.err.splitlines() if line.startswith("[generate] tiny: error:"))
+    assert "did not start" in line and "--ray-address" in line
+    assert "Traceback" not in captured.err
+    assert "0/1 slice(s) complete; failed: tiny-seed43-mmstar" in captured.out
+    deadline = time.monotonic() + 30  # the actors killed: their CPUs come back
+    while ray.available_resources().get("CPU", 0) < ray.cluster_resources()["CPU"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert ray.available_resources().get("CPU", 0) == ray.cluster_resources()["CPU"]
+
+
+def test_engines_that_raise_on_their_actors_are_counted_in_one_line(cluster):
+    """An actor's engine raising in its constructor (the openai client without its URL): the driver gets one
+    ``EngineStartError`` counting such actors, not a dead actor's traceback."""
+    from trace_lib.errors import EngineStartError
+    from trace_lib.generation.backends.ray_engines import RayEngines
+
+    ray_cluster, _, _ = cluster
+    with pytest.raises(EngineStartError) as caught:
+        RayEngines(model_path="unused", served_name="tiny", address=ray_cluster.address, kind="openai",
+                   actors=1)
+    line = caught.value.render()
+    assert line.startswith("--ray-address: 1 of 1 engine actor(s) did not start; first: tiny: the openai engine did "
+                           "not start: TypeError:"), line
+    assert not caught.value.out_of_memory
+
+
 def test_two_engine_actors_share_one_gpu(cluster, generation, tmp_path):
     """A fractional GPU per actor (what ``--engines-per-group 2`` asks of Ray for vllm): a node declaring one GPU
     hosts two engine actors, each placed on that GPU, and together they complete the mini campaign."""

@@ -125,5 +125,15 @@ class BackendError(TraceReproError):
     """A generation backend could not be created or failed permanently."""
 
 
+class EngineStartError(BackendError):
+    """A generation engine did not start. ``out_of_memory``: its GPU had less free memory than the engine asks for,
+    the machine's state rather than the user's flags (the CLI exits SYSTEM; ``generate`` runs the share of a worker
+    that failed so again once the other engines on its GPUs have exited)."""
+
+    def __init__(self, message: str, *, out_of_memory: bool = False, **parts: Any) -> None:
+        self.out_of_memory = out_of_memory
+        super().__init__(message, **parts)
+
+
 class ProtocolNotImplementedError(TraceReproError):
     """A benchmark of the suite has no evaluation protocol in trace-repro yet; its slices fail, never pass."""

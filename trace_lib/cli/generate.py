@@ -7,7 +7,9 @@ its seeds) on one worker, balanced by rows (:func:`~trace_lib.campaign.plan.work
 engine leaves the GPU idle between its steps on image-heavy campaigns, and two engines on one H200 fill those
 gaps (``benchmarks/campaign_throughput.py``). Responses go to
 ``<campaign-root>/generation/seed_<S>/<model>/<benchmark>.jsonl`` (see ``trace_lib.generation.store``); a
-killed run resumes where it stopped. Exit 0 when every planned slice is complete, 1 when some slice failed. Ctrl-C
+killed run resumes where it stopped. Exit 0 when every planned slice is complete, 1 when some slice failed, 3 when
+an engine found its GPU's memory taken (one line naming the free and asked GiB; a worker that failed so beside
+other engines on its group runs its share again alone once they have exited: :func:`supervise_workers`). Ctrl-C
 or SIGTERM stops it within moments (requests in flight are cancelled, every answer received is stored): one line,
 exit 130 or 143.
 
@@ -37,7 +39,7 @@ from pathlib import Path
 
 from trace_lib import options
 from trace_lib.campaign.plan import Plan, add_plan_options, plan_from_options, render_gpu_groups, worker_shares
-from trace_lib.errors import TraceReproError, UsageError
+from trace_lib.errors import EngineStartError, TraceReproError, UsageError
 from trace_lib.exitcodes import ExitCode
 from trace_lib.interrupts import stoppable
 from trace_lib.release.locate import locate_release
@@ -157,21 +159,47 @@ def worker_commands(plan: Plan, argv: list[str], engines_per_group: int) -> list
 
 
 def _spawn_workers(plan: Plan, argv: list[str], engines_per_group: int) -> ExitCode:
-    """Run the ``generate --worker i/N`` processes (:func:`worker_commands`) and wait for all of them."""
+    """Run the ``generate --worker i/N`` processes (:func:`worker_commands`) to the end
+    (:func:`supervise_workers`; a worker's share is run again alone only where engines share a GPU group)."""
+    return supervise_workers(worker_commands(plan, argv, engines_per_group), rerun_alone=engines_per_group > 1)
+
+
+def supervise_workers(commands: list[tuple[list[str], str]], *, rerun_alone: bool) -> ExitCode:
+    """Start every ``(command, CUDA_VISIBLE_DEVICES)`` worker, wait for all of them, and, with ``rerun_alone``,
+    run once more, one at a time, each worker that exited SYSTEM (its engine found its GPU's memory taken: by the
+    other engines on its group, which are gone by then; what it stored is resumed). OK when every worker ended
+    OK, SYSTEM when one still ended SYSTEM, else FINDINGS; one line per worker that did not end OK."""
     procs = []
-    for index, (cmd, gpus) in enumerate(worker_commands(plan, argv, engines_per_group)):
+    for index, (cmd, gpus) in enumerate(commands):
         print(f"[generate] worker {index}: GPUs {gpus}", file=sys.stderr)
         procs.append(subprocess.Popen(cmd, env=dict(os.environ, CUDA_VISIBLE_DEVICES=gpus)))
-    codes = []
+    codes = _wait_all(procs)
+    for index, code in enumerate(codes):
+        if code == ExitCode.SYSTEM and rerun_alone:
+            cmd, gpus = commands[index]
+            print(f"[generate] worker {index} (GPUs {gpus}) exited {code} (its engine did not fit beside the "
+                  "others); running its share again alone", file=sys.stderr)
+            codes[index] = _wait_all([subprocess.Popen(cmd, env=dict(os.environ, CUDA_VISIBLE_DEVICES=gpus))])[0]
+    failed = {i: c for i, c in enumerate(codes) if c != ExitCode.OK}
+    for index, code in failed.items():
+        print(f"[generate] worker {index} (GPUs {commands[index][1]}) exited {code}: its slices are incomplete "
+              "(its lines above say why; re-run to resume)", file=sys.stderr)
+    print(f"[generate] {len(codes) - len(failed)}/{len(codes)} worker(s) done", file=sys.stderr)
+    if not failed:
+        return ExitCode.OK
+    return ExitCode.SYSTEM if ExitCode.SYSTEM in failed.values() else ExitCode.FINDINGS
+
+
+def _wait_all(procs: list[subprocess.Popen]) -> list[int]:
+    """Every process's exit code; Ctrl-C stops them all (terminate, wait) and goes on up."""
     try:
-        codes = [p.wait() for p in procs]
+        return [p.wait() for p in procs]
     except KeyboardInterrupt:
         for p in procs:
             p.terminate()
         for p in procs:
             p.wait()
         raise
-    return ExitCode.OK if all(c == 0 for c in codes) else ExitCode.FINDINGS
 
 
 def _backend_options(args: argparse.Namespace, plan: Plan) -> dict:
@@ -248,6 +276,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     manifest = load_manifest(mpath) if mpath.exists() else None
     mine = worker_shares(plan, count)[index]
     failures: list[str] = []
+    out_of_memory = False  # an engine found its GPU's memory taken: exit SYSTEM (the supervisor may run us again)
     # slices are scored on CPU threads while generation goes on (--score overlap) or after it (--score phased); each
     # engine is closed as soon as its model is done
     scoring = _Scoring(args, plan.campaign_root, data_root, sources, mine) if args.score else None
@@ -264,17 +293,23 @@ def run(args: argparse.Namespace) -> ExitCode:
                     failures += [s.id for s in slices]
                     continue
             backend_opts = _backend_options(args, plan)
-            if ray_address:
-                from trace_lib.generation.backends.ray_engines import ray_engines
+            try:
+                if ray_address:
+                    from trace_lib.generation.backends.ray_engines import ray_engines
 
-                backend = ray_engines(args.backend, model_path=model.local_path, served_name=model.slug,
-                                      address=ray_address, options=backend_opts,
-                                      tensor_parallel_size=plan.tp_size, engines_per_gpu=engines)
-                print(f"[generate] {model.slug}: {len(backend.actors)} engine actor(s) on Ray nodes "
-                      f"{' '.join(sorted(set(backend.nodes)))}", file=sys.stderr)
-            else:
-                backend = create_backend(args.backend, model_path=model.local_path, served_name=model.slug,
-                                         **backend_opts)
+                    backend = ray_engines(args.backend, model_path=model.local_path, served_name=model.slug,
+                                          address=ray_address, options=backend_opts,
+                                          tensor_parallel_size=plan.tp_size, engines_per_gpu=engines)
+                    print(f"[generate] {model.slug}: {len(backend.actors)} engine actor(s) on Ray nodes "
+                          f"{' '.join(sorted(set(backend.nodes)))}", file=sys.stderr)
+                else:
+                    backend = create_backend(args.backend, model_path=model.local_path, served_name=model.slug,
+                                             **backend_opts)
+            except EngineStartError as exc:  # this model's slices fail; the next model may still start
+                print(f"[generate] {model.slug}: error: {exc.render()}", file=sys.stderr)
+                failures += [s.id for s in slices]
+                out_of_memory = out_of_memory or exc.out_of_memory
+                continue
             engine = generation_engine(release, args.backend, base_url=backend_opts.get("base_url"))
             if engine.get("matches_paper") is not True:
                 print(f"[generate] {model.slug}: {engine_drift_text(engine)}", file=sys.stderr)
@@ -302,6 +337,8 @@ def run(args: argparse.Namespace) -> ExitCode:
             failures += scoring.wait()
     done = len(mine) - len(failures)
     print(f"[generate] {done}/{len(mine)} slice(s) complete" + (f"; failed: {' '.join(failures)}" if failures else ""))
+    if out_of_memory:
+        return ExitCode.SYSTEM
     return ExitCode.FINDINGS if failures else ExitCode.OK
 
 

@@ -22,7 +22,7 @@ import importlib
 import queue
 from typing import Any, Iterable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
-from trace_lib.errors import BackendError, UsageError, did_you_mean
+from trace_lib.errors import BackendError, EngineStartError, TraceReproError, UsageError, did_you_mean
 from trace_lib.generation.request import ChatRequest, GenerationResult, RequestFailure
 
 
@@ -56,13 +56,26 @@ def create_backend(name: str, *, model_path: str, served_name: str, **options: A
 
     Raises:
         UsageError: unknown backend name (lists the known ones).
-        BackendError: the backend's engine or client could not be created.
+        BackendError: the backend's engine or client could not be created (:class:`EngineStartError` for an
+            engine that raised something of its own: its last line, never a bare traceback).
     """
     if name not in BACKENDS:
         raise UsageError(f"unknown backend {name!r}", field="--backend", hint=did_you_mean(name, list(BACKENDS)))
     module_name, _, attr = BACKENDS[name].partition(":")
     factory = getattr(importlib.import_module(module_name), attr)
-    return factory(model_path=model_path, served_name=served_name, **options)
+    try:
+        return factory(model_path=model_path, served_name=served_name, **options)
+    except (TraceReproError, OSError):  # already one line (an OSError names its path; the CLI renders it)
+        raise
+    except Exception as exc:
+        raise EngineStartError(f"{served_name}: the {name} engine did not start: {exception_line(exc)}",
+                               hint="its log above has the cause; TRACE_REPRO_DEBUG=1 shows the traceback") from exc
+
+
+def exception_line(exc: BaseException) -> str:
+    """``Type: text`` of an engine's exception, on one line (its last non-empty line, where the cause sits)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[-1]}" if lines else type(exc).__name__
 
 
 class RequestsFailed(BackendError):

@@ -23,8 +23,8 @@ import threading
 import time
 from typing import Any, Iterator, Mapping
 
-from trace_lib.errors import BackendError, TraceReproError, UsageError
-from trace_lib.generation.backends.base import RequestFeed, create_backend, stream_generate
+from trace_lib.errors import BackendError, EngineStartError, TraceReproError, UsageError
+from trace_lib.generation.backends.base import RequestFeed, create_backend, exception_line, stream_generate
 from trace_lib.generation.request import ChatRequest, GenerationResult
 
 
@@ -32,8 +32,14 @@ class _EngineActor:
     """Runs one backend on its node; ``submit`` requests, ``poll`` finished results (body of a Ray actor)."""
 
     def __init__(self, kind: str, model_path: str, served_name: str, options: Mapping[str, Any]) -> None:
-        self.backend = create_backend(kind, model_path=model_path, served_name=served_name, **dict(options))
+        self.start_error: tuple[str, bool] | None = None  # (line, out of memory): reported by node()
         self.feed = RequestFeed(capacity=1 << 20)
+        try:
+            self.backend = create_backend(kind, model_path=model_path, served_name=served_name, **dict(options))
+        except TraceReproError as exc:  # one line for the driver, not a dead actor's traceback
+            self.backend = None
+            self.start_error = (exc.render(), bool(getattr(exc, "out_of_memory", False)))
+            return
         self.results: queue.Queue[Any] = queue.Queue()
 
         def run() -> None:
@@ -46,10 +52,11 @@ class _EngineActor:
         self.thread = threading.Thread(target=run, daemon=True)
         self.thread.start()
 
-    def node(self) -> str:
+    def node(self) -> tuple[str, tuple[str, bool] | None]:
+        """This actor's node id, and why its engine did not start (None: it did)."""
         import ray
 
-        return ray.get_runtime_context().get_node_id()
+        return ray.get_runtime_context().get_node_id(), self.start_error
 
     def submit(self, requests: list[ChatRequest]) -> int:
         for request in requests:
@@ -69,7 +76,8 @@ class _EngineActor:
 
     def close(self) -> None:
         self.feed.finish()
-        self.backend.close()
+        if self.backend is not None:
+            self.backend.close()
 
 
 class RayEngines:
@@ -135,7 +143,19 @@ class RayEngines:
                 options = dict(num_cpus=cpus_per_actor, scheduling_strategy="SPREAD")
             self.actors.append(remote.options(max_restarts=0, **options).remote(
                 kind, model_path, served_name, dict(backend_options or {})))
-        self.nodes = ray.get([a.node.remote() for a in self.actors])
+        try:
+            started = ray.get([a.node.remote() for a in self.actors])
+        except ray.exceptions.RayActorError as exc:  # an actor died starting (an OS error in its engine)
+            self.close()
+            raise EngineStartError(f"{served_name}: an engine actor did not start: {exception_line(exc)}",
+                                   field="--ray-address", hint="its node's Ray log has the cause") from None
+        failed = [error for _, error in started if error is not None]
+        if failed:
+            self.close()
+            raise EngineStartError(f"{len(failed)} of {len(started)} engine actor(s) did not start; first: "
+                                   f"{failed[0][0]}", field="--ray-address",
+                                   out_of_memory=any(out_of_memory for _, out_of_memory in failed))
+        self.nodes = [node for node, _ in started]
         self.lost: list[str] = []  # nodes of actors lost during a stream (receipts, tests)
 
     def generate(self, requests: list[ChatRequest]) -> Iterator[GenerationResult]:

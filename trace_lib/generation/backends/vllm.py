@@ -27,10 +27,10 @@ import os
 import time
 from dataclasses import astuple, dataclass, replace
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from trace_lib.errors import BackendError
-from trace_lib.generation.backends.base import RequestFeed, RequestsFailed
+from trace_lib.errors import BackendError, EngineStartError, TraceReproError
+from trace_lib.generation.backends.base import RequestFeed, RequestsFailed, exception_line
 from trace_lib.generation.backends.vllm_render import (VLLM_RENDERER, RenderWorkers, inject_into_sender_cache,
                                                        missing_vllm_support, sender_cache)
 from trace_lib.generation.request import ChatRequest, GenerationResult, RequestFailure
@@ -187,7 +187,13 @@ class VLLMBackend:
             kwargs["load_format"] = load_format
         kwargs.update(llm_kwargs or {})
         with engine_start_lock(os.environ.get("CUDA_VISIBLE_DEVICES")):
-            self.llm = LLM(**kwargs)
+            try:
+                self.llm = LLM(**kwargs)
+            except (TraceReproError, OSError):
+                raise
+            except Exception as exc:
+                raise engine_start_error(exc, served_name=served_name,
+                                         gpu_memory_utilization=gpu_memory_utilization) from exc
         self._defaults = dict(_model_config(self.llm).get_diff_sampling_param())
         self._start_render_workers(input_workers, renderer_factory)
 
@@ -411,6 +417,37 @@ def engine_start_lock(visible_devices: str | None, lock_dir: Path | None = None)
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
             held.callback(fcntl.flock, handle.fileno(), fcntl.LOCK_UN)
         yield
+
+
+def engine_start_error(exc: BaseException, *, served_name: str, gpu_memory_utilization: float,
+                       memory: Callable[[], tuple[int, int]] | None = None) -> EngineStartError:
+    """The one-line error of a vLLM engine that did not start. vLLM's own reason is in its engine core's log
+    (the parent sees only "initialization failed"), so the GPU's memory is read after the failure (``memory()``:
+    free and total bytes of the first visible GPU; default ``torch.cuda.mem_get_info``): less free than
+    ``gpu_memory_utilization`` of the total is the likeliest cause, and is named (``out_of_memory``)."""
+    reason = exception_line(exc)
+    try:
+        free, total = (memory or _cuda_memory)()
+    except Exception:  # no CUDA to ask: the engine's own line is all there is
+        free = total = 0
+    asked = gpu_memory_utilization * total
+    if total and free < asked:
+        return EngineStartError(
+            f"{served_name}: the vllm engine did not start: its GPU has {free / 2**30:.1f} GiB free of "
+            f"{total / 2**30:.1f} GiB and the engine asks for {gpu_memory_utilization:g} of it "
+            f"({asked / 2**30:.1f} GiB) ({reason})", field="--gpu-memory-utilization", out_of_memory=True,
+            hint="another process holds that memory (a judge, another engine on the GPU); lower "
+                 "--gpu-memory-utilization or --engines-per-group, or free the GPU")
+    return EngineStartError(f"{served_name}: the vllm engine did not start: {reason}",
+                            hint="vLLM's log above has the cause; TRACE_REPRO_DEBUG=1 shows the traceback")
+
+
+def _cuda_memory() -> tuple[int, int]:
+    """Free and total bytes of the first visible GPU."""
+    import torch
+
+    free, total = torch.cuda.mem_get_info()
+    return int(free), int(total)
 
 
 def _model_config(llm: Any) -> Any:
