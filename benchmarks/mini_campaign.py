@@ -22,7 +22,8 @@ Designs (``--design``, or ``all``):
   row is stored, while the engines generate the others.
 
 The judge shares the GPU with the generation engines (split memory): it runs at ``--judge-memory`` (0.60) of the
-GPU, generation at ``--generation-memory`` (0.30, split among the engines) in every design. Start it once
+GPU, generation at ``--generation-memory`` (0.30, split among the engines; two engines beside the judge need 0.24:
+the judge holds 0.67 of an H200 at 0.60, docs/judge.md) in every design. Start it once
 (``--design judge``: detached, prints its URL) and pass ``--judge-url URL`` to later invocations, or let a design
 run start and stop it. Random judge weights answer noise, so trace-repro's scorer reaches the judge through
 ``judge_throughput.AnswerRelay``: each request goes to the engine unchanged and its answer is replaced by one the
@@ -540,7 +541,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--score-workers", type=int, default=8, help="trace-repro designs: scoring threads")
     parser.add_argument("--judge-memory", type=float, default=0.60, help="the judge's share of the GPU's memory")
     parser.add_argument("--generation-memory", type=float, default=0.30,
-                        help="generation's share of the GPU's memory (split among the engines)")
+                        help="generation's share of the GPU's memory (split among the engines; 0.24 for two)")
     parser.add_argument("--max-model-len", type=int, default=32768, help="generation engines (upstream's 32768)")
     parser.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs (faster start; not upstream's)")
     parser.add_argument("--judge-answer-tokens", type=int, default=None, metavar="N",

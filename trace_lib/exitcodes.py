@@ -14,7 +14,8 @@ class ExitCode(enum.IntEnum):
     USAGE: the command could not run: bad flags, missing, malformed or unwritable input/output paths (one
         ``error:`` line; nothing written).
     SYSTEM: the machine failed under the command: disk full, quota, file too large, I/O error, out of memory or
-        file handles (one ``error:`` line naming the path; what was written before stays consistent).
+        file handles, an engine that found its GPU's memory taken (one ``error:`` line naming the path or the
+        GiB; what was written before stays consistent).
     INTERRUPTED: Ctrl-C (SIGINT).  TERMINATED: SIGTERM.
     """
 
@@ -42,7 +43,8 @@ EXIT_CODES_HELP = """exit codes:
   1    findings: the command ran and found problems (failed checks or slices, incomplete work)
   2    usage: bad flags, or an input/output path that is missing, malformed, not a regular file or unwritable
        (ENOENT, EACCES, EPERM, EISDIR, ENOTDIR, EEXIST, EROFS, ...); one 'error:' line, nothing written
-  3    system: the machine failed (ENOSPC disk full, EDQUOT, EFBIG, EIO, ENOMEM, EMFILE, ...); one 'error:' line
+  3    system: the machine failed (ENOSPC disk full, EDQUOT, EFBIG, EIO, ENOMEM, EMFILE, ...; a GPU whose memory
+       another process holds); one 'error:' line
   130  interrupted (Ctrl-C)    143  terminated (SIGTERM)"""
 
 
