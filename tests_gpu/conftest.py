@@ -31,3 +31,11 @@ def vllm_gpu() -> None:
     if reason:
         pytest.skip(reason)
     os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    """The tiny random Qwen2.5-VL (``trace_lib.testing.tiny_qwen``), built once per module."""
+    from trace_lib.testing.tiny_qwen import build_tiny_qwen25vl
+
+    return build_tiny_qwen25vl(tmp_path_factory.mktemp("model") / "tiny-qwen25vl")

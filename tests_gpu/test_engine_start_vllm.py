@@ -29,13 +29,6 @@ def _requirements(vllm_gpu):
     """Every test here needs vLLM on a CUDA GPU (tests_gpu/conftest.py)."""
 
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    from trace_lib.testing.tiny_qwen import build_tiny_qwen25vl
-
-    return build_tiny_qwen25vl(tmp_path_factory.mktemp("model") / "tiny-qwen25vl")
-
-
 @pytest.fixture
 def hold_gpu_memory():
     """``hold(leave)``: this process takes GPU memory until ``leave`` of the total is free (released after)."""

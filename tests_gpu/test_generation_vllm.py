@@ -31,13 +31,6 @@ def _requirements(vllm_gpu):
 
 
 @pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    from trace_lib.testing.tiny_qwen import build_tiny_qwen25vl
-
-    return build_tiny_qwen25vl(tmp_path_factory.mktemp("model") / "tiny-qwen25vl")
-
-
-@pytest.fixture(scope="module")
 def data(tmp_path_factory):
     from trace_lib.testing.tiny_bench import build_tiny_tsv
 

@@ -30,13 +30,6 @@ def _requirements(vllm_gpu):
 
 
 @pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    from trace_lib.testing.tiny_qwen import build_tiny_qwen25vl
-
-    return build_tiny_qwen25vl(tmp_path_factory.mktemp("model") / "tiny-qwen25vl")
-
-
-@pytest.fixture(scope="module")
 def short_release(release, tmp_path_factory):
     from trace_lib.validation.tiny import release_variant
 
