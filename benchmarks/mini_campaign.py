@@ -483,19 +483,10 @@ def report(ctx: dict) -> None:
 
         stamp = {"measured_by": "benchmarks/mini_campaign.py " + " ".join(sys.argv[1:]),
                  "measured_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
-        record_calibration(Path(ctx["args"].calibration), "mini_campaign", {"results": results, **stamp})
-        # the CLI's own generation rate (phased: the judge idle meanwhile), read by plan --estimate; the judge's
-        # rate is not recorded: a random-weight judge decodes every request to its budget, so its rate here (4.9
-        # requests/s at 384 and 1,024 rows, docs/performance.md run 5) is not a real judge's
-        one = str(ctx["args"].engines_per_group) == "1"
-        record_calibration(Path(ctx["args"].calibration), "generation_3b", {
-            ("one_engine_rows_per_s" if one else "rows_per_s"): round(phased["rows"] / phased["generation_s"], 2),
-            "max_tokens": max(1, round(phased["output_tokens"] / max(phased["rows"], 1))),
-            ("one_engine_start_s" if one else "start_s"):
-                round(phased.get("all_engines_up_s") or phased["engine_start_s"], 1),
-            "path": f"trace-repro generate --engines-per-group {ctx['args'].engines_per_group} (mini campaign)",
-            **stamp})
-        print(f"calibration: sections mini_campaign and generation_3b written to {ctx['args'].calibration}")
+        sections = calibration_sections(results, phased, ctx["args"].engines_per_group, stamp)
+        for name, values in sections.items():
+            record_calibration(Path(ctx["args"].calibration), name, values)
+        print(f"calibration: sections {', '.join(sections)} written to {ctx['args'].calibration}")
 
 
 def _start_detached_judge(work: Path, release: Any, args: argparse.Namespace) -> dict:
@@ -524,6 +515,33 @@ def _started_judge(work: Path) -> dict | None:
     except JudgeError:
         return None
     return started
+
+
+def calibration_sections(results: dict, phased: dict, engines_per_group: str | int, stamp: dict) -> dict[str, dict]:
+    """The calibration sections a measured run writes for ``plan --estimate``: ``mini_campaign`` (every design's
+    figures), ``generation_3b`` (the CLI's generation rate and start in the phased design, the judge idle
+    meanwhile) and, when judge answers were capped (``--judge-answer-tokens``: a real judge's length), ``judge``
+    (the phased design's requests over its judge + scoring seconds). Uncapped, a random-weight judge decodes every
+    request to its budget (4.9 requests/s at 384 and 1,024 rows, docs/performance.md run 5): not a real judge's
+    rate, so not recorded."""
+    one = str(engines_per_group) == "1"
+    sections = {
+        "mini_campaign": {"results": results, **stamp},
+        "generation_3b": {
+            ("one_engine_rows_per_s" if one else "rows_per_s"): round(phased["rows"] / phased["generation_s"], 2),
+            "max_tokens": max(1, round(phased["output_tokens"] / max(phased["rows"], 1))),
+            ("one_engine_start_s" if one else "start_s"):
+                round(phased.get("all_engines_up_s") or phased["engine_start_s"], 1),
+            "path": f"trace-repro generate --engines-per-group {engines_per_group} (mini campaign)",
+            **stamp},
+    }
+    if phased.get("judge_answer_tokens") and phased.get("judge_requests") and phased["judge_scoring_s"] > 0:
+        sections["judge"] = {
+            "requests_per_s": round(phased["judge_requests"] / phased["judge_scoring_s"], 2),
+            "answer_tokens": phased["judge_answer_tokens"],
+            "path": "trace-repro generate --score phased (mini campaign; the judge shares the GPU, answers capped)",
+            **stamp}
+    return sections
 
 
 def main(argv: list[str] | None = None) -> int:
