@@ -108,7 +108,7 @@ def test_a_worker_whose_engine_did_not_fit_runs_again_alone_after_the_others(tmp
     assert lines.index("w1 start 1 0") > lines.index("w0 end")  # alone: after its sibling exited
     assert sorted(lines) == ["w0 end", "w0 start 0 0", "w1 start 0 0", "w1 start 1 0"]
     err = capsys.readouterr().err
-    assert "worker 1 (GPUs 0) exited 3 (its engine did not fit beside the others); running its share again" in err
+    assert "worker 1 (GPUs 0) exited 3: the machine failed under it" in err and "running its share again alone" in err
     assert "2/2 worker(s) done" in err
 
 

@@ -177,8 +177,9 @@ def supervise_workers(commands: list[tuple[list[str], str]], *, rerun_alone: boo
     for index, code in enumerate(codes):
         if code == ExitCode.SYSTEM and rerun_alone:
             cmd, gpus = commands[index]
-            print(f"[generate] worker {index} (GPUs {gpus}) exited {code} (its engine did not fit beside the "
-                  "others); running its share again alone", file=sys.stderr)
+            print(f"[generate] worker {index} (GPUs {gpus}) exited {code}: the machine failed under it (its line "
+                  "above says how; most often its engine found the GPU's memory taken by the others); running its "
+                  "share again alone", file=sys.stderr)
             codes[index] = _wait_all([subprocess.Popen(cmd, env=dict(os.environ, CUDA_VISIBLE_DEVICES=gpus))])[0]
     failed = {i: c for i, c in enumerate(codes) if c != ExitCode.OK}
     for index, code in failed.items():

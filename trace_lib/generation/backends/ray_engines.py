@@ -34,13 +34,13 @@ class _EngineActor:
     def __init__(self, kind: str, model_path: str, served_name: str, options: Mapping[str, Any]) -> None:
         self.start_error: tuple[str, bool] | None = None  # (line, out of memory): reported by node()
         self.feed = RequestFeed(capacity=1 << 20)
+        self.results: queue.Queue[Any] = queue.Queue()
         try:
             self.backend = create_backend(kind, model_path=model_path, served_name=served_name, **dict(options))
         except TraceReproError as exc:  # one line for the driver, not a dead actor's traceback
             self.backend = None
             self.start_error = (exc.render(), bool(getattr(exc, "out_of_memory", False)))
             return
-        self.results: queue.Queue[Any] = queue.Queue()
 
         def run() -> None:
             try:
