@@ -111,3 +111,22 @@ def test_engines_starting_on_one_gpu_take_turns_and_other_gpus_do_not_wait(tmp_p
         thread.join(timeout=30)
     order = events.index
     assert order(("c", "in")) < order(("a", "out")) < order(("b", "in"))
+
+
+def test_an_engine_that_dies_mid_stream_is_one_machine_line_after_what_it_answered(monkeypatch):
+    monkeypatch.setitem(sys.modules, "vllm", stub_vllm_module())
+    from trace_lib.errors import EngineStoppedError
+    from trace_lib.generation.backends.vllm import VLLMBackend
+
+    backend = VLLMBackend(model_path="stub", served_name="m3b", llm=StubLLM(per_step=10, die_after_steps=2),
+                          max_num_seqs=64)
+    answered = []
+    with pytest.raises(EngineStoppedError) as caught:
+        for result in backend.generate_stream(RequestFeed.of([_request(i, 42) for i in range(50)]), in_flight=50):
+            answered.append(result.request_id)
+    assert len(answered) == 20  # two steps' answers were yielded before the third step found the engine dead
+    assert caught.value.machine_failure
+    line = caught.value.render()
+    assert line.startswith("vllm: m3b: the vllm engine stopped while it generated, after 20 answer(s) with 30 "
+                           "request(s) in flight (EngineDeadError: EngineCore encountered an issue.")
+    assert "out of memory" in line and "\n" not in line

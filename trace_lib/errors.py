@@ -16,7 +16,11 @@ _UNSET: Any = object()
 
 
 class TraceReproError(Exception):
-    """Base of every expected failure; carries the parts of the one-line message as attributes."""
+    """Base of every expected failure; carries the parts of the one-line message as attributes.
+    ``machine_failure``: the machine failed under the command (a GPU's memory, a dead engine), not the user's
+    input: the CLI exits SYSTEM, not USAGE."""
+
+    machine_failure: bool = False
 
     def __init__(
         self,
@@ -133,6 +137,18 @@ class EngineStartError(BackendError):
     def __init__(self, message: str, *, out_of_memory: bool = False, **parts: Any) -> None:
         self.out_of_memory = out_of_memory
         super().__init__(message, **parts)
+
+    @property
+    def machine_failure(self) -> bool:  # type: ignore[override]
+        return self.out_of_memory
+
+
+class EngineStoppedError(BackendError):
+    """A generation engine that had started stopped while it generated (vLLM's engine core died: most often CUDA
+    out of memory once another process on its GPU grew). The machine's state: its slices keep what was stored and
+    the CLI exits SYSTEM (``generate`` runs the worker's share again alone where engines share a GPU)."""
+
+    machine_failure = True
 
 
 class ProtocolNotImplementedError(TraceReproError):

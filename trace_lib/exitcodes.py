@@ -14,8 +14,8 @@ class ExitCode(enum.IntEnum):
     USAGE: the command could not run: bad flags, missing, malformed or unwritable input/output paths (one
         ``error:`` line; nothing written).
     SYSTEM: the machine failed under the command: disk full, quota, file too large, I/O error, out of memory or
-        file handles, an engine that found its GPU's memory taken (one ``error:`` line naming the path or the
-        GiB; what was written before stays consistent).
+        file handles, an engine that found its GPU's memory taken or died generating (one ``error:`` line naming
+        the path, the GiB or the engine's line; what was written before stays consistent).
     INTERRUPTED: Ctrl-C (SIGINT).  TERMINATED: SIGTERM.
     """
 
@@ -44,7 +44,7 @@ EXIT_CODES_HELP = """exit codes:
   2    usage: bad flags, or an input/output path that is missing, malformed, not a regular file or unwritable
        (ENOENT, EACCES, EPERM, EISDIR, ENOTDIR, EEXIST, EROFS, ...); one 'error:' line, nothing written
   3    system: the machine failed (ENOSPC disk full, EDQUOT, EFBIG, EIO, ENOMEM, EMFILE, ...; a GPU whose memory
-       another process holds); one 'error:' line
+       another process holds, an engine that died generating); one 'error:' line
   130  interrupted (Ctrl-C)    143  terminated (SIGTERM)"""
 
 

@@ -166,9 +166,10 @@ def _spawn_workers(plan: Plan, argv: list[str], engines_per_group: int) -> ExitC
 
 def supervise_workers(commands: list[tuple[list[str], str]], *, rerun_alone: bool) -> ExitCode:
     """Start every ``(command, CUDA_VISIBLE_DEVICES)`` worker, wait for all of them, and, with ``rerun_alone``,
-    run once more, one at a time, each worker that exited SYSTEM (its engine found its GPU's memory taken: by the
-    other engines on its group, which are gone by then; what it stored is resumed). OK when every worker ended
-    OK, SYSTEM when one still ended SYSTEM, else FINDINGS; one line per worker that did not end OK."""
+    run once more, one at a time, each worker that exited SYSTEM (its engine found its GPU's memory taken, or ran
+    out of it and stopped: by the other engines on its group, which are gone by then; what it stored is resumed).
+    OK when every worker ended OK, SYSTEM when one still ended SYSTEM, else FINDINGS; one line per worker that did
+    not end OK."""
     procs = []
     for index, (cmd, gpus) in enumerate(commands):
         print(f"[generate] worker {index}: GPUs {gpus}", file=sys.stderr)
@@ -277,7 +278,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     manifest = load_manifest(mpath) if mpath.exists() else None
     mine = worker_shares(plan, count)[index]
     failures: list[str] = []
-    out_of_memory = False  # an engine found its GPU's memory taken: exit SYSTEM (the supervisor may run us again)
+    machine_failed = False  # an engine refused its GPU's memory or stopped: exit SYSTEM (the supervisor may rerun us)
     # slices are scored on CPU threads while generation goes on (--score overlap) or after it (--score phased); each
     # engine is closed as soon as its model is done
     scoring = _Scoring(args, plan.campaign_root, data_root, sources, mine) if args.score else None
@@ -309,7 +310,7 @@ def run(args: argparse.Namespace) -> ExitCode:
             except EngineStartError as exc:  # this model's slices fail; the next model may still start
                 print(f"[generate] {model.slug}: error: {exc.render()}", file=sys.stderr)
                 failures += [s.id for s in slices]
-                out_of_memory = out_of_memory or exc.out_of_memory
+                machine_failed = machine_failed or exc.machine_failure
                 continue
             engine = generation_engine(release, args.backend, base_url=backend_opts.get("base_url"))
             if engine.get("matches_paper") is not True:
@@ -327,6 +328,7 @@ def run(args: argparse.Namespace) -> ExitCode:
                 else:
                     results = _stream(jobs, backend, model.slug, args, scoring)
                 failures += [r.slice.id for r in results if not r.ok]
+                machine_failed = machine_failed or any(getattr(r.error, "machine_failure", False) for r in results)
             finally:
                 backend.close()
     except BaseException:
@@ -338,7 +340,7 @@ def run(args: argparse.Namespace) -> ExitCode:
             failures += scoring.wait()
     done = len(mine) - len(failures)
     print(f"[generate] {done}/{len(mine)} slice(s) complete" + (f"; failed: {' '.join(failures)}" if failures else ""))
-    if out_of_memory:
+    if machine_failed:
         return ExitCode.SYSTEM
     return ExitCode.FINDINGS if failures else ExitCode.OK
 

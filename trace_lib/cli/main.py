@@ -2,8 +2,8 @@
 
 A subcommand module defines ``add_parser(subparsers)`` (registering its parser with ``set_defaults(run=...)``)
 and a ``run(args) -> ExitCode`` function; only the chosen command's module is imported. :func:`main` is the one
-error handler: a ``TraceReproError`` (the user's) prints one ``error:`` line and exits 2 (3 for an engine that found
-its GPU's memory taken: :class:`~trace_lib.errors.EngineStartError`); an ``OSError`` prints one
+error handler: a ``TraceReproError`` (the user's) prints one ``error:`` line and exits 2 (3 when it is the machine's:
+``machine_failure``, an engine refused its GPU's memory or stopped while it ran); an ``OSError`` prints one
 ``error:`` line with the path and the errno text and exits 2 for a bad path or 3 when the machine failed
 (:mod:`trace_lib.exitcodes`); ``TRACE_REPRO_DEBUG=1`` shows the traceback instead.
 """
@@ -18,7 +18,7 @@ from typing import Sequence
 
 from trace_lib import options
 from trace_lib import __version__
-from trace_lib.errors import EngineStartError, TraceReproError, os_error_line
+from trace_lib.errors import TraceReproError, os_error_line
 from trace_lib.exitcodes import EXIT_CODES_HELP, ExitCode, exit_code_for
 
 #: Command name -> (module, one-line help). The listing of ``trace-repro --help`` comes from this table; only the
@@ -103,8 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if debug:
             raise
         print(f"error: {exc.render()}", file=sys.stderr)
-        machine = isinstance(exc, EngineStartError) and exc.out_of_memory  # the GPU's state, not the user's flags
-        return int(ExitCode.SYSTEM if machine else ExitCode.USAGE)
+        return int(ExitCode.SYSTEM if exc.machine_failure else ExitCode.USAGE)  # the machine, not the user's input
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)

@@ -5,7 +5,9 @@ backend's request flow and for profiling the harness path (``benchmarks/harness_
 in arrival order (a ``step()`` with nothing unfinished raises: vLLM's would wait forever); it records every
 enqueued batch (size, sampling seeds) and the most requests it ever held. With ``refuse`` set, a call whose
 conversations contain that text raises ``ValueError`` and adds nothing, as vLLM's ``LLM.enqueue_chat`` does for a
-prompt longer than ``max_model_len``. It also takes requests rendered elsewhere (``_render_and_add_requests``):
+prompt longer than ``max_model_len``. With ``die_after_steps`` set, the step after that many raises
+:class:`EngineDeadError`, as vLLM's does when its engine core process died (CUDA out of memory). It also takes
+requests rendered elsewhere (``_render_and_add_requests``):
 :func:`stub_renderer` is the render workers' factory for it. Images reach its engine core through a model of
 vLLM's sender / receiver cache pair, which fails as vLLM's does when the two fall out of step.
 :func:`stub_vllm_module` is a module object providing ``SamplingParams.from_optional`` for ``sys.modules``.
@@ -16,6 +18,13 @@ from __future__ import annotations
 import types
 from collections import OrderedDict
 from typing import Any
+
+
+class EngineDeadError(Exception):
+    """vLLM's ``vllm.v1.engine.exceptions.EngineDeadError``: what the parent sees of a dead engine core."""
+
+    def __init__(self) -> None:
+        super().__init__("EngineCore encountered an issue. See stack trace (above) for the root cause.")
 
 
 class StubSamplingParams:
@@ -108,8 +117,10 @@ class StubLLM:
     no cache, as vLLM with ``mm_processor_cache_gb=0``: every item goes whole)."""
 
     def __init__(self, *, per_step: int = 256, refuse: str | None = None, mm_cache_items: int = 1 << 20,
-                 item_bytes: int = 64) -> None:
+                 item_bytes: int = 64, die_after_steps: int | None = None) -> None:
         self.per_step = per_step
+        self.die_after_steps = die_after_steps
+        self.steps = 0
         self.refuse = refuse
         self._counter = 0
         self._pending: list[tuple[str, Any]] = []
@@ -168,6 +179,9 @@ class StubLLM:
         return self._add(params)
 
     def _step(self) -> list[_Output]:
+        if self.die_after_steps is not None and self.steps >= self.die_after_steps:
+            raise EngineDeadError()
+        self.steps += 1
         if not self._pending:  # vLLM's engine.step() then waits for an output forever
             raise AssertionError("llm_engine.step() with no unfinished request: vLLM would block forever")
         done, self._pending = self._pending[:self.per_step], self._pending[self.per_step:]
@@ -215,7 +229,8 @@ def stub_item(text: str, size: int) -> bytes:
 
 
 _PACKAGE = '''"""A stand-in ``vllm`` package (trace_lib.testing.stub_vllm): ``LLM(**kwargs)`` is a StubLLM; the keyword
-arguments of each engine are appended to ``$STUB_VLLM_RECORD`` (one JSON line) when it is set."""
+arguments of each engine are appended to ``$STUB_VLLM_RECORD`` (one JSON line) when it is set;
+``$STUB_VLLM_PER_STEP`` and ``$STUB_VLLM_DIE_AFTER_STEPS`` set its ``per_step`` and ``die_after_steps``."""
 import json
 import os
 
@@ -230,7 +245,9 @@ def LLM(**kwargs):  # noqa: N802 - vllm.LLM
         with open(record, "a", encoding="utf-8") as handle:
             handle.write(json.dumps({k: v for k, v in kwargs.items() if isinstance(v, (str, int, float, bool))},
                                     sort_keys=True) + "\\n")
-    return StubLLM()
+    die = os.environ.get("STUB_VLLM_DIE_AFTER_STEPS")
+    return StubLLM(per_step=int(os.environ.get("STUB_VLLM_PER_STEP", "256")),
+                   die_after_steps=int(die) if die else None)
 '''
 
 

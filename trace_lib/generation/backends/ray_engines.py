@@ -8,9 +8,11 @@ wraps an ordinary backend (``vllm``, ``hf`` or ``openai``) created *on its node*
 campaign scheduler, which writes the stores). GPU actors get a placement group of one bundle
 ``{"GPU": tensor_parallel_size, "CPU": 1}`` with ``STRICT_PACK`` (tensor parallelism inside one node).
 
-Loss: when an actor or its node dies, every request it had not returned is queued again for the other actors;
-a result counts only when the driver receives it, and each request is answered once (the scheduler refuses a
-second answer), so nothing is lost or duplicated. When no actor is left the stream raises ``BackendError``.
+Loss: when an actor, its node or its engine dies (an engine that stopped sends
+:class:`~trace_lib.errors.EngineStoppedError`), every request it had not returned is queued again for the other
+actors; a result counts only when the driver receives it, and each request is answered once (the scheduler
+refuses a second answer), so nothing is lost or duplicated. When no actor is left the stream raises
+``EngineStoppedError`` (the CLI exits SYSTEM).
 """
 
 from __future__ import annotations
@@ -23,9 +25,16 @@ import threading
 import time
 from typing import Any, Iterator, Mapping
 
-from trace_lib.errors import BackendError, EngineStartError, TraceReproError, UsageError
+from trace_lib.errors import BackendError, EngineStartError, EngineStoppedError, TraceReproError, UsageError
 from trace_lib.generation.backends.base import RequestFeed, create_backend, exception_line, stream_generate
 from trace_lib.generation.request import ChatRequest, GenerationResult
+
+
+def ends_the_actor(answer: BaseException) -> bool:
+    """Whether an exception an actor sent means its engine is gone (its requests go to the other actors): any but
+    a failure of the requests themselves (a :class:`TraceReproError` that is not the machine's), which ends the
+    stream."""
+    return not isinstance(answer, TraceReproError) or answer.machine_failure
 
 
 class _EngineActor:
@@ -177,7 +186,8 @@ class RayEngines:
                 retry.extend(outstanding[index].values())
                 outstanding[index].clear()
             if not alive:
-                raise BackendError("every engine actor was lost", field="--ray-address", found=repr(why)[:200])
+                raise EngineStoppedError("every engine actor was lost", field="--ray-address",
+                                         found=repr(why)[:200])
 
         while True:
             for index in sorted(alive):
@@ -212,9 +222,9 @@ class RayEngines:
                     lose(index, exc)
                     continue
                 for answer in answers:
-                    if isinstance(answer, TraceReproError):
-                        raise answer  # the engine refused a request: a failure of the request, not of the node
                     if isinstance(answer, BaseException):
+                        if not ends_the_actor(answer):
+                            raise answer
                         lose(index, answer)
                         break
                     request = outstanding[index].pop(answer.request_id, None)
