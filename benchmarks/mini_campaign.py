@@ -22,8 +22,8 @@ Designs (``--design``, or ``all``):
   row is stored, while the engines generate the others.
 
 The judge shares the GPU with the generation engines (split memory): it runs at ``--judge-memory`` (0.60) of the
-GPU, generation at ``--generation-memory`` (0.30, split among the engines; two engines beside the judge need 0.24:
-the judge holds 0.67 of an H200 at 0.60, docs/judge.md) in every design. Start it once
+GPU, generation at ``--generation-memory`` (0.26, split among the engines; 0.24 for two: the judge at 0.60 holds
+0.67 of an H200 once up and 0.69 after some 2,000 requests, docs/judge.md) in every design. Start it once
 (``--design judge``: detached, prints its URL) and pass ``--judge-url URL`` to later invocations, or let a design
 run start and stop it. Random judge weights answer noise, so trace-repro's scorer reaches the judge through
 ``judge_throughput.AnswerRelay``: each request goes to the engine unchanged and its answer is replaced by one the
@@ -41,7 +41,7 @@ engines, loopback stubs for ``vllm serve`` and the judge): no figures, a check o
 
     python benchmarks/mini_campaign.py --work-dir DIR [--design all|judge|upstream|phased|overlapped]
         [--judge-url URL] [--rows 64] [--benchmarks KEY ...] [--engines-per-group 2] [--judge-memory 0.60]
-        [--generation-memory 0.30] [--phase-timeout 420] [--calibration FILE] [--dry-run]
+        [--generation-memory 0.26] [--phase-timeout 420] [--calibration FILE] [--dry-run]
 """
 
 from __future__ import annotations
@@ -397,7 +397,7 @@ def design_trace_repro(ctx: dict, order: str) -> dict:
     stats = generated(campaign)
     # the first engine up (its worker's drift line; else its first store opened), generation over at the last write
     start = ups[0] if ups else max(stats["first_header"] - t0, 0.0)
-    gen_end = stats["last_write"]
+    gen_end = stats["last_write"] or end  # nothing stored (the engine failed): the run's end
     return {"design": name, "e2e_s": seconds, "engine_start_s": start, "all_engines_up_s": ups[-1] if ups else None,
             "generation_s": gen_end - t0 - start,
             "judge_scoring_s": end - gen_end, "rows": stats["rows"], "output_tokens": stats["output_tokens"],
@@ -450,6 +450,10 @@ def report(ctx: dict) -> None:
     if len(sizes) > 1:
         print("warning: these designs ran on different campaigns (--rows, --benchmarks or --judge-answer-tokens "
               "differ): not comparable")
+    incomplete = [name for name, r in results.items() if not r.get("complete", True)]
+    if incomplete:
+        print(f"not compared (item 5, item 6, calibration): {' '.join(incomplete)} did not complete")
+    results = {name: r for name, r in results.items() if name not in incomplete}
     for name in ("phased", "overlapped"):
         r = results.get(name)
         if r and r["generation_s"] > 0:
@@ -558,7 +562,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engines-per-group", type=int, default=2, help="trace-repro designs (item 5)")
     parser.add_argument("--score-workers", type=int, default=8, help="trace-repro designs: scoring threads")
     parser.add_argument("--judge-memory", type=float, default=0.60, help="the judge's share of the GPU's memory")
-    parser.add_argument("--generation-memory", type=float, default=0.30,
+    parser.add_argument("--generation-memory", type=float, default=0.26,
                         help="generation's share of the GPU's memory (split among the engines; 0.24 for two)")
     parser.add_argument("--max-model-len", type=int, default=32768, help="generation engines (upstream's 32768)")
     parser.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs (faster start; not upstream's)")

@@ -51,6 +51,9 @@ def test_a_reused_work_dir_keeps_no_stored_rows_that_a_path_would_resume(tmp_pat
     outside = tmp_path.parent / f"{tmp_path.name}-campaign-kept"
     outside.mkdir()
     (tmp_path / "campaign-linked").symlink_to(outside, target_is_directory=True)
+    model = tmp_path / "qwen25vl-3b-shapes"  # the config-only model, as an earlier invocation left it (written by
+    model.mkdir()  # transformers, which the offline lane does not install; no engine here reads it)
+    (model / "config.json").write_text("{}", encoding="utf-8")
     done = subprocess.run([sys.executable, str(SCRIPT), "--skip-single", "--skip-upstream", "--replicas", "1",
                            "--benchmarks", "1", "--seeds", "1", "--rows", "1", "--work-dir", str(tmp_path)],
                           capture_output=True, text=True, timeout=120)
