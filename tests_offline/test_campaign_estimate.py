@@ -175,3 +175,13 @@ def test_calibration_carries_one_engine_rates(tmp_path):
     path.write_text(json.dumps({"generation_7b": {"one_engine_rows_per_s": "fast"}}))
     with pytest.raises(InputError, match="generation_7b.one_engine_rows_per_s"):
         load_rates(path)
+
+
+def test_the_defaults_say_what_they_are_worth_and_a_calibration_does_not(tmp_path):
+    from trace_lib.campaign.estimate import DEFAULT_RATES, DEFAULTS_NOTE
+
+    work = [SliceWork("m-3b", "3b", 1000, 100.0)]
+    assert DEFAULTS_NOTE in estimate(work, DEFAULT_RATES, gpus=1).notes
+    path = tmp_path / "calibration.json"
+    record_calibration(path, "judge", {"requests_per_s": 20.0})
+    assert DEFAULTS_NOTE not in estimate(work, load_rates(path), gpus=1).notes

@@ -77,6 +77,7 @@ def test_an_engine_actor_whose_engine_stops_hands_the_driver_a_loss(monkeypatch)
     module = stub_vllm_module()
     module.LLM = lambda **_: StubLLM(per_step=2, die_after_steps=1)
     monkeypatch.setitem(sys.modules, "vllm", module)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # the engine start lock's GPU, not torch's count
     actor = _EngineActor("vllm", "stub", "m3b", {"tensor_parallel_size": 1})
     assert actor.start_error is None
     actor.submit([ChatRequest(f"r{i}", ({"role": "user", "content": [{"type": "text", "text": f"q{i}"}]},),

@@ -137,3 +137,32 @@ def test_data_url_images_generate_exactly_like_file_urls(backend, data, generati
     (from_file,) = backend.generate([request])
     (from_data,) = backend.generate([as_data])
     assert (from_data.text, from_data.prompt_tokens) == (from_file.text, from_file.prompt_tokens)
+
+
+def test_a_model_that_runs_out_of_memory_is_one_line_after_the_rows_it_answered(backend, data, generation,
+                                                                                  tmp_path, monkeypatch):
+    """torch's out of memory in the middle of a slice: :class:`EngineStoppedError` (exit 3 in the CLI) naming the
+    answers before it, which are stored (a re-run resumes), not the model's traceback."""
+    import torch
+
+    from trace_lib.errors import EngineStoppedError
+    from trace_lib.generation.store import load_responses, response_path
+
+    real = backend.model.generate
+    calls = []
+
+    def generate(**kwargs):  # noqa: ANN003, ANN202
+        calls.append(1)
+        if len(calls) > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.58 GiB.")
+        return real(**kwargs)
+
+    monkeypatch.setattr(backend.model, "generate", generate)
+    with pytest.raises(EngineStoppedError) as caught:
+        _run(42, tmp_path / "campaign", backend, data, generation)
+    line = caught.value.render()
+    assert caught.value.machine_failure and "\n" not in line
+    assert line.startswith(f"hf: tiny: the hf engine stopped while it generated, after 2 answer(s) with {ROWS - 2} "
+                           "request(s) in flight (OutOfMemoryError: CUDA out of memory. Tried to allocate 1.58 GiB.)")
+    stored = load_responses(response_path(tmp_path / "campaign", model="tiny", seed=42, benchmark="tiny"))
+    assert len(stored) == 2

@@ -94,6 +94,13 @@ DEFAULT_RATES = Rates(
 )
 
 
+#: What the defaults are worth: measured/estimated of the mini campaigns of docs/performance.md on their defaults
+#: (runs 5, 6, 33, 36) and with a calibration from the machine they ran on (run 36, another campaign size).
+DEFAULTS_NOTE = ("default rates (measured on other machines) have put mini campaigns on one H200 at 0.6-1.5x the "
+                 "estimate: a GPU's generation rate and engine start vary between machines of one kind (23-48 "
+                 "rows/s, 36-83 s); rates the benchmarks write on this machine (--calibration) came within 20%")
+
+
 def calibration_path(flag: str | Path | None = None) -> Path:
     """``flag``, else ``$TRACE_CALIBRATION``, else ``trace-repro-work/calibration.json``."""
     from trace_lib.options import work_root
@@ -302,6 +309,8 @@ def estimate(work: Sequence[SliceWork], rates: Rates, *, gpus: int, output_token
         lengths = sorted(set(rates.generation_output_tokens.values()))
         notes.append(f"generation rates were measured at {'/'.join(map(str, lengths))} output tokens per row; pass "
                      "--output-tokens N for your models' mean")
+    if rates.source == DEFAULT_RATES.source:
+        notes.append(DEFAULTS_NOTE)
     requests = sum(w.judge_requests for w in work)
     phases = (
         Phase("generation", rows, "rows", effective, start_s),

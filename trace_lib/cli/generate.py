@@ -8,8 +8,9 @@ engine leaves the GPU idle between its steps on image-heavy campaigns, and two e
 gaps (``benchmarks/campaign_throughput.py``). Responses go to
 ``<campaign-root>/generation/seed_<S>/<model>/<benchmark>.jsonl`` (see ``trace_lib.generation.store``); a
 killed run resumes where it stopped. Exit 0 when every planned slice is complete, 1 when some slice failed, 3 when
-an engine found its GPU's memory taken (one line naming the free and asked GiB; a worker that failed so beside
-other engines on its group runs its share again alone once they have exited: :func:`supervise_workers`). Ctrl-C
+an engine found its GPU's memory taken (one line naming the free and asked GiB) or died while it generated (a line
+per unfinished slice; its answers kept); a worker that failed so beside other engines on its group runs its share
+again alone once they have exited (:func:`supervise_workers`). Ctrl-C
 or SIGTERM stops it within moments (requests in flight are cancelled, every answer received is stored): one line,
 exit 130 or 143.
 

@@ -22,7 +22,8 @@ import importlib
 import queue
 from typing import Any, Iterable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
-from trace_lib.errors import BackendError, EngineStartError, TraceReproError, UsageError, did_you_mean
+from trace_lib.errors import (BackendError, EngineStartError, EngineStoppedError, TraceReproError, UsageError,
+                              did_you_mean)
 from trace_lib.generation.request import ChatRequest, GenerationResult, RequestFailure
 
 
@@ -76,6 +77,19 @@ def exception_line(exc: BaseException) -> str:
     """``Type: text`` of an engine's exception, on one line (its last non-empty line, where the cause sits)."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return f"{type(exc).__name__}: {lines[-1]}" if lines else type(exc).__name__
+
+
+def engine_stopped_error(exc: BaseException, *, backend: str, served_name: str, answered: int,
+                         unanswered: int) -> EngineStoppedError:
+    """The one-line error of an engine that raised something of its own while it generated (vLLM's
+    ``EngineDeadError`` after its engine core died, torch's out of memory): the answers it gave before, what it
+    still held, and its last line. Its log has the cause; the GPU's memory is not read (a dead engine has given
+    its own back)."""
+    return EngineStoppedError(
+        f"{served_name}: the {backend} engine stopped while it generated, after {answered} answer(s) with "
+        f"{unanswered} request(s) in flight ({exception_line(exc)})", field=backend,
+        hint="its log above has the cause (CUDA out of memory, most often: another process on the GPU grew, a "
+             "judge beside it); re-run to resume, with less --gpu-memory-utilization if so")
 
 
 class RequestsFailed(BackendError):

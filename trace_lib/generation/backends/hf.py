@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Iterator, Sequence
 
 from trace_lib.errors import BackendError
+from trace_lib.generation.backends.base import engine_stopped_error
 from trace_lib.generation.request import ChatRequest, GenerationResult
 
 
@@ -74,18 +75,24 @@ class HFBackend:
         return kwargs
 
     def generate(self, requests: Sequence[ChatRequest]) -> Iterator[GenerationResult]:
+        """One result per request, in order. The model's own exception while it generates (torch out of memory)
+        is :class:`~trace_lib.errors.EngineStoppedError` after the results before it."""
         torch = self._torch
-        for request in requests:
+        for answered, request in enumerate(requests):
             sampling = dict(request.sampling)
             kwargs = self._generate_kwargs(sampling)
             inputs = self._inputs(request)
             prompt_len = int(inputs["input_ids"].shape[1])
             seed = sampling.get("seed")
-            with torch.random.fork_rng(devices=[] if self.device == "cpu" else None):
-                if seed is not None:
-                    torch.manual_seed(int(seed))
-                with torch.no_grad():
-                    output = self.model.generate(**inputs, **kwargs)
+            try:
+                with torch.random.fork_rng(devices=[] if self.device == "cpu" else None):
+                    if seed is not None:
+                        torch.manual_seed(int(seed))
+                    with torch.no_grad():
+                        output = self.model.generate(**inputs, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - the model's own: one line, never a bare traceback
+                raise engine_stopped_error(exc, backend=self.name, served_name=self.served_name, answered=answered,
+                                           unanswered=len(requests) - answered) from exc
             new_tokens = output[0, prompt_len:].tolist()
             ended = bool(new_tokens) and new_tokens[-1] in self._eos
             finish = "stop" if ended or len(new_tokens) < kwargs["max_new_tokens"] else "length"

@@ -29,8 +29,8 @@ from dataclasses import astuple, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from trace_lib.errors import BackendError, EngineStartError, EngineStoppedError, TraceReproError
-from trace_lib.generation.backends.base import RequestFeed, RequestsFailed, exception_line
+from trace_lib.errors import BackendError, EngineStartError, TraceReproError
+from trace_lib.generation.backends.base import RequestFeed, RequestsFailed, engine_stopped_error, exception_line
 from trace_lib.generation.backends.vllm_render import (VLLM_RENDERER, RenderWorkers, inject_into_sender_cache,
                                                        missing_vllm_support, sender_cache)
 from trace_lib.generation.request import ChatRequest, GenerationResult, RequestFailure
@@ -294,8 +294,8 @@ class VLLMBackend:
                 # the engine's own exception: its engine core died (EngineDeadError), a CUDA error
                 with contextlib.suppress(Exception):  # a live engine gives back what it holds; a dead one cannot
                     abort_requests(engine, by_id.engine_ids())
-                raise engine_stopped_error(exc, served_name=self.served_name, answered=answered,
-                                           unanswered=len(by_id) + len(rendering)) from exc
+                raise engine_stopped_error(exc, backend=self.name, served_name=self.served_name,
+                                           answered=answered, unanswered=len(by_id) + len(rendering)) from exc
             unfinished_ids = by_id.engine_ids()
             if unfinished_ids and engine.has_unfinished_requests():
                 abort_requests(engine, unfinished_ids)
@@ -446,17 +446,6 @@ def engine_start_error(exc: BaseException, *, served_name: str, gpu_memory_utili
                  "--gpu-memory-utilization or --engines-per-group, or free the GPU")
     return EngineStartError(f"{served_name}: the vllm engine did not start: {reason}",
                             hint="vLLM's log above has the cause; TRACE_REPRO_DEBUG=1 shows the traceback")
-
-
-def engine_stopped_error(exc: BaseException, *, served_name: str, answered: int,
-                         unanswered: int) -> EngineStoppedError:
-    """The one-line error of a vLLM engine that stopped while it generated. Its cause is in its engine core's log
-    (the parent sees ``EngineDeadError``); the GPU's memory is not read: the dead engine has given its own back."""
-    return EngineStoppedError(
-        f"{served_name}: the vllm engine stopped while it generated, after {answered} answer(s) with {unanswered} "
-        f"request(s) in flight ({exception_line(exc)})", field="vllm",
-        hint="its engine core's log above has the cause (CUDA out of memory, most often: another process on the "
-             "GPU grew, a judge beside it); re-run to resume, with less --gpu-memory-utilization if so")
 
 
 def _cuda_memory() -> tuple[int, int]:
