@@ -10,9 +10,8 @@ gaps (``benchmarks/campaign_throughput.py``). Responses go to
 killed run resumes where it stopped. Exit 0 when every planned slice is complete, 1 when some slice failed, 3 when
 an engine found its GPU's memory taken (one line naming the free and asked GiB) or died while it generated (a line
 per unfinished slice; its answers kept); a worker that failed so beside other engines on its group runs its share
-again alone once they have exited (:func:`supervise_workers`). Ctrl-C
-or SIGTERM stops it within moments (requests in flight are cancelled, every answer received is stored): one line,
-exit 130 or 143.
+again alone once they have exited (:func:`supervise_workers`). Ctrl-C or SIGTERM stops it within moments (requests
+in flight are cancelled, every answer received is stored): one line, exit 130 or 143.
 
 By default the campaign scheduler (``trace_lib.campaign.scheduler``) streams the pending rows of every selected
 slice of a model (all seeds and benchmarks) through the model's engine, so the engine never idles between
