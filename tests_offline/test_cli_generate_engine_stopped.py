@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from trace_lib.exitcodes import ExitCode
 from trace_lib.generation.store import load_responses, response_path
 from trace_lib.testing.stub_vllm import write_stub_vllm_package
@@ -41,11 +43,15 @@ def _stored(tmp_path) -> dict[str, list[int]]:  # noqa: ANN001
     return out
 
 
-def test_a_dead_engine_is_one_line_per_slice_exit_3_and_a_rerun_resumes(release, tmp_path):
+@pytest.mark.parametrize("death", ["STUB_VLLM_DIE_AFTER_STEPS", "STUB_VLLM_VANISH_AFTER_STEPS"],
+                         ids=["engine-core-says-so", "engine-core-killed-outright"])
+def test_a_dead_engine_is_one_line_per_slice_exit_3_and_a_rerun_resumes(release, tmp_path, death):
+    """Either death: the engine core's own error (vLLM queues ``EngineDeadError``) or a SIGKILL (vLLM's client
+    leaves ``step()`` waiting for ever; the stub waits 20 s and then fails with ``AssertionError``)."""
     for name in ("MMStar.tsv", "RealWorldQA.tsv"):
         build_tiny_tsv(tmp_path / "data" / name, style="mcq", rows=ROWS)
     write_stub_vllm_package(tmp_path / "stub")
-    died = _generate(release, tmp_path, STUB_VLLM_DIE_AFTER_STEPS="2")
+    died = _generate(release, tmp_path, **{death: "2"})
     assert died.returncode == ExitCode.SYSTEM, died.stdout + died.stderr
     assert "Traceback" not in died.stderr
     stored = _stored(tmp_path)

@@ -130,3 +130,26 @@ def test_an_engine_that_dies_mid_stream_is_one_machine_line_after_what_it_answer
     assert line.startswith("vllm: m3b: the vllm engine stopped while it generated, after 20 answer(s) with 30 "
                            "request(s) in flight (EngineDeadError: EngineCore encountered an issue.")
     assert "out of memory" in line and "\n" not in line
+
+
+def test_an_engine_core_killed_outright_ends_the_stream_instead_of_stalling_it(monkeypatch):
+    """vLLM's client marks a SIGKILLed engine core dead but leaves ``step()`` waiting for ever (the stub waits
+    20 s, then fails the stream with ``AssertionError``): the stream ends in the same line within a second."""
+    import time
+
+    monkeypatch.setitem(sys.modules, "vllm", stub_vllm_module())
+    from trace_lib.errors import EngineStoppedError
+    from trace_lib.generation.backends.vllm import VLLMBackend
+
+    backend = VLLMBackend(model_path="stub", served_name="m3b", llm=StubLLM(per_step=10, vanish_after_steps=2),
+                          max_num_seqs=64)
+    answered = []
+    started = time.monotonic()
+    with pytest.raises(EngineStoppedError) as caught:
+        for result in backend.generate_stream(RequestFeed.of([_request(i, 42) for i in range(50)]), in_flight=50):
+            answered.append(result.request_id)
+    assert time.monotonic() - started < 5
+    assert len(answered) == 20
+    assert caught.value.render().startswith(
+        "vllm: m3b: the vllm engine stopped while it generated, after 20 answer(s) with 30 request(s) in flight "
+        "(EngineDeadError: EngineCore encountered an issue.")

@@ -6,18 +6,24 @@ in arrival order (a ``step()`` with nothing unfinished raises: vLLM's would wait
 enqueued batch (size, sampling seeds) and the most requests it ever held. With ``refuse`` set, a call whose
 conversations contain that text raises ``ValueError`` and adds nothing, as vLLM's ``LLM.enqueue_chat`` does for a
 prompt longer than ``max_model_len``. With ``die_after_steps`` set, the step after that many raises
-:class:`EngineDeadError`, as vLLM's does when its engine core process died (CUDA out of memory). It also takes
-requests rendered elsewhere (``_render_and_add_requests``):
-:func:`stub_renderer` is the render workers' factory for it. Images reach its engine core through a model of
+:class:`EngineDeadError`, as vLLM's does when its engine core process died (CUDA out of memory). With
+``vanish_after_steps`` set, the engine core is killed outright after that many steps: the client's dead flag is set
+(vLLM's monitor thread) and the next step waits on the client's output queue as vLLM's does, for ever there and
+:data:`VANISHED_STEP_WAIT_S` here (then ``AssertionError``). It also takes requests rendered elsewhere
+(``_render_and_add_requests``): :func:`stub_renderer` is the render workers' factory for it. Images reach its engine core through a model of
 vLLM's sender / receiver cache pair, which fails as vLLM's does when the two fall out of step.
 :func:`stub_vllm_module` is a module object providing ``SamplingParams.from_optional`` for ``sys.modules``.
 """
 
 from __future__ import annotations
 
+import queue
 import types
 from collections import OrderedDict
 from typing import Any
+
+#: How long a step waits on an engine core that vanished before the stub gives up (vLLM's waits for ever).
+VANISHED_STEP_WAIT_S = 20.0
 
 
 class EngineDeadError(Exception):
@@ -25,6 +31,25 @@ class EngineDeadError(Exception):
 
     def __init__(self) -> None:
         super().__init__("EngineCore encountered an issue. See stack trace (above) for the root cause.")
+
+
+class _SyncClient:
+    """The parts of vLLM's ``SyncMPClient`` (``llm_engine.engine_core``) a dead engine core shows the parent: the
+    dead flag its monitor thread sets and the output queue ``get_output()`` waits on."""
+
+    def __init__(self) -> None:
+        self.resources = types.SimpleNamespace(engine_dead=False)
+        self.outputs_queue: queue.Queue = queue.Queue()
+
+    def get_output_of_a_vanished_core(self) -> None:
+        """``get_output()`` once nothing fills the queue: whatever is queued, as ``EngineDeadError`` (vLLM's
+        ``_format_exception`` for a dead engine)."""
+        try:
+            self.outputs_queue.get(timeout=VANISHED_STEP_WAIT_S)
+        except queue.Empty:
+            raise AssertionError(f"step() waited {VANISHED_STEP_WAIT_S:.0f} s on a dead engine core: "
+                                 "vLLM's waits for ever") from None
+        raise EngineDeadError()
 
 
 class StubSamplingParams:
@@ -117,9 +142,11 @@ class StubLLM:
     no cache, as vLLM with ``mm_processor_cache_gb=0``: every item goes whole)."""
 
     def __init__(self, *, per_step: int = 256, refuse: str | None = None, mm_cache_items: int = 1 << 20,
-                 item_bytes: int = 64, die_after_steps: int | None = None) -> None:
+                 item_bytes: int = 64, die_after_steps: int | None = None,
+                 vanish_after_steps: int | None = None) -> None:
         self.per_step = per_step
         self.die_after_steps = die_after_steps
+        self.vanish_after_steps = vanish_after_steps
         self.steps = 0
         self.refuse = refuse
         self._counter = 0
@@ -133,7 +160,7 @@ class StubLLM:
         self.item_bytes = item_bytes
         self.rendered_here = 0  # conversations rendered by enqueue_chat (on the engine's thread)
         self.llm_engine = types.SimpleNamespace(
-            has_unfinished_requests=lambda: bool(self._pending), step=self._step,
+            has_unfinished_requests=lambda: bool(self._pending), step=self._step, engine_core=_SyncClient(),
             abort_request=lambda ids, internal=False: None,
             vllm_config={**STUB_RENDER_CONFIG, "item_bytes": item_bytes},
             # inject_into_mm_cache is reached only without a sender cache, where vLLM's enters nothing either
@@ -181,6 +208,9 @@ class StubLLM:
     def _step(self) -> list[_Output]:
         if self.die_after_steps is not None and self.steps >= self.die_after_steps:
             raise EngineDeadError()
+        if self.vanish_after_steps is not None and self.steps >= self.vanish_after_steps:
+            self.llm_engine.engine_core.resources.engine_dead = True
+            self.llm_engine.engine_core.get_output_of_a_vanished_core()
         self.steps += 1
         if not self._pending:  # vLLM's engine.step() then waits for an output forever
             raise AssertionError("llm_engine.step() with no unfinished request: vLLM would block forever")
@@ -230,7 +260,8 @@ def stub_item(text: str, size: int) -> bytes:
 
 _PACKAGE = '''"""A stand-in ``vllm`` package (trace_lib.testing.stub_vllm): ``LLM(**kwargs)`` is a StubLLM; the keyword
 arguments of each engine are appended to ``$STUB_VLLM_RECORD`` (one JSON line) when it is set;
-``$STUB_VLLM_PER_STEP`` and ``$STUB_VLLM_DIE_AFTER_STEPS`` set its ``per_step`` and ``die_after_steps``."""
+``$STUB_VLLM_PER_STEP``, ``$STUB_VLLM_DIE_AFTER_STEPS`` and ``$STUB_VLLM_VANISH_AFTER_STEPS`` set its ``per_step``,
+``die_after_steps`` and ``vanish_after_steps``."""
 import json
 import os
 
@@ -246,8 +277,9 @@ def LLM(**kwargs):  # noqa: N802 - vllm.LLM
             handle.write(json.dumps({k: v for k, v in kwargs.items() if isinstance(v, (str, int, float, bool))},
                                     sort_keys=True) + "\\n")
     die = os.environ.get("STUB_VLLM_DIE_AFTER_STEPS")
+    vanish = os.environ.get("STUB_VLLM_VANISH_AFTER_STEPS")
     return StubLLM(per_step=int(os.environ.get("STUB_VLLM_PER_STEP", "256")),
-                   die_after_steps=int(die) if die else None)
+                   die_after_steps=int(die) if die else None, vanish_after_steps=int(vanish) if vanish else None)
 '''
 
 

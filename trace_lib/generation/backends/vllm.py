@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from trace_lib.errors import BackendError, EngineStartError, TraceReproError
 from trace_lib.generation.backends.base import RequestFeed, RequestsFailed, engine_stopped_error, exception_line
+from trace_lib.generation.backends.vllm_liveness import waking_a_dead_engine
 from trace_lib.generation.backends.vllm_render import (VLLM_RENDERER, RenderWorkers, inject_into_sender_cache,
                                                        missing_vllm_support, sender_cache)
 from trace_lib.generation.request import ChatRequest, GenerationResult, RequestFailure
@@ -251,44 +252,45 @@ class VLLMBackend:
         rendering: dict[int, ChatRequest] = {}  # in a render worker, by key (request ids need not be unique)
         answered = 0
         try:
-            while True:
-                unfinished = len(by_id) + len(rendering)
-                if not feed.finished and (unfinished <= target // 2 or target - unfinished >= self._max_num_seqs):
-                    # at most max_num_seqs per call: the engine starts on the first ones while the rest are
-                    # rendered and processed (images) between steps, or in the render workers
-                    limit = min(target - unfinished, self._max_num_seqs)
-                    batch = feed.take(limit, wait=unfinished == 0)
-                    if self._renders is not None:
-                        self._submit_renders(batch, rendering)
-                    else:
-                        adding = time.perf_counter()
-                        refused = self._enqueue(batch, by_id)
-                        self.loop_stats.adding_s += time.perf_counter() - adding
-                        self.loop_stats.requests += len(batch) - len(refused)
-                        yield from refused
-                if rendering:
-                    yield from self._add_rendered(rendering, by_id, wait=not by_id)
-                if not by_id:  # nothing in the engine: step() would wait for an output that never comes
-                    if rendering or not feed.finished:
-                        continue
-                    break
-                stepping = time.perf_counter()
-                outputs = engine.step()
-                self.loop_stats.stepping_s += time.perf_counter() - stepping
-                self.loop_stats.steps += 1
-                self.loop_stats.held += len(by_id)
-                for output in outputs:
-                    if not output.finished:
-                        continue
-                    request = by_id.pop(output.request_id)
-                    if request is None:
-                        raise BackendError("engine returned an unknown request id", field="vllm",
-                                           found=output.request_id)
-                    answered += 1
-                    yield _result(request.request_id, output)
-                if by_id and not engine.has_unfinished_requests():
-                    raise BackendError("engine finished without answering every request", field="vllm",
-                                       expected=answered + len(by_id), found=answered)
+            with waking_a_dead_engine(engine):  # an engine core killed outright: step() would wait for ever
+                while True:
+                    unfinished = len(by_id) + len(rendering)
+                    if not feed.finished and (unfinished <= target // 2 or target - unfinished >= self._max_num_seqs):
+                        # at most max_num_seqs per call: the engine starts on the first ones while the rest are
+                        # rendered and processed (images) between steps, or in the render workers
+                        limit = min(target - unfinished, self._max_num_seqs)
+                        batch = feed.take(limit, wait=unfinished == 0)
+                        if self._renders is not None:
+                            self._submit_renders(batch, rendering)
+                        else:
+                            adding = time.perf_counter()
+                            refused = self._enqueue(batch, by_id)
+                            self.loop_stats.adding_s += time.perf_counter() - adding
+                            self.loop_stats.requests += len(batch) - len(refused)
+                            yield from refused
+                    if rendering:
+                        yield from self._add_rendered(rendering, by_id, wait=not by_id)
+                    if not by_id:  # nothing in the engine: step() would wait for an output that never comes
+                        if rendering or not feed.finished:
+                            continue
+                        break
+                    stepping = time.perf_counter()
+                    outputs = engine.step()
+                    self.loop_stats.stepping_s += time.perf_counter() - stepping
+                    self.loop_stats.steps += 1
+                    self.loop_stats.held += len(by_id)
+                    for output in outputs:
+                        if not output.finished:
+                            continue
+                        request = by_id.pop(output.request_id)
+                        if request is None:
+                            raise BackendError("engine returned an unknown request id", field="vllm",
+                                               found=output.request_id)
+                        answered += 1
+                        yield _result(request.request_id, output)
+                    if by_id and not engine.has_unfinished_requests():
+                        raise BackendError("engine finished without answering every request", field="vllm",
+                                           expected=answered + len(by_id), found=answered)
         except BaseException as exc:
             if isinstance(exc, Exception) and not isinstance(exc, (TraceReproError, OSError)):
                 # the engine's own exception: its engine core died (EngineDeadError), a CUDA error
