@@ -95,10 +95,12 @@ DEFAULT_RATES = Rates(
 
 
 #: What the defaults are worth: measured/estimated of the mini campaigns of docs/performance.md on their defaults
-#: (runs 5, 6, 33, 36) and with a calibration from the machine they ran on (run 36, another campaign size).
+#: (runs 5, 6, 33, 36) and with a calibration from the machine they ran on (runs 36-37, another campaign size;
+#: run 37's first engine start, 113 s against 59 s for the next, put its whole-run ratio at 0.73).
 DEFAULTS_NOTE = ("default rates (measured on other machines) have put mini campaigns on one H200 at 0.6-1.5x the "
                  "estimate: a GPU's generation rate and engine start vary between machines of one kind (23-48 "
-                 "rows/s, 36-83 s); rates the benchmarks write on this machine (--calibration) came within 20%")
+                 "rows/s, 36-113 s, a machine's first start the slowest); rates the benchmarks write on this "
+                 "machine (--calibration) came within 20% but for the engine start")
 
 
 def calibration_path(flag: str | Path | None = None) -> Path:
