@@ -10,8 +10,9 @@ prompt longer than ``max_model_len``. With ``die_after_steps`` set, the step aft
 ``vanish_after_steps`` set, the engine core is killed outright after that many steps: the client's dead flag is set
 (vLLM's monitor thread) and the next step waits on the client's output queue as vLLM's does, for ever there and
 :data:`VANISHED_STEP_WAIT_S` here (then ``AssertionError``). It also takes requests rendered elsewhere
-(``_render_and_add_requests``): :func:`stub_renderer` is the render workers' factory for it. Images reach its engine core through a model of
-vLLM's sender / receiver cache pair, which fails as vLLM's does when the two fall out of step.
+(``_render_and_add_requests``): :func:`stub_renderer` is the render workers' factory for it. Images reach its
+engine core through a model of vLLM's sender / receiver cache pair, which fails as vLLM's does when the two fall
+out of step.
 :func:`stub_vllm_module` is a module object providing ``SamplingParams.from_optional`` for ``sys.modules``.
 """
 

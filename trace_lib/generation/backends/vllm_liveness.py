@@ -41,12 +41,13 @@ def waking_a_dead_engine(engine: Any, *, poll_s: float = POLL_S) -> Iterator[Non
     if not hasattr(resources, "engine_dead") or not callable(getattr(outputs, "put_nowait", None)):
         yield
         return
+    error = _engine_dead_error()  # made here: the watcher imports nothing
     left = threading.Event()
 
     def watch() -> None:
         while not left.wait(poll_s):
             if resources.engine_dead:
-                outputs.put_nowait(_engine_dead_error())
+                outputs.put_nowait(error)
                 return
 
     watcher = threading.Thread(target=watch, name="trace-repro-engine-liveness", daemon=True)
