@@ -185,3 +185,15 @@ def test_the_defaults_say_what_they_are_worth_and_a_calibration_does_not(tmp_pat
     path = tmp_path / "calibration.json"
     record_calibration(path, "judge", {"requests_per_s": 20.0})
     assert DEFAULTS_NOTE not in estimate(work, load_rates(path), gpus=1).notes
+
+
+def test_engine_starts_are_called_out_when_they_are_a_large_share():
+    from trace_lib.campaign.estimate import START_SHARE_NOTED, start_share_note
+
+    mini = estimate([SliceWork("m-3b", "3b", 256, 50.0)], RATES, gpus=1)  # 60 s start, 5 s of rows
+    noted = [n for n in mini.notes if "engine start(s)" in n]
+    assert noted and noted[0].startswith("1 engine start(s) are ")
+    full = estimate([SliceWork("m-3b", "3b", 100_000, 0.0)], RATES, gpus=1)  # 60 s of 2,000 s
+    assert not [n for n in full.notes if "engine start(s)" in n]
+    assert start_share_note(START_SHARE_NOTED * 100, 100, 1) is None and start_share_note(11, 100, 1)
+    assert start_share_note(0, 0, 0) is None

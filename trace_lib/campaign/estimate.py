@@ -101,6 +101,18 @@ DEFAULTS_NOTE = ("default rates (measured on other machines) have put mini campa
                  "estimate: a GPU's generation rate and engine start vary between machines of one kind (23-48 "
                  "rows/s, 36-113 s, a machine's first start the slowest); rates the benchmarks write on this "
                  "machine (--calibration) came within 20% but for the engine start")
+#: The share of the estimate spent starting engines above which it is called out (:func:`start_share_note`).
+START_SHARE_NOTED = 0.10
+
+
+def start_share_note(start_s: float, total_s: float, starts: int) -> str | None:
+    """A note when engine starts are more than :data:`START_SHARE_NOTED` of the estimate: a machine's first start
+    measured 1.5-1.9x its next (docs/performance.md, runs 36-37), so a short campaign's estimate moves with it."""
+    if total_s <= 0 or start_s / total_s <= START_SHARE_NOTED:
+        return None
+    return (f"{starts} engine start(s) are {start_s / total_s:.0%} of this estimate; a machine's first start took "
+            "1.5-1.9x its next (83/54 s, 113/59 s), so the estimate moves with whether the machine has started "
+            "these engines before")
 
 
 def calibration_path(flag: str | Path | None = None) -> Path:
@@ -320,6 +332,10 @@ def estimate(work: Sequence[SliceWork], rates: Rates, *, gpus: int, output_token
               rates.judge_start_s if requests else 0.0),
         Phase("scoring", rows, "rows (CPU)", rates.scoring_rows_per_s, 0.0),
     )
+    total = sum(p.seconds for p in phases)
+    start_note = start_share_note(start_s, total, len(rows_by_model))
+    if start_note:
+        notes.append(start_note)
     return Estimate(phases, gpus, rates, tuple(notes))
 
 
