@@ -332,11 +332,8 @@ def estimate(work: Sequence[SliceWork], rates: Rates, *, gpus: int, output_token
               rates.judge_start_s if requests else 0.0),
         Phase("scoring", rows, "rows (CPU)", rates.scoring_rows_per_s, 0.0),
     )
-    total = sum(p.seconds for p in phases)
-    start_note = start_share_note(start_s, total, len(rows_by_model))
-    if start_note:
-        notes.append(start_note)
-    return Estimate(phases, gpus, rates, tuple(notes))
+    start_note = start_share_note(start_s, Estimate(phases, gpus, rates).total_s, len(rows_by_model))
+    return Estimate(phases, gpus, rates, tuple(notes) + ((start_note,) if start_note else ()))
 
 
 def slice_work(suite: Any, slices: Sequence[tuple[str, int, str]],
