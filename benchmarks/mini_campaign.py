@@ -35,8 +35,9 @@ Printed: per design, wall clock per phase (engine start, generation, judge + sco
 against upstream's phased design (end to end and without engine start-up; target >= 2.5 end to end), rows/s of
 the CLI's generation (item 5; campaign_throughput.py measured 61.4 rows/s for two engines at this shape) and
 ``trace-repro plan --estimate``'s prediction for the same mini plan against the measured phased run (item 6,
-target within 20%). Results of each design go to ``<work-dir>/results/<design>.json``, so designs run in separate
-invocations are compared as well. ``--dry-run`` runs everything on the CPU (a stub ``vllm`` package for the
+target within 20%; its engine start taken with the caches the run found: ``--engine-caches``, read from what the
+start wrote into vLLM's cache root). Results of each design go to ``<work-dir>/results/<design>.json``, so designs
+run in separate invocations are compared as well. ``--dry-run`` runs everything on the CPU (a stub ``vllm`` package for the
 engines, loopback stubs for ``vllm serve`` and the judge): no figures, a check of the script.
 
     python benchmarks/mini_campaign.py --work-dir DIR [--design all|judge|upstream|phased|overlapped]
@@ -64,6 +65,8 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import judge_throughput as jt  # noqa: E402
+
+from trace_lib.generation.backends.vllm_caches import caches_found, snapshot, vllm_cache_root  # noqa: E402
 
 MODEL = "mini-3b"  # "3b" in the slug: plan --estimate takes the 3B shape's rates
 REVISION = "sha256set:" + "0" * 64
@@ -388,6 +391,8 @@ def design_trace_repro(ctx: dict, order: str) -> dict:
             "--score-workers", str(args.score_workers), "--judge-url", relay.url,
             *(["--enforce-eager"] if args.enforce_eager else [])]
     env = dict(ctx["env"], TRACE_VLLM_LOAD_FORMAT="dummy")
+    caches = vllm_cache_root(env)
+    before = snapshot(caches)
     t0 = time.time()
     try:
         seconds, ups, code = run_timed(argv, env, ctx["work"] / f"generate-{name}.log", args.phase_timeout)
@@ -402,19 +407,22 @@ def design_trace_repro(ctx: dict, order: str) -> dict:
             "generation_s": gen_end - t0 - start,
             "judge_scoring_s": end - gen_end, "rows": stats["rows"], "output_tokens": stats["output_tokens"],
             "judge_requests": relay.prompts, "scored": _scored(campaign),
-            "judge_answer_tokens": args.judge_answer_tokens,
+            "judge_answer_tokens": args.judge_answer_tokens, "engine_caches": caches_found(before, snapshot(caches)),
             "complete": code == 0 and _scored(campaign) == len(ctx["keys"]),
             "note": "" if code == 0 else f"some slice failed (log generate-{name}.log)"}
 
 
-def estimate(ctx: dict, output_tokens: int | None, rows: int, keys: list[str]) -> dict | None:
-    """``trace-repro plan --estimate --json`` of the same mini plan (``keys`` x ``rows``) on one GPU."""
+def estimate(ctx: dict, output_tokens: int | None, rows: int, keys: list[str],
+             engine_caches: str | None = None) -> dict | None:
+    """``trace-repro plan --estimate --json`` of the same mini plan (``keys`` x ``rows``) on one GPU, its engine
+    start taken with the caches the measured run found."""
     args = ctx["args"]
     argv = [sys.executable, "-m", "trace_lib", "plan", "--estimate", "--json", "--gpus", "1", "--trace-root",
             str(ctx["release"].path), "--model", MODEL, str(ctx["model"]), REVISION, SOURCE, "Mini 3B",
             "--seeds", str(SEED), "--rows", str(rows), *[a for k in keys for a in ("--benchmark", k)],
             "--engines-per-group", str(args.engines_per_group),
             *(["--calibration", args.calibration] if args.calibration else []),
+            *(["--engine-caches", engine_caches] if engine_caches else []),
             *(["--output-tokens", str(output_tokens)] if output_tokens else [])]
     done = subprocess.run(argv, capture_output=True, text=True, env=ctx["env"], cwd=REPO, timeout=120)
     if done.returncode != 0:
@@ -484,7 +492,7 @@ def report(ctx: dict) -> None:
     if phased:
         mean_tokens = round(phased["output_tokens"] / max(phased["rows"], 1)) or None
         est = estimate(ctx, mean_tokens, phased.get("rows_per_slice", ctx["args"].rows),
-                       phased.get("benchmarks", ctx["keys"]))
+                       phased.get("benchmarks", ctx["keys"]), phased.get("engine_caches"))
         if est is not None:
             item = item6(est, phased)
             by = {p["name"]: p for p in est["phases"]}
@@ -498,14 +506,15 @@ def report(ctx: dict) -> None:
                   f"fail rule extraction far more often than a real model's): estimated {item['with_requests_s']:.0f} "
                   f"s, measured/estimated = {item['with_requests_ratio']:.2f}")
             print(f"item 6: without engine start (estimated {item['estimated_start_s']:.0f} s, measured "
-                  f"{phased['engine_start_s']:.0f} s; a machine's first engine start is its slowest): "
+                  f"{phased['engine_start_s']:.0f} s, vLLM's caches {phased.get('engine_caches', 'unknown')}): "
                   f"{item['work_ratio']:.2f}, with the requests made {item['work_with_requests_ratio']:.2f}")
     if ctx["args"].calibration and phased and not phased.get("dry_run") and phased["generation_s"] > 0:
-        from trace_lib.campaign.estimate import record_calibration
+        from trace_lib.campaign.estimate import load_rates, record_calibration
 
         stamp = {"measured_by": "benchmarks/mini_campaign.py " + " ".join(sys.argv[1:]),
                  "measured_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
-        sections = calibration_sections(results, phased, ctx["args"].engines_per_group, stamp)
+        extra = load_rates(Path(ctx["args"].calibration)).start_extra(phased.get("engine_caches", "warm"))
+        sections = calibration_sections(results, phased, ctx["args"].engines_per_group, stamp, start_extra_s=extra)
         for name, values in sections.items():
             record_calibration(Path(ctx["args"].calibration), name, values)
         print(f"calibration: sections {', '.join(sections)} written to {ctx['args'].calibration}")
@@ -539,11 +548,12 @@ def _started_judge(work: Path) -> dict | None:
     return started
 
 
-def calibration_sections(results: dict, phased: dict, engines_per_group: str | int, stamp: dict) -> dict[str, dict]:
+def calibration_sections(results: dict, phased: dict, engines_per_group: str | int, stamp: dict, *,
+                         start_extra_s: float = 0.0) -> dict[str, dict]:
     """The calibration sections a measured run writes for ``plan --estimate``: ``mini_campaign`` (every design's
     figures), ``generation_3b`` (the CLI's generation rate and start in the phased design, the judge idle
-    meanwhile) and, when judge answers were capped (``--judge-answer-tokens``: a real judge's length), ``judge``
-    (the phased design's requests over its judge + scoring seconds). Uncapped, a random-weight judge decodes every
+    meanwhile; the start as a warm one: less ``start_extra_s``, what the caches it found added) and, when judge
+    answers were capped (``--judge-answer-tokens``: a real judge's length), ``judge`` (the phased design's requests over its judge + scoring seconds). Uncapped, a random-weight judge decodes every
     request to its budget (4.9 requests/s at 384 and 1,024 rows, docs/performance.md run 5): not a real judge's
     rate, so not recorded."""
     one = str(engines_per_group) == "1"
@@ -553,7 +563,9 @@ def calibration_sections(results: dict, phased: dict, engines_per_group: str | i
             ("one_engine_rows_per_s" if one else "rows_per_s"): round(phased["rows"] / phased["generation_s"], 2),
             "max_tokens": max(1, round(phased["output_tokens"] / max(phased["rows"], 1))),
             ("one_engine_start_s" if one else "start_s"):
-                round(phased.get("all_engines_up_s") or phased["engine_start_s"], 1),
+                round(max((phased.get("all_engines_up_s") or phased["engine_start_s"]) - start_extra_s, 1.0), 1),
+            "measured_start_s": round(phased.get("all_engines_up_s") or phased["engine_start_s"], 1),
+            "start_caches": phased.get("engine_caches", "unknown"),
             "path": f"trace-repro generate --engines-per-group {engines_per_group} (mini campaign)",
             **stamp},
     }

@@ -126,6 +126,10 @@ def test_status_sets_the_campaign_against_the_estimate(capsys, tmp_path):
     doc = json.loads(capsys.readouterr().out)
     assert doc["estimate"]["gpus"] == 1 and [p["name"] for p in doc["estimate"]["phases"]] == [
         "generation", "judge", "scoring"]
+    assert doc["estimate"]["engine_caches"] == "new-model"
+    assert main(["status", "--campaign-root", str(root), "--no-gpu", "--json", "--engine-caches", "warm"]) == 0
+    warm = json.loads(capsys.readouterr().out)["estimate"]
+    assert warm["engine_caches"] == "warm" and warm["total_s"] < doc["estimate"]["total_s"]
 
 
 def test_plan_estimate_of_a_mini_campaign_caps_the_rows_and_prints_json(release, capsys):
@@ -195,5 +199,60 @@ def test_engine_starts_are_called_out_when_they_are_a_large_share():
     assert noted and noted[0].startswith("1 engine start(s) are ")
     full = estimate([SliceWork("m-3b", "3b", 100_000, 0.0)], RATES, gpus=1)  # 60 s of 2,000 s
     assert not [n for n in full.notes if "engine start(s)" in n]
-    assert start_share_note(START_SHARE_NOTED * 100, 100, 1) is None and start_share_note(11, 100, 1)
-    assert start_share_note(0, 0, 0) is None
+    by_caches = {"cold": 90.0, "new-model": 60.0, "warm": 30.0}
+    assert start_share_note(START_SHARE_NOTED * 100, 100, 1, "warm", by_caches) is None
+    note = start_share_note(60, 100, 1, "new-model", by_caches)
+    assert "caches new-model" in note and "cold 90 s, warm 30 s" in note
+    assert start_share_note(0, 0, 0, "warm", by_caches) is None
+
+
+EXTRAS = {"cold": 60.0, "new-model": 30.0, "warm": 0.0}
+
+
+def test_the_first_models_start_pays_for_the_caches_it_finds_and_later_ones_compile():
+    from dataclasses import replace
+
+    rates = replace(RATES, start_extra_s=EXTRAS)
+    start = {caches: estimate(WORK, rates, gpus=1, engine_caches=caches).phase("generation").start_s
+             for caches in ("cold", "new-model", "warm")}
+    assert start == {"cold": 2 * 60 + 60 + 30, "new-model": 2 * 60 + 30 + 30, "warm": 2 * 60}
+    assert estimate(WORK, rates, gpus=1).phase("generation").start_s == start["new-model"]  # the default
+    two = estimate(WORK, rates, gpus=1, engines_per_gpu=2, engine_caches="cold").phase("generation").start_s
+    assert two == 2 * 60 + 60 + 30  # the extra once per model: its second engine finds the first's caches
+    assert estimate(WORK, rates, gpus=1, engine_caches="cold").to_json()["engine_caches"] == "cold"
+    with pytest.raises(ValueError, match="engine_caches"):
+        estimate(WORK, rates, gpus=1, engine_caches="hot")
+
+
+def test_an_engine_start_section_sets_the_warm_start_and_what_the_others_add(tmp_path):
+    path = tmp_path / "calibration.json"
+    record_calibration(path, "engine_start", {"cold": 146.7, "new-model": 114.4, "warm": 80.1, "shape": "3b"})
+    rates = load_rates(path)
+    assert rates.one_engine_start_s == 80.1
+    assert rates.start_extra("cold") == pytest.approx(66.6) and rates.start_extra("new-model") == pytest.approx(34.3)
+    record_calibration(path, "engine_start", {"new-model": 100.0, "warm": 80.0})
+    assert load_rates(path).start_extra("cold") == DEFAULT_RATES.start_extra("cold")  # not measured: the default
+    record_calibration(path, "generation_3b", {"one_engine_start_s": 55.0})  # the campaign's own warm start wins
+    assert load_rates(path).one_engine_start_s == 55.0
+    for section, field in (({"cold": 140.0}, "engine_start.warm"), ({"warm": 80.0, "cold": -1}, "engine_start.cold")):
+        path.write_text(json.dumps({"engine_start": section}), encoding="utf-8")
+        with pytest.raises(InputError) as err:
+            load_rates(path)
+        assert err.value.field == field
+
+
+def test_plan_estimate_takes_the_engine_caches_from_the_command_line(capsys):
+    import os
+
+    root = os.path.join(os.path.dirname(__file__), "..", "trace_lib", "release", "pinned")
+    starts = {}
+    for caches in ("cold", "new-model", "warm"):
+        assert main(["plan", "--estimate", "--json", "--trace-root", root, "--rows", "8", "--calibration",
+                     os.devnull, "--engine-caches", caches]) == 0
+        est = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert est["engine_caches"] == caches
+        starts[caches] = next(p["start_s"] for p in est["phases"] if p["name"] == "generation")
+    models = 8
+    assert starts["cold"] - starts["new-model"] == pytest.approx(DEFAULT_RATES.start_extra("cold")
+                                                                 - DEFAULT_RATES.start_extra("new-model"))
+    assert starts["new-model"] - starts["warm"] == pytest.approx(models * DEFAULT_RATES.start_extra("new-model"))

@@ -16,7 +16,11 @@ The estimate is arithmetic on three inputs:
 
 ``generation = start + rows / (rate[shape] x gpus)`` per model (models one after another), at the engines per GPU
 that ``generate --engines-per-group auto`` would run (:func:`engines_for`: one engine for a GPU's share of the
-campaign's rows below :data:`~trace_lib.campaign.engines.MIN_ROWS_FOR_SECOND_ENGINE`, else two) unless given;
+campaign's rows below :data:`~trace_lib.campaign.engines.MIN_ROWS_FOR_SECOND_ENGINE`, else two) unless given. A
+model's start is a warm start plus what vLLM's caches cost it (``--engine-caches``,
+:mod:`~trace_lib.generation.backends.vllm_caches`): the first model starts in the state given (default
+``new-model``: the machine has run vLLM, the checkpoints are new to it), each later one as ``new-model`` (or
+``warm``, when that was given);
 ``judge = start + requests / (rate x gpus)``; ``scoring = rows / scoring rate`` (one CPU core, the protocols' own
 work). The total is their sum. :func:`compare_progress` sets the estimate against a campaign's progress
 (``trace-repro status``).
@@ -32,6 +36,7 @@ from typing import Any, Mapping, Sequence
 
 from trace_lib import options
 from trace_lib.errors import InputError
+from trace_lib.generation.backends.vllm_caches import ENGINE_CACHES
 
 CALIBRATION_ENV = options.CALIBRATION_ENV.name
 CALIBRATION_LEAF = "calibration.json"
@@ -61,6 +66,8 @@ class Rates:
     generation_output_tokens: Mapping[str, int] = field(default_factory=dict)  # output tokens/row they were at
     one_engine_rows_per_s: Mapping[str, float] = field(default_factory=dict)  # by shape; absent: the two-engine rate
     one_engine_start_s: float | None = None  # None: engine_start_s
+    #: seconds a start adds to a warm one, by the caches it finds (vllm_caches.ENGINE_CACHES)
+    start_extra_s: Mapping[str, float] = field(default_factory=lambda: {"warm": 0.0})
 
     def generation(self, shape: str, engines: int) -> tuple[float, float]:
         """``(rows/s, start-up s)`` of one GPU generating ``shape`` with ``engines`` (1 or 2) engines.
@@ -75,12 +82,17 @@ class Rates:
         return (self.one_engine_rows_per_s.get(shape, self.generation_rows_per_s[shape]),
                 self.engine_start_s if self.one_engine_start_s is None else self.one_engine_start_s)
 
+    def start_extra(self, caches: str) -> float:
+        """What a start that finds ``caches`` adds to a warm one (0 where it was not measured)."""
+        return self.start_extra_s.get(caches, 0.0)
+
 
 #: One H200 (docs/performance.md): generation at the 3B / 7B release shapes with two engines on the GPU and with one
-#: (issue 28's run, 256-token outputs; starts 124 s and 67 s at 3B; run 4 of 2026-12-02 measured 43.3 / 35.5 rows/s
-#: at 7B); the 32B-shaped judge's saturation on the suite's judge prompts (judge_throughput.py, 2026-12-01: 8.50
-#: requests/s; a campaign's full-size slices keep it saturated) and its start-up (142-175 s); 32,805 rows scored in
-#: 7.16 s CPU (score_campaign_speed.py).
+#: (issue 28's run, 256-token outputs; starts 124 s and 67 s at 3B, taken as warm ones; run 4 of 2026-12-02
+#: measured 43.3 / 35.5 rows/s at 7B); what a start's caches add to a warm one (engine_start.py, run 38, 3B: 80.1 s
+#: warm, 114.4 s for a new model path, 146.7 s for the machine's first); the 32B-shaped judge's saturation on the
+#: suite's judge prompts (judge_throughput.py, 2026-12-01: 8.50 requests/s; a campaign's full-size slices keep it
+#: saturated) and its start-up (142-175 s); 32,805 rows scored in 7.16 s CPU (score_campaign_speed.py).
 DEFAULT_RATES = Rates(
     generation_rows_per_s={"3b": 61.4, "7b": 43.5},
     judge_requests_per_s=8.5,
@@ -91,28 +103,31 @@ DEFAULT_RATES = Rates(
     generation_output_tokens={"3b": 256, "7b": 256},
     one_engine_rows_per_s={"3b": 40.7, "7b": 35.4},
     one_engine_start_s=67.0,
+    start_extra_s={"cold": 66.6, "new-model": 34.3, "warm": 0.0},
 )
 
 
 #: What the defaults are worth: measured/estimated of the mini campaigns of docs/performance.md on their defaults
-#: (runs 5, 6, 33, 36) and with a calibration from the machine they ran on (runs 36-37, another campaign size;
-#: run 37's first engine start, 113 s against 59 s for the next, put its whole-run ratio at 0.73).
+#: (runs 5, 6, 33, 36) and with a calibration from the machine they ran on (runs 36-37, another campaign size, each
+#: start set against the caches it found: run 38).
 DEFAULTS_NOTE = ("default rates (measured on other machines) have put mini campaigns on one H200 at 0.6-1.5x the "
                  "estimate: a GPU's generation rate and engine start vary between machines of one kind (23-48 "
-                 "rows/s, 36-113 s, a machine's first start the slowest); rates the benchmarks write on this "
-                 "machine (--calibration) came within 20% but for the engine start")
+                 "rows/s, warm starts 54-80 s); rates the benchmarks write on this machine (--calibration) came "
+                 "within 20%")
 #: The share of the estimate spent starting engines above which it is called out (:func:`start_share_note`).
 START_SHARE_NOTED = 0.10
 
 
-def start_share_note(start_s: float, total_s: float, starts: int) -> str | None:
-    """A note when engine starts are more than :data:`START_SHARE_NOTED` of the estimate: a machine's first start
-    measured 1.5-1.9x its next (docs/performance.md, runs 36-37), so a short campaign's estimate moves with it."""
+def start_share_note(start_s: float, total_s: float, starts: int, caches: str,
+                     start_by_caches: Mapping[str, float]) -> str | None:
+    """A note when engine starts are more than :data:`START_SHARE_NOTED` of the estimate: they were taken with
+    ``caches`` (``--engine-caches``); ``start_by_caches`` (every state's total start seconds) says what the other
+    states would make of them."""
     if total_s <= 0 or start_s / total_s <= START_SHARE_NOTED:
         return None
-    return (f"{starts} engine start(s) are {start_s / total_s:.0%} of this estimate; a machine's first start took "
-            "1.5-1.9x its next (83/54 s, 113/59 s), so the estimate moves with whether the machine has started "
-            "these engines before")
+    others = ", ".join(f"{state} {seconds:.0f} s" for state, seconds in start_by_caches.items() if state != caches)
+    return (f"{starts} engine start(s) are {start_s / total_s:.0%} of this estimate ({start_s:.0f} s, the first "
+            f"finding vLLM's caches {caches}: --engine-caches; {others})")
 
 
 def calibration_path(flag: str | Path | None = None) -> Path:
@@ -132,8 +147,10 @@ def load_rates(path: Path | None) -> Rates:
     """The defaults, overridden by what the calibration file at ``path`` holds (an absent file: the defaults).
 
     Sections: ``judge`` (``requests_per_s``, ``start_s``), ``generation_<shape>`` (``rows_per_s`` and
-    ``start_s`` with two engines on the GPU, ``one_engine_rows_per_s`` and ``one_engine_start_s`` with one,
-    ``max_tokens``), ``scoring`` (``rows_per_s``).
+    ``start_s`` with two engines on the GPU, ``one_engine_rows_per_s`` and ``one_engine_start_s`` with one, warm
+    starts; ``max_tokens``), ``engine_start`` (one engine's start by the caches it found, ``warm`` and any of
+    ``cold``, ``new-model``: the warm start and what the others add to it; ``benchmarks/engine_start.py``),
+    ``scoring`` (``rows_per_s``). A ``generation_<shape>`` start after ``engine_start`` in the file wins.
 
     Raises:
         InputError: the file is not JSON, or a value is not a positive number (file and field named).
@@ -174,6 +191,16 @@ def load_rates(path: Path | None) -> Rates:
                 tokens[shape] = int(_positive(path, f"{name}.max_tokens", section["max_tokens"]))
             if "start_s" in section:
                 rates = replace(rates, engine_start_s=_positive(path, f"{name}.start_s", section["start_s"]))
+        elif name == "engine_start":
+            measured = {state: _positive(path, f"{name}.{state}", section[state])
+                        for state in ENGINE_CACHES if state in section}
+            if measured and "warm" not in measured:
+                raise InputError("a start by caches needs the warm one to set the others against", file=str(path),
+                                 field=f"{name}.warm")
+            if measured:
+                extra = {state: max(seconds - measured["warm"], 0.0) for state, seconds in measured.items()}
+                rates = replace(rates, one_engine_start_s=measured["warm"],
+                                start_extra_s={**rates.start_extra_s, **extra})
         elif name == "scoring" and "rows_per_s" in section:
             rates = replace(rates, scoring_rows_per_s=_positive(path, "scoring.rows_per_s", section["rows_per_s"]))
     return replace(rates, generation_rows_per_s=generation, one_engine_rows_per_s=one_engine,
@@ -236,6 +263,7 @@ class Estimate:
     gpus: int
     rates: Rates
     notes: tuple[str, ...] = ()
+    engine_caches: str = "new-model"  # what the first model's engine start was taken to find
 
     @property
     def total_s(self) -> float:
@@ -255,7 +283,8 @@ class Estimate:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        return {"gpus": self.gpus, "rates_source": self.rates.source, "total_s": round(self.total_s, 1),
+        return {"gpus": self.gpus, "rates_source": self.rates.source, "engine_caches": self.engine_caches,
+                "total_s": round(self.total_s, 1),
                 "phases": [{"name": p.name, "work": p.work, "unit": p.unit, "rate_per_s": p.rate,
                             "start_s": p.start_s, "seconds": round(p.seconds, 1)} for p in self.phases]}
 
@@ -289,32 +318,53 @@ def engines_for(rows_per_gpu: float, engines_per_gpu: int | None = None) -> int:
     return 2 if rows_pay_for_second_engine(rows_per_gpu) else 1
 
 
+def add_engine_caches_option(parser: Any) -> None:
+    """``--engine-caches STATE`` (``plan --estimate``, ``status``): the first model's start state."""
+    parser.add_argument("--engine-caches", choices=ENGINE_CACHES, default="new-model",
+                        help="what vLLM's caches hold when the first model's engine starts: cold (a machine that "
+                             "never ran vLLM), new-model (the default: vLLM has run here, the checkpoints are new "
+                             "to it), warm (these models started here before: a rerun)")
+
+
+def start_caches(caches: str, index: int) -> str:
+    """The caches the ``index``-th model's start finds when the first finds ``caches`` (module docstring)."""
+    return caches if index == 0 or caches == "warm" else "new-model"
+
+
 def estimate(work: Sequence[SliceWork], rates: Rates, *, gpus: int, output_tokens: int | None = None,
-             engines_per_gpu: int | None = None) -> Estimate:
+             engines_per_gpu: int | None = None, engine_caches: str = "new-model") -> Estimate:
     """The phases of ``work`` on ``gpus`` GPUs (module docstring). ``output_tokens``: the mean output tokens per
     row to expect, scaling the generation rates from the output length they were measured at.
     ``engines_per_gpu``: 1 or 2 engines per GPU; None: :func:`engines_for` of the campaign's rows.
+    ``engine_caches``: what vLLM's caches hold for the first model's start (:data:`ENGINE_CACHES`).
 
     Raises:
-        ValueError: ``gpus`` below 1, or a shape without a generation rate.
+        ValueError: ``gpus`` below 1, a shape without a generation rate, or an unknown ``engine_caches``.
     """
     if gpus < 1:
         raise ValueError("gpus must be at least 1")
+    if engine_caches not in ENGINE_CACHES:
+        raise ValueError(f"engine_caches is one of {', '.join(ENGINE_CACHES)}, not {engine_caches!r}")
     notes = []
-    generation_s = start_s = 0.0
+    generation_s = 0.0
     rows_by_model: dict[str, tuple[str, int]] = {}
     for w in work:
         shape, rows = rows_by_model.get(w.model, (w.shape, 0))
         rows_by_model[w.model] = (shape, rows + w.rows)
     rows = sum(w.rows for w in work)
     engines = engines_for(rows / gpus, engines_per_gpu)  # decided once for the campaign, as generate does
+    warm_starts = []
     for shape, model_rows in rows_by_model.values():
         rate, model_start = rates.generation(shape, engines)
         measured_at = rates.generation_output_tokens.get(shape)
         if output_tokens and measured_at:
             rate *= measured_at / output_tokens
-        start_s += model_start
+        warm_starts.append(model_start)
         generation_s += model_rows / (rate * gpus)
+    start_by_caches = {state: sum(warm_starts) + sum(rates.start_extra(start_caches(state, i))
+                                                     for i in range(len(warm_starts)))
+                       for state in ENGINE_CACHES}
+    start_s = start_by_caches[engine_caches]
     effective = rows / max(generation_s, 1e-9) if rows else 1.0
     notes.append(f"{engines} engine(s) per GPU" + (
         "" if engines_per_gpu is not None else f" (generate --engines-per-group auto's rows rule: "
@@ -332,8 +382,9 @@ def estimate(work: Sequence[SliceWork], rates: Rates, *, gpus: int, output_token
               rates.judge_start_s if requests else 0.0),
         Phase("scoring", rows, "rows (CPU)", rates.scoring_rows_per_s, 0.0),
     )
-    start_note = start_share_note(start_s, Estimate(phases, gpus, rates).total_s, len(rows_by_model))
-    return Estimate(phases, gpus, rates, tuple(notes) + ((start_note,) if start_note else ()))
+    start_note = start_share_note(start_s, Estimate(phases, gpus, rates).total_s, len(rows_by_model), engine_caches,
+                                  start_by_caches)
+    return Estimate(phases, gpus, rates, tuple(notes) + ((start_note,) if start_note else ()), engine_caches)
 
 
 def slice_work(suite: Any, slices: Sequence[tuple[str, int, str]],

@@ -1,9 +1,9 @@
 """``trace-repro plan``: resolve and print a campaign plan (suite, run tag, seeds, models, deltas, GPU plan,
 tolerance, slices). Starts nothing and writes nothing.
 
-``--estimate [--gpus N] [--calibration FILE] [--output-tokens N] [--rows N] [--json]`` prints instead how long the plan takes per
-phase (generation, judge, scoring) from its rows, the judge requests its protocols imply and the measured rates
-of :mod:`trace_lib.campaign.estimate`."""
+``--estimate [--gpus N] [--calibration FILE] [--output-tokens N] [--rows N] [--engine-caches STATE] [--json]``
+prints instead how long the plan takes per phase (generation, judge, scoring) from its rows, the judge requests its
+protocols imply and the measured rates of :mod:`trace_lib.campaign.estimate`."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import argparse
 
 from trace_lib import options
 from trace_lib.campaign.engines import MAX_ENGINES_PER_GPU, MIN_ROWS_FOR_SECOND_ENGINE
+from trace_lib.campaign.estimate import add_engine_caches_option
 from trace_lib.campaign.plan import add_plan_options, plan_from_options
 from trace_lib.exitcodes import ExitCode
 from trace_lib.release.locate import locate_release
@@ -36,6 +37,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     estimate.add_argument("--engines-per-group", type=options.engines_per_group, default="auto", metavar="N|auto",
                           help="engines per GPU to estimate generation with (default auto: generate's rule, one "
                                f"engine for a GPU's share below {MIN_ROWS_FOR_SECOND_ENGINE:,} rows, else two)")
+    add_engine_caches_option(estimate)
     estimate.add_argument("--json", action="store_true", help="print the estimate as one JSON object")
     estimate.add_argument("--output-tokens", type=int, default=None, metavar="N",
                           help="mean output tokens per generated row to expect (scales the generation rates)")
@@ -70,7 +72,7 @@ def _estimate(args: argparse.Namespace, release, plan) -> ExitCode:  # noqa: ANN
         raise UsageError(f"the rates are measured for at most {MAX_ENGINES_PER_GPU} engines per GPU",
                          field="--engines-per-group", found=engines)
     est = estimate(plan_work(plan, release, rows_per_slice=args.rows), rates, gpus=gpus,
-                   output_tokens=args.output_tokens, engines_per_gpu=engines)
+                   output_tokens=args.output_tokens, engines_per_gpu=engines, engine_caches=args.engine_caches)
     if args.json:
         import json
 

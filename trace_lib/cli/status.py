@@ -18,6 +18,7 @@ from trace_lib.exitcodes import ExitCode
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    from trace_lib.campaign.estimate import add_engine_caches_option
     from trace_lib.cli.verify import add_selection_options
 
     parser = subparsers.add_parser("status", help="show a campaign's progress (rows, scores, rate, ETA, GPUs)",
@@ -33,6 +34,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "nvidia-smi lists, else 1)")
     parser.add_argument("--calibration", default=None, metavar="FILE",
                         help="measured rates for the estimate (as 'trace-repro plan --estimate')")
+    add_engine_caches_option(parser)
     options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT)
     parser.set_defaults(run=run)
 
@@ -74,7 +76,7 @@ def _estimate(args: argparse.Namespace, suite, models, seeds, keys, gpus: int): 
     from trace_lib.campaign.estimate import calibration_path, estimate, load_rates, slice_work
 
     work = slice_work(suite, [(m, s, k) for m in models for s in seeds for k in keys])
-    return estimate(work, load_rates(calibration_path(args.calibration)), gpus=gpus)
+    return estimate(work, load_rates(calibration_path(args.calibration)), gpus=gpus, engine_caches=args.engine_caches)
 
 
 def _against_estimate(estimated, report, root) -> list[str]:  # noqa: ANN001
