@@ -1,0 +1,216 @@
+"""What one engine start costs on this machine, and what the compile caches save (issue 28 item 6).
+
+A campaign starts an engine per model, and ``trace-repro plan --estimate`` charges each start at the calibrated
+``start_s``. Runs 36-37 saw a machine's first start take 1.5-1.9x its next. This script finds out which cache makes
+the difference, and so whether a campaign's later models (new checkpoints, new paths) start like the first or like
+a repeat. vLLM keys its torch.compile cache by the engine's configuration, the model's path included
+(``ModelConfig.compute_hash``); Inductor and Triton key theirs by the graph and the kernels.
+
+Starts of ``trace-repro generate`` (one engine, ``--rows`` rows of one benchmark, no scoring, dummy weights at the
+``--shape`` release's layers), each in a new process, as a campaign's workers are, one after another:
+
+- ``first``: model A, with the caches as the machine has them (a fresh machine: none);
+- ``again``: model A once more, every cache warm;
+- ``new-path``: model B, A's files at another path: vLLM's compile cache misses, Inductor's and Triton's hit;
+- ``no-cache``: model A with empty ``VLLM_CACHE_ROOT``, ``TORCHINDUCTOR_CACHE_DIR`` and ``TRITON_CACHE_DIR``:
+  every compile cache missing on a machine that has started engines before.
+
+Printed per start: the caches it found (``cold``, ``new-model`` or ``warm``, read from what it wrote into vLLM's
+cache root: ``trace_lib.generation.backends.vllm_caches``), seconds until the engine is up (the worker's drift
+line, as ``mini_campaign.py`` times it), the run's wall seconds, and vLLM's own figures read from the log (weights,
+torch.compile, CUDA graphs, the engine's init) and whether it loaded compiled graphs from its cache.
+``--calibration FILE`` records the first start found in each state as ``engine_start`` (the warm start and what the
+others add to it, for ``trace-repro plan --estimate --engine-caches STATE``). ``--dry-run`` runs the stub ``vllm``
+package (no figures, a check of the script).
+
+    python benchmarks/engine_start.py --work-dir DIR [--shape 3b|7b] [--starts first,again,new-path,no-cache]
+        [--rows 8] [--generation-memory 0.26] [--timeout 300] [--calibration FILE] [--dry-run]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import mini_campaign as mc  # noqa: E402
+
+from trace_lib.generation.backends.vllm_caches import caches_found, snapshot, vllm_cache_root  # noqa: E402
+
+STARTS = ("first", "again", "new-path", "no-cache")
+BENCHMARK = "realworldqa"  # no judge: nothing but generation runs
+#: vLLM 0.24's log lines (engine core and model runner), one figure each.
+VLLM_FIGURES = {
+    "weights_s": re.compile(r"Model loading took [\d.]+ GiB(?: memory)? and ([\d.]+) seconds"),
+    "compile_s": re.compile(r"torch\.compile took ([\d.]+) s in total"),
+    "graphs_s": re.compile(r"Graph capturing finished in ([\d.]+) secs"),
+    "init_engine_s": re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s"),
+}
+CACHE_HIT = "Directly load the compiled graph(s)"
+CACHE_ENV = ("VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+
+
+@dataclass
+class Start:
+    """One measured start: its name, the caches it found, seconds to the engine up, the run's wall seconds, vLLM's
+    figures."""
+
+    name: str
+    caches: str
+    up_s: float | None
+    wall_s: float
+    weights_s: float | None = None
+    compile_s: float | None = None
+    graphs_s: float | None = None
+    init_engine_s: float | None = None
+    compile_cache_hit: bool = False
+
+
+def vllm_figures(log: str) -> dict:
+    """vLLM's own start-up figures in ``log`` (:data:`VLLM_FIGURES`; None where a line is absent) and whether it
+    loaded compiled graphs from its cache."""
+    out: dict = {name: (float(m.group(1)) if (m := pattern.search(log)) else None)
+                 for name, pattern in VLLM_FIGURES.items()}
+    out["compile_cache_hit"] = CACHE_HIT in log
+    return out
+
+
+def model_path(work: Path, shape: str, name: str, dry_run: bool) -> Path:
+    """The config-only model directory ``name`` at ``shape`` (a placeholder on a dry run)."""
+    path = work / f"qwen25vl-{shape}-shapes-{name}"
+    if not path.exists():
+        if dry_run:
+            path.mkdir(parents=True)
+            (path / "config.json").write_text("{}", encoding="utf-8")
+        else:
+            from trace_lib.testing.tiny_qwen import QWEN25VL_SHAPES, write_qwen25vl_shaped_config
+
+            write_qwen25vl_shaped_config(path, QWEN25VL_SHAPES[shape])
+    return path
+
+
+def measure(name: str, ctx: dict) -> Start:
+    """Start ``name`` (module docstring) once and read its figures."""
+    args, work = ctx["args"], ctx["work"]
+    model = ctx["models"]["b" if name == "new-path" else "a"]
+    env = dict(ctx["env"], TRACE_VLLM_LOAD_FORMAT="dummy")
+    if name == "no-cache":
+        empty = work / "empty-caches"
+        shutil.rmtree(empty, ignore_errors=True)
+        env.update({var: str(empty / var.lower()) for var in CACHE_ENV})
+    campaign = work / f"campaign-{name}"
+    shutil.rmtree(campaign, ignore_errors=True)
+    argv = [*mc._generate_argv(ctx["release"], model, campaign, ctx["data_root"], [BENCHMARK]), "--backend", "vllm",
+            "--engines-per-group", "1", "--gpu-memory-utilization", str(args.generation_memory),
+            "--max-model-len", str(args.max_model_len)]
+    log = work / f"generate-{name}.log"
+    root = vllm_cache_root(env)
+    before = snapshot(root)
+    wall, ups, _ = mc.run_timed(argv, env, log, args.timeout)
+    return Start(name, caches_found(before, snapshot(root)), ups[0] if ups else None, wall,
+                 **vllm_figures(log.read_text(errors="replace")))
+
+
+def calibration_section(starts: list[Start], stamp: dict) -> dict:
+    """``engine_start``'s values: the first start measured in each cache state (seconds to the engine up)."""
+    section: dict = {}
+    for s in starts:
+        if s.up_s is not None:
+            section.setdefault(s.caches, round(s.up_s, 1))
+    return {**section, **stamp} if section else {}
+
+
+def table(starts: list[Start]) -> list[str]:
+    """The printed table: one row per start, each against the first."""
+    def cell(value: float | None) -> str:
+        return "-" if value is None else f"{value:.1f}"
+
+    first = starts[0].up_s if starts else None
+    lines = ["| start | caches | engine up s | vs first | wall s | weights s | torch.compile s | CUDA graphs s "
+             "| init engine s | compiled graphs from cache |", "| --- " * 10 + "|"]
+    for s in starts:
+        ratio = f"{s.up_s / first:.2f}" if s.up_s and first else "-"
+        lines.append(f"| {s.name} | {s.caches} | {cell(s.up_s)} | {ratio} | {s.wall_s:.1f} | {cell(s.weights_s)} | "
+                     f"{cell(s.compile_s)} | {cell(s.graphs_s)} | {cell(s.init_engine_s)} | "
+                     f"{'yes' if s.compile_cache_hit else 'no'} |")
+    return lines
+
+
+def _starts(text: str) -> list[str]:
+    names = [n for n in text.split(",") if n]
+    unknown = sorted(set(names) - set(STARTS))
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"starts are {', '.join(STARTS)}; got {text!r}")
+    return names
+
+
+def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work-dir", required=True)
+    parser.add_argument("--shape", choices=("3b", "7b"), default="3b")
+    parser.add_argument("--starts", type=_starts, default=list(STARTS), metavar="NAME[,NAME...]")
+    parser.add_argument("--rows", type=int, default=8, help="rows generated after each start")
+    parser.add_argument("--generation-memory", type=float, default=0.26, help="the engine's share of the GPU")
+    parser.add_argument("--max-model-len", type=int, default=32768, help="upstream's 32768")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds one start's run may take")
+    parser.add_argument("--calibration", default=None, metavar="FILE",
+                        help="record the start in each cache state here (trace-repro plan --estimate)")
+    parser.add_argument("--dry-run", action="store_true", help="the stub vllm package (no figures)")
+    parser.add_argument("--trace-root", default=None)
+    args = parser.parse_args(argv)
+    from trace_lib.release.locate import locate_release
+
+    release = locate_release(args.trace_root)
+    work = Path(args.work_dir).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    data_root = work / "data"
+    mc.build_data(release, data_root, [BENCHMARK], args.rows)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+               VLLM_WORKER_MULTIPROC_METHOD="spawn")
+    if args.dry_run:
+        from trace_lib.testing.stub_vllm import write_stub_vllm_package
+
+        write_stub_vllm_package(work / "stub-vllm")
+        env["PYTHONPATH"] = os.pathsep.join([str(work / "stub-vllm"), env["PYTHONPATH"]])
+        env["CUDA_VISIBLE_DEVICES"] = "0"
+    ctx = {"args": args, "release": release, "work": work, "data_root": data_root, "env": env,
+           "models": {name: model_path(work, args.shape, name, args.dry_run) for name in ("a", "b")}}
+    starts = []
+    for name in args.starts:
+        t = time.monotonic()
+        starts.append(measure(name, ctx))
+        up = starts[-1].up_s
+        print(f"[{name}] engine up in {'-' if up is None else f'{up:.1f}'} s; run {time.monotonic() - t:.0f} s",
+              flush=True)
+    (work / "engine_start.json").write_text(json.dumps([asdict(s) for s in starts], indent=2), encoding="utf-8")
+    print("\n".join(table(starts)), flush=True)
+    if args.calibration and not args.dry_run:
+        import datetime as dt
+
+        from trace_lib.campaign.estimate import record_calibration
+
+        stamp = {"measured_by": "benchmarks/engine_start.py",
+                 "measured_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+        section = calibration_section(starts, {"shape": args.shape, **stamp})
+        if "warm" in section:  # plan --estimate sets the other states against the warm start
+            record_calibration(Path(args.calibration), "engine_start", section)
+            print(f"[calibration] engine_start -> {args.calibration}", flush=True)
+        else:
+            print("[calibration] not written: no start found the caches warm (run 'again')", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,69 @@
+"""benchmarks/engine_start.py: vLLM's start-up figures read from its log lines, the calibration a run writes, and
+a dry run end to end (the stub ``vllm`` package, loopback only)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import engine_start as es  # noqa: E402
+
+from trace_lib.campaign.estimate import load_rates, record_calibration  # noqa: E402
+
+pytestmark = pytest.mark.offline
+
+#: Run 38's cold start, as the worker's log held it (vLLM 0.24.0; the parts the figures come from).
+COLD_LOG = """\
+   81.12 (EngineCore pid=934) INFO 12-04 21:25:54 [gpu_model_runner.py:5255] Model loading took 6.49 GiB memory and 1.397277 seconds
+  116.43 (EngineCore pid=934) INFO 12-04 21:26:29 [backends.py:393] Compiling a graph for compile range (1, 32768) takes 16.50 s
+  125.39 (EngineCore pid=934) INFO 12-04 21:26:38 [monitor.py:53] torch.compile took 36.15 s in total
+  145.79 (EngineCore pid=934) INFO 12-04 21:26:58 [gpu_model_runner.py:6656] Graph capturing finished in 8 secs, took 0.46 GiB
+  146.54 (EngineCore pid=934) INFO 12-04 21:26:59 [core.py:337] init engine (profile, create kv cache, warmup model) took 65.42 s (compilation: 36.15 s)
+"""
+WARM_LINE = ("   61.23 (EngineCore pid=1263) INFO 12-04 21:28:11 [backends.py:292] Directly load the compiled graph(s) "
+             "for compile range (1, 32768) from the cache, took 2.389 s\n")
+
+
+def test_vllms_figures_are_read_from_its_log_lines():
+    cold = es.vllm_figures(COLD_LOG)
+    assert cold == {"weights_s": 1.397277, "compile_s": 36.15, "graphs_s": 8.0, "init_engine_s": 65.42,
+                    "compile_cache_hit": False}
+    assert es.vllm_figures(COLD_LOG + WARM_LINE)["compile_cache_hit"]
+    assert es.vllm_figures("no vLLM here") == {"weights_s": None, "compile_s": None, "graphs_s": None,
+                                               "init_engine_s": None, "compile_cache_hit": False}
+
+
+def test_the_calibration_holds_the_first_start_of_each_state_and_plan_reads_it(tmp_path):
+    starts = [es.Start("first", "cold", 146.7, 156.9), es.Start("again", "warm", 80.1, 90.6),
+              es.Start("new-path", "new-model", 114.4, 124.8), es.Start("no-cache", "cold", 158.7, 169.9),
+              es.Start("lost", "warm", None, 3.0)]
+    section = es.calibration_section(starts, {"shape": "3b"})
+    assert section == {"cold": 146.7, "warm": 80.1, "new-model": 114.4, "shape": "3b"}
+    path = tmp_path / "calibration.json"
+    record_calibration(path, "engine_start", section)
+    rates = load_rates(path)
+    assert rates.one_engine_start_s == 80.1 and rates.start_extra("cold") == pytest.approx(66.6)
+    assert es.calibration_section([es.Start("lost", "cold", None, 3.0)], {"shape": "3b"}) == {}
+    table = es.table(starts)
+    assert table[2].startswith("| first | cold | 146.7 | 1.00 |") and "| again | warm | 80.1 | 0.55 |" in table[3]
+
+
+def test_unknown_starts_are_refused_by_name():
+    with pytest.raises(SystemExit):
+        es.main(["--work-dir", "unused", "--starts", "first,hot"])
+
+
+def test_a_dry_run_starts_the_stub_engine_and_writes_no_calibration(release, tmp_path, capsys):
+    calibration = tmp_path / "calibration.json"
+    assert es.main(["--work-dir", str(tmp_path / "work"), "--starts", "first,again", "--rows", "2",
+                    "--trace-root", str(release.path), "--calibration", str(calibration), "--dry-run"]) == 0
+    measured = json.loads((tmp_path / "work" / "engine_start.json").read_text(encoding="utf-8"))
+    assert [(m["name"], m["caches"]) for m in measured] == [("first", "warm"), ("again", "warm")]  # stubs cache nothing
+    assert all(m["up_s"] is not None and m["up_s"] <= m["wall_s"] for m in measured)
+    assert not calibration.exists()
+    assert "| first | warm |" in capsys.readouterr().out
