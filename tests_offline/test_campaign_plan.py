@@ -122,3 +122,23 @@ def test_run_tags_that_are_not_plain_names_are_refused(release, tag):
 
     with pytest.raises(UsageError, match="--run-tag: invalid run tag"):
         build_plan(release, run_tag=tag)
+
+
+def test_the_deal_counts_a_workers_engine_starts(release, tmp_path):
+    """A model new to a worker costs it an engine start (START_COST_ROWS): the paper campaign's 16 workers (8 GPUs
+    x 2 engines) hold one model each, where dealing by rows alone gives each 2-4; a one-model plan deals as before,
+    and every worker still gets a share."""
+    from trace_lib.campaign.plan import START_COST_ROWS, build_plan, deal_slices
+
+    paper = build_plan(release, seeds=[42, 43, 44], data_root=tmp_path)
+    assert len(paper.models) == 8
+    held = [len({s.model for s in share}) for share in deal_slices(paper.slices, paper.rows, 16)]
+    assert held == [1] * 16
+    by_rows = [len({s.model for s in share}) for share in deal_slices(paper.slices, paper.rows, 16, start_rows=0)]
+    assert min(by_rows) >= 2
+    one = build_plan(release, model_ids=["trace-qwen2.5-vl-3b"], seeds=[42, 43, 44], data_root=tmp_path)
+    for workers in (2, 3, 16):
+        assert deal_slices(one.slices, one.rows, workers) == deal_slices(one.slices, one.rows, workers, start_rows=0)
+    small = [s for s in one.slices if s.seed == 42][:8]
+    shares = deal_slices(small, lambda _: 64, 2)  # 8 x 64 rows, far below one start's rows: both still work
+    assert [len(share) for share in shares] == [4, 4] and 8 * 64 < START_COST_ROWS

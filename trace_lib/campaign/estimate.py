@@ -14,13 +14,15 @@ The estimate is arithmetic on three inputs:
 - the GPUs: generation and then the judge use all of them (upstream's phased order), so each phase's rate is the
   one-GPU rate times ``--gpus``.
 
-``generation = start + rows / (rate[shape] x gpus)`` per model (models one after another), at the engines per GPU
-that ``generate --engines-per-group auto`` would run (:func:`engines_for`: one engine for a GPU's share of the
-campaign's rows below :data:`~trace_lib.campaign.engines.MIN_ROWS_FOR_SECOND_ENGINE`, else two) unless given. A
-model's start is a warm start plus what vLLM's caches cost it (``--engine-caches``,
-:mod:`~trace_lib.generation.backends.vllm_caches`): the first model starts in the state given (default
-``new-model``: the machine has run vLLM, the checkpoints are new to it), each later one as ``new-model`` (or
-``warm``, when that was given);
+``generation`` is the busiest engine process's: the slices dealt over ``gpus`` x engines-per-GPU workers as
+``generate`` deals them (:func:`~trace_lib.campaign.plan.deal_slices`), each worker running its models one after
+another, ``start + rows / (rate[shape] / engines)`` each, at the engines per GPU that ``generate
+--engines-per-group auto`` would run (:func:`engines_for`: one engine for a GPU's share of the campaign's rows
+below :data:`~trace_lib.campaign.engines.MIN_ROWS_FOR_SECOND_ENGINE`, else two) unless given (an engine left alone
+on its GPU keeps the shared rate: an overstatement of its tail). A start is a warm start plus what vLLM's caches
+cost it (``--engine-caches``, :mod:`~trace_lib.generation.backends.vllm_caches`): a worker's first in the state
+given (default ``new-model``: the machine has run vLLM, the checkpoints are new to it), each later one as
+``new-model`` (or ``warm``, when that was given);
 ``judge = start + requests / (rate x gpus)``; ``scoring = rows / scoring rate`` (one CPU core, the protocols' own
 work). The total is their sum. :func:`compare_progress` sets the estimate against a campaign's progress
 (``trace-repro status``).
@@ -299,12 +301,14 @@ def format_duration(seconds: float) -> str:
 
 @dataclass(frozen=True)
 class SliceWork:
-    """What one slice costs: its model's shape, its rows and the judge requests its protocol implies."""
+    """What one slice costs: its model's shape, its rows and the judge requests its protocol implies; its
+    benchmark keeps a benchmark's seeds on one engine, as ``generate`` deals them (none: the slice alone)."""
 
     model: str
     shape: str
     rows: int
     judge_requests: float
+    benchmark: str = ""
 
 
 def engines_for(rows_per_gpu: float, engines_per_gpu: int | None = None) -> int:
@@ -331,6 +335,42 @@ def start_caches(caches: str, index: int) -> str:
     return caches if index == 0 or caches == "warm" else "new-model"
 
 
+@dataclass(frozen=True)
+class _Dealt:
+    """A slice of work as :func:`~trace_lib.campaign.plan.deal_slices` deals it (a benchmark-less one alone)."""
+
+    index: int
+    model: str
+    benchmark: str
+
+
+def _generation(work: Sequence[SliceWork], rates: Rates, workers: int, engines: int, output_tokens: int | None,
+                caches: str) -> tuple[float, float, int]:
+    """``(seconds, start seconds, engine starts)`` of the busiest of ``workers`` engine processes (``engines``
+    per GPU) over ``work``, dealt as ``generate`` deals them. A worker starts an engine per model it holds, one
+    after another: its first finding ``caches`` (:func:`start_caches`), then each at its own rate of the GPU's."""
+    from trace_lib.campaign.plan import deal_slices
+
+    items = [_Dealt(i, w.model, w.benchmark or f"#{i}") for i, w in enumerate(work)]
+    busiest = (0.0, 0.0, 0)
+    for share in deal_slices(items, lambda item: work[item.index].rows, workers):
+        rows_by_model: dict[str, int] = {}
+        for item in share:
+            rows_by_model[item.model] = rows_by_model.get(item.model, 0) + work[item.index].rows
+        shapes = {w.model: w.shape for w in work}
+        seconds = start_s = 0.0
+        for index, (model, model_rows) in enumerate(rows_by_model.items()):
+            rate, warm_start = rates.generation(shapes[model], engines)
+            measured_at = rates.generation_output_tokens.get(shapes[model])
+            if output_tokens and measured_at:
+                rate *= measured_at / output_tokens
+            start = warm_start + rates.start_extra(start_caches(caches, index))
+            start_s += start
+            seconds += start + model_rows / (rate / engines)
+        busiest = max(busiest, (seconds, start_s, len(rows_by_model)))
+    return busiest
+
+
 def estimate(work: Sequence[SliceWork], rates: Rates, *, gpus: int, output_tokens: int | None = None,
              engines_per_gpu: int | None = None, engine_caches: str = "new-model") -> Estimate:
     """The phases of ``work`` on ``gpus`` GPUs (module docstring). ``output_tokens``: the mean output tokens per
@@ -346,26 +386,12 @@ def estimate(work: Sequence[SliceWork], rates: Rates, *, gpus: int, output_token
     if engine_caches not in ENGINE_CACHES:
         raise ValueError(f"engine_caches is one of {', '.join(ENGINE_CACHES)}, not {engine_caches!r}")
     notes = []
-    generation_s = 0.0
-    rows_by_model: dict[str, tuple[str, int]] = {}
-    for w in work:
-        shape, rows = rows_by_model.get(w.model, (w.shape, 0))
-        rows_by_model[w.model] = (shape, rows + w.rows)
     rows = sum(w.rows for w in work)
     engines = engines_for(rows / gpus, engines_per_gpu)  # decided once for the campaign, as generate does
-    warm_starts = []
-    for shape, model_rows in rows_by_model.values():
-        rate, model_start = rates.generation(shape, engines)
-        measured_at = rates.generation_output_tokens.get(shape)
-        if output_tokens and measured_at:
-            rate *= measured_at / output_tokens
-        warm_starts.append(model_start)
-        generation_s += model_rows / (rate * gpus)
-    start_by_caches = {state: sum(warm_starts) + sum(rates.start_extra(start_caches(state, i))
-                                                     for i in range(len(warm_starts)))
-                       for state in ENGINE_CACHES}
-    start_s = start_by_caches[engine_caches]
-    effective = rows / max(generation_s, 1e-9) if rows else 1.0
+    by_caches = {state: _generation(work, rates, gpus * engines, engines, output_tokens, state)
+                 for state in ENGINE_CACHES}
+    generation_s, start_s, starts = by_caches[engine_caches]
+    effective = rows / max(generation_s - start_s, 1e-9) if rows else 1.0
     notes.append(f"{engines} engine(s) per GPU" + (
         "" if engines_per_gpu is not None else f" (generate --engines-per-group auto's rows rule: "
                                                f"{rows / gpus:,.0f} rows per GPU)"))
@@ -382,8 +408,8 @@ def estimate(work: Sequence[SliceWork], rates: Rates, *, gpus: int, output_token
               rates.judge_start_s if requests else 0.0),
         Phase("scoring", rows, "rows (CPU)", rates.scoring_rows_per_s, 0.0),
     )
-    start_note = start_share_note(start_s, Estimate(phases, gpus, rates).total_s, len(rows_by_model), engine_caches,
-                                  start_by_caches)
+    start_note = start_share_note(start_s, Estimate(phases, gpus, rates).total_s, starts, engine_caches,
+                                  {state: start for state, (_, start, _) in by_caches.items()})
     return Estimate(phases, gpus, rates, tuple(notes) + ((start_note,) if start_note else ()), engine_caches)
 
 
@@ -406,7 +432,7 @@ def slice_work(suite: Any, slices: Sequence[tuple[str, int, str]],
         if rows_per_slice is not None:
             rows = min(rows, rows_per_slice)
         out.append(SliceWork(model, model_shape(model, (repositories or {}).get(model, "")), rows,
-                             rows * judge_requests_per_row(benchmark, uses[benchmark])))
+                             rows * judge_requests_per_row(benchmark, uses[benchmark]), benchmark))
     return out
 
 

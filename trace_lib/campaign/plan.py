@@ -159,10 +159,19 @@ def worker_shares(plan: Plan, workers: int) -> list[list[Slice]]:
     return deal_slices(plan.slices, plan.rows, workers)
 
 
-def deal_slices(slices: Sequence[Slice], rows: Callable[[Slice], int], workers: int) -> list[list[Slice]]:
+#: What one more model costs a worker that already has another, in rows: an engine start for a model new to the
+#: machine (114 s at the 3B shape, docs/performance.md run 38) at about 35 rows/s of one engine.
+START_COST_ROWS = 4000
+
+
+def deal_slices(slices: Sequence[Slice], rows: Callable[[Slice], int], workers: int, *,
+                start_rows: int = START_COST_ROWS) -> list[list[Slice]]:
     """``slices`` split over ``workers`` engine processes. Each (model, benchmark) goes whole to one worker, so its
-    seeds share that engine's caches in lockstep; the largest (rows x seeds) go first, each to the least-loaded
-    worker, so the workers finish close together. Each share keeps the order of ``slices``."""
+    seeds share that engine's caches in lockstep; the largest (rows x seeds) go first, each to the worker whose load
+    it leaves lowest, so the workers finish close together. A worker starts an engine per model it holds, so a
+    model it does not hold yet adds ``start_rows`` to its load, unless the worker holds nothing yet (every worker
+    starts one engine). The paper campaign's 16 workers (8 GPUs, 2 engines each) then hold one model each, not 2-4.
+    Each share keeps the order of ``slices``. Slices need ``model`` and ``benchmark``; ``rows`` weighs one."""
     order = {slice_: i for i, slice_ in enumerate(slices)}
     groups: dict[tuple[str, str], list[Slice]] = {}
     for slice_ in slices:
@@ -170,10 +179,17 @@ def deal_slices(slices: Sequence[Slice], rows: Callable[[Slice], int], workers: 
     weighted = sorted(((sum(rows(s) for s in group), group) for group in groups.values()),
                       key=lambda item: (-item[0], order[item[1][0]]))
     loads, shares = [0] * workers, [[] for _ in range(workers)]
+    held: list[set[str]] = [set() for _ in range(workers)]
+
+    def start(worker: int, model: str) -> int:
+        return 0 if model in held[worker] or not held[worker] else start_rows
+
     for weight, group in weighted:
-        least = loads.index(min(loads))
-        loads[least] += weight
-        shares[least] += group
+        model = group[0].model
+        best = min(range(workers), key=lambda w: (loads[w] + start(w, model), w))
+        loads[best] += weight + start(best, model)
+        held[best].add(model)
+        shares[best] += group
     return [sorted(share, key=order.__getitem__) for share in shares]
 
 

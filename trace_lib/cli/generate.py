@@ -2,7 +2,8 @@
 
 One engine per model per GPU group: with several ``--gpu-groups`` and the vllm backend, one worker process per
 group is started (``CUDA_VISIBLE_DEVICES`` = the group) and the slices are shared among them, each benchmark (all
-its seeds) on one worker, balanced by rows (:func:`~trace_lib.campaign.plan.worker_shares`).
+its seeds) on one worker, balanced by rows, a model new to a worker counting an engine start
+(:func:`~trace_lib.campaign.plan.worker_shares`).
 ``--engines-per-group N`` starts N such workers per group, each engine with 1/N of the GPU memory: a single
 engine leaves the GPU idle between its steps on image-heavy campaigns, and two engines on one H200 fill those
 gaps (``benchmarks/campaign_throughput.py``). Responses go to
