@@ -237,6 +237,9 @@ def test_an_engine_start_section_sets_the_warm_start_and_what_the_others_add(tmp
     assert load_rates(path).start_extra("cold") == DEFAULT_RATES.start_extra("cold")  # not measured: the default
     record_calibration(path, "generation_3b", {"one_engine_start_s": 55.0})  # the campaign's own warm start wins
     assert load_rates(path).one_engine_start_s == 55.0
+    unsorted = {"generation_3b": {"one_engine_start_s": 55.0}, "engine_start": {"warm": 80.0}}
+    path.write_text(json.dumps(unsorted), encoding="utf-8")  # a hand-written file: the order does not matter
+    assert load_rates(path).one_engine_start_s == 55.0
     for section, field in (({"cold": 140.0}, "engine_start.warm"), ({"warm": 80.0, "cold": -1}, "engine_start.cold")):
         path.write_text(json.dumps({"engine_start": section}), encoding="utf-8")
         with pytest.raises(InputError) as err:

@@ -152,7 +152,8 @@ def load_rates(path: Path | None) -> Rates:
     ``start_s`` with two engines on the GPU, ``one_engine_rows_per_s`` and ``one_engine_start_s`` with one, warm
     starts; ``max_tokens``), ``engine_start`` (one engine's start by the caches it found, ``warm`` and any of
     ``cold``, ``new-model``: the warm start and what the others add to it; ``benchmarks/engine_start.py``),
-    ``scoring`` (``rows_per_s``). A ``generation_<shape>`` start after ``engine_start`` in the file wins.
+    ``scoring`` (``rows_per_s``). A ``generation_<shape>`` ``one_engine_start_s`` wins over ``engine_start``'s
+    warm one (the campaign's own path), wherever the sections stand in the file.
 
     Raises:
         InputError: the file is not JSON, or a value is not a positive number (file and field named).
@@ -170,7 +171,7 @@ def load_rates(path: Path | None) -> Rates:
     generation = dict(rates.generation_rows_per_s)
     one_engine = dict(rates.one_engine_rows_per_s)
     tokens = dict(rates.generation_output_tokens)
-    for name, section in data.items():
+    for name, section in sorted(data.items(), key=lambda item: item[0] != "engine_start"):  # engine_start first
         if not isinstance(section, dict):
             raise InputError("not a JSON object", file=str(path), field=name)
         if name == "judge":
@@ -352,12 +353,12 @@ def _generation(work: Sequence[SliceWork], rates: Rates, workers: int, engines: 
     from trace_lib.campaign.plan import deal_slices
 
     items = [_Dealt(i, w.model, w.benchmark or f"#{i}") for i, w in enumerate(work)]
+    shapes = {w.model: w.shape for w in work}
     busiest = (0.0, 0.0, 0)
     for share in deal_slices(items, lambda item: work[item.index].rows, workers):
         rows_by_model: dict[str, int] = {}
         for item in share:
             rows_by_model[item.model] = rows_by_model.get(item.model, 0) + work[item.index].rows
-        shapes = {w.model: w.shape for w in work}
         seconds = start_s = 0.0
         for index, (model, model_rows) in enumerate(rows_by_model.items()):
             rate, warm_start = rates.generation(shapes[model], engines)
