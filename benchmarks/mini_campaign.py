@@ -238,7 +238,8 @@ def start_judge(work: Path, release: Any, args: argparse.Namespace):  # noqa: AN
 
 # -- measuring -------------------------------------------------------------------------------------------------
 
-def _generate_argv(release: Any, model: Path, campaign: Path, data_root: Path, keys: list[str]) -> list[str]:
+def generate_argv(release: Any, model: Path, campaign: Path, data_root: Path, keys: list[str]) -> list[str]:
+    """``trace-repro generate`` of the mini plan (``keys`` x seed 42, the mini model) up to its backend flags."""
     argv = [sys.executable, "-m", "trace_lib", "generate", "--trace-root", str(release.path),
             "--model", MODEL, str(model), REVISION, SOURCE, "Mini 3B", "--seeds", str(SEED),
             "--campaign-root", str(campaign), "--data-root", str(data_root), "--unprepared-data",
@@ -338,7 +339,7 @@ def design_upstream(ctx: dict) -> dict:
     stop, url = start_generation_server(ctx["work"], ctx["model"], ctx["data_root"], args)
     try:
         up = time.time()
-        argv = [*_generate_argv(release, ctx["model"], campaign, ctx["data_root"], keys), "--backend", "openai",
+        argv = [*generate_argv(release, ctx["model"], campaign, ctx["data_root"], keys), "--backend", "openai",
                 "--base-url", url, "--concurrency", str(UPSTREAM_IN_FLIGHT), "--schedule", "per-slice"]
         code = run_timed(argv, ctx["env"], ctx["work"] / "generate-upstream.log", args.phase_timeout)[2]
     finally:
@@ -385,7 +386,7 @@ def design_trace_repro(ctx: dict, order: str) -> dict:
     campaign = _fresh(ctx["work"] / f"campaign-{name}")
     relay = jt.AnswerRelay(ctx["judge_url"], {}, fallback=ctx["answerer"].for_request_text,
                            answer_tokens=args.judge_answer_tokens)
-    argv = [*_generate_argv(release, ctx["model"], campaign, ctx["data_root"], ctx["keys"]), "--backend", "vllm",
+    argv = [*generate_argv(release, ctx["model"], campaign, ctx["data_root"], ctx["keys"]), "--backend", "vllm",
             "--engines-per-group", str(args.engines_per_group), "--gpu-memory-utilization",
             str(args.generation_memory), "--max-model-len", str(args.max_model_len), "--score", order,
             "--score-workers", str(args.score_workers), "--judge-url", relay.url,
