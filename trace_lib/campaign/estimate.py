@@ -346,16 +346,17 @@ class _Dealt:
 
 
 def _generation(work: Sequence[SliceWork], rates: Rates, workers: int, engines: int, output_tokens: int | None,
-                caches: str) -> tuple[float, float, int]:
+                caches: str, start_rows: int | None) -> tuple[float, float, int]:
     """``(seconds, start seconds, engine starts)`` of the busiest of ``workers`` engine processes (``engines``
     per GPU) over ``work``, dealt as ``generate`` deals them. A worker starts an engine per model it holds, one
     after another: its first finding ``caches`` (:func:`start_caches`), then each at its own rate of the GPU's."""
-    from trace_lib.campaign.plan import deal_slices
+    from trace_lib.campaign.plan import START_COST_ROWS, deal_slices
 
     items = [_Dealt(i, w.model, w.benchmark or f"#{i}") for i, w in enumerate(work)]
     shapes = {w.model: w.shape for w in work}
     busiest = (0.0, 0.0, 0)
-    for share in deal_slices(items, lambda item: work[item.index].rows, workers):
+    start_rows = START_COST_ROWS if start_rows is None else start_rows
+    for share in deal_slices(items, lambda item: work[item.index].rows, workers, start_rows=start_rows):
         rows_by_model: dict[str, int] = {}
         for item in share:
             rows_by_model[item.model] = rows_by_model.get(item.model, 0) + work[item.index].rows
@@ -373,11 +374,14 @@ def _generation(work: Sequence[SliceWork], rates: Rates, workers: int, engines: 
 
 
 def estimate(work: Sequence[SliceWork], rates: Rates, *, gpus: int, output_tokens: int | None = None,
-             engines_per_gpu: int | None = None, engine_caches: str = "new-model") -> Estimate:
+             engines_per_gpu: int | None = None, engine_caches: str = "new-model",
+             start_rows: int | None = None) -> Estimate:
     """The phases of ``work`` on ``gpus`` GPUs (module docstring). ``output_tokens``: the mean output tokens per
     row to expect, scaling the generation rates from the output length they were measured at.
     ``engines_per_gpu``: 1 or 2 engines per GPU; None: :func:`engines_for` of the campaign's rows.
     ``engine_caches``: what vLLM's caches hold for the first model's start (:data:`ENGINE_CACHES`).
+    ``start_rows``: the deal's start cost (None: ``generate``'s, :data:`~trace_lib.campaign.plan.START_COST_ROWS`;
+    0: the deal by rows alone, ``benchmarks/deal_starts.py``'s baseline).
 
     Raises:
         ValueError: ``gpus`` below 1, a shape without a generation rate, or an unknown ``engine_caches``.
@@ -389,7 +393,7 @@ def estimate(work: Sequence[SliceWork], rates: Rates, *, gpus: int, output_token
     notes = []
     rows = sum(w.rows for w in work)
     engines = engines_for(rows / gpus, engines_per_gpu)  # decided once for the campaign, as generate does
-    by_caches = {state: _generation(work, rates, gpus * engines, engines, output_tokens, state)
+    by_caches = {state: _generation(work, rates, gpus * engines, engines, output_tokens, state, start_rows)
                  for state in ENGINE_CACHES}
     generation_s, start_s, starts = by_caches[engine_caches]
     effective = rows / max(generation_s - start_s, 1e-9) if rows else 1.0
