@@ -142,3 +142,19 @@ def test_the_deal_counts_a_workers_engine_starts(release, tmp_path):
     small = [s for s in one.slices if s.seed == 42][:8]
     shares = deal_slices(small, lambda _: 64, 2)  # 8 x 64 rows, far below one start's rows: both still work
     assert [len(share) for share in shares] == [4, 4] and 8 * 64 < START_COST_ROWS
+
+
+def test_engines_sharing_a_gpu_start_the_same_model(release, tmp_path):
+    """``worker_shares(..., per_group=2)`` only reorders the deal: workers 2g and 2g+1 (GPU group g) hold the same
+    model, so the second engine on a GPU finds that model compiled."""
+    from trace_lib.campaign.plan import build_plan, deal_slices, worker_shares
+
+    paper = build_plan(release, seeds=[42, 43, 44], data_root=tmp_path)
+    dealt = deal_slices(paper.slices, paper.rows, 16)
+    assert worker_shares(paper, 16) == dealt
+    paired = worker_shares(paper, 16, per_group=2)
+    assert sorted(map(tuple, paired)) == sorted(map(tuple, dealt))  # the same shares, in another order
+    models = [{s.model for s in share} for share in paired]
+    assert all(models[2 * g] == models[2 * g + 1] for g in range(8))
+    as_dealt = [{s.model for s in share} for share in dealt]
+    assert not all(as_dealt[2 * g] == as_dealt[2 * g + 1] for g in range(8))  # the deal alone splits them

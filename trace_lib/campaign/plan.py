@@ -154,9 +154,14 @@ def _band_text(tests: Mapping[str, PlannedTest], slice_: Slice, judged: bool) ->
     return f" band=+-{test.band:.2f} mds={test.mds:.2f}"
 
 
-def worker_shares(plan: Plan, workers: int) -> list[list[Slice]]:
-    """The plan's slices split over ``workers`` engine processes (:func:`deal_slices` by the suite's rows)."""
-    return deal_slices(plan.slices, plan.rows, workers)
+def worker_shares(plan: Plan, workers: int, per_group: int = 1) -> list[list[Slice]]:
+    """The plan's slices split over ``workers`` engine processes (:func:`deal_slices` by the suite's rows), worker
+    ``i`` on GPU group ``i // per_group``. Shares holding the same models are put side by side, so engines that
+    share a GPU start the same model: the second finds it compiled (docs/performance.md, run 38)."""
+    shares = deal_slices(plan.slices, plan.rows, workers)
+    if per_group > 1:
+        shares.sort(key=lambda share: sorted({s.model for s in share}))  # stable: equal sets keep their order
+    return shares
 
 
 #: What one more model costs a worker that already has another, in rows: an engine start for a model new to the

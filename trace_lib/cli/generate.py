@@ -2,8 +2,8 @@
 
 One engine per model per GPU group: with several ``--gpu-groups`` and the vllm backend, one worker process per
 group is started (``CUDA_VISIBLE_DEVICES`` = the group) and the slices are shared among them, each benchmark (all
-its seeds) on one worker, balanced by rows, a model new to a worker counting an engine start
-(:func:`~trace_lib.campaign.plan.worker_shares`).
+its seeds) on one worker, balanced by rows, a model new to a worker counting an engine start, the workers of a
+group holding the same models where they can (:func:`~trace_lib.campaign.plan.worker_shares`).
 ``--engines-per-group N`` starts N such workers per group, each engine with 1/N of the GPU memory: a single
 engine leaves the GPU idle between its steps on image-heavy campaigns, and two engines on one H200 fill those
 gaps (``benchmarks/campaign_throughput.py``). Responses go to
@@ -277,7 +277,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     data_root = Path(plan.data_root).resolve()
     mpath = manifest_path(data_root)
     manifest = load_manifest(mpath) if mpath.exists() else None
-    mine = worker_shares(plan, count)[index]
+    mine = worker_shares(plan, count, per_group=engines)[index]
     failures: list[str] = []
     machine_failed = False  # an engine refused its GPU's memory or stopped: exit SYSTEM (the supervisor may rerun us)
     # slices are scored on CPU threads while generation goes on (--score overlap) or after it (--score phased); each
