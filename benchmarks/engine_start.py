@@ -87,20 +87,6 @@ def vllm_figures(log: str) -> dict:
     return out
 
 
-def model_path(work: Path, shape: str, name: str, dry_run: bool) -> Path:
-    """The config-only model directory ``name`` at ``shape`` (a placeholder on a dry run)."""
-    path = work / f"qwen25vl-{shape}-shapes-{name}"
-    if not path.exists():
-        if dry_run:
-            path.mkdir(parents=True)
-            (path / "config.json").write_text("{}", encoding="utf-8")
-        else:
-            from trace_lib.testing.tiny_qwen import QWEN25VL_SHAPES, write_qwen25vl_shaped_config
-
-            write_qwen25vl_shaped_config(path, QWEN25VL_SHAPES[shape])
-    return path
-
-
 def measure(name: str, ctx: dict) -> Start:
     """Start ``name`` (module docstring) once and read its figures."""
     args, work = ctx["args"], ctx["work"]
@@ -187,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         env["PYTHONPATH"] = os.pathsep.join([str(work / "stub-vllm"), env["PYTHONPATH"]])
         env["CUDA_VISIBLE_DEVICES"] = "0"
     ctx = {"args": args, "release": release, "work": work, "data_root": data_root, "env": env,
-           "models": {name: model_path(work, args.shape, name, args.dry_run) for name in ("a", "b")}}
+           "models": {name: mc.model_dir(work, args.dry_run, args.shape, f"-{name}") for name in ("a", "b")}}
     starts = []
     for name in args.starts:
         t = time.monotonic()

@@ -110,9 +110,10 @@ def build_data(release: Any, data_root: Path, keys: list[str], rows: int) -> Non
     marker.write_text(json.dumps(wanted), encoding="utf-8")
 
 
-def model_dir(work: Path, dry_run: bool) -> Path:
-    """The 3B-shaped config-only directory (a placeholder on a dry run: the stub engine reads nothing)."""
-    path = work / "qwen25vl-3b-shapes"
+def model_dir(work: Path, dry_run: bool, shape: str = "3b", suffix: str = "") -> Path:
+    """The ``shape``-shaped config-only directory ``qwen25vl-<shape>-shapes<suffix>`` (a placeholder on a dry run:
+    the stub engine reads nothing)."""
+    path = work / f"qwen25vl-{shape}-shapes{suffix}"
     if not path.exists():
         if dry_run:
             path.mkdir(parents=True)
@@ -120,7 +121,7 @@ def model_dir(work: Path, dry_run: bool) -> Path:
         else:
             from trace_lib.testing.tiny_qwen import QWEN25VL_SHAPES, write_qwen25vl_shaped_config
 
-            write_qwen25vl_shaped_config(path, QWEN25VL_SHAPES["3b"])
+            write_qwen25vl_shaped_config(path, QWEN25VL_SHAPES[shape])
     return path
 
 

@@ -345,21 +345,29 @@ class _Dealt:
     benchmark: str
 
 
-def _generation(work: Sequence[SliceWork], rates: Rates, workers: int, engines: int, output_tokens: int | None,
-                caches: str, start_rows: int | None) -> tuple[float, float, int]:
-    """``(seconds, start seconds, engine starts)`` of the busiest of ``workers`` engine processes (``engines``
-    per GPU) over ``work``, dealt as ``generate`` deals them. A worker starts an engine per model it holds, one
-    after another: its first finding ``caches`` (:func:`start_caches`), then each at its own rate of the GPU's."""
+def _worker_rows(work: Sequence[SliceWork], workers: int, start_rows: int | None) -> list[dict[str, int]]:
+    """Each of ``workers`` engine processes' rows by model (in the order it runs them), ``work`` dealt as
+    ``generate`` deals it (``start_rows``: the deal's start cost; None: ``generate``'s)."""
     from trace_lib.campaign.plan import START_COST_ROWS, deal_slices
 
     items = [_Dealt(i, w.model, w.benchmark or f"#{i}") for i, w in enumerate(work)]
-    shapes = {w.model: w.shape for w in work}
-    busiest = (0.0, 0.0, 0)
     start_rows = START_COST_ROWS if start_rows is None else start_rows
+    out = []
     for share in deal_slices(items, lambda item: work[item.index].rows, workers, start_rows=start_rows):
         rows_by_model: dict[str, int] = {}
         for item in share:
             rows_by_model[item.model] = rows_by_model.get(item.model, 0) + work[item.index].rows
+        out.append(rows_by_model)
+    return out
+
+
+def _generation(worker_rows: Sequence[Mapping[str, int]], shapes: Mapping[str, str], rates: Rates, engines: int,
+                output_tokens: int | None, caches: str) -> tuple[float, float, int]:
+    """``(seconds, start seconds, engine starts)`` of the busiest engine process (``engines`` per GPU). A worker
+    starts an engine per model it holds, one after another: its first finding ``caches`` (:func:`start_caches`),
+    then each at its own rate of the GPU's."""
+    busiest = (0.0, 0.0, 0)
+    for rows_by_model in worker_rows:
         seconds = start_s = 0.0
         for index, (model, model_rows) in enumerate(rows_by_model.items()):
             rate, warm_start = rates.generation(shapes[model], engines)
@@ -393,7 +401,9 @@ def estimate(work: Sequence[SliceWork], rates: Rates, *, gpus: int, output_token
     notes = []
     rows = sum(w.rows for w in work)
     engines = engines_for(rows / gpus, engines_per_gpu)  # decided once for the campaign, as generate does
-    by_caches = {state: _generation(work, rates, gpus * engines, engines, output_tokens, state, start_rows)
+    worker_rows = _worker_rows(work, gpus * engines, start_rows)  # dealt once; each state costs the same rows
+    shapes = {w.model: w.shape for w in work}
+    by_caches = {state: _generation(worker_rows, shapes, rates, engines, output_tokens, state)
                  for state in ENGINE_CACHES}
     generation_s, start_s, starts = by_caches[engine_caches]
     effective = rows / max(generation_s - start_s, 1e-9) if rows else 1.0
