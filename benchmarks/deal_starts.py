@@ -2,7 +2,7 @@
 
 ``generate`` deals each (model, benchmark) to the worker whose load it leaves lowest, a model new to a worker
 adding ``START_COST_ROWS`` (:func:`trace_lib.campaign.plan.deal_slices`). This prints, for the paper campaign (or
-``--model-id``/``--seeds``) on 1-8 GPUs, the busiest engine process's starts and ``trace-repro plan --estimate``'s
+``--model-id``/``--seeds``) on 1-8 GPUs, the starts of the engine that finishes last and ``trace-repro plan --estimate``'s
 generation time dealt that way and dealt by rows alone (the baseline, ``start_rows=0``), side by side, and their
 ratio. Rates: ``--calibration FILE``, else the stated H200 defaults. A prediction, not a measurement.
 
@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def rows_for(release, model_ids: list[str] | None, seeds: list[int], gpus: list[int], calibration: str | None,
              engine_caches: str) -> list[dict]:
-    """One row per GPU count: the busiest worker's starts and the generation seconds, counted and by rows alone."""
+    """One row per GPU count: the last engine's starts and the generation seconds, counted and by rows alone."""
     from trace_lib.campaign.estimate import calibration_path, estimate, load_rates, plan_work
     from trace_lib.campaign.plan import build_plan
 
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--gpus: each count at least 1")
     table = rows_for(locate_release(args.trace_root), args.model_id, args.seeds, gpus, args.calibration,
                      args.engine_caches)
-    print("| GPUs | busiest worker's start s (by rows / counted) | generation (by rows) | generation (counted) "
+    print("| GPUs | last engine's start s (by rows / counted) | generation (by rows) | generation (counted) "
           "| by rows / counted |")
     print("| --- " * 5 + "|")
     for r in table:

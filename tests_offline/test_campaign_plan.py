@@ -158,3 +158,24 @@ def test_engines_sharing_a_gpu_start_the_same_model(release, tmp_path):
     assert all(models[2 * g] == models[2 * g + 1] for g in range(8))
     as_dealt = [{s.model for s in share} for share in dealt]
     assert not all(as_dealt[2 * g] == as_dealt[2 * g + 1] for g in range(8))  # the deal alone splits them
+
+
+def test_shares_without_work_leave_no_gpu_running_two_engines_while_another_idles():
+    """Fewer (model, benchmark) pairs than workers: ``side_by_side`` spreads the held shares over the GPU groups
+    (two per group only where there are more held shares than groups), still keeping equal models side by side."""
+    from types import SimpleNamespace
+
+    from trace_lib.campaign.plan import side_by_side
+
+    def share(*models):
+        return [SimpleNamespace(model=m) for m in models]
+
+    a, b, c = share("a"), share("b"), share("c")
+    placed = side_by_side([a, b, [], []], 2)  # 2 groups x 2 engines, 2 held shares
+    assert [[s.model for s in x] for x in placed] == [["a"], [], ["b"], []]
+    placed = side_by_side([c, a, b, share("a"), [], []], 2)  # 3 groups, 4 held: one group doubles, equal models
+    assert [[s.model for s in x] for x in placed] == [["a"], ["a"], ["b"], [], ["c"], []]
+    full = [b, a, share("b"), share("a")]
+    assert [[s.model for s in x] for x in side_by_side(full, 2)] == [["a"], ["a"], ["b"], ["b"]]
+    assert side_by_side(full, 1) == full
+    assert [[s.model for s in x] for x in side_by_side([c, b, a], 2)] == [["a"], ["b"], ["c"]]  # 2 + 1 slots

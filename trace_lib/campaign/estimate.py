@@ -14,15 +14,18 @@ The estimate is arithmetic on three inputs:
 - the GPUs: generation and then the judge use all of them (upstream's phased order), so each phase's rate is the
   one-GPU rate times ``--gpus``.
 
-``generation`` is the busiest engine process's: the slices dealt over ``gpus`` x engines-per-GPU workers as
-``generate`` deals them (:func:`~trace_lib.campaign.plan.deal_slices`), each worker running its models one after
-another, ``start + rows / (rate[shape] / engines)`` each, at the engines per GPU that ``generate
---engines-per-group auto`` would run (:func:`engines_for`: one engine for a GPU's share of the campaign's rows
-below :data:`~trace_lib.campaign.engines.MIN_ROWS_FOR_SECOND_ENGINE`, else two) unless given (an engine left alone
-on its GPU keeps the shared rate: an overstatement of its tail). A start is a warm start plus what vLLM's caches
-cost it (``--engine-caches``, :mod:`~trace_lib.generation.backends.vllm_caches`): a worker's first in the state
-given (default ``new-model``: the machine has run vLLM, the checkpoints are new to it), each later one as
-``new-model`` (or ``warm``, when that was given);
+``generation`` is the GPU's that finishes last: the slices dealt over ``gpus`` x engines-per-GPU workers and placed
+on the GPUs as ``generate`` does (:func:`~trace_lib.campaign.plan.deal_slices`,
+:func:`~trace_lib.campaign.plan.side_by_side`), at the engines per GPU that ``generate --engines-per-group auto``
+would run (:func:`engines_for`: one engine for a GPU's share of the campaign's rows below
+:data:`~trace_lib.campaign.engines.MIN_ROWS_FOR_SECOND_ENGINE`, else two) unless given. Each worker runs its models
+one after another, a start and then the model's rows each; two engines generating together run at half the GPU's
+two-engine rate each, an engine generating alone (its neighbour starting or done) at the one-engine rate
+(:func:`_gpu_generation`). The engines' first starts run together (the two-engine start), a later one alone (the
+one-engine start), each plus what vLLM's caches cost it (``--engine-caches``,
+:mod:`~trace_lib.generation.backends.vllm_caches`): a worker's first in the state given (default ``new-model``: the
+machine has run vLLM, the checkpoints are new to it), each later one as ``new-model`` (or ``warm``, when that was
+given);
 ``judge = start + requests / (rate x gpus)``; ``scoring = rows / scoring rate`` (one CPU core, the protocols' own
 work). The total is their sum. :func:`compare_progress` sets the estimate against a campaign's progress
 (``trace-repro status``).
@@ -345,40 +348,99 @@ class _Dealt:
     benchmark: str
 
 
-def _worker_rows(work: Sequence[SliceWork], workers: int, start_rows: int | None) -> list[dict[str, int]]:
-    """Each of ``workers`` engine processes' rows by model (in the order it runs them), ``work`` dealt as
-    ``generate`` deals it (``start_rows``: the deal's start cost; None: ``generate``'s)."""
-    from trace_lib.campaign.plan import START_COST_ROWS, deal_slices
+def _gpu_rows(work: Sequence[SliceWork], gpus: int, engines: int,
+              start_rows: int | None) -> list[list[dict[str, int]]]:
+    """Each GPU's engine processes' rows by model (in the order each runs them): ``work`` dealt over ``gpus`` x
+    ``engines`` workers and placed on the GPUs as ``generate`` does (``start_rows``: the deal's start cost; None:
+    ``generate``'s)."""
+    from trace_lib.campaign.plan import START_COST_ROWS, deal_slices, side_by_side
 
     items = [_Dealt(i, w.model, w.benchmark or f"#{i}") for i, w in enumerate(work)]
     start_rows = START_COST_ROWS if start_rows is None else start_rows
-    out = []
-    for share in deal_slices(items, lambda item: work[item.index].rows, workers, start_rows=start_rows):
+    workers = []
+    for share in side_by_side(deal_slices(items, lambda item: work[item.index].rows, gpus * engines,
+                                          start_rows=start_rows), engines):
         rows_by_model: dict[str, int] = {}
         for item in share:
             rows_by_model[item.model] = rows_by_model.get(item.model, 0) + work[item.index].rows
-        out.append(rows_by_model)
-    return out
+        workers.append(rows_by_model)
+    return [workers[g * engines:(g + 1) * engines] for g in range(gpus)]
 
 
-def _generation(worker_rows: Sequence[Mapping[str, int]], shapes: Mapping[str, str], rates: Rates, engines: int,
+@dataclass
+class _Engine:
+    """One engine process of a GPU in :func:`_gpu_generation`: its models' ``(start s, rows, shape)`` in order."""
+
+    models: list[tuple[float, float, str]]
+    at: int = 0  # the model it is on
+    starting: bool = True
+    left: float = 0.0  # start seconds or rows left of the model it is on
+    start_s: float = 0.0  # start seconds it has spent
+    done_s: float | None = None
+
+    def __post_init__(self) -> None:
+        self.left = self.models[0][0]
+
+    def next_part(self, now: float) -> None:
+        """Move on from a finished start (to its rows) or finished rows (to the next model's start, or done)."""
+        if self.starting:
+            self.start_s += self.models[self.at][0]
+            self.starting, self.left = False, self.models[self.at][1]
+        else:
+            self.at += 1
+            if self.at == len(self.models):
+                self.done_s = now
+                return
+            self.starting, self.left = True, self.models[self.at][0]
+
+
+def _gpu_generation(engine_rows: Sequence[Mapping[str, int]], shapes: Mapping[str, str], rates: Rates,
+                    output_tokens: int | None, caches: str) -> tuple[float, float, int]:
+    """``(seconds, start seconds, engine starts)`` of one GPU's generation: of its engine that finishes last.
+
+    Each engine runs its models one after another, each a start then its rows. The engines' first starts run
+    together (two engines: the two-engine start, until the second is up), a later one alone (the one-engine start),
+    each plus what its caches add (:func:`start_caches`). While two engines generate, each runs at half the GPU's
+    two-engine rate; an engine generating alone (the other starting or done) runs at the one-engine rate.
+    """
+    busy = [rows for rows in engine_rows if rows]
+    if not busy:
+        return 0.0, 0.0, 0
+
+    def scale(shape: str) -> float:
+        measured_at = rates.generation_output_tokens.get(shape)
+        return measured_at / output_tokens if output_tokens and measured_at else 1.0
+
+    engines = []
+    for rows_by_model in busy:
+        models = []
+        for index, (model, rows) in enumerate(rows_by_model.items()):
+            warm_start = rates.generation(shapes[model], len(busy) if index == 0 else 1)[1]
+            models.append((warm_start + rates.start_extra(start_caches(caches, index)), float(rows), shapes[model]))
+        engines.append(_Engine(models))
+    now = 0.0
+    while running := [e for e in engines if e.done_s is None]:
+        generating = [e for e in running if not e.starting]
+        speed = {id(e): 1.0 if e.starting else  # a start's seconds, else rows per second
+                 rates.generation(e.models[e.at][2], len(generating))[0] / len(generating) * scale(e.models[e.at][2])
+                 for e in running}
+        step = min(e.left / speed[id(e)] for e in running)
+        now += step
+        for e in running:
+            e.left -= step * speed[id(e)]
+            if e.left <= 1e-9 * max(1.0, e.left + step * speed[id(e)]):
+                e.next_part(now)
+                while e.done_s is None and e.left <= 0:  # a model without rows, a start without seconds
+                    e.next_part(now)
+    last = max(engines, key=lambda e: e.done_s)
+    return last.done_s, last.start_s, len(last.models)
+
+
+def _generation(gpu_rows: Sequence[Sequence[Mapping[str, int]]], shapes: Mapping[str, str], rates: Rates,
                 output_tokens: int | None, caches: str) -> tuple[float, float, int]:
-    """``(seconds, start seconds, engine starts)`` of the busiest engine process (``engines`` per GPU). A worker
-    starts an engine per model it holds, one after another: its first finding ``caches`` (:func:`start_caches`),
-    then each at its own rate of the GPU's."""
-    busiest = (0.0, 0.0, 0)
-    for rows_by_model in worker_rows:
-        seconds = start_s = 0.0
-        for index, (model, model_rows) in enumerate(rows_by_model.items()):
-            rate, warm_start = rates.generation(shapes[model], engines)
-            measured_at = rates.generation_output_tokens.get(shapes[model])
-            if output_tokens and measured_at:
-                rate *= measured_at / output_tokens
-            start = warm_start + rates.start_extra(start_caches(caches, index))
-            start_s += start
-            seconds += start + model_rows / (rate / engines)
-        busiest = max(busiest, (seconds, start_s, len(rows_by_model)))
-    return busiest
+    """``(seconds, start seconds, engine starts)`` of the GPU that finishes last (:func:`_gpu_generation`)."""
+    return max((_gpu_generation(engine_rows, shapes, rates, output_tokens, caches) for engine_rows in gpu_rows),
+               default=(0.0, 0.0, 0))
 
 
 def estimate(work: Sequence[SliceWork], rates: Rates, *, gpus: int, output_tokens: int | None = None,
@@ -401,10 +463,9 @@ def estimate(work: Sequence[SliceWork], rates: Rates, *, gpus: int, output_token
     notes = []
     rows = sum(w.rows for w in work)
     engines = engines_for(rows / gpus, engines_per_gpu)  # decided once for the campaign, as generate does
-    worker_rows = _worker_rows(work, gpus * engines, start_rows)  # dealt once; each state costs the same rows
+    gpu_rows = _gpu_rows(work, gpus, engines, start_rows)  # dealt once; each state costs the same rows
     shapes = {w.model: w.shape for w in work}
-    by_caches = {state: _generation(worker_rows, shapes, rates, engines, output_tokens, state)
-                 for state in ENGINE_CACHES}
+    by_caches = {state: _generation(gpu_rows, shapes, rates, output_tokens, state) for state in ENGINE_CACHES}
     generation_s, start_s, starts = by_caches[engine_caches]
     effective = rows / max(generation_s - start_s, 1e-9) if rows else 1.0
     notes.append(f"{engines} engine(s) per GPU" + (

@@ -156,12 +156,28 @@ def _band_text(tests: Mapping[str, PlannedTest], slice_: Slice, judged: bool) ->
 
 def worker_shares(plan: Plan, workers: int, per_group: int = 1) -> list[list[Slice]]:
     """The plan's slices split over ``workers`` engine processes (:func:`deal_slices` by the suite's rows), worker
-    ``i`` on GPU group ``i // per_group``. Shares holding the same models are put side by side, so engines that
-    share a GPU start the same model: the second finds it compiled (docs/performance.md, run 38)."""
-    shares = deal_slices(plan.slices, plan.rows, workers)
-    if per_group > 1:
-        shares.sort(key=lambda share: sorted({s.model for s in share}))  # stable: equal sets keep their order
-    return shares
+    ``i`` on GPU group ``i // per_group`` (:func:`side_by_side`)."""
+    return side_by_side(deal_slices(plan.slices, plan.rows, workers), per_group)
+
+
+def side_by_side(shares: list[list[Slice]], per_group: int) -> list[list[Slice]]:
+    """``shares`` placed on GPU groups of ``per_group`` workers (worker ``i`` on group ``i // per_group``): those
+    holding the same models side by side, so engines that share a GPU start the same model and the second finds it
+    compiled (docs/performance.md, run 38); and, when some shares are empty, the others spread over the groups as
+    evenly as they go, so no GPU runs two engines while another idles. Shares need slices with a ``model``."""
+    if per_group <= 1:
+        return list(shares)
+    held = sorted((share for share in shares if share), key=lambda share: sorted({s.model for s in share}))
+    slots = [min(per_group, len(shares) - start) for start in range(0, len(shares), per_group)]
+    counts = [0] * len(slots)
+    for _ in held:  # the next share to the emptiest group with room
+        group = min((g for g in range(len(slots)) if counts[g] < slots[g]), key=lambda g: (counts[g], g))
+        counts[group] += 1
+    placed, at = [], 0
+    for count, room in zip(counts, slots):
+        placed += held[at:at + count] + [[] for _ in range(room - count)]
+        at += count
+    return placed
 
 
 #: What one more model costs a worker that already has another, in rows: an engine start for a model new to the
