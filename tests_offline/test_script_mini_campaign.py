@@ -17,6 +17,7 @@ import mini_campaign as mc  # noqa: E402
 
 from trace_lib.campaign.estimate import (  # noqa: E402
     DEFAULT_RATES,
+    Rates,
     SliceWork,
     estimate,
     load_rates,
@@ -109,6 +110,19 @@ def test_run_37s_same_machine_estimate_with_the_caches_each_start_found(release,
     one_figure = mc.item6(estimate(work, rates, gpus=1, output_tokens=226, engines_per_gpu=1,
                                    engine_caches="new-model").to_json(), measured)
     assert round(one_figure["ratio"], 2) == 0.73  # the start taken as the calibration's: what run 37 printed
+
+
+def test_the_two_engine_runs_generation_with_its_own_starts_and_one_engine_rate(release):
+    """The two-engine phased run of 2026-12-02 00:10 (docs/performance.md; 8 x 48 rows): the first engine up at
+    81.2 s, the second at 123.1 s (their starts take turns), generation over at 132.0 s. With those starts and the
+    one-engine run's 34.3 rows/s (384 rows in 11.2 s) the estimate puts it at 128.7 s: the first engine's 192 rows
+    are done long before the second is up, which then generates alone."""
+    rates = Rates(generation_rows_per_s={"3b": 61.4}, one_engine_rows_per_s={"3b": 34.3}, engine_start_s=123.1,
+                  one_engine_start_s=81.2, judge_requests_per_s=10.0, scoring_rows_per_s=4580.0, judge_start_s=0.0)
+    generation = estimate(_mini_work(release, 48), rates, gpus=1, engines_per_gpu=2,
+                          engine_caches="warm").phase("generation")
+    assert generation.start_s == 123.1 and generation.seconds == pytest.approx(123.1 + 192 / 34.3)
+    assert 132.0 / generation.seconds == pytest.approx(1.03, abs=0.005)
 
 
 def test_an_incomplete_design_is_left_out_of_the_comparisons(tmp_path, capsys):

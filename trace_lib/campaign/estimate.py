@@ -19,13 +19,13 @@ on the GPUs as ``generate`` does (:func:`~trace_lib.campaign.plan.deal_slices`,
 :func:`~trace_lib.campaign.plan.side_by_side`), at the engines per GPU that ``generate --engines-per-group auto``
 would run (:func:`engines_for`: one engine for a GPU's share of the campaign's rows below
 :data:`~trace_lib.campaign.engines.MIN_ROWS_FOR_SECOND_ENGINE`, else two) unless given. Each worker runs its models
-one after another, a start and then the model's rows each; two engines generating together run at half the GPU's
-two-engine rate each, an engine generating alone (its neighbour starting or done) at the one-engine rate
-(:func:`_gpu_generation`). The engines' first starts run together (the two-engine start), a later one alone (the
-one-engine start), each plus what vLLM's caches cost it (``--engine-caches``,
-:mod:`~trace_lib.generation.backends.vllm_caches`): a worker's first in the state given (default ``new-model``: the
-machine has run vLLM, the checkpoints are new to it), each later one as ``new-model`` (or ``warm``, when that was
-given);
+one after another, a start and then the model's rows each; the starts on a GPU take turns, as ``generate``'s do;
+two engines generating together run at half the GPU's two-engine rate each, an engine generating alone at the
+one-engine rate (:func:`_gpu_generation`). A start is the one-engine start (the second engine's first: what the
+two-engine start adds) plus what vLLM's caches cost it (``--engine-caches``,
+:mod:`~trace_lib.generation.backends.vllm_caches`): a GPU's first finds the state given (default ``new-model``: the
+machine has run vLLM, the checkpoints are new to it), a model the GPU started before is warm, any other
+``new-model`` (or ``warm``, when that was given);
 ``judge = start + requests / (rate x gpus)``; ``scoring = rows / scoring rate`` (one CPU core, the protocols' own
 work). The total is their sum. :func:`compare_progress` sets the estimate against a campaign's progress
 (``trace-repro status``).
@@ -369,69 +369,82 @@ def _gpu_rows(work: Sequence[SliceWork], gpus: int, engines: int,
 
 @dataclass
 class _Engine:
-    """One engine process of a GPU in :func:`_gpu_generation`: its models' ``(start s, rows, shape)`` in order."""
+    """One engine process of a GPU in :func:`_gpu_generation`: its models' ``(model, rows, shape)`` in order."""
 
-    models: list[tuple[float, float, str]]
+    models: list[tuple[str, float, str]]
     at: int = 0  # the model it is on
-    starting: bool = True
-    left: float = 0.0  # start seconds or rows left of the model it is on
-    start_s: float = 0.0  # start seconds it has spent
-    done_s: float | None = None
-
-    def __post_init__(self) -> None:
-        self.left = self.models[0][0]
-
-    def next_part(self, now: float) -> None:
-        """Move on from a finished start (to its rows) or finished rows (to the next model's start, or done)."""
-        if self.starting:
-            self.start_s += self.models[self.at][0]
-            self.starting, self.left = False, self.models[self.at][1]
-        else:
-            self.at += 1
-            if self.at == len(self.models):
-                self.done_s = now
-                return
-            self.starting, self.left = True, self.models[self.at][0]
+    state: str = "waiting"  # for the GPU's start lock; then "starting", "generating", and "done" after its last
+    left: float = 0.0  # start seconds or rows left
+    asked_at: float = 0.0  # when it asked for the start lock
+    start_s: float = 0.0  # seconds from asking for the lock to its engine up, over its models
+    done_s: float = 0.0
 
 
 def _gpu_generation(engine_rows: Sequence[Mapping[str, int]], shapes: Mapping[str, str], rates: Rates,
                     output_tokens: int | None, caches: str) -> tuple[float, float, int]:
     """``(seconds, start seconds, engine starts)`` of one GPU's generation: of its engine that finishes last.
 
-    Each engine runs its models one after another, each a start then its rows. The engines' first starts run
-    together (two engines: the two-engine start, until the second is up), a later one alone (the one-engine start),
-    each plus what its caches add (:func:`start_caches`). While two engines generate, each runs at half the GPU's
-    two-engine rate; an engine generating alone (the other starting or done) runs at the one-engine rate.
+    Each engine runs its models one after another, each a start and then its rows. Starts on a GPU take its lock
+    one at a time, as ``generate``'s engines do (:func:`~trace_lib.generation.backends.vllm.engine_start_lock`), in
+    the order they asked. A start is the one-engine start, except the second engine's first, which is what the
+    two-engine start adds to it (the second finds the model compiled). Each adds what its caches cost
+    (:func:`start_caches`): the GPU's first start finds ``caches``; a model started on the GPU before is warm;
+    any other is a later model. While two engines generate each runs at half the GPU's two-engine rate; an
+    engine generating alone (its neighbour waiting, starting or done) runs at the one-engine rate. A start's
+    seconds count from asking for the lock.
     """
     busy = [rows for rows in engine_rows if rows]
     if not busy:
         return 0.0, 0.0, 0
+    engines = [_Engine([(model, float(rows), shapes[model]) for model, rows in rows_by_model.items()])
+               for rows_by_model in busy]
+    started: list[str] = []  # models whose engines started on this GPU, in order
 
-    def scale(shape: str) -> float:
+    def start_seconds(engine: _Engine) -> float:
+        model, _, shape = engine.models[engine.at]
+        one = rates.generation(shape, 1)[1]
+        base = max(rates.engine_start_s - one, 0.0) if engine.at == 0 and started else one
+        found = caches if not started else "warm" if model in started else start_caches(caches, 1)
+        return base + rates.start_extra(found)
+
+    def rows_per_s(engine: _Engine, generating: int) -> float:
+        shape = engine.models[engine.at][2]
         measured_at = rates.generation_output_tokens.get(shape)
-        return measured_at / output_tokens if output_tokens and measured_at else 1.0
+        scale = measured_at / output_tokens if output_tokens and measured_at else 1.0
+        return rates.generation(shape, generating)[0] / generating * scale
 
-    engines = []
-    for rows_by_model in busy:
-        models = []
-        for index, (model, rows) in enumerate(rows_by_model.items()):
-            warm_start = rates.generation(shapes[model], len(busy) if index == 0 else 1)[1]
-            models.append((warm_start + rates.start_extra(start_caches(caches, index)), float(rows), shapes[model]))
-        engines.append(_Engine(models))
+    def settle(now: float) -> None:
+        """Finish what is finished at ``now`` and hand the free lock on, until nothing changes."""
+        changed = True
+        while changed:
+            changed = False
+            for e in engines:
+                if e.state == "starting" and e.left <= 0:
+                    e.start_s += now - e.asked_at
+                    e.state, e.left, changed = "generating", e.models[e.at][1], True
+                if e.state == "generating" and e.left <= 0:
+                    e.at += 1
+                    if e.at == len(e.models):
+                        e.state, e.done_s = "done", now
+                    else:
+                        e.state, e.asked_at = "waiting", now
+                    changed = True
+            waiting = sorted((e.asked_at, i) for i, e in enumerate(engines) if e.state == "waiting")
+            if waiting and not any(e.state == "starting" for e in engines):
+                e = engines[waiting[0][1]]
+                e.state, e.left, changed = "starting", start_seconds(e), True
+                started.append(e.models[e.at][0])
+
     now = 0.0
-    while running := [e for e in engines if e.done_s is None]:
-        generating = [e for e in running if not e.starting]
-        speed = {id(e): 1.0 if e.starting else  # a start's seconds, else rows per second
-                 rates.generation(e.models[e.at][2], len(generating))[0] / len(generating) * scale(e.models[e.at][2])
-                 for e in running}
-        step = min(e.left / speed[id(e)] for e in running)
+    settle(now)
+    while moving := [e for e in engines if e.state in ("starting", "generating")]:
+        generating = sum(e.state == "generating" for e in moving)
+        speed = [1.0 if e.state == "starting" else rows_per_s(e, generating) for e in moving]
+        step = min(e.left / v for e, v in zip(moving, speed))
         now += step
-        for e in running:
-            e.left -= step * speed[id(e)]
-            if e.left <= 1e-9 * max(1.0, e.left + step * speed[id(e)]):
-                e.next_part(now)
-                while e.done_s is None and e.left <= 0:  # a model without rows, a start without seconds
-                    e.next_part(now)
+        for e, v in zip(moving, speed):
+            e.left = 0.0 if e.left <= step * v * (1 + 1e-12) else e.left - step * v
+        settle(now)
     last = max(engines, key=lambda e: e.done_s)
     return last.done_s, last.start_s, len(last.models)
 
