@@ -14,7 +14,10 @@ Starts of ``trace-repro generate`` (one engine, ``--rows`` rows of one benchmark
 - ``again``: model A once more, every cache warm;
 - ``new-path``: model B, A's files at another path: vLLM's compile cache misses, Inductor's and Triton's hit;
 - ``no-cache``: model A with empty ``VLLM_CACHE_ROOT``, ``TORCHINDUCTOR_CACHE_DIR`` and ``TRITON_CACHE_DIR``:
-  every compile cache missing on a machine that has started engines before.
+  every compile cache missing on a machine that has started engines before;
+- ``beside`` (asked for by name, after ``first`` or ``again``): model A warm once more, while another ``generate``
+  of model A generates ``--load-rows`` rows on the same GPU: how long a worker's later start takes beside a
+  generating neighbour, which ``plan --estimate`` takes to be the start alone (``again``).
 
 Printed per start: the caches it found (``cold``, ``new-model`` or ``warm``, read from what it wrote into vLLM's
 cache root: ``trace_lib.generation.backends.vllm_caches``), seconds until the engine is up (the worker's drift
@@ -25,7 +28,7 @@ others add to it, for ``trace-repro plan --estimate --engine-caches STATE``). ``
 package (no figures, a check of the script).
 
     python benchmarks/engine_start.py --work-dir DIR [--shape 3b|7b] [--starts first,again,new-path,no-cache]
-        [--rows 8] [--generation-memory 0.26] [--timeout 300] [--calibration FILE] [--dry-run]
+        [--rows 8] [--load-rows 4000] [--generation-memory 0.26] [--timeout 300] [--calibration FILE] [--dry-run]
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import shutil
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,7 +52,9 @@ import mini_campaign as mc  # noqa: E402
 
 from trace_lib.generation.backends.vllm_caches import caches_found, snapshot, vllm_cache_root  # noqa: E402
 
-STARTS = ("first", "again", "new-path", "no-cache")
+STARTS = ("first", "again", "new-path", "no-cache", "beside")
+DEFAULT_STARTS = STARTS[:4]
+WARMS_MODEL_A = ("first", "again")  # starts after which model A is compiled in the machine's caches
 BENCHMARK = "realworldqa"  # no judge: nothing but generation runs
 #: vLLM 0.24's log lines (engine core and model runner), one figure each.
 VLLM_FIGURES = {
@@ -76,6 +81,7 @@ class Start:
     graphs_s: float | None = None
     init_engine_s: float | None = None
     compile_cache_hit: bool = False
+    note: str = ""
 
 
 def vllm_figures(log: str) -> dict:
@@ -87,33 +93,72 @@ def vllm_figures(log: str) -> dict:
     return out
 
 
-def measure(name: str, ctx: dict) -> Start:
-    """Start ``name`` (module docstring) once and read its figures."""
+def _generate(name: str, model: Path, data_root: Path, ctx: dict) -> tuple[list[str], Path]:
+    """The argv of one engine's ``generate`` into a fresh ``campaign-<name>``, and its log's path."""
     args, work = ctx["args"], ctx["work"]
-    model = ctx["models"]["b" if name == "new-path" else "a"]
-    env = dict(ctx["env"], TRACE_VLLM_LOAD_FORMAT="dummy")
-    if name == "no-cache":
-        empty = work / "empty-caches"
-        shutil.rmtree(empty, ignore_errors=True)
-        env.update({var: str(empty / var.lower()) for var in CACHE_ENV})
     campaign = work / f"campaign-{name}"
     shutil.rmtree(campaign, ignore_errors=True)
-    argv = [*mc.generate_argv(ctx["release"], model, campaign, ctx["data_root"], [BENCHMARK]), "--backend", "vllm",
+    argv = [*mc.generate_argv(ctx["release"], model, campaign, data_root, [BENCHMARK]), "--backend", "vllm",
             "--engines-per-group", "1", "--gpu-memory-utilization", str(args.generation_memory),
             "--max-model-len", str(args.max_model_len)]
-    log = work / f"generate-{name}.log"
+    return argv, work / f"generate-{name}.log"
+
+
+def measure(name: str, ctx: dict) -> Start:
+    """Start ``name`` (module docstring) once and read its figures."""
+    if name == "beside":
+        return measure_beside(ctx)
+    env = dict(ctx["env"], TRACE_VLLM_LOAD_FORMAT="dummy")
+    if name == "no-cache":
+        empty = ctx["work"] / "empty-caches"
+        shutil.rmtree(empty, ignore_errors=True)
+        env.update({var: str(empty / var.lower()) for var in CACHE_ENV})
+    return _start(name, ctx["models"]["b" if name == "new-path" else "a"], env, ctx)
+
+
+def _start(name: str, model: Path, env: dict, ctx: dict) -> Start:
+    """One ``generate`` of ``model``'s ``--rows`` rows, timed: the caches it found and vLLM's figures."""
+    argv, log = _generate(name, model, ctx["data_root"], ctx)
     root = vllm_cache_root(env)
     before = snapshot(root)
-    wall, ups, _ = mc.run_timed(argv, env, log, args.timeout)
+    wall, ups, _ = mc.run_timed(argv, env, log, ctx["args"].timeout)
     return Start(name, caches_found(before, snapshot(root)), ups[0] if ups else None, wall,
                  **vllm_figures(log.read_text(errors="replace")))
+
+
+def measure_beside(ctx: dict) -> Start:
+    """``beside``: once a neighbour ``generate`` of model A (``--load-rows`` rows) has its engine up, model A's
+    warm start as ``again`` measures it; noted when the neighbour was done before that start was up."""
+    args = ctx["args"]
+    load_data = ctx["work"] / "data-load"
+    mc.build_data(ctx["release"], load_data, [BENCHMARK], args.load_rows)
+    env = dict(ctx["env"], TRACE_VLLM_LOAD_FORMAT="dummy")
+    argv, log = _generate("beside-load", ctx["models"]["a"], load_data, ctx)
+    load = mc.TimedRun(argv, env, log)
+    try:
+        while not load.ups and load.proc.poll() is None and time.monotonic() - load.t0 < args.timeout:
+            time.sleep(0.5)
+        if not load.ups:
+            load.wait(args.timeout)  # ended or out of time: stopped, and why raised
+            raise SystemExit(f"beside: the neighbour's engine never came up (log {log})")
+        print(f"[beside] neighbour engine up at {load.ups[0]:.1f} s; starting beside it", flush=True)
+        t = time.monotonic()
+        start = _start("beside", ctx["models"]["a"], env, ctx)
+        load_s, _, code = load.wait(args.timeout)
+    finally:
+        load.stop()  # if it still runs: this script stopped, or the start failed
+    notes = [f"the neighbour exited {code} (log {log})"] if code else []
+    done_before = t + (start.up_s or 0.0) - (load.t0 + load_s)
+    if start.up_s is not None and done_before > 0:
+        notes.append(f"the neighbour was done {done_before:.0f} s before this start was up: raise --load-rows")
+    return replace(start, note="; ".join(notes))
 
 
 def calibration_section(starts: list[Start], stamp: dict) -> dict:
     """``engine_start``'s values: the first start measured in each cache state (seconds to the engine up)."""
     section: dict = {}
     for s in starts:
-        if s.up_s is not None:
+        if s.up_s is not None and s.name != "beside":  # beside a neighbour: not a start in a cache state
             section.setdefault(s.caches, round(s.up_s, 1))
     return {**section, **stamp} if section else {}
 
@@ -131,6 +176,12 @@ def table(starts: list[Start]) -> list[str]:
         lines.append(f"| {s.name} | {s.caches} | {cell(s.up_s)} | {ratio} | {s.wall_s:.1f} | {cell(s.weights_s)} | "
                      f"{cell(s.compile_s)} | {cell(s.graphs_s)} | {cell(s.init_engine_s)} | "
                      f"{'yes' if s.compile_cache_hit else 'no'} |")
+    by_name = {s.name: s for s in starts}
+    beside, alone = by_name.get("beside"), by_name.get("again")
+    if beside and alone and beside.up_s and alone.up_s:
+        lines.append(f"beside a generating engine / alone (again): {beside.up_s / alone.up_s:.2f} "
+                     f"({beside.up_s:.1f} s against {alone.up_s:.1f} s; plan --estimate takes 1.00)")
+    lines += [f"note ({s.name}): {s.note}" for s in starts if s.note]
     return lines
 
 
@@ -139,6 +190,8 @@ def _starts(text: str) -> list[str]:
     unknown = sorted(set(names) - set(STARTS))
     if unknown or not names:
         raise argparse.ArgumentTypeError(f"starts are {', '.join(STARTS)}; got {text!r}")
+    if "beside" in names and not set(names[:names.index("beside")]) & set(WARMS_MODEL_A):
+        raise argparse.ArgumentTypeError(f"beside starts model A warm: put {' or '.join(WARMS_MODEL_A)} before it")
     return names
 
 
@@ -147,8 +200,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work-dir", required=True)
     parser.add_argument("--shape", choices=("3b", "7b"), default="3b")
-    parser.add_argument("--starts", type=_starts, default=list(STARTS), metavar="NAME[,NAME...]")
+    parser.add_argument("--starts", type=_starts, default=list(DEFAULT_STARTS), metavar="NAME[,NAME...]",
+                        help=f"of {', '.join(STARTS)} (default: {','.join(DEFAULT_STARTS)})")
     parser.add_argument("--rows", type=int, default=8, help="rows generated after each start")
+    parser.add_argument("--load-rows", type=int, default=4000,
+                        help="rows the neighbour of the beside start generates (it must outlast that start)")
     parser.add_argument("--generation-memory", type=float, default=0.26, help="the engine's share of the GPU")
     parser.add_argument("--max-model-len", type=int, default=32768, help="upstream's 32768")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds one start's run may take")

@@ -254,50 +254,65 @@ def generate_argv(release: Any, model: Path, campaign: Path, data_root: Path, ke
 ENGINE_UP = "engine differs from the paper's"
 
 
-def run_timed(argv: list[str], env: dict, log: Path, timeout_s: float) -> tuple[float, list[float], int]:
-    """Run ``argv`` (output to ``log``, each line prefixed with its second since the start), at most ``timeout_s``;
-    returns its wall seconds, the seconds at which each line containing :data:`ENGINE_UP` came, and its exit code
-    (1: it ran to the end, some slice failed).
+class TimedRun:
+    """``argv`` running in its own session, its output copied to ``log`` with each line prefixed by its second since
+    the start; ``ups`` fills, as they come, with the seconds at which lines containing :data:`ENGINE_UP` came."""
 
-    Raises:
-        SystemExit: it ran out of time or exited otherwise than 0 or 1 (the log's tail printed).
-    """
-    print("[run] " + " ".join(argv), flush=True)
-    t0 = time.monotonic()
-    ups: list[float] = []
-    with open(log, "w") as handle:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=REPO,
-                                start_new_session=True, text=True, errors="replace", bufsize=1)
+    def __init__(self, argv: list[str], env: dict, log: Path) -> None:
+        print("[run] " + " ".join(argv), flush=True)
+        self.argv, self.log, self.ups = argv, log, []
+        self.t0 = time.monotonic()
+        self._handle = open(log, "w")  # noqa: SIM115 (closed by wait)
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=REPO,
+                                     start_new_session=True, text=True, errors="replace", bufsize=1)
+        self._reader = threading.Thread(target=self._copy, daemon=True)
+        self._reader.start()
 
-        def copy() -> None:
-            for line in proc.stdout:
-                at = time.monotonic() - t0
-                if ENGINE_UP in line:
-                    ups.append(at)
-                handle.write(f"{at:8.2f} {line}")
-            handle.flush()
+    def _copy(self) -> None:
+        for line in self.proc.stdout:
+            at = time.monotonic() - self.t0
+            if ENGINE_UP in line:
+                self.ups.append(at)
+            self._handle.write(f"{at:8.2f} {line}")
+        self._handle.flush()
 
-        reader = threading.Thread(target=copy, daemon=True)
-        reader.start()
+    def stop(self) -> None:
+        """Stop the run's process group (SIGTERM, then SIGKILL), if it still runs."""
+        jt.stop(self.proc)
+
+    def wait(self, timeout_s: float) -> tuple[float, list[float], int]:
+        """Wait at most ``timeout_s`` (from the start); returns the wall seconds, ``ups`` and the exit code (1: it
+        ran to the end, some slice failed). Stopped here (SIGTERM, Ctrl-C), it stops the run's process group.
+
+        Raises:
+            SystemExit: it ran out of time or exited otherwise than 0 or 1 (the log's tail printed).
+        """
         try:
-            code = proc.wait(timeout=timeout_s)
+            code = self.proc.wait(timeout=max(timeout_s - (time.monotonic() - self.t0), 0.0))
         except subprocess.TimeoutExpired:
-            jt.stop(proc)  # its process group: SIGTERM, then SIGKILL
+            self.stop()
             code = None
-        except BaseException:  # this script stopped (SIGTERM, Ctrl-C): its engines must not outlive it
-            jt.stop(proc)
+        except BaseException:  # this script stopped: the run's engines must not outlive it
+            self.stop()
             raise
-        seconds = time.monotonic() - t0
-        reader.join(10)
-    tail = "".join(line for line in log.read_text(errors="replace").splitlines(keepends=True)[-15:])
-    if code not in (0, 1):
-        print(tail, file=sys.stderr)
-        raise SystemExit(f"{argv[3]} {'timed out' if code is None else f'exited {code}'} after {seconds:.0f} s "
-                         f"(log {log})")
-    print(tail, end="", flush=True)
-    if code == 1:
-        print(f"[run] {argv[3]} exited 1: some slice failed (log {log})", flush=True)
-    return seconds, ups, code
+        finally:
+            seconds = time.monotonic() - self.t0
+            self._reader.join(10)
+            self._handle.close()
+        tail = "".join(self.log.read_text(errors="replace").splitlines(keepends=True)[-15:])
+        if code not in (0, 1):
+            print(tail, file=sys.stderr)
+            raise SystemExit(f"{self.argv[3]} {'timed out' if code is None else f'exited {code}'} after "
+                             f"{seconds:.0f} s (log {self.log})")
+        print(tail, end="", flush=True)
+        if code == 1:
+            print(f"[run] {self.argv[3]} exited 1: some slice failed (log {self.log})", flush=True)
+        return seconds, self.ups, code
+
+
+def run_timed(argv: list[str], env: dict, log: Path, timeout_s: float) -> tuple[float, list[float], int]:
+    """Run ``argv`` to its end, at most ``timeout_s`` (:class:`TimedRun`)."""
+    return TimedRun(argv, env, log).wait(timeout_s)
 
 
 def generated(campaign: Path) -> dict[str, float]:

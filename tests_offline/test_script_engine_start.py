@@ -53,17 +53,33 @@ def test_the_calibration_holds_the_first_start_of_each_state_and_plan_reads_it(t
     assert table[2].startswith("| first | cold | 146.7 | 1.00 |") and "| again | warm | 80.1 | 0.55 |" in table[3]
 
 
-def test_unknown_starts_are_refused_by_name():
+def test_unknown_starts_are_refused_by_name(capsys):
     with pytest.raises(SystemExit):
         es.main(["--work-dir", "unused", "--starts", "first,hot"])
+    with pytest.raises(SystemExit):  # beside starts model A warm: something must have compiled it first
+        es.main(["--work-dir", "unused", "--starts", "new-path,beside,first"])
+    assert "put first or again before it" in capsys.readouterr().err
+
+
+def test_a_start_beside_a_neighbour_is_set_against_again_and_kept_out_of_the_calibration():
+    starts = [es.Start("first", "cold", 146.7, 156.9), es.Start("beside", "warm", 96.0, 99.0, note="n"),
+              es.Start("again", "warm", 80.1, 90.6)]
+    assert es.calibration_section(starts, {})["warm"] == 80.1  # the start alone, though beside came first
+    lines = es.table(starts)
+    assert "beside a generating engine / alone (again): 1.20 (96.0 s against 80.1 s" in lines[-2]
+    assert lines[-1] == "note (beside): n"
 
 
 def test_a_dry_run_starts_the_stub_engine_and_writes_no_calibration(release, tmp_path, capsys):
     calibration = tmp_path / "calibration.json"
-    assert es.main(["--work-dir", str(tmp_path / "work"), "--starts", "first,again", "--rows", "2",
+    assert es.main(["--work-dir", str(tmp_path / "work"), "--starts", "first,again,beside", "--rows", "2",
+                    "--load-rows", "20",
                     "--trace-root", str(release.path), "--calibration", str(calibration), "--dry-run"]) == 0
     measured = json.loads((tmp_path / "work" / "engine_start.json").read_text(encoding="utf-8"))
-    assert [(m["name"], m["caches"]) for m in measured] == [("first", "warm"), ("again", "warm")]  # stubs cache nothing
+    assert [(m["name"], m["caches"]) for m in measured] == [("first", "warm"), ("again", "warm"),
+                                                             ("beside", "warm")]  # stubs cache nothing
+    load = (tmp_path / "work" / "generate-beside-load.log").read_text(encoding="utf-8")
+    assert "20/20 rows stored" in load  # the neighbour ran to its end, after its engine was up
     assert all(m["up_s"] is not None and m["up_s"] <= m["wall_s"] for m in measured)
     assert not calibration.exists()
     assert "| first | warm |" in capsys.readouterr().out
