@@ -403,9 +403,10 @@ def _gpu_generation(engine_rows: Sequence[Mapping[str, int]], shapes: Mapping[st
     def start_seconds(engine: _Engine) -> float:
         model, _, shape = engine.models[engine.at]
         one = rates.generation(shape, 1)[1]
-        base = max(rates.engine_start_s - one, 0.0) if engine.at == 0 and started else one
-        found = caches if not started else "warm" if model in started else start_caches(caches, 1)
-        return base + rates.start_extra(found)
+        if not started:  # the GPU's first start
+            return one + rates.start_extra(caches)
+        base = max(rates.engine_start_s - one, 0.0) if engine.at == 0 else one
+        return base + rates.start_extra("warm" if model in started else start_caches(caches, 1))
 
     def rows_per_s(engine: _Engine, generating: int) -> float:
         shape = engine.models[engine.at][2]
