@@ -200,7 +200,9 @@ def _rows(n=400, **change):
     (_rows(index="2"), "duplicate row (model_id, seed, benchmark_id, index)"),
     ([dict(r, benchmark_id="nope") for r in _rows()], "benchmark_id: unknown benchmark 'nope'"),
     (_rows(399), "index: trace-qwen2.5-vl-3b/erqa has 399 rows per seed, the suite has 400"),
-    (_rows(seed="x"), "row 4.seed: seed is not an integer (found 'x')"),
+    (_rows(seed="x"), "row 4.seed: seed is not an integer in 0..9223372036854775807 (found 'x')"),
+    (_rows(seed=10 ** 30), "row 4.seed: seed is not an integer in 0..9223372036854775807"),  # not an overflow
+    (_rows(seed=-1), "row 4.seed: seed is not an integer in 0..9223372036854775807 (found -1)"),
 ])
 def test_bad_credits_files_are_one_line_errors(capsys, release, tmp_path, rows, message):
     path = tmp_path / "bad.jsonl"
@@ -208,6 +210,28 @@ def test_bad_credits_files_are_one_line_errors(capsys, release, tmp_path, rows, 
     code, out, err = _verdict_cli(capsys, release, path)
     assert (code, out) == (2, "")
     assert err.splitlines()[0].startswith(f"error: {path}: ") and message in err.splitlines()[0]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("", "empty file: no credit rows"),
+    ("[" * 100_000 + "]" * 100_000 + "\n", "line 1: not strict JSON (arrays or objects nested too deeply)"),
+    ('{"model_id": "m", "seed": 42, "seed": 43}\n', "line 1: duplicate key 'seed'"),
+])
+def test_an_empty_deep_or_ambiguous_credits_file_is_one_line(capsys, release, tmp_path, text, message):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(text)
+    code, out, err = _verdict_cli(capsys, release, path)
+    assert (code, out) == (2, "") and err.splitlines()[0] == f"error: {path}: {message}"
+
+
+@pytest.mark.timeout(30)
+def test_a_fifo_for_credits_is_refused_without_opening_it(capsys, release, tmp_path):
+    import os
+
+    path = tmp_path / "credits.jsonl"
+    os.mkfifo(path)  # opening it to read would block for ever
+    code, _, err = _verdict_cli(capsys, release, path)
+    assert code == 2 and err.splitlines()[0].startswith(f"error: {path}: is a FIFO")
 
 
 def test_a_parquet_file_without_the_credit_column_names_it(capsys, release, tmp_path):

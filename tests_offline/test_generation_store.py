@@ -116,3 +116,59 @@ def test_retain_drops_stale_rows_atomically(tmp_path):
     assert [(r.ordinal, r.response) for r in rows] == [(0, "answer"), (1, "regenerated"), (2, "answer")]
     assert sum(1 for line in path.read_text().splitlines() if json.loads(line)["kind"] == "row") == 3
     assert not list(tmp_path.glob("*.incomplete"))
+
+
+def _stored_file(tmp_path, rows=3):
+    path = tmp_path / "r.jsonl"
+    with SliceStore.open(path, IDENTITY) as store:
+        store.append([row(i) for i in range(rows)])
+    return path
+
+
+def _edit_row(path, number: int, edit) -> None:  # noqa: ANN001 - rewrite line ``number`` (1: the header)
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[number - 1] = edit(lines[number - 1])
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("ordinal", "0"), ("ordinal", None), ("ordinal", -1), ("ordinal", 10 ** 30), ("ordinal", True),
+    ("response", None), ("response", 12345), ("response", ["A"]), ("index", {}), ("prompt_tokens", "x"),
+    ("completion_tokens", 1.5), ("backend", None),
+])
+def test_a_row_field_of_another_type_or_range_is_one_line_naming_it(tmp_path, field, value):
+    path = _stored_file(tmp_path)
+
+    def edit(line: str) -> str:
+        record = json.loads(line)
+        record[field] = value
+        return json.dumps(record) + "\n"
+
+    _edit_row(path, 2, edit)  # a middle row: not a torn last line
+    with pytest.raises(InputError) as err:
+        load_responses(path)
+    assert err.value.field == f"line 2.{field}" and "wrong type or range" in str(err.value)
+
+
+@pytest.mark.parametrize("edit", [
+    lambda line: line.replace('"response":', '"response":"B","response":', 1),  # last-wins would change the score
+    lambda line: line.replace("\"prompt_tokens\":10", "\"prompt_tokens\":NaN", 1),
+    lambda line: "[" * 100_000 + "]" * 100_000 + "\n",  # deeper than the parser's recursion
+])
+def test_a_row_line_that_is_not_strict_json_is_corrupt(tmp_path, edit):
+    path = _stored_file(tmp_path)
+    _edit_row(path, 2, edit)
+    with pytest.raises(InputError, match="line 2 is not a JSON object"):
+        load_responses(path)
+
+
+@pytest.mark.timeout(30)
+def test_a_fifo_in_place_of_a_response_file_is_refused_without_opening_it(tmp_path):
+    import os
+
+    path = tmp_path / "r.jsonl"
+    os.mkfifo(path)  # reading it would block for ever (trace-repro status hung on one)
+    for read in (load_header, load_responses):
+        with pytest.raises(InputError, match="is a FIFO, not a regular file"):
+            read(path)
+    assert path.is_fifo()

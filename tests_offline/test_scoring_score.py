@@ -18,9 +18,9 @@ from trace_lib.scoring.score import (
     record_to_dict,
     responses_for_rows,
     score_slice,
-    write_lines_atomic,
     write_slice_scores,
 )
+from trace_lib.atomic import write_lines_atomic
 from trace_lib.testing.synthetic_campaign import toy_mcq_protocol, toy_responses, toy_rows, write_response_file
 
 PROTOCOL = toy_mcq_protocol("mmstar")
@@ -154,6 +154,7 @@ def test_a_second_scorer_on_one_directory_is_refused_in_one_line(tmp_path, respo
 
 def test_a_scorer_that_fails_leaves_no_directory_and_no_summary_for_other_records(tmp_path, response_file,
                                                                                 monkeypatch):
+    import contextlib
     import hashlib
 
     from trace_lib.scoring import score as score_module
@@ -167,15 +168,66 @@ def test_a_scorer_that_fails_leaves_no_directory_and_no_summary_for_other_record
     monkeypatch.undo()
     _score_to(out, rows, path)
 
-    def full_disk(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - the records cannot be replaced
-        raise OSError(28, "No space left on device")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    real = score_module.atomic_output
 
-    monkeypatch.setattr(score_module, "write_lines_atomic", full_disk)
+    @contextlib.contextmanager
+    def full_disk(path, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202 - the disk fills mid-records
+        with real(path, *args, **kwargs) as handle:
+            def write(data):  # noqa: ANN001, ANN202
+                raise OSError(28, "No space left on device")
+
+            handle.write = write
+            yield handle
+
+    monkeypatch.setattr(score_module, "atomic_output", full_disk)
     with pytest.raises(OSError):
         _score_to(out, rows, path)
-    summary = out / "scores.json"
-    records = (out / "records.jsonl").read_bytes()
-    # a scores.json that remains always names the records beside it; here the marker went first: unscored
-    assert not summary.exists() or json.loads(summary.read_text())["records"]["sha256"] == hashlib.sha256(
-        records).hexdigest()
-    assert not summary.exists() and sorted(p.name for p in out.iterdir()) == ["records.jsonl"]
+    # the failed write left the disk as it was: the old scores.json, naming the old records beside it
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert json.loads(before["scores.json"])["records"]["sha256"] == hashlib.sha256(
+        before["records.jsonl"]).hexdigest()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+@pytest.mark.parametrize("name", ["scores.json", "records.jsonl"])
+def test_an_output_that_is_not_a_regular_file_is_refused_and_the_old_scores_kept(tmp_path, response_file, kind,
+                                                                                    name):
+    """Neither output is replaced when either is a FIFO or a link, and the old commit marker is not removed."""
+    import os
+
+    from trace_lib.errors import UsageError
+
+    rows, path = response_file
+    out = tmp_path / "out"
+    _score_to(out, rows, path)
+    target = out / name
+    target.unlink()
+    if kind == "fifo":
+        os.mkfifo(target)
+    else:
+        (tmp_path / "elsewhere").write_text("keep")
+        target.symlink_to(tmp_path / "elsewhere")
+    before = {p.name: (p.is_fifo(), p.is_symlink(), None if p.is_fifo() else p.read_bytes()) for p in out.iterdir()}
+    with pytest.raises(UsageError):
+        _score_to(out, rows, path)
+    assert {p.name: (p.is_fifo(), p.is_symlink(), None if p.is_fifo() else p.read_bytes())
+            for p in out.iterdir()} == before
+    assert (tmp_path / "elsewhere").exists() is (kind == "symlink")
+
+
+@pytest.mark.parametrize("seed", [10 ** 40, -1])
+def test_a_header_seed_out_of_range_is_one_line_before_anything_is_written(tmp_path, seed):
+    from trace_lib.errors import InputError
+
+    rows = toy_rows(5, seed=1)
+    path = write_response_file(tmp_path / "r.jsonl", model="m", seed=42, benchmark="mmstar", rows=rows,
+                               texts=toy_responses(rows, 0.5))
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    header = json.loads(lines[0])
+    header["seed"] = seed
+    path.write_text(json.dumps(header) + "\n" + "".join(lines[1:]), encoding="utf-8")
+    with pytest.raises(InputError) as err:
+        _score_to(tmp_path / "out", rows, path)
+    assert err.value.field == "header.seed" and "out of range" in str(err.value)
+    assert not (tmp_path / "out").exists()

@@ -1,8 +1,9 @@
 """JSON for every trace_lib file: one strict reader, one ``required`` lookup, canonical writers named by their bytes.
 
 - :func:`loads_strict` refuses duplicate object keys (:class:`DuplicateKey`, from the one hook
-  :func:`unique_object`) and the non-finite constants ``NaN``/``Infinity`` (:class:`NonFinite`); callers turn those
-  into their own one-line errors.
+  :func:`unique_object`), the non-finite constants ``NaN``/``Infinity`` (:class:`NonFinite`) and nesting deeper
+  than the parser's recursion allows (:class:`TooDeep`); all are ``ValueError``, which callers turn into their
+  own one-line errors.
 - :func:`required` is the "this field must be present" lookup of release and manifest readers.
 - :func:`outside_strings` is the one scan of JSON string state (a double quote toggles it, a backslash escapes
   inside strings) behind the reward scorer's brace finder and the strict reader's error positions.
@@ -20,6 +21,10 @@ from typing import Any, Iterator, Mapping
 from trace_lib.errors import ReleaseFileError, TraceReproError
 
 
+#: The largest integer a trace_lib file may hold (int64, as pandas, pyarrow and numpy read it back).
+MAX_INT = 2 ** 63 - 1
+
+
 class DuplicateKey(ValueError):
     """A JSON object repeats ``key`` (never resolved by last-wins)."""
 
@@ -34,6 +39,13 @@ class NonFinite(ValueError):
     def __init__(self, name: str) -> None:
         super().__init__(name)
         self.name = name
+
+
+class TooDeep(ValueError):
+    """The text nests arrays or objects deeper than the parser can follow (Python's recursion limit)."""
+
+    def __init__(self) -> None:
+        super().__init__("arrays or objects nested too deeply")
 
 
 def unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -83,9 +95,12 @@ def loads_strict(text: str) -> Any:
     """Strict JSON: RFC 8259 without duplicate keys or non-finite constants.
 
     Raises:
-        DuplicateKey, NonFinite, json.JSONDecodeError: the first violation.
+        DuplicateKey, NonFinite, TooDeep, json.JSONDecodeError: the first violation (all ``ValueError``).
     """
-    return json.loads(text, object_pairs_hook=unique_object, parse_constant=reject_constant)
+    try:
+        return json.loads(text, object_pairs_hook=unique_object, parse_constant=reject_constant)
+    except RecursionError:
+        raise TooDeep() from None
 
 
 def required(doc: Any, key: str, *, file: str, where: str = "",

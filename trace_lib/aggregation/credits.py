@@ -21,7 +21,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from trace_lib.decoding import check_input_file
 from trace_lib.errors import InputError
+from trace_lib.jsonio import MAX_INT, DuplicateKey, loads_strict
 
 #: The key columns and the credit column, in file order.
 KEY_COLUMNS = ("model_id", "seed", "benchmark_id", "index")
@@ -117,9 +119,9 @@ class CreditTable:
                 raise InputError("required field is missing", file=source, field=f"row {nulls[0] + 1}.{name}")
         try:
             seed = np.asarray([_as_int(v) for v in columns["seed"]], dtype=np.int64)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             at = next(i for i, v in enumerate(columns["seed"]) if not _is_int(v))
-            raise InputError("seed is not an integer", file=source, field=f"row {at + 1}.seed",
+            raise InputError(f"seed is not an integer in 0..{MAX_INT}", file=source, field=f"row {at + 1}.seed",
                              found=columns["seed"][at]) from None
         try:
             credit = np.asarray([_as_float(v) for v in columns["credit"]], dtype=float)
@@ -148,9 +150,13 @@ class CreditTable:
                     if not line.strip():
                         continue
                     try:
-                        rows.append(json.loads(line))
+                        rows.append(loads_strict(line))
                     except json.JSONDecodeError as exc:
                         raise InputError(f"not JSON ({exc.msg})", file=label, field=f"line {number}") from None
+                    except DuplicateKey as exc:
+                        raise InputError(f"duplicate key {exc.key!r}", file=label, field=f"line {number}") from None
+                    except ValueError as exc:  # NaN/Infinity, nesting too deep
+                        raise InputError(f"not strict JSON ({exc})", file=label, field=f"line {number}") from None
         except OSError as exc:
             raise InputError(f"cannot read file: {exc.strerror}", file=label) from None
         except UnicodeDecodeError:
@@ -180,10 +186,13 @@ class CreditTable:
     def read(cls, path: str | Path) -> CreditTable:
         """JSONL or Parquet, by the file's magic bytes (``PAR1``)."""
         try:
+            check_input_file(path)  # a FIFO or device is refused, never opened (it could block)
             with open(path, "rb") as handle:
                 magic = handle.read(4)
         except OSError as exc:
             raise InputError(f"cannot read file: {exc.strerror}", file=str(path)) from None
+        if not magic:
+            raise InputError("empty file: no credit rows", file=str(path))
         return cls.from_parquet(path) if magic == b"PAR1" else cls.from_jsonl(path)
 
     @classmethod
@@ -269,15 +278,22 @@ def _is_int(value: Any) -> bool:
 
 
 def _as_int(value: Any) -> int:
+    """``value`` as a seed: an integer in ``0..MAX_INT`` (an integral float or a digit string as one).
+
+    Raises:
+        TypeError, ValueError: anything else.
+    """
     if isinstance(value, bool):
         raise TypeError(value)
     if isinstance(value, float):
         if not value.is_integer():
             raise ValueError(value)
-        return int(value)
-    if isinstance(value, str) and not value.strip().isdigit():
+    elif isinstance(value, str) and not value.strip().isdigit():
         raise ValueError(value)
-    return int(value)
+    number = int(value)
+    if not 0 <= number <= MAX_INT:
+        raise ValueError(value)
+    return number
 
 
 def _is_float(value: Any) -> bool:

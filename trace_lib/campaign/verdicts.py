@@ -8,7 +8,6 @@ X`` and ``summarize --benchmark X`` judge with the same per-test level.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -17,6 +16,8 @@ from trace_lib.aggregation.canonical import Canonical, load_canonical
 from trace_lib.aggregation.credits import CreditTable
 from trace_lib.aggregation.verdict import DEFAULT_MARGIN, VerdictPlan, VerdictSet, judge_credits
 from trace_lib.aggregation.budget import DEFAULT_ALPHA
+from trace_lib.errors import InputError
+from trace_lib.scoring.plain_responses import indexed_records
 
 
 def verdict_plan(release: Any, *, model_ids: Sequence[str] | None = None, seeds: Sequence[Any] | None = None,
@@ -128,14 +129,12 @@ def campaign_credits(root: Path, slices: Sequence[Any], *, protocol_versions: Ma
         fields = get_protocol(key.benchmark).row_aggregate.fields
         path = Path(state.path).parent / "records.jsonl"
         records = []
-        with open(path, encoding="utf-8") as handle:
-            for line in handle:
-                if line.strip():
-                    rec = json.loads(line)
-                    detail = rec.get("detail") or {}
-                    records.append({"model_id": key.model, "seed": key.seed, "benchmark_id": key.benchmark,
-                                    "index": rec["index"], "credit": rec["score"],
-                                    **{f: detail.get(f) for f in fields}})
+        for number, rec in indexed_records(path):  # strict JSON objects with an index, each line checked
+            detail = rec.get("detail") if isinstance(rec.get("detail"), dict) else {}
+            if "score" not in rec:
+                raise InputError("record has no score", file=str(path), field=f"line {number}.score")
+            records.append({"model_id": key.model, "seed": key.seed, "benchmark_id": key.benchmark,
+                            "index": rec["index"], "credit": rec["score"], **{f: detail.get(f) for f in fields}})
         tables.append(CreditTable.from_records(records, source=str(path)))
     return CreditTable.concat(tables, source=str(root)), missing
 

@@ -7,14 +7,15 @@ from ``scores.json`` beside them. An unscored slice still diagnoses its prompt a
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from trace_lib.archive.extraction_form import extraction_key
 from trace_lib.archive.hashes import prompt_sha256
 from trace_lib.diagnose.views import RowView, SliceKey, SliceView
+from trace_lib.decoding import read_text
 from trace_lib.errors import InputError
+from trace_lib.jsonio import loads_strict
 from trace_lib.scoring.plain_responses import indexed_records
 
 NAMESPACE = "trace-repro-request-v1"
@@ -67,9 +68,9 @@ def load_campaign_slice(campaign_root: Path, key: SliceKey) -> SliceView | None:
             credit = record.get("score")
             rows[index] = _with_scoring(rows[index], record, credit)
         try:
-            summary = json.loads((out / SCORES_FILE).read_text(encoding="utf-8"))
+            summary = loads_strict(read_text(out / SCORES_FILE))
             score = float(summary["score"])
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, InputError):
             raise InputError("unreadable slice score", file=str(out / SCORES_FILE), field="score") from None
     else:
         notes.append("not scored (no scores.json): extraction and score stages not compared")

@@ -46,10 +46,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from trace_lib.atomic import write_bytes_atomic
-from trace_lib.decoding import decode
+from trace_lib.decoding import check_input_file, decode
 from trace_lib.errors import InputError
 from trace_lib.filelock import FileLock
 from trace_lib.jsonio import canonical_json_ascii as canonical_json
+from trace_lib.jsonio import MAX_INT, loads_strict
 from trace_lib.release.load import sha256_bytes
 
 SCHEMA_VERSION = "trace-repro-responses-v1"
@@ -120,10 +121,34 @@ class StoredResponse:
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any], *, file: str, line: int) -> StoredResponse:
-        try:
-            return cls(**{name: record[name] for name in cls.__dataclass_fields__})
-        except KeyError as exc:
-            raise InputError("row line lacks a field", file=file, field=f"line {line}.{exc.args[0]}") from None
+        """The row of a parsed line, each field of the type the writer gives it (:data:`_ROW_TYPES`).
+
+        Raises:
+            InputError: a field missing or of another type, or an integer outside ``0..MAX_INT`` (naming it).
+        """
+        values = {}
+        for name, types in _ROW_TYPES.items():
+            if name not in record:
+                raise InputError("row line lacks a field", file=file, field=f"line {line}.{name}")
+            value = record[name]
+            ok = (value is None and None in types) or any(
+                isinstance(value, t) and not isinstance(value, bool) for t in types if t is not None)
+            if ok and isinstance(value, int) and not 0 <= value <= MAX_INT:
+                ok = False
+            if not ok:
+                expected = " or ".join("null" if t is None else t.__name__ for t in types)
+                raise InputError("row field has the wrong type or range", file=file, field=f"line {line}.{name}",
+                                 expected=expected + (f" (0..{MAX_INT})" if int in types else ""), found=value)
+            values[name] = value
+        return cls(**values)
+
+
+#: Each row field's types as the store writes them (None: JSON null allowed).
+_ROW_TYPES: dict[str, tuple[type | None, ...]] = {
+    "row_key": (str,), "index": (str,), "ordinal": (int,), "source_row_hash": (str,), "request_hash": (str,),
+    "response": (str,), "finish_reason": (str, None), "prompt_tokens": (int, None),
+    "completion_tokens": (int, None), "model_revision": (str,), "backend": (str,), "prompt": (str,),
+}
 
 
 # -- reading ---------------------------------------------------------------------------------------------------
@@ -148,7 +173,7 @@ def _parse(path: Path, data: bytes) -> _Parsed:
         text = decode(raw, file=file, offset=offset)  # invalid UTF-8 or a BOM: one line with the byte offset
         offset += len(raw) + 1
         try:
-            record = json.loads(text)
+            record = loads_strict(text)  # duplicate keys, NaN and nesting too deep are corrupt lines too
             if not isinstance(record, dict):
                 raise ValueError("not an object")
         except ValueError:
@@ -187,7 +212,7 @@ def load_header(path: Path) -> dict[str, Any]:
 
 def _read(path: Path) -> _Parsed:
     try:
-        data = Path(path).read_bytes()
+        data = check_input_file(path).read_bytes()  # a FIFO or device is refused, never read (it could block)
     except FileNotFoundError:
         raise InputError("response file is missing", file=str(path)) from None
     return _parse(Path(path), data)

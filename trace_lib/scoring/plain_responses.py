@@ -13,6 +13,7 @@ from typing import Any, Callable, Collection, Iterator, Sequence
 
 from trace_lib.protocol import Row
 from trace_lib.errors import InputError
+from trace_lib.jsonio import DuplicateKey, loads_strict
 
 #: Accepted names of the response text field, in order of preference.
 TEXT_FIELDS = ("response", "prediction")
@@ -30,9 +31,12 @@ def indexed_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except ValueError:
-            raise InputError("not a JSON object", file=str(path), field=f"line {number}") from None
+            record = loads_strict(line)
+        except DuplicateKey as exc:
+            raise InputError(f"duplicate key {exc.key!r}", file=str(path), field=f"line {number}") from None
+        except ValueError as exc:  # not JSON, NaN/Infinity, nesting too deep
+            detail = "" if isinstance(exc, json.JSONDecodeError) else f" ({exc})"
+            raise InputError(f"not a JSON object{detail}", file=str(path), field=f"line {number}") from None
         if not isinstance(record, dict) or "index" not in record:
             raise InputError("each line needs an 'index'", file=str(path), field=f"line {number}")
         yield number, record
@@ -45,7 +49,7 @@ def is_store_file(path: Path) -> bool:
     with open(path, "rb") as handle:
         first = handle.readline()
     try:
-        record = json.loads(first)
+        record = loads_strict(first.decode("utf-8", errors="replace"))
     except ValueError:
         return b'"kind"' in first and b'"header"' in first
     return isinstance(record, dict) and record.get("kind") == "header"

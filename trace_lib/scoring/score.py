@@ -21,16 +21,19 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ContextManager, Mapping, Sequence
 
 from trace_lib import __version__
-from trace_lib.atomic import write_lines_atomic, write_text_atomic
+from trace_lib.atomic import atomic_output, write_text_atomic
 from trace_lib.protocol import Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.errors import InputError, JudgeError
 from trace_lib.extraction.workbook import library_versions
 from trace_lib.filelock import locked_directory
+from trace_lib.jsonio import MAX_INT
+from trace_lib.outputs import check_replaceable
 from trace_lib.scoring.judge import Judge
 
 SCORES_SCHEMA = "trace-repro-slice-score-v1"
@@ -243,8 +246,13 @@ def _commit(
                             responses=responses, judge_url=judge_url, identity=identity, dropped_rows=dropped_rows)
     text = json.dumps(summary, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)  # fails before any write
     scores_path, records_path = out_dir / SCORES_FILE, out_dir / RECORDS_FILE
-    scores_path.unlink(missing_ok=True)  # the commit marker goes first: the old one no longer holds
-    write_lines_atomic(records_path, lines)
+    check_replaceable(scores_path)  # a FIFO or link there is refused before anything is written or removed
+    with atomic_output(records_path) as handle:  # a failure up to the rename leaves both files as they were
+        for line in lines:
+            handle.write((line + "\n").encode("utf-8"))
+        handle.flush()
+        os.fsync(handle.fileno())
+        scores_path.unlink(missing_ok=True)  # the commit marker goes before the new records replace the old
     write_text_atomic(scores_path, text + "\n")
     return ScoredSlice(score=score, scores_path=scores_path, records_path=records_path, summary=summary)
 
@@ -269,6 +277,9 @@ def check_header_slice(path: Path, header: Mapping[str, Any], *, benchmark: str,
     header_seed = header.get("seed")
     if isinstance(header_seed, bool) or not isinstance(header_seed, int):
         raise InputError("header has no integer seed", file=str(path), field="header.seed", found=header_seed)
+    if not 0 <= header_seed <= MAX_INT:
+        raise InputError("header seed is out of range", file=str(path), field="header.seed",
+                         expected=f"0..{MAX_INT}", found=header_seed)
     if seed is not None and seed != header_seed:
         raise InputError("the response file holds another seed than the slice it is read as", file=str(path),
                          field="header.seed", expected=seed, found=header_seed,
