@@ -163,3 +163,13 @@ def test_score_without_a_judge_url_is_refused_before_anything_is_generated(relea
     assert "judge URL not set (--judge-url / TRACE_JUDGE_URL) for judge route mmstar" in capsys.readouterr().err
     assert server.requests == []
     assert not response_path(tmp_path / "campaign", model="tiny", seed=43, benchmark="mmstar").exists()
+
+
+def test_generate_reads_trace_model_verify_from_the_environment(release, tmp_path, monkeypatch, capsys):
+    """The option table documents TRACE_MODEL_VERIFY for generate as for pytest: a bad value is one line."""
+
+    monkeypatch.setenv("TRACE_MODEL_VERIFY", "bogus")
+    code = main(["generate", "--trace-root", str(release.path), "--campaign-root", str(tmp_path / "c"),
+                 "--backend", "vllm"])
+    assert code == 2 and "unknown --model-verify mode 'bogus'" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()

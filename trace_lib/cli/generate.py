@@ -51,7 +51,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                                    description=__doc__)
     add_plan_options(parser.add_argument)
     options.add_to_argparse(parser, options.TRACE_ROOT, options.CAMPAIGN_ROOT, options.BACKEND, options.BASE_URL,
-                            options.DEVICE, options.SCHEDULE, options.RAY_ADDRESS)
+                            options.DEVICE, options.SCHEDULE, options.RAY_ADDRESS, options.MODEL_VERIFY)
     parser.add_argument("--concurrency", type=options.positive_int, default=None,
                         help="openai backend: requests in flight")
     parser.add_argument("--max-model-len", type=options.positive_int, default=None,
@@ -66,8 +66,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "--gpu-memory-utilization and its own benchmarks (default 1; 2 keeps one GPU busier "
                              "when a single engine leaves it idle between steps; auto: from the model's size and "
                              "the GPU's free memory, trace_lib.campaign.engines)")
-    parser.add_argument("--model-verify", choices=("deep", "shallow", "none"), default="deep",
-                        help="check model directories against their markers first (default deep: re-hash files)")
     parser.add_argument("--unprepared-data", action="store_true",
                         help="generate from data files not recorded in the dataset manifest (tests, debugging); "
                              "the responses are then not bound to a dataset snapshot")
@@ -234,6 +232,9 @@ def run(args: argparse.Namespace) -> ExitCode:
 
     args.backend = options.resolve(args, options.BACKEND)
     args.schedule = options.check_schedule(options.resolve(args, options.SCHEDULE))
+    args.model_verify = options.resolve(args, options.MODEL_VERIFY)
+    options.check_choice(args.model_verify, options.MODEL_VERIFY_MODES, field=options.MODEL_VERIFY.flag,
+                         what="--model-verify mode")
     from trace_lib.generation.backends.base import BACKENDS
 
     options.check_choice(args.backend, list(BACKENDS), field="--backend", what="backend")
