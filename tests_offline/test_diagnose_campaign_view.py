@@ -229,3 +229,23 @@ def test_failing_slice_hint_names_the_first_stage_and_the_command(pair):
            f"--slice {KEY.id}" in hint
     assert "not diagnosed (this run's responses not found)" in archive_divergence_hint(
         tmp_path / "left", tmp_path / "archive", SliceKey(MODEL, 43, "mmstar"))
+
+
+def test_records_that_scores_json_does_not_name_are_one_line_not_no_divergence(pair, capsys, release):
+    """scores.json names its records by sha256 (as trace-repro score writes it): records emptied, cut or edited
+    after scoring are reported, not compared as if they held the slice's scoring."""
+    tmp_path, base = pair
+    write_slice(tmp_path / "left", KEY, base, score=_score(base))
+    out = scores_dir(tmp_path / "left", model=KEY.model, seed=KEY.seed, benchmark=KEY.benchmark)
+    records = out / "records.jsonl"
+    summary = {"score": _score(base), "records": {"path": "records.jsonl",
+                                                  "sha256": hashlib.sha256(records.read_bytes()).hexdigest()}}
+    (out / "scores.json").write_text(json.dumps(summary))
+    argv = ["diagnose", "--trace-root", str(release.path), "--campaign-root", str(tmp_path / "left"), "--against",
+            str(tmp_path / "right"), "--out", str(tmp_path / "o"), "--no-plot"]
+    assert main(argv) == 0  # the records scores.json names
+    capsys.readouterr()
+    records.write_text("")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[0].startswith(f"error: {records}: records.jsonl differs from the sha256 in scores.json")

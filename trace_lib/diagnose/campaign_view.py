@@ -13,9 +13,10 @@ from typing import Any
 from trace_lib.archive.extraction_form import extraction_key
 from trace_lib.archive.hashes import prompt_sha256
 from trace_lib.diagnose.views import RowView, SliceKey, SliceView
-from trace_lib.decoding import read_text
+from trace_lib.decoding import check_input_file, read_text
 from trace_lib.errors import InputError
 from trace_lib.jsonio import loads_strict
+from trace_lib.release.load import sha256_file
 from trace_lib.scoring.plain_responses import indexed_records
 
 NAMESPACE = "trace-repro-request-v1"
@@ -61,17 +62,21 @@ def load_campaign_slice(campaign_root: Path, key: SliceKey) -> SliceView | None:
     notes: list[str] = []
     out = scores_dir(root, model=key.model, seed=key.seed, benchmark=key.benchmark)
     if (out / SCORES_FILE).is_file() and (out / RECORDS_FILE).is_file():
+        try:
+            summary = loads_strict(read_text(out / SCORES_FILE))
+            score = float(summary["score"])
+            recorded = (summary.get("records") or {}).get("sha256")  # what trace-repro score wrote
+        except (ValueError, KeyError, TypeError, AttributeError, InputError):
+            raise InputError("unreadable slice score", file=str(out / SCORES_FILE), field="score") from None
+        if recorded is not None and sha256_file(check_input_file(out / RECORDS_FILE)) != recorded:
+            raise InputError("records.jsonl differs from the sha256 in scores.json", file=str(out / RECORDS_FILE),
+                             hint="re-run 'trace-repro score' for this slice")
         for _, record in indexed_records(out / RECORDS_FILE):
             index = str(record["index"])
             if index not in rows:
                 continue  # scored from another response file; the response stage reports the row as missing
             credit = record.get("score")
             rows[index] = _with_scoring(rows[index], record, credit)
-        try:
-            summary = loads_strict(read_text(out / SCORES_FILE))
-            score = float(summary["score"])
-        except (ValueError, KeyError, TypeError, InputError):
-            raise InputError("unreadable slice score", file=str(out / SCORES_FILE), field="score") from None
     else:
         notes.append("not scored (no scores.json): extraction and score stages not compared")
     return SliceView(key=key, source=f"campaign {root}", rows=rows, score=score, request_namespace=NAMESPACE,
