@@ -231,3 +231,20 @@ def test_a_header_seed_out_of_range_is_one_line_before_anything_is_written(tmp_p
         _score_to(tmp_path / "out", rows, path)
     assert err.value.field == "header.seed" and "out of range" in str(err.value)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.timeout(30)
+def test_a_fifo_at_the_scoring_lock_is_refused_and_left(tmp_path, response_file):
+    """The lock file is opened without blocking and used only when it is a regular file: a FIFO there is an
+    EEXIST error (the CLI's one line, exit 2) and is neither locked nor removed."""
+    import errno
+    import os
+
+    rows, path = response_file
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / ".scoring.lock")
+    with pytest.raises(OSError) as err:
+        _score_to(out, rows, path)
+    assert err.value.errno == errno.EEXIST and "not a regular lock file" in str(err.value)
+    assert (out / ".scoring.lock").is_fifo() and sorted(p.name for p in out.iterdir()) == [".scoring.lock"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
@@ -34,14 +35,18 @@ class FileLock:
 
         Raises:
             BaseException: ``busy()`` when another process holds the lock.
-            OSError: the lock file cannot be created or opened.
+            OSError: the lock file cannot be created or opened, or is not a regular file (EEXIST; left as it is).
         """
         import fcntl
 
         if self._fd is not None:
             raise RuntimeError(f"{self.path}: lock already held by this object")
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+            # O_NONBLOCK: a FIFO or device at the path must not block the open (it is refused just below)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # never lock, nor remove on release, what is not ours
+                os.close(fd)
+                raise OSError(errno.EEXIST, "exists and is not a regular lock file; move it away", str(self.path))
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as exc:
