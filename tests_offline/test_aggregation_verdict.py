@@ -234,6 +234,17 @@ def test_a_fifo_for_credits_is_refused_without_opening_it(capsys, release, tmp_p
     assert code == 2 and err.splitlines()[0].startswith(f"error: {path}: is a FIFO")
 
 
+def test_a_nan_credit_is_named_as_nan_not_as_missing(capsys, release, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "nan.parquet"
+    pq.write_table(pa.table({"model_id": [TRACE], "seed": [42], "benchmark_id": ["erqa"], "index": ["0"],
+                             "credit": [float("nan")]}), path)
+    code, _, err = _verdict_cli(capsys, release, path)
+    assert code == 2 and err.splitlines()[0] == f"error: {path}: row 1.credit: required field is NaN"
+
+
 def test_a_parquet_file_without_the_credit_column_names_it(capsys, release, tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq

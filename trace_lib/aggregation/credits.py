@@ -116,7 +116,8 @@ class CreditTable:
         for name in COLUMNS:
             nulls = [i for i, v in enumerate(columns[name]) if v is None or (isinstance(v, float) and math.isnan(v))]
             if nulls:
-                raise InputError("required field is missing", file=source, field=f"row {nulls[0] + 1}.{name}")
+                what = "missing" if columns[name][nulls[0]] is None else "NaN"  # absent or null; or a NaN
+                raise InputError(f"required field is {what}", file=source, field=f"row {nulls[0] + 1}.{name}")
         try:
             seed = np.asarray([_as_int(v) for v in columns["seed"]], dtype=np.int64)
         except (TypeError, ValueError, OverflowError):
