@@ -56,21 +56,24 @@ def test_a_process_the_suite_did_not_start_is_never_signalled(tmp_path, signals)
     stranger = subprocess.Popen(["sleep", "30"], start_new_session=True)
     neighbour = subprocess.Popen(["sleep", "30"])  # in the caller's group, not leading one
     try:
-        (tmp_path / "pids.txt").write_text(f"{stranger.pid} 18100 0 log\n{neighbour.pid} 18101 1 log\n")
+        pids = f"{stranger.pid} 18100 0 log\n{neighbour.pid} 18101 1 log\n"
+        (tmp_path / "pids.txt").write_text(pids)
         result = _stop(tmp_path)  # no pool.json at all
-        assert result.returncode == 0, result.stderr
+        assert result.returncode == 1, result.stderr  # findings: running processes left in the record
         assert result.stdout.count("not signalled") == 2 and "stopped 0 server(s)" in result.stdout
+        assert "kept 2 line(s)" in result.stderr and (tmp_path / "pids.txt").read_text() == pids  # not forgotten
         # a record with the right pid but another start time (the pid was reused) does not vouch for it
         (tmp_path / "pids.txt").write_text(f"{stranger.pid} 18100 0 log\n")
         real = jp.observe_server(stranger.pid, 18100, "0", tmp_path / "log")
         jp.write_json_atomic(tmp_path / "pool.json", {"boot_id": jp.boot_id(), "servers": [
             {"pid": stranger.pid, "start_ticks": real.start_ticks + 1}]})
-        assert _stop(tmp_path).returncode == 0
+        record = (tmp_path / "pool.json").read_bytes()
+        assert _stop(tmp_path).returncode == 1 and (tmp_path / "pool.json").read_bytes() == record
         # nor does the right start time on another boot
         (tmp_path / "pids.txt").write_text(f"{stranger.pid} 18100 0 log\n")
         jp.write_json_atomic(tmp_path / "pool.json", {"boot_id": "another-boot", "servers": [
             {"pid": stranger.pid, "start_ticks": real.start_ticks}]})
-        assert _stop(tmp_path).returncode == 0
+        assert _stop(tmp_path).returncode == 1
         assert signals == [] and stranger.poll() is None and neighbour.poll() is None
     finally:
         for process in (stranger, neighbour):
@@ -85,6 +88,43 @@ def test_a_malformed_or_non_utf8_pids_file_is_one_line(tmp_path, signals, data):
     result = _stop(tmp_path)
     assert result.returncode == 2
     _one_error_line(result, "pids.txt")
+    assert signals == []
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["corrupt", "not-a-record", "fifo"])
+def test_an_unreadable_pool_record_is_one_line_and_nothing_is_signalled_or_removed(tmp_path, signals, kind):
+    import os
+
+    stranger = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        (tmp_path / "pids.txt").write_text(f"{stranger.pid} 18100 0 log\n")
+        (tmp_path / "endpoints.txt").write_text("http://127.0.0.1:18100/v1\n")
+        if kind == "fifo":
+            os.mkfifo(tmp_path / "pool.json")  # reading it would block for ever
+        else:
+            (tmp_path / "pool.json").write_text("[1,2" if kind == "corrupt" else '{"boot_id": "x"}')
+        before = {p.name: None if p.is_fifo() else p.read_bytes() for p in tmp_path.iterdir()}
+        result = _stop(tmp_path)
+        assert result.returncode == 2
+        _one_error_line(result, "pool.json")
+        assert {p.name: None if p.is_fifo() else p.read_bytes() for p in tmp_path.iterdir()} == before
+        assert signals == [] and stranger.poll() is None
+    finally:
+        _REAL_KILL(stranger.pid, signal.SIGKILL)
+        stranger.wait()
+
+
+@pytest.mark.timeout(60)
+def test_a_fifo_for_pids_txt_or_a_file_for_the_log_dir_is_named_as_such(tmp_path, signals):
+    import os
+
+    os.mkfifo(tmp_path / "pids.txt")
+    result = _stop(tmp_path)
+    assert result.returncode == 2 and "is a FIFO" in result.stderr and (tmp_path / "pids.txt").is_fifo()
+    (tmp_path / "file").write_text("x")
+    result = _stop(tmp_path / "file")
+    assert result.returncode == 2 and "--log-dir is not a directory" in result.stderr
     assert signals == []
 
 
@@ -133,3 +173,27 @@ def test_a_bad_host_is_named_as_such_not_as_a_taken_port():
         with pytest.raises(UsageError, match="--host") as info:
             jp.port_taken(host, 18100)
         assert "taken" not in str(info.value)
+
+
+def test_the_record_forgets_only_what_it_stopped(tmp_path):
+    """One recorded server of the suite's and one stranger: the server is stopped, the stranger is not signalled
+    and stays the record's one line (exit 1), with no pool.json entry vouching for it."""
+    server_proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    stranger = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        server = jp.observe_server(server_proc.pid, 18100, "0", tmp_path / "endpoint.log")
+        jp.write_records(tmp_path, [server], jp.boot_id())
+        with open(tmp_path / "pids.txt", "a") as handle:
+            handle.write(f"{stranger.pid} 18101 1 log\n")
+        result = run_cli(["judge", "stop", "--log-dir", str(tmp_path), "--grace", "0.05"])
+        assert result.returncode == 1 and "stopped 1 server(s)" in result.stdout, result.stderr
+        assert _wait_gone(server_proc.pid, server_proc) and stranger.poll() is None
+        assert (tmp_path / "pids.txt").read_text() == f"{stranger.pid} 18101 1 log\n"
+        assert jp._read_record(tmp_path)["servers"] == []
+    finally:
+        for process in (server_proc, stranger):
+            try:
+                _REAL_KILL(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            process.wait()

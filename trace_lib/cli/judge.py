@@ -94,6 +94,12 @@ def run_serve(args: argparse.Namespace) -> ExitCode:
 def run_stop(args: argparse.Namespace) -> ExitCode:
     from trace_lib.scoring import judge_pool as jp
 
-    stopped = jp.stop_pool(_log_dir(args.log_dir), grace_s=args.grace, out=sys.stdout)
+    log_dir = _log_dir(args.log_dir)
+    stopped = jp.stop_pool(log_dir, grace_s=args.grace, out=sys.stdout)
     print(f"[judge] stopped {len(stopped)} server(s)")
+    kept = jp.read_pids(log_dir) if (log_dir / jp.PIDS_FILE).stat().st_size else []
+    if kept:  # running processes this suite did not start: left alone, and left in the record
+        print(f"[judge] kept {len(kept)} line(s) in {log_dir / jp.PIDS_FILE}: running, but not servers this suite "
+              "started; not signalled (check them, then remove the line)", file=sys.stderr)
+        return ExitCode.FINDINGS
     return ExitCode.OK

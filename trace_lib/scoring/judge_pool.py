@@ -471,11 +471,18 @@ def read_pids(log_dir: Path) -> list[Server]:
     """
     from trace_lib.decoding import read_text
 
+    from trace_lib.decoding import check_input_file
+
     path = Path(log_dir) / PIDS_FILE
-    if not path.is_file():
-        raise InputError("no judge pool here (pids.txt missing)", file=str(path),
+    if Path(log_dir).exists() and not Path(log_dir).is_dir():
+        raise InputError("--log-dir is not a directory", file=str(log_dir),
                          hint="pass the --log-dir the pool was started with")
-    recorded = {entry["pid"]: entry.get("start_ticks") for entry in _read_record(Path(log_dir))["servers"]}
+    try:
+        check_input_file(path)  # a FIFO or device is refused, never opened
+    except FileNotFoundError:
+        raise InputError("no judge pool here (pids.txt missing)", file=str(path),
+                         hint="pass the --log-dir the pool was started with") from None
+    recorded = {entry["pid"]: entry.get("start_ticks") for entry in _read_record(Path(log_dir), strict=True)["servers"]}
     servers = []
     for number, line in enumerate(read_text(path).splitlines(), start=1):
         parts = line.split(maxsplit=3)
@@ -491,36 +498,58 @@ def read_pids(log_dir: Path) -> list[Server]:
     return servers
 
 
-def _read_record(log_dir: Path) -> dict[str, Any]:
-    """``pool.json`` (``{"boot_id": None, "servers": []}`` when absent or unreadable: nothing is vouched for)."""
-    from trace_lib.decoding import read_text
+def _read_record(log_dir: Path, *, strict: bool = False) -> dict[str, Any]:
+    """``pool.json`` (``{"boot_id": None, "servers": []}`` when absent: nothing is vouched for). Unreadable, it is
+    that empty record too, unless ``strict`` (``judge stop``: a record it cannot read is never overwritten).
+
+    Raises:
+        InputError: ``strict`` and ``pool.json`` is not a regular file, not strict JSON or not a pool record.
+    """
+    from trace_lib.decoding import check_input_file, read_text
+    from trace_lib.jsonio import loads_strict
 
     empty: dict[str, Any] = {"boot_id": None, "servers": []}
     path = log_dir / RECORD_FILE
-    if not path.is_file():
-        return empty
     try:
-        record = json.loads(read_text(path))
-    except ValueError:
+        record = loads_strict(read_text(check_input_file(path)))
+    except FileNotFoundError:
+        return empty
+    except InputError:  # a FIFO, a device, not UTF-8: the line names it
+        if strict:
+            raise
+        return empty
+    except ValueError as exc:
+        if strict:
+            raise InputError(f"the pool record is not strict JSON ({exc})", file=str(path),
+                             hint="nothing was signalled or removed; repair or move it away") from None
         return empty
     if not isinstance(record, dict) or not isinstance(record.get("servers"), list):
+        if strict:
+            raise InputError("not a pool record", file=str(path), field="servers",
+                             hint="nothing was signalled or removed; repair or move it away")
         return empty
     record["servers"] = [e for e in record["servers"] if isinstance(e, dict) and isinstance(e.get("pid"), int)]
     return record
 
 
 def stop_pool(log_dir: Path, *, grace_s: float = STOP_GRACE_S, out: Any = None) -> list[Server]:
-    """Stop the pool recorded in ``log_dir`` and empty its ``pids.txt``; returns the servers that were running.
+    """Stop the pool recorded in ``log_dir``; returns the servers that were running. The record keeps the lines of
+    processes still running that were not signalled (:func:`read_pids` reads them back); with none, ``pids.txt`` is
+    emptied and ``pool.json`` and ``endpoints.txt`` removed.
 
     Only servers :func:`owned` vouches for are signalled; every other line of ``pids.txt`` gets a ``[judge] skip``
     line on ``out`` (exited, pid reused, or never started by this suite).
 
     Raises:
-        InputError: as :func:`read_pids` (nothing is signalled then).
+        InputError: as :func:`read_pids`, or an unreadable ``pool.json`` (nothing is signalled or removed then).
+        UsageError: ``pids.txt``, ``pool.json`` or ``endpoints.txt`` is not a regular file (the same).
     """
     log_dir = Path(log_dir)
     servers = read_pids(log_dir)
-    boot = _read_record(log_dir).get("boot_id")
+    record = _read_record(log_dir, strict=True)
+    for name in (PIDS_FILE, RECORD_FILE, ENDPOINTS_FILE):  # what the stop rewrites or removes: regular files only
+        check_replaceable(log_dir / name)
+    boot = record.get("boot_id")
     ours = [s for s in servers if owned(s, boot=boot)]
     for server in servers:
         if server not in ours and out is not None:
@@ -528,7 +557,16 @@ def stop_pool(log_dir: Path, *, grace_s: float = STOP_GRACE_S, out: Any = None) 
                       "not a server this suite started (no matching record in pool.json)")
             print(f"[judge] skip pid={server.pid} port={server.port}: {reason}; not signalled", file=out, flush=True)
     stopped = stop_servers(ours, grace_s=grace_s, out=out)
-    _clear_records(log_dir)
+    kept = [s for s in servers if s not in stopped and process_identity(s.pid) is not None]
+    if kept == servers:  # nothing stopped, nothing gone: the record stays byte for byte
+        return stopped
+    if kept:  # running, but not vouched for: never signalled, and not forgotten either
+        entries = {e["pid"]: e for e in record["servers"]}
+        write_text_atomic(log_dir / PIDS_FILE, "".join(f"{s.pid} {s.port} {s.group} {s.log}\n" for s in kept))
+        write_json_atomic(log_dir / RECORD_FILE, {"boot_id": boot, "servers": [
+            entries[s.pid] for s in kept if s.pid in entries]}, indent=1)
+    else:
+        _clear_records(log_dir)
     return stopped
 
 
