@@ -22,12 +22,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def rows_for(release, model_ids: list[str] | None, seeds: list[int], gpus: list[int], calibration: str | None,
              engine_caches: str) -> list[dict]:
     """One row per GPU count: the last engine's starts and the generation seconds, counted and by rows alone."""
-    from trace_lib.campaign.estimate import calibration_path, estimate, load_rates, plan_work
+    from trace_lib.campaign.estimate import calibrated_rates, estimate, plan_work
     from trace_lib.campaign.plan import build_plan
 
     plan = build_plan(release, model_ids=model_ids, seeds=seeds)  # a plan only: nothing is read or written
     work = plan_work(plan, release)
-    rates = load_rates(calibration_path(calibration))
+    rates = calibrated_rates(calibration)
     out = []
     for count in gpus:
         runs = {name: estimate(work, rates, gpus=count, engine_caches=engine_caches, start_rows=start_rows)

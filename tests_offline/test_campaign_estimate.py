@@ -94,8 +94,59 @@ def test_calibration_overrides_defaults_and_bad_values_name_the_field(tmp_path):
     with pytest.raises(InputError, match="judge.requests_per_s"):
         load_rates(path)
     path.write_text("{not json")
-    with pytest.raises(InputError, match="calibration file unreadable"):
+    with pytest.raises(InputError, match="not JSON at line 1 column 2"):
         load_rates(path)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(("text", "field", "message"), [
+    ('{"judge": {"requests_per_s": 1' + "0" * 400 + "}}", "judge.requests_per_s", "not a number from 1e-06 to 1e+09"),
+    ('{"judge": {"requests_per_s": 1e-320}}', "judge.requests_per_s", "not a number from"),  # an infinite estimate
+    ('{"generation_7b": {"start_s": 1e308}}', "generation_7b.start_s", "not a number from"),  # a NaN one
+    ('{"generation_3b": {"max_tokens": 0.5}}', "generation_3b.max_tokens", "not an integer from 1"),
+    ('{"judge": {"requests_per_s": 5, "requests_per_s": 9}}', None, "duplicate key 'requests_per_s'"),
+    ('{"judge": {"requests_per_sec": 5}}', "judge.requests_per_sec", "unknown field 'requests_per_sec'"),
+    ('{"generaton_3b": {"rows_per_s": 5}}', "generaton_3b", "unknown section 'generaton_3b'"),
+    ("", None, "not JSON at line 1 column 1"),
+    ('{"judge": {"requests_per_s": NaN}}', None, "not strict JSON"),
+])
+def test_a_bad_calibration_file_is_one_line_naming_the_field(tmp_path, text, field, message):
+    path = tmp_path / "calibration.json"
+    path.write_text(text)
+    with pytest.raises(InputError) as err:
+        load_rates(path)
+    assert err.value.field == field and message in str(err.value)
+
+
+@pytest.mark.timeout(30)
+def test_a_calibration_file_the_user_named_must_be_a_regular_file_that_is_there(tmp_path, monkeypatch, capsys):
+    import os
+
+    from trace_lib.campaign.estimate import calibrated_rates
+
+    os.mkfifo(tmp_path / "fifo")  # opening it would block
+    for named, message in ((tmp_path / "absent.json", "calibration file not found"),
+                           (tmp_path / "fifo", "is a FIFO"), (tmp_path, "is a directory")):
+        with pytest.raises(InputError, match=message):
+            calibrated_rates(str(named))
+    assert calibrated_rates(os.devnull) is DEFAULT_RATES  # the defaults, on purpose
+    monkeypatch.setenv("TRACE_CALIBRATION", str(tmp_path / "absent.json"))
+    with pytest.raises(InputError, match="calibration file not found"):
+        calibrated_rates(None)
+    monkeypatch.delenv("TRACE_CALIBRATION")
+    monkeypatch.chdir(tmp_path)  # no trace-repro-work/calibration.json here: the defaults
+    assert calibrated_rates(None) is DEFAULT_RATES
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--gpus", "100000000000000000"], "argument --gpus: must be an integer from 1 to 4096"),
+    (["--gpus", "0"], "argument --gpus: must be an integer from 1 to 4096"),
+    (["--output-tokens", "0"], "argument --output-tokens: must be an integer from 1 to 1,000,000"),
+])
+def test_estimate_counts_out_of_range_are_one_line(capsys, argv, message):
+    with pytest.raises(SystemExit) as exit_:
+        main(["plan", "--estimate", "--calibration", "/dev/null", *argv])
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_plan_estimate_prints_every_phase(capsys, tmp_path):
@@ -106,7 +157,9 @@ def test_plan_estimate_prints_every_phase(capsys, tmp_path):
     assert out.startswith("estimate on 2 GPU(s), rates from calibration")
     judge = next(line for line in out.splitlines() if line.strip().startswith("judge"))
     assert "at      40.0/s" in judge  # 20 requests/s on each of 2 GPUs
-    assert main(["plan", "--estimate", "--gpus", "0"]) == 2
+    with pytest.raises(SystemExit) as exit_:
+        main(["plan", "--estimate", "--gpus", "0"])
+    assert exit_.value.code == 2
     assert "--gpus" in capsys.readouterr().err
     assert main(["plan", "--estimate", "--engines-per-group", "3"]) == 2  # no rates measured for 3
     err = capsys.readouterr().err

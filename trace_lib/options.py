@@ -80,6 +80,21 @@ def positive_int(text: str) -> int:
     return _number(text, int, "an integer >= 1", lambda v: v >= 1)
 
 
+#: The most GPUs an estimate is made for (``--gpus``), and the longest mean output it scales to (``--output-tokens``).
+MAX_ESTIMATE_GPUS = 4096
+MAX_OUTPUT_TOKENS = 1_000_000
+
+
+def gpu_count(text: str) -> int:
+    """``--gpus`` of an estimate: an integer from 1 to :data:`MAX_ESTIMATE_GPUS`."""
+    return _number(text, int, f"an integer from 1 to {MAX_ESTIMATE_GPUS}", lambda v: 1 <= v <= MAX_ESTIMATE_GPUS)
+
+
+def output_tokens(text: str) -> int:
+    """``--output-tokens``: an integer from 1 to :data:`MAX_OUTPUT_TOKENS`."""
+    return _number(text, int, f"an integer from 1 to {MAX_OUTPUT_TOKENS:,}", lambda v: 1 <= v <= MAX_OUTPUT_TOKENS)
+
+
 def engines_per_group(text: str) -> int | str:
     """``--engines-per-group``: an integer >= 1 or ``auto``."""
     return "auto" if text == "auto" else _number(text, int, "an integer >= 1 or auto", lambda v: v >= 1)

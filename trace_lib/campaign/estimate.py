@@ -142,14 +142,46 @@ def calibration_path(flag: str | Path | None = None) -> Path:
     return work_root(flag, CALIBRATION_ENV, CALIBRATION_LEAF)
 
 
+def calibrated_rates(flag: str | Path | None) -> Rates:
+    """The rates of ``--calibration FLAG`` (:func:`calibration_path`): a file the user named (the flag or
+    ``$TRACE_CALIBRATION``) must be there; the default location may be absent (the defaults); ``/dev/null`` is
+    the defaults on purpose."""
+    import os
+
+    return load_rates(calibration_path(flag), required=bool(flag or os.environ.get(CALIBRATION_ENV)))
+
+
+#: A calibration figure (rows/s, requests/s, seconds) lies in this range, so every estimate stays finite.
+CALIBRATION_RANGE = (1e-6, 1e9)
+
+
 def _positive(path: Path, where: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise InputError("not a positive number", file=str(path), field=where, found=value)
+    low, high = CALIBRATION_RANGE
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:  # NaN fails too
+        raise InputError(f"not a number from {low:g} to {high:g}", file=str(path), field=where,
+                         found=value if not isinstance(value, int) or abs(value) < 10 ** 20 else "a huge integer")
     return float(value)
 
 
-def load_rates(path: Path | None) -> Rates:
-    """The defaults, overridden by what the calibration file at ``path`` holds (an absent file: the defaults).
+def _tokens(path: Path, where: str, value: Any) -> int:
+    from trace_lib.options import MAX_OUTPUT_TOKENS
+
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_OUTPUT_TOKENS:
+        raise InputError(f"not an integer from 1 to {MAX_OUTPUT_TOKENS:,}", file=str(path), field=where,
+                         found=value if not isinstance(value, int) or abs(value) < 10 ** 20 else "a huge integer")
+    return value
+
+
+#: Each section's fields a calibration file may hold: the figures read, and what the benchmarks record beside them.
+_STAMP_FIELDS = {"measured_by", "measured_at", "path", "shape", "measured_start_s", "start_caches", "answer_tokens",
+                 "measured_path", "prompt_tokens_per_s", "output_tokens_per_s", "requests_per_row", "stub"}
+#: Sections the benchmarks write for the record only (``mini_campaign.py``'s designs), not read as rates.
+_RECORD_SECTIONS = {"mini_campaign"}
+
+
+def load_rates(path: Path | None, *, required: bool = False) -> Rates:
+    """The defaults, overridden by what the calibration file at ``path`` holds (an absent file: the defaults,
+    unless ``required``; ``None`` or ``/dev/null``: the defaults).
 
     Sections: ``judge`` (``requests_per_s``, ``start_s``), ``generation_<shape>`` (``rows_per_s`` and
     ``start_s`` with two engines on the GPU, ``one_engine_rows_per_s`` and ``one_engine_start_s`` with one, warm
@@ -159,15 +191,32 @@ def load_rates(path: Path | None) -> Rates:
     warm one (the campaign's own path), wherever the sections stand in the file.
 
     Raises:
-        InputError: the file is not JSON, or a value is not a positive number (file and field named).
+        InputError: a required file missing, not a regular file, not strict JSON, an unknown section or field,
+            or a value out of :data:`CALIBRATION_RANGE` (file and field named).
     """
-    if path is None or not Path(path).is_file():
+    import os
+
+    from trace_lib.decoding import check_input_file, read_text
+    from trace_lib.jsonio import DuplicateKey, loads_strict
+
+    if path is None or str(path) == os.devnull:
         return DEFAULT_RATES
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"calibration file unreadable ({type(exc).__name__})", file=str(path)) from None
+        text = read_text(check_input_file(path))  # a FIFO or directory is refused, never opened
+    except FileNotFoundError:
+        if required:
+            raise InputError("calibration file not found", file=str(path),
+                             hint="pass a file the benchmarks wrote (--calibration), or none for the defaults") from None
+        return DEFAULT_RATES
+    try:
+        data = loads_strict(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not JSON at line {exc.lineno} column {exc.colno} ({exc.msg})", file=str(path)) from None
+    except DuplicateKey as exc:
+        raise InputError(f"duplicate key {exc.key!r}", file=str(path)) from None
+    except ValueError as exc:
+        raise InputError(f"not strict JSON ({exc})", file=str(path)) from None
     if not isinstance(data, dict):
         raise InputError("not a JSON object", file=str(path))
     rates = DEFAULT_RATES
@@ -177,6 +226,7 @@ def load_rates(path: Path | None) -> Rates:
     for name, section in sorted(data.items(), key=lambda item: item[0] != "engine_start"):  # engine_start first
         if not isinstance(section, dict):
             raise InputError("not a JSON object", file=str(path), field=name)
+        _check_fields(path, name, section)
         if name == "judge":
             if "requests_per_s" in section:
                 rates = replace(rates, judge_requests_per_s=_positive(path, "judge.requests_per_s",
@@ -194,7 +244,7 @@ def load_rates(path: Path | None) -> Rates:
                 rates = replace(rates, one_engine_start_s=_positive(path, f"{name}.one_engine_start_s",
                                                                     section["one_engine_start_s"]))
             if "max_tokens" in section:
-                tokens[shape] = int(_positive(path, f"{name}.max_tokens", section["max_tokens"]))
+                tokens[shape] = _tokens(path, f"{name}.max_tokens", section["max_tokens"])
             if "start_s" in section:
                 rates = replace(rates, engine_start_s=_positive(path, f"{name}.start_s", section["start_s"]))
         elif name == "engine_start":
@@ -212,6 +262,33 @@ def load_rates(path: Path | None) -> Rates:
     return replace(rates, generation_rows_per_s=generation, one_engine_rows_per_s=one_engine,
                    generation_output_tokens=tokens,
                    source=f"calibration {path} (defaults for what it lacks)")
+
+
+#: The figures each section holds (``generation_<shape>`` for every shape).
+_SECTION_FIELDS = {
+    "judge": {"requests_per_s", "start_s"},
+    "generation_": {"rows_per_s", "start_s", "one_engine_rows_per_s", "one_engine_start_s", "max_tokens"},
+    "engine_start": set(ENGINE_CACHES),
+    "scoring": {"rows_per_s"},
+}
+
+
+def _check_fields(path: Path, name: str, section: Mapping[str, Any]) -> None:
+    """An unknown section or field (a typo would be ignored silently) is one line with what is known."""
+    from trace_lib.errors import did_you_mean
+
+    if name in _RECORD_SECTIONS:
+        return
+    kind = "generation_" if name.startswith("generation_") and name != "generation_" else name
+    if kind not in _SECTION_FIELDS:
+        known = [k for k in _SECTION_FIELDS if k != "generation_"] + ["generation_3b", "generation_7b",
+                                                                        *_RECORD_SECTIONS]
+        raise InputError(f"unknown section {name!r}", file=str(path), field=name, hint=did_you_mean(name, known))
+    allowed = _SECTION_FIELDS[kind] | _STAMP_FIELDS
+    for field_name in section:
+        if field_name not in allowed:
+            raise InputError(f"unknown field {field_name!r}", file=str(path), field=f"{name}.{field_name}",
+                             hint=did_you_mean(field_name, sorted(allowed)))
 
 
 def record_calibration(path: Path, section: str, values: Mapping[str, Any]) -> None:

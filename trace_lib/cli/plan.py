@@ -27,8 +27,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     estimate = parser.add_argument_group("estimate")
     estimate.add_argument("--estimate", action="store_true",
                           help="print the wall clock per phase the plan will take (trace_lib.campaign.estimate)")
-    estimate.add_argument("--gpus", type=int, default=None, metavar="N",
-                          help="GPUs to estimate for (default: the plan's GPU groups)")
+    estimate.add_argument("--gpus", type=options.gpu_count, default=None, metavar="N",
+                          help=f"GPUs to estimate for, 1 to {options.MAX_ESTIMATE_GPUS} (default: the plan's GPU "
+                               "groups)")
     estimate.add_argument("--calibration", default=None, metavar="FILE",
                           help="rates the GPU benchmarks measured (default $TRACE_CALIBRATION or "
                                "trace-repro-work/calibration.json; else the stated H200 defaults)")
@@ -39,7 +40,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                                f"engine for a GPU's share below {MIN_ROWS_FOR_SECOND_ENGINE:,} rows, else two)")
     add_engine_caches_option(estimate)
     estimate.add_argument("--json", action="store_true", help="print the estimate as one JSON object")
-    estimate.add_argument("--output-tokens", type=int, default=None, metavar="N",
+    estimate.add_argument("--output-tokens", type=options.output_tokens, default=None, metavar="N",
                           help="mean output tokens per generated row to expect (scales the generation rates)")
     parser.set_defaults(run=run)
 
@@ -58,15 +59,13 @@ def run(args: argparse.Namespace) -> ExitCode:
 
 
 def _estimate(args: argparse.Namespace, release, plan) -> ExitCode:  # noqa: ANN001
-    from trace_lib.campaign.estimate import calibration_path, estimate, load_rates, plan_work
+    from trace_lib.campaign.estimate import calibrated_rates, estimate, plan_work
     from trace_lib.errors import UsageError
 
     gpus = args.gpus if args.gpus is not None else sum(len(group) for group in plan.gpu_groups)
-    if gpus < 1:
-        raise UsageError("must be at least 1", field="--gpus", found=gpus)
-    if args.output_tokens is not None and args.output_tokens < 1:
-        raise UsageError("must be at least 1", field="--output-tokens", found=args.output_tokens)
-    rates = load_rates(calibration_path(args.calibration))
+    if not 1 <= gpus <= options.MAX_ESTIMATE_GPUS:  # the plan's GPU groups
+        raise UsageError(f"must be from 1 to {options.MAX_ESTIMATE_GPUS}", field="--gpus", found=gpus)
+    rates = calibrated_rates(args.calibration)
     engines = None if args.engines_per_group == "auto" else args.engines_per_group
     if engines is not None and engines > MAX_ENGINES_PER_GPU:
         raise UsageError(f"the rates are measured for at most {MAX_ENGINES_PER_GPU} engines per GPU",
@@ -76,7 +75,7 @@ def _estimate(args: argparse.Namespace, release, plan) -> ExitCode:  # noqa: ANN
     if args.json:
         import json
 
-        print(json.dumps(est.to_json(), sort_keys=True))
+        print(json.dumps(est.to_json(), sort_keys=True, allow_nan=False))
     else:
         print("\n".join(est.lines()))
     return ExitCode.OK

@@ -13,7 +13,6 @@ import json
 import time
 
 from trace_lib import options
-from trace_lib.errors import UsageError
 from trace_lib.exitcodes import ExitCode
 
 
@@ -29,7 +28,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="print each snapshot as one JSON object")
     parser.add_argument("--fail-if-incomplete", action="store_true", help="exit 1 when the campaign is incomplete")
     parser.add_argument("--no-gpu", action="store_true", help="do not query nvidia-smi")
-    parser.add_argument("--gpus", type=int, default=None, metavar="N",
+    parser.add_argument("--gpus", type=options.gpu_count, default=None, metavar="N",
                         help="GPUs the campaign runs on, for the estimate it is compared with (default: those "
                              "nvidia-smi lists, else 1)")
     parser.add_argument("--calibration", default=None, metavar="FILE",
@@ -47,8 +46,6 @@ def run(args: argparse.Namespace) -> ExitCode:
     _, suite, root, models, seeds, keys = campaign_inputs(args)
     reader = CampaignReader(root, {b.key: b.rows for b in suite.benchmarks})
     previous = None
-    if args.gpus is not None and args.gpus < 1:
-        raise UsageError("must be at least 1", field="--gpus", found=args.gpus)
     estimated = None
     while True:
         gpus = () if args.no_gpu else query_gpus()
@@ -59,7 +56,7 @@ def run(args: argparse.Namespace) -> ExitCode:
         against = _against_estimate(estimated, report, root)
         if args.json:
             print(json.dumps({**report.to_json(), "estimate": {**estimated.to_json(), "progress": against}},
-                             sort_keys=True), flush=True)
+                             sort_keys=True, allow_nan=False), flush=True)
         else:
             print("\n".join(report.lines() + [f"[trace-repro status:estimate] {line}" for line in against]),
                   flush=True)
@@ -73,10 +70,10 @@ def run(args: argparse.Namespace) -> ExitCode:
 
 
 def _estimate(args: argparse.Namespace, suite, models, seeds, keys, gpus: int):  # noqa: ANN001, ANN202
-    from trace_lib.campaign.estimate import calibration_path, estimate, load_rates, slice_work
+    from trace_lib.campaign.estimate import calibrated_rates, estimate, slice_work
 
     work = slice_work(suite, [(m, s, k) for m in models for s in seeds for k in keys])
-    return estimate(work, load_rates(calibration_path(args.calibration)), gpus=gpus, engine_caches=args.engine_caches)
+    return estimate(work, calibrated_rates(args.calibration), gpus=gpus, engine_caches=args.engine_caches)
 
 
 def _against_estimate(estimated, report, root) -> list[str]:  # noqa: ANN001
