@@ -108,7 +108,7 @@ def test_calibration_overrides_defaults_and_bad_values_name_the_field(tmp_path):
     ('{"judge": {"requests_per_sec": 5}}', "judge.requests_per_sec", "unknown field 'requests_per_sec'"),
     ('{"generaton_3b": {"rows_per_s": 5}}', "generaton_3b", "unknown section 'generaton_3b'"),
     ("", None, "not JSON at line 1 column 1"),
-    ('{"judge": {"requests_per_s": NaN}}', None, "not strict JSON"),
+    ('{"judge": {"requests_per_s": NaN}}', None, "non-finite number NaN"),
 ])
 def test_a_bad_calibration_file_is_one_line_naming_the_field(tmp_path, text, field, message):
     path = tmp_path / "calibration.json"

@@ -103,6 +103,17 @@ def loads_strict(text: str) -> Any:
         raise TooDeep() from None
 
 
+def strict_error(exc: ValueError) -> str:
+    """What a :func:`loads_strict` failure says in a one-line error (the caller names the file and field)."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not JSON at line {exc.lineno} column {exc.colno} ({exc.msg})"
+    if isinstance(exc, DuplicateKey):
+        return f"duplicate key {exc.key!r}"
+    if isinstance(exc, NonFinite):
+        return f"non-finite number {exc.name} is not valid JSON"
+    return f"not strict JSON ({exc})"
+
+
 def required(doc: Any, key: str, *, file: str, where: str = "",
              error: type[TraceReproError] = ReleaseFileError) -> Any:
     """``doc[key]``, or ``error("required field is missing")`` naming ``file`` and ``<where><key>``."""

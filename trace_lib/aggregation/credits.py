@@ -23,7 +23,7 @@ import numpy as np
 
 from trace_lib.decoding import check_input_file
 from trace_lib.errors import InputError
-from trace_lib.jsonio import MAX_INT, DuplicateKey, loads_strict
+from trace_lib.jsonio import MAX_INT, loads_strict, strict_error
 
 #: The key columns and the credit column, in file order.
 KEY_COLUMNS = ("model_id", "seed", "benchmark_id", "index")
@@ -152,12 +152,8 @@ class CreditTable:
                         continue
                     try:
                         rows.append(loads_strict(line))
-                    except json.JSONDecodeError as exc:
-                        raise InputError(f"not JSON ({exc.msg})", file=label, field=f"line {number}") from None
-                    except DuplicateKey as exc:
-                        raise InputError(f"duplicate key {exc.key!r}", file=label, field=f"line {number}") from None
-                    except ValueError as exc:  # NaN/Infinity, nesting too deep
-                        raise InputError(f"not strict JSON ({exc})", file=label, field=f"line {number}") from None
+                    except ValueError as exc:  # not JSON, a repeated key, NaN/Infinity, nesting too deep
+                        raise InputError(strict_error(exc), file=label, field=f"line {number}") from None
         except OSError as exc:
             raise InputError(f"cannot read file: {exc.strerror}", file=label) from None
         except UnicodeDecodeError:

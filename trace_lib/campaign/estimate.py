@@ -34,7 +34,6 @@ work). The total is their sum. :func:`compare_progress` sets the estimate agains
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -197,7 +196,7 @@ def load_rates(path: Path | None, *, required: bool = False) -> Rates:
     import os
 
     from trace_lib.decoding import check_input_file, read_text
-    from trace_lib.jsonio import DuplicateKey, loads_strict
+    from trace_lib.jsonio import loads_strict, strict_error
 
     if path is None or str(path) == os.devnull:
         return DEFAULT_RATES
@@ -211,12 +210,8 @@ def load_rates(path: Path | None, *, required: bool = False) -> Rates:
         return DEFAULT_RATES
     try:
         data = loads_strict(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not JSON at line {exc.lineno} column {exc.colno} ({exc.msg})", file=str(path)) from None
-    except DuplicateKey as exc:
-        raise InputError(f"duplicate key {exc.key!r}", file=str(path)) from None
     except ValueError as exc:
-        raise InputError(f"not strict JSON ({exc})", file=str(path)) from None
+        raise InputError(strict_error(exc), file=str(path)) from None
     if not isinstance(data, dict):
         raise InputError("not a JSON object", file=str(path))
     rates = DEFAULT_RATES

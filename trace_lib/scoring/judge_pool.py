@@ -506,7 +506,7 @@ def _read_record(log_dir: Path, *, strict: bool = False) -> dict[str, Any]:
         InputError: ``strict`` and ``pool.json`` is not a regular file, not strict JSON or not a pool record.
     """
     from trace_lib.decoding import check_input_file, read_text
-    from trace_lib.jsonio import loads_strict
+    from trace_lib.jsonio import loads_strict, strict_error
 
     empty: dict[str, Any] = {"boot_id": None, "servers": []}
     path = log_dir / RECORD_FILE
@@ -520,7 +520,7 @@ def _read_record(log_dir: Path, *, strict: bool = False) -> dict[str, Any]:
         return empty
     except ValueError as exc:
         if strict:
-            raise InputError(f"the pool record is not strict JSON ({exc})", file=str(path),
+            raise InputError(f"the pool record is unreadable: {strict_error(exc)}", file=str(path),
                              hint="nothing was signalled or removed; repair or move it away") from None
         return empty
     if not isinstance(record, dict) or not isinstance(record.get("servers"), list):

@@ -7,13 +7,12 @@ with ``trace-repro score``. Files that trace-repro generated carry an identity h
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterator, Sequence
 
 from trace_lib.protocol import Row
 from trace_lib.errors import InputError
-from trace_lib.jsonio import DuplicateKey, loads_strict
+from trace_lib.jsonio import loads_strict, strict_error
 
 #: Accepted names of the response text field, in order of preference.
 TEXT_FIELDS = ("response", "prediction")
@@ -32,11 +31,8 @@ def indexed_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             continue
         try:
             record = loads_strict(line)
-        except DuplicateKey as exc:
-            raise InputError(f"duplicate key {exc.key!r}", file=str(path), field=f"line {number}") from None
-        except ValueError as exc:  # not JSON, NaN/Infinity, nesting too deep
-            detail = "" if isinstance(exc, json.JSONDecodeError) else f" ({exc})"
-            raise InputError(f"not a JSON object{detail}", file=str(path), field=f"line {number}") from None
+        except ValueError as exc:  # not JSON, a repeated key, NaN/Infinity, nesting too deep
+            raise InputError(f"not a JSON object: {strict_error(exc)}", file=str(path), field=f"line {number}") from None
         if not isinstance(record, dict) or "index" not in record:
             raise InputError("each line needs an 'index'", file=str(path), field=f"line {number}")
         yield number, record
