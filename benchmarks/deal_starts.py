@@ -2,9 +2,9 @@
 
 ``generate`` deals each (model, benchmark) to the worker whose load it leaves lowest, a model new to a worker
 adding ``START_COST_ROWS`` (:func:`trace_lib.campaign.plan.deal_slices`). This prints, for the paper campaign (or
-``--model-id``/``--seeds``) on 1-8 GPUs, the starts of the engine that finishes last and ``trace-repro plan --estimate``'s
-generation time dealt that way and dealt by rows alone (the baseline, ``start_rows=0``), side by side, and their
-ratio. Rates: ``--calibration FILE``, else the stated H200 defaults. A prediction, not a measurement.
+``--model-id``/``--seeds``) on 1-8 GPUs, the starts of the engine that finishes last and ``trace-repro plan
+--estimate``'s generation time dealt that way and dealt by rows alone (the baseline, ``start_rows=0``), side by
+side, and their ratio. Rates: ``--calibration FILE``, else the stated H200 defaults. A prediction, not a measurement.
 
     python benchmarks/deal_starts.py [--gpus 1,2,4,8] [--calibration FILE] [--engine-caches new-model]
         [--model-id ID ...] [--seeds 42 43 44] [--trace-root DIR]

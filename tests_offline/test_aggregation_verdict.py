@@ -203,6 +203,8 @@ def _rows(n=400, **change):
     (_rows(seed="x"), "row 4.seed: seed is not an integer in 0..9223372036854775807 (found 'x')"),
     (_rows(seed=10 ** 30), "row 4.seed: seed is not an integer in 0..9223372036854775807"),  # not an overflow
     (_rows(seed=-1), "row 4.seed: seed is not an integer in 0..9223372036854775807 (found -1)"),
+    (_rows(index={}), "row 4.index: index is not a string or an integer (found {})"),
+    (_rows(model_id=5), "row 4.model_id: model_id is not a string (found 5)"),
 ])
 def test_bad_credits_files_are_one_line_errors(capsys, release, tmp_path, rows, message):
     path = tmp_path / "bad.jsonl"

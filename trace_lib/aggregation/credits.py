@@ -130,6 +130,12 @@ class CreditTable:
             at = next(i for i, v in enumerate(columns["credit"]) if not _is_float(v))
             raise InputError("credit is not a number", file=source, field=f"row {at + 1}.credit",
                              found=columns["credit"][at]) from None
+        for name, kinds in (("model_id", (str,)), ("benchmark_id", (str,)), ("index", (str, int))):
+            bad = next((i for i, v in enumerate(columns[name])
+                        if isinstance(v, bool) or not isinstance(v, kinds)), None)  # a dict or list is no key
+            if bad is not None:
+                raise InputError(f"{name} is not {' or '.join('a string' if k is str else 'an integer' for k in kinds)}",
+                                 file=source, field=f"row {bad + 1}.{name}", found=columns[name][bad])
         text = {name: np.asarray([str(v) for v in columns[name]], dtype=object)
                 for name in ("model_id", "benchmark_id", "index")}
         extra = {name: np.asarray(list(values), dtype=object) for name, values in columns.items()
