@@ -398,11 +398,12 @@ def start_pool(spec: PoolSpec, *, poll_s: float = 1.0, out: Any = None) -> Pool:
 
 
 def write_records(log_dir: Path, servers: Sequence[Server], boot: str | None) -> None:
-    """``pids.txt`` (upstream's ``pid port group log`` lines) and ``pool.json`` (the identities), each atomically."""
+    """``pids.txt`` (upstream's ``pid port group log`` lines) and ``pool.json`` (the identities of those whose start
+    time is known: only an identity vouches for a server), each atomically."""
     write_text_atomic(log_dir / PIDS_FILE, "".join(f"{s.pid} {s.port} {s.group} {s.log}\n" for s in servers))
     write_json_atomic(log_dir / RECORD_FILE, {"boot_id": boot, "servers": [
         {"pid": s.pid, "port": s.port, "group": s.group, "log": str(s.log), "start_ticks": s.start_ticks}
-        for s in servers]}, indent=1)
+        for s in servers if s.start_ticks is not None]}, indent=1)
 
 
 def _clear_records(log_dir: Path) -> None:
@@ -469,9 +470,7 @@ def read_pids(log_dir: Path) -> list[Server]:
         InputError: no ``pids.txt`` there; it is not UTF-8 text; a line that is not ``pid port group log``; a pid
             of 0, 1, a negative one or the caller's own process group.
     """
-    from trace_lib.decoding import read_text
-
-    from trace_lib.decoding import check_input_file
+    from trace_lib.decoding import check_input_file, read_text
 
     path = Path(log_dir) / PIDS_FILE
     if Path(log_dir).exists() and not Path(log_dir).is_dir():
@@ -482,7 +481,8 @@ def read_pids(log_dir: Path) -> list[Server]:
     except FileNotFoundError:
         raise InputError("no judge pool here (pids.txt missing)", file=str(path),
                          hint="pass the --log-dir the pool was started with") from None
-    recorded = {entry["pid"]: entry.get("start_ticks") for entry in _read_record(Path(log_dir), strict=True)["servers"]}
+    record = _read_record(Path(log_dir), strict=True)
+    recorded = {entry["pid"]: entry.get("start_ticks") for entry in record["servers"]}
     servers = []
     for number, line in enumerate(read_text(path).splitlines(), start=1):
         parts = line.split(maxsplit=3)
@@ -560,11 +560,8 @@ def stop_pool(log_dir: Path, *, grace_s: float = STOP_GRACE_S, out: Any = None) 
     kept = [s for s in servers if s not in stopped and process_identity(s.pid) is not None]
     if kept == servers:  # nothing stopped, nothing gone: the record stays byte for byte
         return stopped
-    if kept:  # running, but not vouched for: never signalled, and not forgotten either
-        entries = {e["pid"]: e for e in record["servers"]}
-        write_text_atomic(log_dir / PIDS_FILE, "".join(f"{s.pid} {s.port} {s.group} {s.log}\n" for s in kept))
-        write_json_atomic(log_dir / RECORD_FILE, {"boot_id": boot, "servers": [
-            entries[s.pid] for s in kept if s.pid in entries]}, indent=1)
+    if kept:  # running but not vouched for: never signalled, not forgotten, and still not vouched for later
+        write_records(log_dir, kept, boot)
     else:
         _clear_records(log_dir)
     return stopped
