@@ -17,7 +17,8 @@ from trace_lib.testing.cli_runner import run_cli
 
 pytestmark = pytest.mark.offline
 
-HEADER = b'{"kind":"header","schema_version":"trace-repro-responses-v1"}\n'
+HEADER = (b'{"kind":"header","schema_version":"trace-repro-responses-v1","slice":"m-seed42-b","model":"m",'
+          b'"model_revision":"r","seed":42,"benchmark":"b","contract_hash":"0","contract":{}}\n')
 
 
 def test_decode_names_the_file_and_the_byte_offset():

@@ -150,6 +150,40 @@ def test_a_row_field_of_another_type_or_range_is_one_line_naming_it(tmp_path, fi
     assert err.value.field == f"line 2.{field}" and "wrong type or range" in str(err.value)
 
 
+@pytest.mark.parametrize(("field", "value"), [
+    ("model", 5), ("model", None), ("seed", "42"), ("seed", 2 ** 64), ("seed", False), ("contract", [1]),
+    ("benchmark", ["mmstar"]), ("engine", "vllm"), ("created_at", 0), ("slice", None),
+])
+def test_a_header_field_of_another_type_is_one_line_naming_it_for_readers_and_resume(tmp_path, field, value):
+    """The header is typed as the writer writes it: ``model: 5`` used to reach the verdict as a key and
+    ``contract: [1]`` a resume's comparison, where only a differing value was noticed."""
+    path = _stored_file(tmp_path)
+
+    def edit(line: str) -> str:
+        record = json.loads(line)
+        record[field] = value
+        return json.dumps(record) + "\n"
+
+    _edit_row(path, 1, edit)
+    before = path.read_bytes()
+    for attempt in (load_header, load_responses, lambda p: SliceStore.open(p, IDENTITY)):
+        with pytest.raises(InputError) as err:
+            attempt(path)
+        assert err.value.field == f"header.{field}" and "wrong type or range" in str(err.value)
+    assert path.read_bytes() == before and not path.with_name(path.name + ".lock").exists()
+
+
+def test_a_header_without_the_optional_fields_still_reads(tmp_path):
+    path = _stored_file(tmp_path)
+    _edit_row(path, 1, lambda line: json.dumps({k: v for k, v in json.loads(line).items()
+                                                 if k not in ("engine", "created_at")}) + "\n")
+    assert len(load_responses(path)) == 3
+    _edit_row(path, 1, lambda line: json.dumps({k: v for k, v in json.loads(line).items() if k != "model"}) + "\n")
+    with pytest.raises(InputError, match="header line lacks a field") as err:
+        load_header(path)
+    assert err.value.field == "header.model"
+
+
 @pytest.mark.parametrize("edit", [
     lambda line: line.replace('"response":', '"response":"B","response":', 1),  # last-wins would change the score
     lambda line: line.replace("\"prompt_tokens\":10", "\"prompt_tokens\":NaN", 1),

@@ -229,7 +229,7 @@ def test_a_header_seed_out_of_range_is_one_line_before_anything_is_written(tmp_p
     path.write_text(json.dumps(header) + "\n" + "".join(lines[1:]), encoding="utf-8")
     with pytest.raises(InputError) as err:
         _score_to(tmp_path / "out", rows, path)
-    assert err.value.field == "header.seed" and "out of range" in str(err.value)
+    assert err.value.field == "header.seed" and "wrong type or range" in str(err.value)
     assert not (tmp_path / "out").exists()
 
 

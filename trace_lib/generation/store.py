@@ -126,21 +126,7 @@ class StoredResponse:
         Raises:
             InputError: a field missing or of another type, or an integer outside ``0..MAX_INT`` (naming it).
         """
-        values = {}
-        for name, types in _ROW_TYPES.items():
-            if name not in record:
-                raise InputError("row line lacks a field", file=file, field=f"line {line}.{name}")
-            value = record[name]
-            ok = (value is None and None in types) or any(
-                isinstance(value, t) and not isinstance(value, bool) for t in types if t is not None)
-            if ok and isinstance(value, int) and not 0 <= value <= MAX_INT:
-                ok = False
-            if not ok:
-                expected = " or ".join("null" if t is None else t.__name__ for t in types)
-                raise InputError("row field has the wrong type or range", file=file, field=f"line {line}.{name}",
-                                 expected=expected + (f" (0..{MAX_INT})" if int in types else ""), found=value)
-            values[name] = value
-        return cls(**values)
+        return cls(**_typed_fields(record, _ROW_TYPES, what="row", file=file, prefix=f"line {line}"))
 
 
 #: Each row field's types as the store writes them (None: JSON null allowed).
@@ -149,6 +135,43 @@ _ROW_TYPES: dict[str, tuple[type | None, ...]] = {
     "response": (str,), "finish_reason": (str, None), "prompt_tokens": (int, None),
     "completion_tokens": (int, None), "model_revision": (str,), "backend": (str,), "prompt": (str,),
 }
+#: The header's fields and their types as :meth:`SliceIdentity.header` writes them.
+_HEADER_TYPES: dict[str, tuple[type | None, ...]] = {
+    "slice": (str,), "model": (str,), "model_revision": (str,), "seed": (int,), "benchmark": (str,),
+    "contract_hash": (str,), "contract": (dict,), "created_at": (str,), "engine": (dict,),
+}
+#: Header fields a file may lack: ``engine`` (files written before engines were recorded) and ``created_at``.
+_HEADER_OPTIONAL = frozenset({"created_at", "engine"})
+
+
+def _typed_fields(record: Mapping[str, Any], types: Mapping[str, tuple[type | None, ...]], *, what: str, file: str,
+                  prefix: str, optional: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """``record``'s fields named in ``types``, each checked to be of one of its types (integers in ``0..MAX_INT``).
+
+    Raises:
+        InputError: a required field missing, or a field of another type or range (naming ``prefix.field``).
+    """
+    values = {}
+    for name, allowed in types.items():
+        if name not in record:
+            if name in optional:
+                continue
+            raise InputError(f"{what} line lacks a field", file=file, field=f"{prefix}.{name}")
+        value = record[name]
+        ok = (value is None and None in allowed) or any(
+            isinstance(value, t) and not isinstance(value, bool) for t in allowed if t is not None)
+        if ok and isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= MAX_INT:
+            ok = False
+        if not ok:
+            expected = " or ".join("null" if t is None else _JSON_NAMES.get(t, t.__name__) for t in allowed)
+            raise InputError(f"{what} field has the wrong type or range", file=file,
+                             field=f"{prefix}.{name}",
+                             expected=expected + (f" (0..{MAX_INT})" if int in allowed else ""), found=value)
+        values[name] = value
+    return values
+
+
+_JSON_NAMES = {dict: "object", str: "string", int: "integer"}
 
 
 # -- reading ---------------------------------------------------------------------------------------------------
@@ -188,6 +211,8 @@ def _parse(path: Path, data: bytes) -> _Parsed:
             if record.get("schema_version") != SCHEMA_VERSION:
                 raise InputError("unknown response-file schema version", file=file, field="header.schema_version",
                                  expected=SCHEMA_VERSION, found=record.get("schema_version"))
+            _typed_fields(record, _HEADER_TYPES, what="header", file=file, prefix="header",
+                         optional=_HEADER_OPTIONAL)
             header = record
         else:
             if record.get("kind") != "row":

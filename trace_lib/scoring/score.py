@@ -32,7 +32,6 @@ from trace_lib.protocol import Protocol, Row, RowScore, ScoringContext, SliceSco
 from trace_lib.errors import InputError, JudgeError
 from trace_lib.extraction.workbook import library_versions
 from trace_lib.filelock import locked_directory
-from trace_lib.jsonio import MAX_INT
 from trace_lib.outputs import check_replaceable
 from trace_lib.scoring.judge import Judge
 
@@ -265,21 +264,17 @@ def scores_dir(campaign_root: Path, *, model: str, seed: int, benchmark: str) ->
 
 def check_header_slice(path: Path, header: Mapping[str, Any], *, benchmark: str, seed: int | None = None,
                        model: str | None = None) -> int:
-    """The header's seed, once the header names the slice the file is read as: ``benchmark``, and ``seed`` and
-    ``model`` where given (a file filed under ``seed_43/`` must hold seed 43's responses).
+    """The header's seed, once the header (as :func:`~trace_lib.generation.store.load_header` read it, its fields
+    typed) names the slice the file is read as: ``benchmark``, and ``seed`` and ``model`` where given (a file
+    filed under ``seed_43/`` must hold seed 43's responses).
 
     Raises:
-        InputError: another benchmark, seed or model, or no integer seed (naming the header field).
+        InputError: another benchmark, seed or model (naming the header field).
     """
     if header.get("benchmark") != benchmark:
         raise InputError("responses belong to another benchmark", file=str(path), field="header.benchmark",
                          expected=benchmark, found=header.get("benchmark"))
-    header_seed = header.get("seed")
-    if isinstance(header_seed, bool) or not isinstance(header_seed, int):
-        raise InputError("header has no integer seed", file=str(path), field="header.seed", found=header_seed)
-    if not 0 <= header_seed <= MAX_INT:
-        raise InputError("header seed is out of range", file=str(path), field="header.seed",
-                         expected=f"0..{MAX_INT}", found=header_seed)
+    header_seed = header["seed"]  # an integer in 0..MAX_INT: the store's reader checks the header's types
     if seed is not None and seed != header_seed:
         raise InputError("the response file holds another seed than the slice it is read as", file=str(path),
                          field="header.seed", expected=seed, found=header_seed,
