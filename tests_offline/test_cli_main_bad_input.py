@@ -93,6 +93,13 @@ CASES = {
     "env constraints --out fifo": (["env", "constraints", "--out", "W/fifo"], 2, "a FIFO"),
     "prepare-data --data-root file": (["prepare-data", "--data-root", "W/a_file", "--benchmark", "erqa"], 2,
                                       "--data-root"),
+    # a directory option naming a file is refused even where the command would write nothing
+    "plan --campaign-root file": (["plan", "--campaign-root", "W/a_file"], 2, "--campaign-root"),
+    "plan --model-root file": (["plan", "--model-root", "W/a_file"], 2, "--model-root"),
+    "validation plan --work-dir file": (["validation", "plan", "--work-dir", "W/a_file"], 2, "--work-dir"),
+    "score --data-root file": (["score", "--campaign-root", "W/campaign", "--data-root", "W/a_file"], 2,
+                               "--data-root"),
+    "benchmarks --trace-root file": (["benchmarks", "--trace-root", "W/a_file"], 2, "--trace-root"),
     # input that is not UTF-8, or corrupt, or of an unknown schema
     "plain file not UTF-8": (_score("--responses", "W/latin1.jsonl", "--out", "W/o", "--seed", "42"), 2,
                              "byte offset 29"),
@@ -146,6 +153,27 @@ def test_hostile_arguments_get_one_line_and_leave_nothing(world, monkeypatch, ar
     assert "Traceback" not in result.stderr + result.stdout
     assert "(found None)" not in errors[0] and "did you mean" not in errors[0] or "bogus" not in argv
     assert _world_state(world) == before
+
+
+@pytest.mark.parametrize(("variable", "argv", "target"), [
+    ("TRACE_ROOT", ["check"], "W/a_file"), ("TRACE_ROOT", ["check"], "W/missing_dir"),
+    ("TRACE_ROOT", ["benchmarks"], "W/a_file"), ("TRACE_CAMPAIGN_ROOT", ["plan"], "W/a_file"),
+    ("TRACE_MODEL_ROOT", ["plan"], "W/a_file"), ("TRACE_DATA_ROOT", ["score", "--campaign-root", "W/campaign"],
+                                                 "W/a_file"),
+    ("TRACE_VALIDATION_DIR", ["validation", "plan"], "W/a_file"),
+])
+def test_a_directory_from_the_environment_is_named_by_its_variable(world, monkeypatch, variable, argv, target):
+    """The error names where the value came from: TRACE_ROOT=FILE used to be reported as --trace-root."""
+    for name in ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(world)
+    monkeypatch.setenv(variable, target.replace("W", str(world), 1))
+    before = _world_state(world)
+    result = run_cli([a.replace("W", str(world), 1) if a.startswith("W/") else a for a in argv])
+    errors = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert result.returncode == 2 and len(errors) == 1, result.stderr
+    assert errors[0].split(":")[1].split()[0] == variable, errors[0]
+    assert "Traceback" not in result.stderr and _world_state(world) == before
 
 
 def test_every_hint_names_a_command_that_exists():

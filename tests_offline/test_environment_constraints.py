@@ -107,6 +107,19 @@ def test_bad_lines_are_one_error_naming_file_and_line(release, tmp_path, capsys,
     assert lines[0].startswith(f"error: {identity.EVAL_REQUIREMENTS}: line 2:") and found in lines[0]
 
 
+@pytest.mark.parametrize("profile", ["eval", "train"])
+@pytest.mark.parametrize("text", ["", "# only a comment\n\n"])
+def test_an_emptied_requirement_file_is_refused_not_written_as_an_empty_constraints_file(
+        release, tmp_path, capsys, profile, text):
+    rel = identity.EVAL_REQUIREMENTS if profile == "eval" else identity.REQUIREMENTS_CU128
+    copy = _copy(release, tmp_path / "release", {rel: text})
+    out = tmp_path / "paper.txt"
+    code = main(["env", "constraints", "--profile", profile, "--trace-root", str(copy.path), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and not out.exists() and "Traceback" not in err
+    assert f"error: {rel}: requirement file holds no requirement" in err
+
+
 def test_cli_writes_atomically_and_unwritable_out_is_one_line(release, tmp_path, capsys):
     out = tmp_path / "paper.txt"
     assert main(["env", "constraints", "--trace-root", str(release.path), "--out", str(out), "--pypi-only"]) == 0

@@ -123,6 +123,26 @@ def test_status_counts_rows_scores_and_rate(campaign, release):
                                     "score_slices", "observed_score_files", "expected_score_slices", "records", "complete"}
 
 
+@pytest.mark.timeout(30)
+def test_status_names_a_fifo_or_directory_in_place_of_a_slice_file_without_opening_it(capsys, campaign, release):
+    import os
+
+    from trace_lib.reports.collect import response_file, scores_file
+
+    responses = response_file(campaign, SliceKey(MODEL, 43, "erqa"))
+    responses.unlink()
+    os.mkfifo(responses)  # opening it would block status for ever
+    scores = scores_file(campaign, SliceKey(MODEL, 42, "erqa"))
+    scores.unlink()
+    scores.mkdir()
+    code, out, _ = _cli(capsys, "status", "--no-gpu", *_select(campaign))
+    warnings = [line for line in out.splitlines() if line.startswith("[trace-repro status:warning]")]
+    assert code == 0 and len(warnings) == 2, out
+    assert any(f"{responses}: is a FIFO, not a regular file (counted as absent" in w for w in warnings), warnings
+    assert any(f"{scores}: is a directory, not a regular file" in w for w in warnings), warnings
+    assert f"{MODEL} seed 43: rows {887 - load_suite(release).benchmark('erqa').rows}/887" in out
+
+
 def test_status_cli_fails_if_incomplete_only_when_asked(capsys, campaign):
     code, out, _ = _cli(capsys, "status", "--no-gpu", *_select(campaign))
     assert code == 0 and out.startswith("[trace-repro status] generation 1774/1774 rows (100.0%)")

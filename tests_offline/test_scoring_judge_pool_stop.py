@@ -124,7 +124,7 @@ def test_a_fifo_for_pids_txt_or_a_file_for_the_log_dir_is_named_as_such(tmp_path
     assert result.returncode == 2 and "is a FIFO" in result.stderr and (tmp_path / "pids.txt").is_fifo()
     (tmp_path / "file").write_text("x")
     result = _stop(tmp_path / "file")
-    assert result.returncode == 2 and "--log-dir is not a directory" in result.stderr
+    assert result.returncode == 2 and "--log-dir: is a regular file, not a directory" in result.stderr
     assert signals == []
 
 

@@ -26,27 +26,37 @@ class Option:
     default: Any = None
     type: Callable[[str], Any] = str
     is_switch: bool = False  # a store_true flag
+    is_directory: bool = False  # names a directory: a file, FIFO ... there is refused wherever it is resolved
 
     @property
     def dest(self) -> str:
         return self.flag.lstrip("-").replace("-", "_")
 
     def resolve(self, given: Any, env: dict[str, str] | None = None) -> Any:
-        """The effective value: the flag's, else the environment's (converted), else the default."""
+        """The effective value: the flag's, else the environment's (converted), else the default.
+
+        Raises:
+            UsageError: the environment's value does not convert, or a directory option names something that
+                is not a directory (naming the flag or the variable the value came from).
+        """
         if given not in (None, False):
-            return given
-        environ = os.environ if env is None else env
-        if self.env and environ.get(self.env):
-            raw = environ[self.env]
+            value, source = given, self.flag
+        else:
+            environ = os.environ if env is None else env
+            if not (self.env and environ.get(self.env)):
+                return self.default
+            raw, source = environ[self.env], self.env
             if self.is_switch:
                 return raw.lower() in ("1", "true", "yes", "on")
             try:
-                return self.type(raw)
+                value = self.type(raw)
             except BadValue as exc:
                 raise UsageError(str(exc), field=self.env) from None
             except (TypeError, ValueError):
                 raise UsageError(f"invalid value {raw!r}", field=self.env) from None
-        return self.default
+        if self.is_directory:
+            check_directory(value, field=source)
+        return value
 
 
 class BadValue(argparse.ArgumentTypeError, ValueError):
@@ -115,7 +125,8 @@ def unit_fraction(text: str) -> float:
     return _number(text, float, "a number > 0 and <= 1", lambda v: 0 < v <= 1)
 
 
-TRACE_ROOT = Option("--trace-root", "TRACE checkout (or data-only copy) holding rlvr/", env="TRACE_ROOT")
+TRACE_ROOT = Option("--trace-root", "TRACE checkout (or data-only copy) holding rlvr/", env="TRACE_ROOT",
+                    is_directory=True)
 UNPINNED = Option(
     "--unpinned",
     "validate any release of the same schemas by structure and recomputation, not the paper release's identity",
@@ -159,12 +170,13 @@ TOLERANCE_Z = Option(
     type=positive_number,
 )
 CAMPAIGN_ROOT = Option(
-    "--campaign-root", "directory of a reproduction campaign (responses, scores, receipts)", env="TRACE_CAMPAIGN_ROOT"
+    "--campaign-root", "directory of a reproduction campaign (responses, scores, receipts)", env="TRACE_CAMPAIGN_ROOT",
+    is_directory=True,
 )
 JUDGE_URL = Option("--judge-url", "OpenAI-compatible base URL of the Qwen3-32B judge", env="TRACE_JUDGE_URL")
 ARCHIVE_ROOT = Option(
     "--archive-root", "a fetched copy of the paper's evaluation archive ('trace-repro fetch-runs --dest DIR')",
-    env="TRACE_ARCHIVE_ROOT",
+    env="TRACE_ARCHIVE_ROOT", is_directory=True,
 )
 ARCHIVE_RUN_ID = Option(
     "--archive-run-id", "the archive run to read when the archive root holds several runs of one slice",
@@ -259,7 +271,7 @@ def check_directory(value: str | os.PathLike[str] | None, *, field: str) -> None
 def validate(namespace: Any, *, backends: Sequence[str]) -> None:
     """Every shared option of ``namespace`` (flag or environment) converted and checked once, up front: the
     values, the choices (--backend, --schedule, --model-verify) and the directories (--campaign-root,
-    --archive-root, --trace-root must not name a file).
+    --archive-root, --trace-root must not name a file: :attr:`Option.is_directory`, checked as they resolve).
 
     Raises:
         UsageError: the first bad value (one line naming the flag or environment variable).
@@ -268,8 +280,6 @@ def validate(namespace: Any, *, backends: Sequence[str]) -> None:
     check_choice(values[BACKEND.dest], list(backends), field=BACKEND.flag, what="backend")
     check_schedule(values[SCHEDULE.dest])
     check_choice(values[MODEL_VERIFY.dest], MODEL_VERIFY_MODES, field=MODEL_VERIFY.flag, what="--model-verify mode")
-    for opt in (CAMPAIGN_ROOT, ARCHIVE_ROOT, TRACE_ROOT):
-        check_directory(values[opt.dest], field=opt.flag)
 
 
 RAY_ADDRESS = Option(
@@ -318,6 +328,12 @@ def reject_tolerance_z(namespace: Any) -> None:
 def resolve(namespace: Any, option: Option) -> Any:
     """The effective value of ``option`` from a parsed namespace (or pytest config.option)."""
     return option.resolve(getattr(namespace, option.dest, None))
+
+
+def given(namespace: Any, option: Option) -> Any:
+    """The flag's own value in a parsed namespace (None when absent), for a resolver that reads ``option.env``
+    itself and names in its errors the source it used (:func:`trace_lib.release.locate.locate_release`)."""
+    return getattr(namespace, option.dest, None)
 
 
 # -- environment variables without a shared Option ---------------------------------------------------------------
@@ -415,7 +431,14 @@ def cuda_visible_devices(group: Sequence[int]) -> str:
     return ",".join(str(gpu) for gpu in group)
 
 
-def work_root(flag: str | os.PathLike[str] | None, env: str, leaf: str) -> Path:
-    """Flag, then environment variable ``env``, then ``trace-repro-work/<leaf>``."""
+def work_root(flag: str | os.PathLike[str] | None, env: str, leaf: str, *, directory: str | None = None) -> Path:
+    """Flag, then environment variable ``env``, then ``trace-repro-work/<leaf>``.
+
+    Raises:
+        UsageError: ``directory`` (the flag's name) is given and the value names something that is not a
+            directory (naming the flag, or ``env`` when the value came from it).
+    """
     value = flag or os.environ.get(env)
+    if directory is not None:
+        check_directory(value, field=directory if flag else env)
     return Path(value) if value else DEFAULT_WORK_DIR / leaf

@@ -118,7 +118,7 @@ def _pool_spec(config: pytest.Config):  # noqa: ANN202 - judge_pool.PoolSpec
     from trace_lib.release.locate import locate_release
     from trace_lib.scoring import judge_pool as jp
 
-    release = locate_release(options.resolve(config.option, options.TRACE_ROOT))
+    release = locate_release(options.given(config.option, options.TRACE_ROOT))
     groups = (config.getoption("judge_gpu_groups") or getattr(config.option, "gpu_groups", None)
               or os.environ.get(options.GPU_GROUPS_ENV.name) or "0")
     log_dir = config.getoption("judge_log_dir")
@@ -132,7 +132,7 @@ def _pool_spec(config: pytest.Config):  # noqa: ANN202 - judge_pool.PoolSpec
         gpu_groups=groups, port_start=config.getoption("judge_port_start") or jp.JUDGE_PORT_START,
         chat_template=config.getoption("judge_chat_template"), vllm=config.getoption("judge_vllm"),
         ready_timeout_s=config.getoption("judge_ready_timeout") or jp.READY_TIMEOUT_S,
-        log_dir=work_root(log_dir, options.JUDGE_LOG_DIR_ENV.name, "judge"),
+        log_dir=work_root(log_dir, options.JUDGE_LOG_DIR_ENV.name, "judge", directory="--judge-log-dir"),
     )
 
 

@@ -54,8 +54,8 @@ def check_options(config: pytest.Config) -> None:
     """
     from trace_lib.campaign.plan import plan_from_options
 
-    given_root = options.resolve(config.option, options.TRACE_ROOT)
     try:
+        given_root = options.resolve(config.option, options.TRACE_ROOT)
         from trace_lib.generation.backends.base import BACKENDS
 
         options.validate(config.option, backends=list(BACKENDS))
@@ -76,7 +76,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     from trace_lib.campaign.plan import plan_from_options
 
     try:
-        release = locate_release(options.resolve(config.option, options.TRACE_ROOT))
+        release = locate_release(options.given(config.option, options.TRACE_ROOT))
         options.reject_tolerance_z(config.option)
         plan = plan_from_options(release, config.option)
         text = plan.render(plan.power(release))

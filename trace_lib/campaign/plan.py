@@ -315,7 +315,7 @@ def build_plan(
         UsageError: unknown benchmark/model, bad seed, delta, GPU groups or tensor-parallel size.
     """
     suite = load_suite(release)
-    root = options.work_root(model_root, MODEL_ROOT_ENV, "models")
+    root = options.work_root(model_root, MODEL_ROOT_ENV, "models", directory="--model-root")
     if models:
         if model_ids:
             raise UsageError("--model and --model-id cannot be combined", field="--model-id")
@@ -397,6 +397,7 @@ def plan_from_options(release: ReleaseRoot, namespace: Any, *, with_judge: bool 
         tolerance_alpha=options.resolve(namespace, options.ALPHA),
         margin=options.resolve(namespace, options.MARGIN),
         campaign_root=Path(campaign_root) if campaign_root else None,
-        data_root=options.work_root(getattr(namespace, "data_root", None), DATA_ROOT_ENV, "data"),
+        data_root=options.work_root(getattr(namespace, "data_root", None), DATA_ROOT_ENV, "data",
+                                     directory="--data-root"),
         with_judge=with_judge,
     )

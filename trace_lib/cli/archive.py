@@ -50,8 +50,9 @@ def run(args: argparse.Namespace) -> ExitCode:
     from trace_lib.errors import UsageError
     from trace_lib.release.locate import locate_release
 
-    release = locate_release(options.resolve(args, options.TRACE_ROOT))
-    lane = ArchiveLane.create(release, data_root=work_root(args.data_root, DATA_ROOT_ENV, "data"),
+    release = locate_release(options.given(args, options.TRACE_ROOT))
+    data_root = work_root(args.data_root, DATA_ROOT_ENV, "data", directory="--data-root")
+    lane = ArchiveLane.create(release, data_root=data_root,
                               archive_root=args.archive, judge_url=options.resolve(args, options.JUDGE_URL),
                               run_id=args.run_id)
     if lane.archive is None:

@@ -60,7 +60,7 @@ def benchmark_rows(trace_root: str | None) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> ExitCode:
-    rows = benchmark_rows(options.resolve(args, options.TRACE_ROOT))
+    rows = benchmark_rows(options.given(args, options.TRACE_ROOT))
     if args.json:
         print(json.dumps(rows, indent=2))
     else:

@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     from trace_lib.preflight.report import check_release
     from trace_lib.release.locate import locate_release
 
-    release = locate_release(options.resolve(args, options.TRACE_ROOT))
+    release = locate_release(options.given(args, options.TRACE_ROOT))
     report = check_release(
         release,
         pinned=not options.resolve(args, options.UNPINNED),

@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     reference_path = one_of(args, REFERENCE_FLAGS, side="reference")
     candidate_path = one_of(args, CANDIDATE_FLAGS, side="candidate",
                             env_default=options.CAMPAIGN_ROOT.resolve(None))
-    release = locate_release(options.resolve(args, options.TRACE_ROOT))
+    release = locate_release(options.given(args, options.TRACE_ROOT))
     routes = benchmark_routes(release)
     candidate = open_run(candidate_path, flag="--candidate", routes=routes, run_id=args.candidate_run_id,
                          release=release)

@@ -59,7 +59,7 @@ def run_constraints(args: argparse.Namespace) -> ExitCode:
 
     if args.out is not None:
         check_output_file(args.out, flag="--out")
-    release = locate_release(options.resolve(args, options.TRACE_ROOT))
+    release = locate_release(options.given(args, options.TRACE_ROOT))
     constraints = build_constraints(release, args.profile, pypi_only=args.pypi_only)
     command = f"trace-repro env constraints --profile {args.profile}" + (" --pypi-only" if args.pypi_only else "")
     text = render_constraints(release, constraints, command=command)
@@ -76,7 +76,7 @@ def run_show(args: argparse.Namespace) -> ExitCode:
     from trace_lib.environment.engine import compare_to_paper, engine_versions, paper_engine
     from trace_lib.release.locate import locate_release
 
-    release = locate_release(options.resolve(args, options.TRACE_ROOT))
+    release = locate_release(options.given(args, options.TRACE_ROOT))
     record = compare_to_paper(engine_versions(probe=args.probe), paper_engine(release))
     if args.json:
         print(json.dumps(record.to_json(), indent=2, sort_keys=True))

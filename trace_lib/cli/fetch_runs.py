@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     from trace_lib.release.suite import load_seeds, load_suite
 
     check_output_dir(args.dest, flag="--dest")  # validate first, then touch the network
-    release = locate_release(options.resolve(args, options.TRACE_ROOT))
+    release = locate_release(options.given(args, options.TRACE_ROOT))
     seeds = parse_seeds(args.seeds) if args.seeds else ()
     known_seeds = load_seeds(release)
     for seed in seeds:

@@ -238,7 +238,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     from trace_lib.generation.backends.base import BACKENDS
 
     options.check_choice(args.backend, list(BACKENDS), field="--backend", what="backend")
-    release = locate_release(options.resolve(args, options.TRACE_ROOT))
+    release = locate_release(options.given(args, options.TRACE_ROOT))
     plan = plan_from_options(release, args, with_judge=False)
     if plan.campaign_root is None:
         raise UsageError("no campaign root", field="--campaign-root", hint="pass --campaign-root DIR or set "

@@ -65,7 +65,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def _log_dir(value: str | None) -> Path:
     from trace_lib.options import work_root
 
-    return work_root(value, LOG_DIR_ENV, "judge")
+    return work_root(value, LOG_DIR_ENV, "judge", directory="--log-dir")
 
 
 def run_serve(args: argparse.Namespace) -> ExitCode:
@@ -75,7 +75,7 @@ def run_serve(args: argparse.Namespace) -> ExitCode:
 
     check_output_dir(_log_dir(args.log_dir), flag="--log-dir")
     jp.check_host(args.host)
-    release = locate_release(options.resolve(args, options.TRACE_ROOT))
+    release = locate_release(options.given(args, options.TRACE_ROOT))
     spec = jp.pool_spec(release, model_root=args.model_root, judge_model=args.judge_model, gpu_groups=args.gpu_groups,
                         port_start=args.port_start, host=args.host, chat_template=args.chat_template,
                         vllm=args.vllm, ready_timeout_s=args.ready_timeout, log_dir=_log_dir(args.log_dir),

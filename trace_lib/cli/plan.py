@@ -47,7 +47,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> ExitCode:
     options.reject_tolerance_z(args)
-    release = locate_release(options.resolve(args, options.TRACE_ROOT))
+    release = locate_release(options.given(args, options.TRACE_ROOT))
     plan = plan_from_options(release, args)
     if args.estimate:
         return _estimate(args, release, plan)

@@ -56,10 +56,10 @@ def run_prepare_data(args: argparse.Namespace) -> ExitCode:
     from trace_lib.outputs import check_output_dir, no_empty_tree_left
     from trace_lib.release.suite import load_suite
 
-    release = locate_release(options.resolve(args, options.TRACE_ROOT))
+    release = locate_release(options.given(args, options.TRACE_ROOT))
     suite = load_suite(release)
     keys = select_benchmarks(suite, args.benchmark)
-    data_root = options.work_root(args.data_root, DATA_ROOT_ENV, "data").resolve()
+    data_root = options.work_root(args.data_root, DATA_ROOT_ENV, "data", directory="--data-root").resolve()
     path = manifest_path(data_root)
 
     if args.verify_only:
@@ -129,7 +129,7 @@ def run_prepare_models(args: argparse.Namespace) -> ExitCode:
         print(revision)
         return ExitCode.OK
 
-    release = locate_release(options.resolve(args, options.TRACE_ROOT))
+    release = locate_release(options.given(args, options.TRACE_ROOT))
     plan = plan_from_options(release, args)
     descriptors = list(plan.models) + ([plan.judge] if args.judge and plan.judge else [])
     bad = 0

@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     from trace_lib.release.locate import locate_release
 
     options.reject_tolerance_z(args)
-    release = locate_release(options.resolve(args, options.TRACE_ROOT))
+    release = locate_release(options.given(args, options.TRACE_ROOT))
     judge_url = options.resolve(args, options.JUDGE_URL)
     one_file = [f for f in ("dataset", "responses", "out") if getattr(args, f)]
     if one_file and getattr(args, options.CAMPAIGN_ROOT.dest, None):
@@ -190,7 +190,7 @@ def _run_campaign(args: argparse.Namespace, release, judge_url: str | None) -> E
             raise UsageError("must be at least 1", field=flag, found=value)
     _, _, root, models, seeds, keys = campaign_inputs(args)
     plan = verdict_plan(release, model_ids=args.model_id, seeds=args.seeds, benchmarks=args.benchmark)
-    scorer = CampaignScorer(root, options.work_root(args.data_root, DATA_ROOT_ENV, "data"),
+    scorer = CampaignScorer(root, options.work_root(args.data_root, DATA_ROOT_ENV, "data", directory="--data-root"),
                             load_artifact_sources(release), judge_url)
     slices: list[SliceKey] = expected_slices(models, seeds, keys)
     failed: list[str] = []

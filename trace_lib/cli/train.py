@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> ExitCode | int:
     from trace_lib.training.gate import check_summary, require_gate
     from trace_lib.training.profiles import load_profile
 
-    release = locate_release(options.resolve(args, options.TRACE_ROOT))
+    release = locate_release(options.given(args, options.TRACE_ROOT))
     profile = load_profile(release, args.config)
     require_gate(release)
     command = args.train_command

@@ -116,18 +116,20 @@ def _judge_args(sub: argparse.ArgumentParser) -> None:
 def _release(args: argparse.Namespace) -> Any:
     from trace_lib.release.locate import locate_release
 
-    return locate_release(options.resolve(args, options.TRACE_ROOT))
+    return locate_release(options.given(args, options.TRACE_ROOT))
 
 
 def _layout(args: argparse.Namespace) -> Any:
     from trace_lib.options import DEFAULT_WORK_DIR
     from trace_lib.validation.layout import ValidationLayout
 
-    value = args.work_dir or os.environ.get(WORK_DIR_ENV)
+    value, source = args.work_dir, "--work-dir"
+    if not value and os.environ.get(WORK_DIR_ENV):
+        value, source = os.environ[WORK_DIR_ENV], WORK_DIR_ENV
     if not value:
-        campaign = options.resolve(args, options.CAMPAIGN_ROOT)
+        campaign = options.resolve(args, options.CAMPAIGN_ROOT)  # checked as a directory as it resolves
         value = Path(campaign) / "validation" if campaign else DEFAULT_WORK_DIR / "validation"
-    options.check_directory(Path(value).expanduser(), field="--work-dir")  # a file there: one line, before work
+    options.check_directory(Path(value).expanduser(), field=source)  # a file there: one line, before work
     return ValidationLayout(Path(value).expanduser().resolve())
 
 
@@ -135,7 +137,7 @@ def _model_root(args: argparse.Namespace) -> Path:
     from trace_lib.campaign.plan import MODEL_ROOT_ENV
     from trace_lib.options import work_root
 
-    return work_root(getattr(args, "model_root", None), MODEL_ROOT_ENV, "models")
+    return work_root(getattr(args, "model_root", None), MODEL_ROOT_ENV, "models", directory="--model-root")
 
 
 def _model_path(args: argparse.Namespace, slug: str) -> Path:
@@ -207,6 +209,7 @@ def _plan(args: argparse.Namespace) -> ExitCode:
     from trace_lib.validation.pipeline import plan_validation
 
     release = _release(args)
+    _layout(args)  # the plan writes nothing, but a --work-dir naming a file is refused here as by every stage
     for slice_ in plan_validation(release, args.model):
         path = _model_path(args, slice_.model.slug) if args.model_path else _model_root(args) / slice_.model.slug
         state = "present" if path.is_dir() else "missing"

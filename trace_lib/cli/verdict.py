@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     from trace_lib.aggregation.verdict import judge_credits
     from trace_lib.release.locate import locate_release
 
-    release = locate_release(options.resolve(args, options.TRACE_ROOT))
+    release = locate_release(options.given(args, options.TRACE_ROOT))
     credits = CreditTable.read(args.credits)
     archive = CreditTable.read(args.archive_credits) if args.archive_credits else None
     result = judge_credits(credits, release, alpha=options.resolve(args, options.ALPHA),

@@ -39,7 +39,7 @@ def campaign_inputs(args: argparse.Namespace) -> tuple[Any, Any, Path, tuple, tu
     from trace_lib.release.suite import load_suite
     from trace_lib.reports.collect import resolve_selection
 
-    release = locate_release(options.resolve(args, options.TRACE_ROOT))
+    release = locate_release(options.given(args, options.TRACE_ROOT))
     suite = load_suite(release)
     value = options.resolve(args, options.CAMPAIGN_ROOT)
     if not value:

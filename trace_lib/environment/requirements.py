@@ -134,8 +134,8 @@ def read_requirements(release: ReleaseRoot, rel: str, *, _seen: tuple[str, ...] 
     """Parse release file ``rel`` and its ``-r`` includes (each read once, in order).
 
     Raises:
-        ReleaseFileError: missing file, include cycle, or a line that is not a plain pinned requirement or a
-            package-source option (names the file and line).
+        ReleaseFileError: missing file, include cycle, a file with no line at all besides comments, or a line that
+            is not a plain pinned requirement or a package-source option (names the file and line).
     """
     if rel in _seen:
         raise ReleaseFileError("requirements include cycle", file=_seen[-1], found=rel)
@@ -163,6 +163,10 @@ def read_requirements(release: ReleaseRoot, rel: str, *, _seen: tuple[str, ...] 
                                    hint="expected requirements, -r, --extra-index-url, --index-url or -f")
         else:
             result.pins.append(_parse_requirement(line, rel, number))
+    if len(result.files) == 1 and not result.pins and not result.options:
+        # an emptied or truncated release file: constraints of comments only would constrain nothing
+        raise ReleaseFileError("requirement file holds no requirement", file=rel,
+                               hint="the release file is empty or truncated; fetch the release again")
     return result
 
 

@@ -151,7 +151,8 @@ def locate_release(
         if value:
             path = _normalize(Path(value))
             if not path.is_dir():
-                raise ReleaseNotFoundError(f"{source} {value}: no such directory", hint=HOW_TO_POINT)
+                what = "no such directory" if not path.exists() else "not a directory"
+                raise ReleaseNotFoundError(f"{source} {value}: {what}", hint=HOW_TO_POINT)
             if not _is_root(path):
                 raise ReleaseNotFoundError(
                     f"{source} {value}: not a TRACE release (no {_MARKER})", hint=HOW_TO_POINT

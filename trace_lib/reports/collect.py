@@ -14,12 +14,15 @@ re-hash unchanged files.
 from __future__ import annotations
 
 import math
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from trace_lib.slices import Slice
 from trace_lib.errors import TraceReproError
+from trace_lib.outputs import kind
 from trace_lib.release.load import load_json, sha256_file
 
 
@@ -132,6 +135,24 @@ class CampaignReader:
         if rows < expected:
             return state(False, f"{rows}/{expected} rows generated", rows)
         return state(True, f"{expected}/{expected} rows generated", rows)
+
+    def odd_files(self, key: SliceKey) -> list[str]:
+        """The slice's response and scores paths that exist but are not regular files (a FIFO, a directory, a
+        dangling link ...), in words: status counts such a slice as absent and says why, without opening them."""
+        out = []
+        for path in (response_file(self.root, key), scores_file(self.root, key)):
+            try:
+                mode = os.stat(path).st_mode
+            except FileNotFoundError:
+                if not os.path.islink(path):
+                    continue
+                mode = os.lstat(path).st_mode
+            except OSError as exc:  # e.g. a file where a directory of the path should be
+                out.append(f"{path}: {exc.strerror}")
+                continue
+            if not stat.S_ISREG(mode):
+                out.append(f"{path}: is {kind(mode)}, not a regular file")
+        return out
 
     def durable_rows(self, key: SliceKey) -> int:
         """Rows stored for the slice (0 without a file), capped at the suite rows; no parsing (status)."""

@@ -170,10 +170,12 @@ def build_status(
     reader = reader or CampaignReader(Path(root), {b.key: b.rows for b in suite.benchmarks})
     versions = current_protocol_versions(keys)
     records = []
+    odd: list[str] = []
     for model in models:
         for seed in seeds:
             durable = generated = verified = observed = 0
             for key in expected_slices([model], [seed], keys):
+                odd += reader.odd_files(key)
                 rows = reader.durable_rows(key)
                 durable += rows
                 generated += rows == reader.rows[key.benchmark]
@@ -189,7 +191,7 @@ def build_status(
                    / (observed_at - previous.observed_at))
     report = StatusReport(suite.suite_id, suite.sha256, str(root), tuple(models), tuple(seeds), keys,
                           sum(reader.rows[k] for k in keys), tuple(records), observed_at, rate, gpus)
-    warnings = []
+    warnings = [f"{line} (counted as absent; move it away to regenerate or rescore the slice)" for line in odd]
     if gpus and report.durable_rows < report.expected_rows and all(g["utilization"] < low_gpu_threshold for g in gpus):
         warnings.append(f"generation is incomplete while every GPU is below {low_gpu_threshold}% utilisation")
     if warnings:

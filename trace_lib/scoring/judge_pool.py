@@ -598,7 +598,8 @@ def pool_spec(
         raise UsageError("not a port", field="--port-start", found=port_start)
     if not ready_timeout_s > 0:
         raise UsageError("must be positive", field="--ready-timeout", found=ready_timeout_s)
-    weights = Path(judge_model) if judge_model else work_root(model_root, MODEL_ROOT_ENV.name, "models") / JUDGE_SLUG
+    weights = (Path(judge_model) if judge_model
+               else work_root(model_root, MODEL_ROOT_ENV.name, "models", directory="--model-root") / JUDGE_SLUG)
     template = Path(chat_template) if chat_template else release_chat_template(release)
     if chat_template and not template.is_file():
         raise InputError("no such chat template", file=str(template))
