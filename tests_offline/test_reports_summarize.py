@@ -141,6 +141,8 @@ def test_status_names_a_fifo_or_directory_in_place_of_a_slice_file_without_openi
     assert any(f"{responses}: is a FIFO, not a regular file (counted as absent" in w for w in warnings), warnings
     assert any(f"{scores}: is a directory, not a regular file" in w for w in warnings), warnings
     assert f"{MODEL} seed 43: rows {887 - load_suite(release).benchmark('erqa').rows}/887" in out
+    code, out, _ = _cli(capsys, "verify", "--phase", "generation", *_select(campaign))
+    assert code == 1 and "is a FIFO, not a regular file" in out and "responses missing" not in out, out
 
 
 def test_status_cli_fails_if_incomplete_only_when_asked(capsys, campaign):

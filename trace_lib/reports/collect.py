@@ -123,7 +123,7 @@ class CampaignReader:
             return SliceState(key, "generation", complete, detail, str(path), rows, expected)
 
         if not path.is_file():
-            return state(False, "responses missing")
+            return state(False, _not_regular(path) or "responses missing")
         try:
             header = load_header(path)
         except TraceReproError as exc:
@@ -139,20 +139,8 @@ class CampaignReader:
     def odd_files(self, key: SliceKey) -> list[str]:
         """The slice's response and scores paths that exist but are not regular files (a FIFO, a directory, a
         dangling link ...), in words: status counts such a slice as absent and says why, without opening them."""
-        out = []
-        for path in (response_file(self.root, key), scores_file(self.root, key)):
-            try:
-                mode = os.stat(path).st_mode
-            except FileNotFoundError:
-                if not os.path.islink(path):
-                    continue
-                mode = os.lstat(path).st_mode
-            except OSError as exc:  # e.g. a file where a directory of the path should be
-                out.append(f"{path}: {exc.strerror}")
-                continue
-            if not stat.S_ISREG(mode):
-                out.append(f"{path}: is {kind(mode)}, not a regular file")
-        return out
+        paths = (response_file(self.root, key), scores_file(self.root, key))
+        return [f"{path}: {problem}" for path in paths if (problem := _not_regular(path))]
 
     def durable_rows(self, key: SliceKey) -> int:
         """Rows stored for the slice (0 without a file), capped at the suite rows; no parsing (status)."""
@@ -174,7 +162,7 @@ class CampaignReader:
                               expected, score if _finite(score) else None)
 
         if not path.is_file():
-            return state(False, "scores missing")
+            return state(False, _not_regular(path) or "scores missing")
         try:
             doc = load_json(path)
         except TraceReproError as exc:
@@ -221,6 +209,20 @@ class CampaignReader:
         except TraceReproError:
             return None
         return doc if isinstance(doc, dict) else None
+
+
+def _not_regular(path: Path) -> str | None:
+    """What is wrong with ``path`` when something other than a regular file is there (None when it is one or
+    nothing is there), in words, without opening it."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        if not os.path.islink(path):
+            return None
+        mode = os.lstat(path).st_mode  # a dangling link
+    except OSError as exc:  # e.g. a file where a directory of the path should be
+        return exc.strerror
+    return None if stat.S_ISREG(mode) else f"is {kind(mode)}, not a regular file"
 
 
 def _finite(value: Any) -> bool:
