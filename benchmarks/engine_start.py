@@ -28,13 +28,20 @@ others add to it, for ``trace-repro plan --estimate --engine-caches STATE``). ``
 package (no figures, a check of the script).
 
     python benchmarks/engine_start.py --work-dir DIR [--shape 3b|7b] [--starts first,again,new-path,no-cache]
-        [--rows 8] [--load-rows 4000] [--generation-memory 0.26] [--timeout 300] [--calibration FILE] [--dry-run]
+        [--rows 8] [--load-rows 4000] [--generation-memory auto|SHARE] [--timeout 300] [--calibration FILE]
+        [--dry-run]
+
+``--generation-memory auto`` (the default) gives each engine run 38's 0.26 of the GPU, or more where the shape's
+weights, vLLM's overhead and :data:`KV_SEQUENCES` sequences of ``--max-model-len`` need more (the 7B shape on an
+80 GB GPU, where 0.26 leaves too little KV cache for one 32,768-token sequence). A start that fails is a row that
+says so, and the script exits 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -50,6 +57,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import mini_campaign as mc  # noqa: E402
 
+from trace_lib.campaign.engines import ENGINE_OVERHEAD_BYTES, model_size  # noqa: E402
 from trace_lib.generation.backends.vllm_caches import caches_found, snapshot, vllm_cache_root  # noqa: E402
 
 STARTS = ("first", "again", "new-path", "no-cache", "beside")
@@ -65,6 +73,8 @@ VLLM_FIGURES = {
 }
 CACHE_HIT = "Directly load the compiled graph(s)"
 CACHE_ENV = ("VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+DEFAULT_SHARE = 0.26  # run 38's, on an H200: room for a neighbour (beside)
+KV_SEQUENCES = 4  # full-length sequences an engine's KV cache must hold under --generation-memory auto
 
 
 @dataclass
@@ -82,6 +92,7 @@ class Start:
     init_engine_s: float | None = None
     compile_cache_hit: bool = False
     note: str = ""
+    exit_code: int = 0
 
 
 def vllm_figures(log: str) -> dict:
@@ -121,9 +132,10 @@ def _start(name: str, model: Path, env: dict, ctx: dict) -> Start:
     argv, log = _generate(name, model, ctx["data_root"], ctx)
     root = vllm_cache_root(env)
     before = snapshot(root)
-    wall, ups, _ = mc.run_timed(argv, env, log, ctx["args"].timeout)
+    wall, ups, code = mc.run_timed(argv, env, log, ctx["args"].timeout)
     return Start(name, caches_found(before, snapshot(root)), ups[0] if ups else None, wall,
-                 **vllm_figures(log.read_text(errors="replace")))
+                 **vllm_figures(log.read_text(errors="replace")),
+                 note=f"failed: generate exited {code} (log {log})" if code else "", exit_code=code)
 
 
 def measure_beside(ctx: dict) -> Start:
@@ -147,7 +159,8 @@ def measure_beside(ctx: dict) -> Start:
         load_s, _, code = load.wait(args.timeout)
     finally:
         load.stop()  # if it still runs: this script stopped, or the start failed
-    notes = [f"the neighbour exited {code} (log {log})"] if code else []
+    notes = [start.note] if start.note else []
+    notes += [f"the neighbour exited {code} (log {log})"] if code else []
     done_before = t + (start.up_s or 0.0) - (load.t0 + load_s)
     if start.up_s is not None and done_before > 0:
         notes.append(f"the neighbour was done {done_before:.0f} s before this start was up: raise --load-rows")
@@ -158,7 +171,7 @@ def calibration_section(starts: list[Start], stamp: dict) -> dict:
     """``engine_start``'s values: the first start measured in each cache state (seconds to the engine up)."""
     section: dict = {}
     for s in starts:
-        if s.up_s is not None and s.name != "beside":  # beside a neighbour: not a start in a cache state
+        if s.up_s is not None and not s.exit_code and s.name != "beside":  # beside a neighbour: not a start in a cache state
             section.setdefault(s.caches, round(s.up_s, 1))
     return {**section, **stamp} if section else {}
 
@@ -185,6 +198,29 @@ def table(starts: list[Start]) -> list[str]:
     return lines
 
 
+def generation_share(model: Path, max_model_len: int, gpu_total_bytes: int | None) -> float:
+    """``--generation-memory auto``: :data:`DEFAULT_SHARE`, or the share of a ``gpu_total_bytes`` GPU that holds
+    ``model``'s weights, vLLM's overhead and :data:`KV_SEQUENCES` sequences of ``max_model_len`` tokens, if more
+    (rounded up to 0.01); the default where the GPU's size is unknown."""
+    if not gpu_total_bytes:
+        return DEFAULT_SHARE
+    size = model_size(model)
+    need = size.weight_bytes + ENGINE_OVERHEAD_BYTES + KV_SEQUENCES * max_model_len * size.kv_bytes_per_token
+    return max(DEFAULT_SHARE, math.ceil(100 * need / gpu_total_bytes) / 100)
+
+
+def _share(text: str) -> float | None:
+    if text == "auto":
+        return None
+    try:
+        share = float(text)
+    except ValueError:
+        share = -1.0
+    if not 0 < share <= 1:
+        raise argparse.ArgumentTypeError(f"auto or a share of the GPU in (0, 1]; got {text!r}")
+    return share
+
+
 def _starts(text: str) -> list[str]:
     names = [n for n in text.split(",") if n]
     unknown = sorted(set(names) - set(STARTS))
@@ -205,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=8, help="rows generated after each start")
     parser.add_argument("--load-rows", type=int, default=4000,
                         help="rows the neighbour of the beside start generates (it must outlast that start)")
-    parser.add_argument("--generation-memory", type=float, default=0.26, help="the engine's share of the GPU")
+    parser.add_argument("--generation-memory", type=_share, default=None, metavar="auto|SHARE",
+                        help="each engine's share of the GPU (default auto: module docstring)")
     parser.add_argument("--max-model-len", type=int, default=32768, help="upstream's 32768")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds one start's run may take")
     parser.add_argument("--calibration", default=None, metavar="FILE",
@@ -230,6 +267,13 @@ def main(argv: list[str] | None = None) -> int:
         env["CUDA_VISIBLE_DEVICES"] = "0"
     ctx = {"args": args, "release": release, "work": work, "data_root": data_root, "env": env,
            "models": {name: mc.model_dir(work, args.dry_run, args.shape, f"-{name}") for name in ("a", "b")}}
+    if args.generation_memory is None:
+        from trace_lib.reports.status import query_gpus
+
+        totals = [g["memory_total_mib"] * 2**20 for g in query_gpus()] if not args.dry_run else []
+        args.generation_memory = generation_share(ctx["models"]["a"], args.max_model_len, min(totals, default=None))
+        print(f"[memory] each engine gets {args.generation_memory:g} of the GPU "
+              f"({min(totals, default=0) / 2**30:.1f} GiB; --generation-memory auto)", flush=True)
     starts = []
     for name in args.starts:
         t = time.monotonic()
@@ -251,8 +295,12 @@ def main(argv: list[str] | None = None) -> int:
             record_calibration(Path(args.calibration), "engine_start", section)
             print(f"[calibration] engine_start -> {args.calibration}", flush=True)
         else:
-            print("[calibration] not written: no start found the caches warm (run 'again')", flush=True)
-    return 0
+            print("[calibration] not written: no start that came up found the caches warm (run 'again')",
+                  flush=True)
+    failed = [s.name for s in starts if s.exit_code]
+    if failed:
+        print(f"[engine_start] failed start(s): {', '.join(failed)} (notes above)", flush=True)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

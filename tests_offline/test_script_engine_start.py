@@ -83,3 +83,34 @@ def test_a_dry_run_starts_the_stub_engine_and_writes_no_calibration(release, tmp
     assert all(m["up_s"] is not None and m["up_s"] <= m["wall_s"] for m in measured)
     assert not calibration.exists()
     assert "| first | warm |" in capsys.readouterr().out
+
+
+def test_auto_memory_keeps_run_38s_share_unless_the_shape_needs_more(tmp_path):
+    from trace_lib.testing.tiny_qwen import QWEN25VL_SHAPES
+
+    shapes = {}
+    for shape, layers in QWEN25VL_SHAPES.items():  # the layers only: the size rule reads nothing else
+        shapes[shape] = tmp_path / shape
+        shapes[shape].mkdir()
+        config = {"text_config": {**layers["text"], "vocab_size": 152064}, "vision_config": layers["vision"]}
+        (shapes[shape] / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    h100, h200 = 81559 * 2**20, 143771 * 2**20
+    assert es.generation_share(shapes["3b"], 32768, h100) == es.DEFAULT_SHARE
+    assert es.generation_share(shapes["7b"], 32768, h200) == es.DEFAULT_SHARE
+    share = es.generation_share(shapes["7b"], 32768, h100)  # 0.26 of it failed to start on 2026-12-07
+    assert 0.26 < share <= 0.45  # two still fit beside each other under 0.9
+    assert es.generation_share(shapes["7b"], 32768, None) == es.DEFAULT_SHARE
+
+
+def test_a_share_outside_the_gpu_is_refused(capsys):
+    for bad in ("0", "1.5", "most"):
+        with pytest.raises(SystemExit):
+            es.main(["--work-dir", "unused", "--generation-memory", bad])
+    assert "auto or a share of the GPU in (0, 1]" in capsys.readouterr().err
+
+
+def test_a_failed_start_says_so_stays_out_of_the_calibration_and_fails_the_run():
+    starts = [es.Start("first", "cold", None, 88.8, note="failed: generate exited 1 (log L)", exit_code=1),
+              es.Start("again", "warm", 40.0, 55.0, note="failed: generate exited 1 (log M)", exit_code=1)]
+    assert es.calibration_section(starts, {"shape": "7b"}) == {}  # an engine up, then a failure, is no start
+    assert "note (first): failed: generate exited 1 (log L)" in es.table(starts)
