@@ -17,15 +17,16 @@ Starts of ``trace-repro generate`` (one engine, ``--rows`` rows of one benchmark
   every compile cache missing on a machine that has started engines before;
 - ``beside`` (asked for by name, after ``first`` or ``again``): model A warm once more, while another ``generate``
   of model A generates ``--load-rows`` rows on the same GPU: how long a worker's later start takes beside a
-  generating neighbour, which ``plan --estimate`` takes to be the start alone (``again``).
+  generating neighbour, against the start alone (``again``): ``plan --estimate``'s ``beside_factor``.
 
 Printed per start: the caches it found (``cold``, ``new-model`` or ``warm``, read from what it wrote into vLLM's
 cache root: ``trace_lib.generation.backends.vllm_caches``), seconds until the engine is up (the worker's drift
 line, as ``mini_campaign.py`` times it), the run's wall seconds, and vLLM's own figures read from the log (weights,
 torch.compile, CUDA graphs, the engine's init) and whether it loaded compiled graphs from its cache.
 ``--calibration FILE`` records the first start found in each state as ``engine_start`` (the warm start and what the
-others add to it, for ``trace-repro plan --estimate --engine-caches STATE``). ``--dry-run`` runs the stub ``vllm``
-package (no figures, a check of the script).
+others add to it, for ``trace-repro plan --estimate --engine-caches STATE``) and, with ``again`` and ``beside``,
+their ratio as ``beside_factor``. ``--dry-run`` runs the stub ``vllm`` package (no figures, a check of the
+script).
 
     python benchmarks/engine_start.py --work-dir DIR [--shape 3b|7b] [--starts first,again,new-path,no-cache]
         [--rows 8] [--load-rows 4000] [--generation-memory auto|SHARE] [--timeout 300] [--calibration FILE]
@@ -58,6 +59,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import mini_campaign as mc  # noqa: E402
 
 from trace_lib.campaign.engines import ENGINE_OVERHEAD_BYTES, model_size  # noqa: E402
+from trace_lib.campaign.estimate import DEFAULT_RATES, record_calibration  # noqa: E402
 from trace_lib.generation.backends.vllm_caches import caches_found, snapshot, vllm_cache_root  # noqa: E402
 
 STARTS = ("first", "again", "new-path", "no-cache", "beside")
@@ -92,7 +94,8 @@ class Start:
     init_engine_s: float | None = None
     compile_cache_hit: bool = False
     note: str = ""
-    exit_code: int = 0
+    exit_code: int = 0  # the start's generate, or the neighbour's of a beside start
+    overlapped: bool = True  # beside: the neighbour still generated when this start was up
 
 
 def vllm_figures(log: str) -> dict:
@@ -164,15 +167,33 @@ def measure_beside(ctx: dict) -> Start:
     done_before = t + (start.up_s or 0.0) - (load.t0 + load_s)
     if start.up_s is not None and done_before > 0:
         notes.append(f"the neighbour was done {done_before:.0f} s before this start was up: raise --load-rows")
-    return replace(start, note="; ".join(notes))
+    return replace(start, note="; ".join(notes), exit_code=start.exit_code or code,
+                   overlapped=not (start.up_s is not None and done_before > 0))
+
+
+def _came_up(start: Start | None) -> bool:
+    return start is not None and start.up_s is not None and not start.exit_code
+
+
+def beside_factor(starts: list[Start]) -> float | None:
+    """The ``beside`` start over the ``again`` start alone; None unless both came up and the neighbour generated
+    throughout."""
+    by_name = {s.name: s for s in starts}
+    beside, alone = by_name.get("beside"), by_name.get("again")
+    if not (_came_up(beside) and _came_up(alone) and beside.overlapped):
+        return None
+    return beside.up_s / alone.up_s
 
 
 def calibration_section(starts: list[Start], stamp: dict) -> dict:
-    """``engine_start``'s values: the first start measured in each cache state (seconds to the engine up)."""
+    """``engine_start``'s values: the first start measured in each cache state (seconds to the engine up), and
+    :func:`beside_factor` where there is one."""
     section: dict = {}
     for s in starts:
-        if s.up_s is not None and not s.exit_code and s.name != "beside":  # beside a neighbour: not a start in a cache state
+        if _came_up(s) and s.name != "beside":  # beside a neighbour: not a start in a cache state
             section.setdefault(s.caches, round(s.up_s, 1))
+    if (factor := beside_factor(starts)) is not None:
+        section["beside_factor"] = round(factor, 3)
     return {**section, **stamp} if section else {}
 
 
@@ -190,10 +211,10 @@ def table(starts: list[Start]) -> list[str]:
                      f"{cell(s.compile_s)} | {cell(s.graphs_s)} | {cell(s.init_engine_s)} | "
                      f"{'yes' if s.compile_cache_hit else 'no'} |")
     by_name = {s.name: s for s in starts}
-    beside, alone = by_name.get("beside"), by_name.get("again")
-    if beside and alone and beside.up_s and alone.up_s:
-        lines.append(f"beside a generating engine / alone (again): {beside.up_s / alone.up_s:.2f} "
-                     f"({beside.up_s:.1f} s against {alone.up_s:.1f} s; plan --estimate takes 1.00)")
+    if (factor := beside_factor(starts)) is not None:
+        lines.append(f"beside a generating engine / alone (again): {factor:.2f} ({by_name['beside'].up_s:.1f} s "
+                     f"against {by_name['again'].up_s:.1f} s; plan --estimate's default "
+                     f"{DEFAULT_RATES.start_beside_factor:g})")
     lines += [f"note ({s.name}): {s.note}" for s in starts if s.note]
     return lines
 
@@ -285,8 +306,6 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(table(starts)), flush=True)
     if args.calibration and not args.dry_run:
         import datetime as dt
-
-        from trace_lib.campaign.estimate import record_calibration
 
         stamp = {"measured_by": "benchmarks/engine_start.py",
                  "measured_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}

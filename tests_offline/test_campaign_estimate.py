@@ -299,6 +299,24 @@ def test_an_engine_alone_on_its_gpu_runs_at_the_one_engine_rate():
     assert both.phase("generation").seconds == pytest.approx(10 + 600 / 30)
 
 
+def test_a_later_start_beside_a_generating_engine_takes_the_beside_factor_longer_while_it_generates():
+    """The case above with ``start_beside_factor`` 2: c asks for the lock at 20 s, when a has 100 rows left (2.5 s
+    at 40/s alone); c's 5 s start goes at half speed for those 2.5 s (1.25 s of it) and alone for the other
+    3.75 s. An engine's first start is not slowed: the two-engine start was measured beside its neighbour."""
+    from dataclasses import replace
+
+    rates = replace(RATES, generation_rows_per_s={"3b": 60.0}, engine_start_s=10.0, one_engine_start_s=5.0,
+                    one_engine_rows_per_s={"3b": 40.0}, start_beside_factor=2.0)
+    work = [SliceWork("a", "3b", 600, 0.0, "x"), SliceWork("b", "3b", 300, 0.0, "y"),
+            SliceWork("c", "3b", 300, 0.0, "z")]
+    later = estimate(work, rates, gpus=1, engines_per_gpu=2, engine_caches="warm", start_rows=0).phase("generation")
+    assert later.seconds == pytest.approx(20 + 2.5 + 3.75 + 300 / 40)
+    assert later.start_s == pytest.approx(10 + 2.5 + 3.75)
+    first_only = [SliceWork("a", "3b", 1200, 0.0, "x"), SliceWork("a", "3b", 600, 0.0, "y")]
+    assert estimate(first_only, rates, gpus=1, engines_per_gpu=2, engine_caches="warm",
+                    start_rows=0).phase("generation").seconds == pytest.approx(5 + 200 / 40 + 600 / 30 + 400 / 40)
+
+
 def test_the_first_models_start_pays_for_the_caches_it_finds_and_later_ones_compile():
     from dataclasses import replace
 
@@ -330,7 +348,12 @@ def test_an_engine_start_section_sets_the_warm_start_and_what_the_others_add(tmp
     unsorted = {"generation_3b": {"one_engine_start_s": 55.0}, "engine_start": {"warm": 80.0}}
     path.write_text(json.dumps(unsorted), encoding="utf-8")  # a hand-written file: the order does not matter
     assert load_rates(path).one_engine_start_s == 55.0
-    for section, field in (({"cold": 140.0}, "engine_start.warm"), ({"warm": 80.0, "cold": -1}, "engine_start.cold")):
+    record_calibration(path, "engine_start", {"warm": 60.0, "beside_factor": 1.25})
+    assert load_rates(path).start_beside_factor == 1.25
+    assert DEFAULT_RATES.start_beside_factor == 1.17  # engine_start.py's 1.09 (3B) and 1.25 (7B), 2026-12-07
+    for section, field in (({"cold": 140.0}, "engine_start.warm"), ({"warm": 80.0, "cold": -1}, "engine_start.cold"),
+                           ({"warm": 80.0, "beside_factor": 0}, "engine_start.beside_factor"),
+                           ({"warm": 80.0, "beside": 1.2}, "engine_start.beside")):
         path.write_text(json.dumps({"engine_start": section}), encoding="utf-8")
         with pytest.raises(InputError) as err:
             load_rates(path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -64,7 +65,11 @@ def test_unknown_starts_are_refused_by_name(capsys):
 def test_a_start_beside_a_neighbour_is_set_against_again_and_kept_out_of_the_calibration():
     starts = [es.Start("first", "cold", 146.7, 156.9), es.Start("beside", "warm", 96.0, 99.0, note="n"),
               es.Start("again", "warm", 80.1, 90.6)]
-    assert es.calibration_section(starts, {})["warm"] == 80.1  # the start alone, though beside came first
+    section = es.calibration_section(starts, {})
+    assert section["warm"] == 80.1 and section["beside_factor"] == 1.199  # the start alone, though beside came first
+    assert load_rates(None).start_beside_factor == 1.17
+    neighbour_done = [starts[0], replace(starts[1], overlapped=False), starts[2]]
+    assert "beside_factor" not in es.calibration_section(neighbour_done, {})  # not a start beside anything
     lines = es.table(starts)
     assert "beside a generating engine / alone (again): 1.20 (96.0 s against 80.1 s" in lines[-2]
     assert lines[-1] == "note (beside): n"

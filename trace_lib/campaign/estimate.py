@@ -72,6 +72,8 @@ class Rates:
     one_engine_start_s: float | None = None  # None: engine_start_s
     #: seconds a start adds to a warm one, by the caches it finds (vllm_caches.ENGINE_CACHES)
     start_extra_s: Mapping[str, float] = field(default_factory=lambda: {"warm": 0.0})
+    #: how much longer a later model's start takes while another engine on its GPU generates
+    start_beside_factor: float = 1.0
 
     def generation(self, shape: str, engines: int) -> tuple[float, float]:
         """``(rows/s, start-up s)`` of one GPU generating ``shape`` with ``engines`` (1 or 2) engines.
@@ -96,7 +98,8 @@ class Rates:
 #: measured 43.3 / 35.5 rows/s at 7B); what a start's caches add to a warm one (engine_start.py, run 38, 3B: 80.1 s
 #: warm, 114.4 s for a new model path, 146.7 s for the machine's first); the 32B-shaped judge's saturation on the
 #: suite's judge prompts (judge_throughput.py, 2026-12-01: 8.50 requests/s; a campaign's full-size slices keep it
-#: saturated) and its start-up (142-175 s); 32,805 rows scored in 7.16 s CPU (score_campaign_speed.py).
+#: saturated) and its start-up (142-175 s); 32,805 rows scored in 7.16 s CPU (score_campaign_speed.py); a warm
+#: start beside a generating engine 1.09x (3B) and 1.25x (7B) the start alone (engine_start.py, 2026-12-07): 1.17.
 DEFAULT_RATES = Rates(
     generation_rows_per_s={"3b": 61.4, "7b": 43.5},
     judge_requests_per_s=8.5,
@@ -108,6 +111,7 @@ DEFAULT_RATES = Rates(
     one_engine_rows_per_s={"3b": 40.7, "7b": 35.4},
     one_engine_start_s=67.0,
     start_extra_s={"cold": 66.6, "new-model": 34.3, "warm": 0.0},
+    start_beside_factor=1.17,
 )
 
 
@@ -185,7 +189,8 @@ def load_rates(path: Path | None, *, required: bool = False) -> Rates:
     Sections: ``judge`` (``requests_per_s``, ``start_s``), ``generation_<shape>`` (``rows_per_s`` and
     ``start_s`` with two engines on the GPU, ``one_engine_rows_per_s`` and ``one_engine_start_s`` with one, warm
     starts; ``max_tokens``), ``engine_start`` (one engine's start by the caches it found, ``warm`` and any of
-    ``cold``, ``new-model``: the warm start and what the others add to it; ``benchmarks/engine_start.py``),
+    ``cold``, ``new-model``: the warm start and what the others add to it; ``beside_factor``, a warm start beside
+    a generating engine over the start alone; ``benchmarks/engine_start.py``),
     ``scoring`` (``rows_per_s``). A ``generation_<shape>`` ``one_engine_start_s`` wins over ``engine_start``'s
     warm one (the campaign's own path), wherever the sections stand in the file.
 
@@ -252,6 +257,9 @@ def load_rates(path: Path | None, *, required: bool = False) -> Rates:
                 extra = {state: max(seconds - measured["warm"], 0.0) for state, seconds in measured.items()}
                 rates = replace(rates, one_engine_start_s=measured["warm"],
                                 start_extra_s={**rates.start_extra_s, **extra})
+            if "beside_factor" in section:
+                rates = replace(rates, start_beside_factor=_positive(path, f"{name}.beside_factor",
+                                                                     section["beside_factor"]))
         elif name == "scoring" and "rows_per_s" in section:
             rates = replace(rates, scoring_rows_per_s=_positive(path, "scoring.rows_per_s", section["rows_per_s"]))
     return replace(rates, generation_rows_per_s=generation, one_engine_rows_per_s=one_engine,
@@ -263,7 +271,7 @@ def load_rates(path: Path | None, *, required: bool = False) -> Rates:
 _SECTION_FIELDS = {
     "judge": {"requests_per_s", "start_s"},
     "generation_": {"rows_per_s", "start_s", "one_engine_rows_per_s", "one_engine_start_s", "max_tokens"},
-    "engine_start": set(ENGINE_CACHES),
+    "engine_start": {*ENGINE_CACHES, "beside_factor"},
     "scoring": {"rows_per_s"},
 }
 
@@ -461,9 +469,10 @@ def _gpu_generation(engine_rows: Sequence[Mapping[str, int]], shapes: Mapping[st
     the order they asked. A start is the one-engine start, except the second engine's first, which is what the
     two-engine start adds to it (the second finds the model compiled). Each adds what its caches cost
     (:func:`start_caches`): the GPU's first start finds ``caches``; a model started on the GPU before is warm;
-    any other is a later model. While two engines generate each runs at half the GPU's two-engine rate; an
-    engine generating alone (its neighbour waiting, starting or done) runs at the one-engine rate. A start's
-    seconds count from asking for the lock.
+    any other is a later model, which takes ``start_beside_factor`` times as long for as long as its neighbour
+    generates (an engine's first start was measured beside its neighbour already). While two engines generate each
+    runs at half the GPU's two-engine rate; an engine generating alone (its neighbour waiting, starting or done)
+    runs at the one-engine rate. A start's seconds count from asking for the lock.
     """
     busy = [rows for rows in engine_rows if rows]
     if not busy:
@@ -512,7 +521,9 @@ def _gpu_generation(engine_rows: Sequence[Mapping[str, int]], shapes: Mapping[st
     settle(now)
     while moving := [e for e in engines if e.state in ("starting", "generating")]:
         generating = sum(e.state == "generating" for e in moving)
-        speed = [1.0 if e.state == "starting" else rows_per_s(e, generating) for e in moving]
+        beside = 1.0 / rates.start_beside_factor if generating else 1.0  # a later start beside a generating engine
+        speed = [(beside if e.at else 1.0) if e.state == "starting" else rows_per_s(e, generating)
+                 for e in moving]
         step = min(e.left / v for e, v in zip(moving, speed))
         now += step
         for e, v in zip(moving, speed):
