@@ -58,7 +58,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import mini_campaign as mc  # noqa: E402
 
-from trace_lib.campaign.engines import ENGINE_OVERHEAD_BYTES, model_size  # noqa: E402
+from trace_lib.campaign.engines import engine_need_bytes, model_size  # noqa: E402
 from trace_lib.campaign.estimate import DEFAULT_RATES, record_calibration  # noqa: E402
 from trace_lib.generation.backends.vllm_caches import caches_found, snapshot, vllm_cache_root  # noqa: E402
 
@@ -225,8 +225,7 @@ def generation_share(model: Path, max_model_len: int, gpu_total_bytes: int | Non
     (rounded up to 0.01); the default where the GPU's size is unknown."""
     if not gpu_total_bytes:
         return DEFAULT_SHARE
-    size = model_size(model)
-    need = size.weight_bytes + ENGINE_OVERHEAD_BYTES + KV_SEQUENCES * max_model_len * size.kv_bytes_per_token
+    need = engine_need_bytes(model_size(model), KV_SEQUENCES * max_model_len)
     return max(DEFAULT_SHARE, math.ceil(100 * need / gpu_total_bytes) / 100)
 
 

@@ -210,6 +210,28 @@ def record_calls(work: Workload, protocol: Any, key: str, seed: int, rows: list,
 
 # -- the engine ------------------------------------------------------------------------------------------------
 
+def check_fits(what: str, model: Path, share: float, kv_tokens: int) -> None:
+    """Refuse, in one line and before anything starts, a ``share`` of this GPU that cannot hold one engine of
+    ``model`` with ``kv_tokens`` tokens of KV cache (``trace_lib.campaign.engines.share_shortfall``): vLLM would
+    say so only after minutes of start-up. Nothing is checked where ``nvidia-smi`` lists no GPU."""
+    from trace_lib.campaign.engines import model_size, share_shortfall
+    from trace_lib.reports.status import query_gpus
+
+    totals = [g["memory_total_mib"] * 2**20 for g in query_gpus()]
+    if totals and (short := share_shortfall(model_size(model), kv_tokens, share, min(totals))):
+        raise SystemExit(f"{what}: {short}: give it a larger share, or run on a larger GPU")
+
+
+def judge_model(work: Path) -> Path:
+    """The 32B-shaped judge's config-only directory under ``work`` (written once)."""
+    from trace_lib.testing.tiny_qwen3 import write_qwen3_judge_shaped_config
+
+    model = work / "qwen3-32b-shapes"
+    if not model.exists():
+        write_qwen3_judge_shaped_config(model)
+    return model
+
+
 def start_judge(work: Path, release: Any, *, log_path: Path | None = None, eager: bool = False,
                 timeout_s: float = 540.0, gpu_memory_utilization: float | None = None,
                 port: int | None = None) -> tuple[subprocess.Popen, str]:
@@ -218,14 +240,15 @@ def start_judge(work: Path, release: Any, *, log_path: Path | None = None, eager
     its URL."""
     from trace_lib.scoring.judge import JUDGE_SERVED_NAME
     from trace_lib.scoring.judge_http import probe
-    from trace_lib.scoring.judge_pool import PoolSpec, port_taken, release_chat_template, serve_command, \
-        serve_environment
-    from trace_lib.testing.tiny_qwen3 import QWEN3_NO_THINK_TEMPLATE, write_qwen3_judge_shaped_config
+    from trace_lib.scoring.judge_pool import JUDGE_SERVE_FLAGS, PoolSpec, port_taken, release_chat_template, \
+        serve_command, serve_environment
+    from trace_lib.testing.tiny_qwen3 import QWEN3_NO_THINK_TEMPLATE
     from trace_lib.errors import InputError, JudgeError
 
-    model = work / "qwen3-32b-shapes"
-    if not model.exists():
-        write_qwen3_judge_shaped_config(model)
+    model = judge_model(work)
+    flags = dict(JUDGE_SERVE_FLAGS)
+    check_fits("the judge", model, gpu_memory_utilization or float(flags["--gpu-memory-utilization"]),
+               int(flags["--max-model-len"]))
     try:
         template = release_chat_template(release)
     except InputError:  # a data-only release copy: the tiny judge's template renders the same no-think turn

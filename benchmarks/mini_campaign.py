@@ -667,6 +667,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.design == "report":
         report(ctx)
         return 0
+    if not args.dry_run:  # generate splits its share among the engines (cli/generate.py)
+        jt.check_fits("generation", ctx["model"], args.generation_memory / args.engines_per_group, args.max_model_len)
     ctx["answerer"] = Answerer(release, work, keys)
     print(f"[setup] {len(keys)} benchmarks x 1 seed x {args.rows} rows under {work} in "
           f"{time.monotonic() - t0:.0f} s", flush=True)

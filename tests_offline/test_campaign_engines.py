@@ -15,6 +15,7 @@ from trace_lib.campaign.engines import (
     engines_per_gpu,
     kv_bytes_per_token,
     model_size,
+    share_shortfall,
 )
 from trace_lib.cli.generate import _with_engines
 from trace_lib.options import engines_per_group as engines_arg
@@ -103,3 +104,25 @@ def test_workers_get_the_number_not_auto():
     assert _with_engines(["generate", "--engines-per-group", "auto", "--x"], 2) == [
         "generate", "--engines-per-group", "2", "--x"]
     assert _with_engines(["generate", "--engines-per-group=auto"], 1) == ["generate", "--engines-per-group=1"]
+
+
+def test_a_share_too_small_for_one_engine_says_what_it_lacks():
+    """The benchmarks refuse such a share before a start (run 39: the 7B shape at 0.26 of an 80 GB GPU failed
+    after a minute of start-up): the 32B-shaped judge at the mini campaign's 0.60, and the 3B shape at half of
+    0.26 (two engines), fit an H200 and not an 80 GB GPU."""
+    from trace_lib.testing.tiny_qwen3 import QWEN3_32B_SHAPES
+
+    h100, h200 = 81559 * 2**20, 143771 * 2**20
+    judge = ModelSize(config_parameters(QWEN3_32B_SHAPES) * 2, kv_bytes_per_token(QWEN3_32B_SHAPES))
+    assert kv_bytes_per_token(QWEN3_32B_SHAPES) == 64 * 8 * 128 * 2 * 2
+    short = share_shortfall(judge, 8192, 0.60, h100)
+    assert short is not None and short.startswith("0.6 of this 79.6 GiB GPU is 47.8 GiB, less than the 67.")
+    assert share_shortfall(judge, 8192, 0.90, h100) is None  # upstream's 0.90: the judge alone fits
+    assert share_shortfall(judge, 8192, 0.60, h200) is None
+    three_b = model_size_of(_config("3b"))
+    assert share_shortfall(three_b, 32768, 0.13, h100) is not None
+    assert share_shortfall(three_b, 32768, 0.13, h200) is None
+
+
+def model_size_of(config: dict) -> ModelSize:
+    return ModelSize(config_parameters(config) * 2, kv_bytes_per_token(config))

@@ -68,3 +68,21 @@ def test_the_relay_caps_max_tokens_and_answers_the_recorded_reply(answer_tokens,
     assert engine.bodies == [{**body, "max_tokens": forwarded}]
     assert got["choices"][0]["message"]["content"] == "Yes" and got["choices"][0]["finish_reason"] == "stop"
     assert jt.cap_answer_tokens({"max_tokens": 512}, None) == {"max_tokens": 512}
+
+
+def test_a_judge_share_this_gpu_cannot_hold_is_refused_before_the_start(tmp_path, monkeypatch):
+    import judge_throughput as jt
+
+    from trace_lib.testing.tiny_qwen3 import QWEN3_32B_SHAPES
+
+    model = tmp_path / "judge"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(QWEN3_32B_SHAPES), encoding="utf-8")
+    gpus = [{"index": 0, "utilization": 0, "memory_used_mib": 0, "memory_total_mib": 81559}]
+    monkeypatch.setattr("trace_lib.reports.status.query_gpus", lambda: tuple(gpus))
+    with pytest.raises(SystemExit) as refused:
+        jt.check_fits("the judge", model, 0.60, 8192)
+    assert str(refused.value).startswith("the judge: 0.6 of this 79.6 GiB GPU is 47.8 GiB, less than the")
+    jt.check_fits("the judge", model, 0.90, 8192)  # fits: nothing raised
+    gpus.clear()  # no nvidia-smi: nothing to check against
+    jt.check_fits("the judge", model, 0.01, 8192)

@@ -108,10 +108,28 @@ def model_size(model_dir: Path) -> ModelSize:
         raise InputError("model config lacks the layer shapes", file=str(path), field=str(exc)) from None
 
 
+def engine_need_bytes(size: ModelSize, kv_tokens: int) -> int:
+    """What one engine of ``size`` holds: its weights, :data:`ENGINE_OVERHEAD_BYTES` and KV cache for ``kv_tokens``
+    tokens."""
+    return size.weight_bytes + ENGINE_OVERHEAD_BYTES + kv_tokens * size.kv_bytes_per_token
+
+
+def share_shortfall(size: ModelSize, kv_tokens: int, share: float, gpu_total_bytes: int) -> str | None:
+    """None when ``share`` of a GPU of ``gpu_total_bytes`` holds one engine of ``size`` with ``kv_tokens`` tokens
+    of KV cache (:func:`engine_need_bytes`), else what it lacks, in a phrase with the figures."""
+    need, have = engine_need_bytes(size, kv_tokens), share * gpu_total_bytes
+    if have >= need:
+        return None
+    gib = 2**30
+    return (f"{share:g} of this {gpu_total_bytes / gib:.1f} GiB GPU is {have / gib:.1f} GiB, less than the "
+            f"{need / gib:.1f} GiB one engine needs (weights {size.weight_bytes / gib:.1f} + "
+            f"{ENGINE_OVERHEAD_BYTES / gib:.0f} overhead + KV for {kv_tokens:,} tokens)")
+
+
 def engines_per_gpu(size: ModelSize, free_bytes: int, *, gpu_memory_utilization: float,
                     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS) -> EngineChoice:
     """The module's rule for one GPU with ``free_bytes`` free."""
-    need = size.weight_bytes + ENGINE_OVERHEAD_BYTES + max_num_seqs * KV_RESERVE_TOKENS * size.kv_bytes_per_token
+    need = engine_need_bytes(size, max_num_seqs * KV_RESERVE_TOKENS)
     budget = free_bytes * gpu_memory_utilization
     engines = max([n for n in range(1, MAX_ENGINES_PER_GPU + 1) if budget / n >= need] or [1])
     gib = 2**30
