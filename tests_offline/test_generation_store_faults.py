@@ -253,3 +253,82 @@ def test_a_file_that_cannot_be_cut_back_is_written_no_more_and_the_next_open_rep
             store.append(BATCH)  # nothing more is written after a roll-back that failed
     with SliceStore.open(path, IDENTITY) as store:  # the 10 torn bytes are cut on open
         assert store.repaired_bytes == 10 and list(store.done) == [row(0).row_key]
+
+
+def test_a_second_ctrl_c_during_the_roll_back_waits_for_it(tmp_path, monkeypatch):
+    """The first Ctrl-C tears the write; a second one arrives while the file is being cut back: it is held until
+    the roll-back is done, then raised, so the file is as it was and a flush of the same batch writes it once."""
+    import signal
+
+    session = signal.signal(signal.SIGINT, signal.default_int_handler)  # not the session's stop_on_signals
+    try:
+        _ctrl_c_during_roll_back(tmp_path, monkeypatch)
+    finally:
+        signal.signal(signal.SIGINT, session)
+
+
+def _ctrl_c_during_roll_back(tmp_path, monkeypatch):
+    import signal
+
+    path = tmp_path / "s.jsonl"
+    with SliceStore.open(path, IDENTITY) as store:
+        store.append([row(0), row(1)])
+        before = path.read_bytes()
+        inject(store, 10, KeyboardInterrupt())
+        real = os.ftruncate
+
+        def ctrl_c_then_truncate(fd: int, length: int) -> None:
+            signal.raise_signal(signal.SIGINT)  # a handler that raised here would leave the torn bytes
+            real(fd, length)
+
+        monkeypatch.setattr("trace_lib.generation.store.os.ftruncate", ctrl_c_then_truncate)
+        with pytest.raises(KeyboardInterrupt):
+            store.append(BATCH)
+        monkeypatch.undo()
+        assert path.read_bytes() == before
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler in place is restored
+        assert store.append(BATCH) == 3
+    _stored_once(path, 5)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link", "directory"])
+def test_a_slice_path_that_is_not_a_regular_file_is_refused_before_it_is_read(tmp_path, kind):
+    from trace_lib.errors import UsageError
+
+    path, target = tmp_path / "s.jsonl", tmp_path / "elsewhere.jsonl"
+    if kind == "fifo":
+        os.mkfifo(path)  # reading it would block for ever
+    elif kind == "link":
+        with SliceStore.open(target, IDENTITY) as store:
+            store.append([row(0)])
+        path.symlink_to(target)  # appending through it would write another file
+    else:
+        path.mkdir()
+    before = target.read_bytes() if target.exists() else None
+    with pytest.raises(UsageError) as refused:
+        SliceStore.open(path, IDENTITY)
+    assert refused.value.file == str(path) and "never replaces one that is not" in str(refused.value)
+    assert (target.read_bytes() if target.exists() else None) == before
+    assert not path.with_name(path.name + ".lock").exists()  # the lock taken for the check is released
+
+
+def test_a_failed_retain_leaves_the_file_and_the_store_usable(tmp_path, monkeypatch):
+    path = tmp_path / "s.jsonl"
+    with SliceStore.open(path, IDENTITY) as store:
+        store.append([row(0), row(1)])
+        before = path.read_bytes()
+        monkeypatch.setattr("trace_lib.generation.store.write_bytes_atomic", lambda *a: (_ for _ in ()).throw(
+            OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))))
+        with pytest.raises(OSError):
+            store.retain(lambda r: r.ordinal == 0)
+        monkeypatch.undo()
+        assert path.read_bytes() == before and len(store.done) == 2
+        assert store.append([row(2)]) == 1  # reopened: appends go on
+        monkeypatch.setattr(SliceStore, "_reopen", lambda self: (_ for _ in ()).throw(
+            OSError(errno.EMFILE, os.strerror(errno.EMFILE))))
+        with pytest.raises(OSError):
+            store.retain(lambda r: r.ordinal != 1)  # rewritten, then the handle cannot be opened again
+        monkeypatch.undo()
+        with pytest.raises(Exception, match="not open for writing"):
+            store.append([row(3)])
+    assert [r.ordinal for r in load_responses(path)] == [0, 2]

@@ -108,6 +108,27 @@ def stop_on_signals() -> Iterator[None]:
         _reset()
 
 
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM for the block (a write and its roll-back, which a second Ctrl-C must not cut in two),
+    then deliver the first that came to the handler in place before. Main thread only: elsewhere neither raises."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = {}
+    try:
+        for signum in STOP_SIGNALS:
+            if signal.getsignal(signum) is not None:  # None: a handler not set from Python, which cannot be restored
+                previous[signum] = signal.signal(signum, lambda signum, frame: held.append(signum))
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if held:
+            signal.raise_signal(held[0])
+
+
 def stoppable(command: Callable[..., int], *, label: str) -> Callable[..., int]:
     """``command`` run under :func:`stop_on_signals`; a signal prints ``[label] stopped by SIGTERM: ...`` on stderr
     and returns ``128 + signum`` (the CLI's thin wiring: ``parser.set_defaults(run=stoppable(run, ...))``)."""

@@ -49,8 +49,10 @@ from trace_lib.atomic import write_bytes_atomic
 from trace_lib.decoding import check_input_file, decode
 from trace_lib.errors import InputError
 from trace_lib.filelock import FileLock
+from trace_lib.interrupts import signals_held
 from trace_lib.jsonio import canonical_json_ascii as canonical_json
 from trace_lib.jsonio import MAX_INT, loads_strict
+from trace_lib.outputs import check_replaceable
 from trace_lib.release.load import sha256_bytes
 
 SCHEMA_VERSION = "trace-repro-responses-v1"
@@ -304,13 +306,17 @@ class SliceStore:
         Raises:
             InputError: the header was written for another identity (names the differing field), the file
                 is corrupt before its last line, or another process holds the file.
+            UsageError: the path is not absent or a writable regular file (a FIFO would block the read, a link
+                would be written through).
         """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         lock = FileLock(path.with_name(path.name + ".lock"), busy=lambda: InputError(
             "another process is writing this slice", file=str(path), hint="wait for it to finish or stop it"))
         lock.acquire()
+        created = False
         try:
+            check_replaceable(path)
             created = not path.exists()
             if created:
                 write_bytes_atomic(path, _header_line(identity.header()))
@@ -338,7 +344,9 @@ class SliceStore:
 
         All or nothing: when the write or the ``fsync`` fails or is interrupted (``ENOSPC``, ``EFBIG``,
         ``KeyboardInterrupt``, ...), the file is truncated back to its last durable length and fsynced, so it
-        is exactly as before the call, and the exception propagates (an ``OSError`` then names this file). Rows
+        is exactly as before the call, and the exception propagates (an ``OSError`` then names this file).
+        SIGINT and SIGTERM are held until the write and any roll-back are done (:func:`signals_held`), so a
+        second Ctrl-C cannot land between a torn write and its undoing. Rows
         this store has already written -- the same objects, e.g. a buffer flushed again from a ``finally``
         after an interrupt -- are skipped, so a batch is never written twice.
 
@@ -360,16 +368,17 @@ class SliceStore:
                              hint="an earlier write failed and could not be undone; re-run to resume")
         data = b"".join(r.to_line() for r in batch)
         start = self.durable_bytes
-        try:
-            view, written = memoryview(data), 0
-            while written < len(data):
-                written += self._file.write(view[written:]) or 0
-            os.fsync(self._file.fileno())
-        except BaseException as exc:
-            self._roll_back(start)
-            if isinstance(exc, OSError):
-                raise OSError(exc.errno, exc.strerror or str(exc), str(self.path)) from exc
-            raise
+        with signals_held():
+            try:
+                view, written = memoryview(data), 0
+                while written < len(data):
+                    written += self._file.write(view[written:]) or 0
+                os.fsync(self._file.fileno())
+            except BaseException as exc:
+                self._roll_back(start)
+                if isinstance(exc, OSError):
+                    raise OSError(exc.errno, exc.strerror or str(exc), str(self.path)) from exc
+                raise
         self.durable_bytes = start + len(data)
         self.done.update(zip(keys, batch))
         return len(batch)
@@ -392,8 +401,16 @@ class SliceStore:
             return 0
         if self._file is not None:
             self._file.close()
+            self._file = None  # until reopened: append says the file is not open, never writes a closed handle
         kept.sort(key=lambda r: r.ordinal)
-        write_bytes_atomic(self.path, _header_line(self.header) + b"".join(r.to_line() for r in kept))
+        try:
+            write_bytes_atomic(self.path, _header_line(self.header) + b"".join(r.to_line() for r in kept))
+        except BaseException:
+            try:
+                self._reopen()  # the file is as it was: appends may go on
+            except OSError:
+                pass
+            raise
         self.done = {r.row_key: r for r in kept}
         self._reopen()
         return dropped
