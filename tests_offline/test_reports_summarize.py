@@ -227,3 +227,88 @@ def test_status_watch_stops_once_the_campaign_is_complete(capsys, campaign, tmp_
     code, out, _ = _cli(capsys, "status", "--no-gpu", "--watch", "5", "--fail-if-incomplete", *_select(campaign))
     assert code == 0
     assert out.count("[trace-repro status] ") == 1 and "complete=true" in out
+
+
+@pytest.mark.parametrize("cut", ["repeated row", "last line cut before its newline"])
+def test_verify_counts_the_rows_the_readers_parse_not_the_lines(campaign, release, cut):
+    responses = campaign / "generation" / "seed_43" / MODEL / "countbenchqa.jsonl"
+    lines = responses.read_bytes().splitlines(keepends=True)
+    if cut == "repeated row":
+        responses.write_bytes(b"".join(lines[:-1]) + lines[-2])  # as many lines, one row twice
+    else:
+        responses.write_bytes(b"".join(lines[:-1]) + lines[-1][:20] + b"\n")  # as many lines, the last one torn
+    report = verify_campaign(campaign, load_suite(release), phase="generation", models=[MODEL], seeds=[42, 43],
+                             benchmarks=KEYS)
+    detail = [r.detail for r in report.incomplete]
+    if cut == "repeated row":
+        assert len(detail) == 1 and "two lines for one row" in detail[0], detail
+    else:
+        assert detail == ["486/487 rows generated"]
+
+
+@pytest.mark.parametrize(("field", "value", "detail"), [
+    ("records", ["x"], "scores.json records is not an object"),
+    ("records", "x", "scores.json records is not an object"),
+    ("records", {"path": "../../erqa/records.jsonl"}, "scores.json records.path is not a file name beside it"),
+    ("inputs", "x", "scores.json inputs.responses is not an object"),
+    ("inputs", {"responses": "x"}, "scores.json inputs.responses is not an object"),
+    ("protocol", "x", "scores.json protocol is not an object"),
+    ("score", 10 ** 400, "score is not a finite number"),
+])
+def test_a_mistyped_scores_json_is_an_incomplete_slice_not_a_traceback(campaign, release, capsys, field, value,
+                                                                         detail):
+    scores = campaign / "scoring" / "seed_42" / MODEL / "erqa" / "scores.json"
+    doc = json.loads(scores.read_text(encoding="utf-8"))
+    doc[field] = value
+    scores.write_text(json.dumps(doc), encoding="utf-8")
+    state = _reader(campaign, release).score(SliceKey(MODEL, 42, "erqa"))
+    assert not state.complete and state.detail.startswith(detail), state.detail
+    code, out, err = _cli(capsys, "verify", "--phase", "score", *_select(campaign))
+    assert code == 1 and detail in out and "Traceback" not in err
+
+
+def test_a_seed_directory_int_cannot_read_is_not_a_seed(campaign):
+    from trace_lib.reports.collect import discover
+
+    (campaign / "generation" / "seed_\u00b2" / MODEL).mkdir(parents=True)  # '²'.isdigit() is true
+    assert discover(campaign) == ([MODEL], [42, 43])
+
+
+def test_score_names_what_stands_where_responses_belong(capsys, campaign):
+    import os
+
+    from trace_lib.reports.collect import response_file
+
+    responses = response_file(campaign, SliceKey(MODEL, 43, "erqa"))
+    responses.unlink()
+    os.mkfifo(responses)  # never opened: it would block
+    code, out, err = _cli(capsys, "score", *_select(campaign), "--data-root", str(campaign.parent / "data"))
+    assert code != 0 and "Traceback" not in err
+    assert f"{MODEL}-seed43-erqa: {responses} is a FIFO, not a regular file" in err, err
+    assert "not generated yet" not in err
+
+
+def test_an_output_directory_that_is_a_fifo_is_named_not_file_exists(tmp_path):
+    import os
+
+    from trace_lib.errors import UsageError
+    from trace_lib.filelock import locked_directory
+
+    out_dir = tmp_path / "scoring" / "countbenchqa"
+    out_dir.parent.mkdir()
+    os.mkfifo(out_dir)
+    with pytest.raises(UsageError) as refused:
+        with locked_directory(out_dir, ".lock", busy=lambda: RuntimeError("busy")):
+            pass
+    assert str(refused.value).startswith(f"{out_dir}: is a FIFO, not a directory"), str(refused.value)
+    with pytest.raises(UsageError):  # under a file: nothing is made
+        with locked_directory(tmp_path / "scoring" / "countbenchqa" / "x", ".lock", busy=lambda: RuntimeError()):
+            pass
+
+
+def test_an_empty_response_file_is_a_store_file_cut_before_its_header(tmp_path):
+    from trace_lib.scoring.plain_responses import is_store_file
+
+    empty = tmp_path / "r.jsonl"
+    empty.write_bytes(b"")
+    assert is_store_file(empty)

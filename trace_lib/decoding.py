@@ -16,6 +16,12 @@ from trace_lib.errors import InputError, TraceReproError
 _BOMS = (codecs.BOM_UTF8, codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 
 
+def ascii_digits(text: str) -> bool:
+    """``text`` is one or more ASCII digits, what ``int()`` reads as a plain number (``str.isdigit`` also takes
+    ``²`` and other digits ``int()`` refuses)."""
+    return text.isascii() and text.isdigit()
+
+
 def decode(data: bytes, *, file: str | Path, offset: int = 0,
            error: type[TraceReproError] = InputError) -> str:
     """``data`` (found at byte ``offset`` of ``file``) as UTF-8 text.

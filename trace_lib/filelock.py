@@ -97,8 +97,11 @@ def locked_directory(out_dir: Path | str, name: str, busy: Callable[[], BaseExce
 
     Raises:
         BaseException: ``busy()`` when another process holds it.
+        UsageError: ``out_dir`` or a parent of it is a file, a FIFO or another non-directory (nothing is made).
     """
-    out_dir = Path(out_dir)
+    from trace_lib.outputs import check_output_dir
+
+    out_dir = check_output_dir(Path(out_dir))
     created = [p for p in (out_dir, *out_dir.parents) if not p.exists()]  # deepest first
     out_dir.mkdir(parents=True, exist_ok=True)
     try:

@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from trace_lib.decoding import check_input_file
+from trace_lib.decoding import ascii_digits, check_input_file
 from trace_lib.errors import InputError
 from trace_lib.jsonio import MAX_INT, loads_strict, strict_error
 
@@ -291,7 +291,7 @@ def _as_int(value: Any) -> int:
     if isinstance(value, float):
         if not value.is_integer():
             raise ValueError(value)
-    elif isinstance(value, str) and not value.strip().isdigit():
+    elif isinstance(value, str) and not ascii_digits(value.strip()):
         raise ValueError(value)
     number = int(value)
     if not 0 <= number <= MAX_INT:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from trace_lib.aggregation.verdict import Verdict
+from trace_lib.decoding import ascii_digits
 from trace_lib.environment.engine import (
     engine_drift_text,
     engine_properties,
@@ -472,7 +473,7 @@ def worker_gpu_group(plan: Plan, worker_id: str | None) -> tuple[int, ...] | Non
     Raises:
         UsageError: more workers than GPU groups (two engines would share GPUs).
     """
-    if not worker_id or not worker_id.startswith("gw") or not worker_id[2:].isdigit():
+    if not worker_id or not worker_id.startswith("gw") or not ascii_digits(worker_id[2:]):
         return None
     index = int(worker_id[2:])
     if index >= len(plan.gpu_groups):

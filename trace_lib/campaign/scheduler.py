@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
+from trace_lib.decoding import ascii_digits
 from trace_lib.errors import BackendError, TraceReproError
 from trace_lib.generation.backends.base import RequestFeed, RequestsFailed, stream_generate
 from trace_lib.generation.request import RequestFailure
@@ -341,7 +342,7 @@ class CampaignScheduler:
                                            hint="re-run to generate the missing rows")
                     break
                 slot_text, _, key = result.request_id.partition("|")
-                active = self._active.get(int(slot_text)) if slot_text.isdigit() else None
+                active = self._active.get(int(slot_text)) if ascii_digits(slot_text) else None
                 row = active.by_key.get(key) if active is not None else None
                 if active is None or row is None or key in active.store.done:
                     raise BackendError("backend answered a request it was not sent", field=self.backend.name,

@@ -183,7 +183,7 @@ def _run_campaign(args: argparse.Namespace, release, judge_url: str | None) -> E
     from trace_lib.campaign.verdicts import judge_campaign, verdict_plan
     from trace_lib.cli.verify import campaign_inputs
     from trace_lib.data.prepare import load_artifact_sources
-    from trace_lib.reports.collect import SliceKey, expected_slices, response_file
+    from trace_lib.reports.collect import SliceKey, expected_slices, not_regular, response_file
 
     for flag, value in (("--jobs", args.jobs), ("--max-jobs", args.max_jobs)):
         if value < 1:
@@ -193,11 +193,14 @@ def _run_campaign(args: argparse.Namespace, release, judge_url: str | None) -> E
     scorer = CampaignScorer(root, options.work_root(args.data_root, DATA_ROOT_ENV, "data", directory="--data-root"),
                             load_artifact_sources(release), judge_url)
     slices: list[SliceKey] = expected_slices(models, seeds, keys)
-    failed: list[str] = []
     summaries: list[dict] = []
     if scorer.judge is not None:
         scorer.judge.check()  # an unreachable judge stops the run here (exit 2), before any slice
-    pending = [key for key in slices if not response_file(root, key).is_file()]
+    odd = {key: problem for key in slices if (problem := not_regular(response_file(root, key)))}
+    for key, problem in odd.items():  # a FIFO or a directory where the responses belong: named, never opened
+        print(f"[score] {key.id}: {response_file(root, key)} {problem}", file=sys.stderr)
+    failed: list[str] = [key.id for key in odd]
+    pending = [key for key in slices if key not in odd and not response_file(root, key).is_file()]
     if pending:  # one line for what is not generated yet, not one error per slice
         shown = " ".join(key.id for key in pending[:6]) + (" ..." if len(pending) > 6 else "")
         print(f"[score] not generated yet: {len(pending)} of {len(slices)} slice(s) have no response file "
@@ -205,7 +208,7 @@ def _run_campaign(args: argparse.Namespace, release, judge_url: str | None) -> E
               file=sys.stderr)
         failed += [key.id for key in pending]
 
-    ordered = scoring_order([key for key in slices if key not in pending])
+    ordered = scoring_order([key for key in slices if key not in pending and key not in odd])
     results = dict(scorer.score_all(judge_heavy_first(ordered), lambda key: response_file(root, key),
                                     jobs=args.jobs, max_jobs=max(args.jobs, args.max_jobs)))
     for key in ordered:  # reported in scoring order

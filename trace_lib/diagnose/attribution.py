@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Mapping, Sequence
 
+from trace_lib.decoding import ascii_digits
 from trace_lib.diagnose.views import RowView, SliceKey, SliceView
 
 #: Pipeline order; the first stage with a charge is the slice's first diverging stage.
@@ -235,4 +236,4 @@ def diagnose_slice(left: SliceView, right: SliceView, *, band: float | None = No
 
 
 def _index_order(index: str) -> tuple[int, int | str]:
-    return (0, int(index)) if index.lstrip("-").isdigit() else (1, index)
+    return (0, int(index)) if ascii_digits(index.lstrip("-")) else (1, index)

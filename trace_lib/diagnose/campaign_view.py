@@ -13,7 +13,7 @@ from typing import Any
 from trace_lib.archive.extraction_form import extraction_key
 from trace_lib.archive.hashes import prompt_sha256
 from trace_lib.diagnose.views import RowView, SliceKey, SliceView
-from trace_lib.decoding import check_input_file, read_text
+from trace_lib.decoding import ascii_digits, check_input_file, read_text
 from trace_lib.errors import InputError
 from trace_lib.jsonio import loads_strict
 from trace_lib.release.load import sha256_file
@@ -27,7 +27,7 @@ def campaign_slice_keys(campaign_root: Path) -> list[SliceKey]:
     keys = []
     for path in sorted((Path(campaign_root) / "generation").glob("seed_*/*/*.jsonl")):
         seed_text = path.parent.parent.name.removeprefix("seed_")
-        if seed_text.isdigit():
+        if ascii_digits(seed_text):
             keys.append(SliceKey(path.parent.name, int(seed_text), path.stem))
     return sorted(keys, key=lambda k: (k.model, k.seed, k.benchmark))
 
@@ -38,7 +38,7 @@ def load_campaign_slice(campaign_root: Path, key: SliceKey) -> SliceView | None:
     Raises:
         InputError: a corrupt response, records or scores file.
     """
-    from trace_lib.generation.store import load_header, load_responses, response_path
+    from trace_lib.generation.store import read_response_file, response_path
     from trace_lib.scoring.score import RECORDS_FILE, SCORES_FILE, check_header_slice, scores_dir
 
     root = Path(campaign_root)
@@ -46,9 +46,10 @@ def load_campaign_slice(campaign_root: Path, key: SliceKey) -> SliceView | None:
     if not path.is_file():
         return None
     # a file filed under another slice's path (seeds swapped) is refused, not compared as that slice
-    check_header_slice(path, load_header(path), benchmark=key.benchmark, seed=key.seed, model=key.model)
+    header, stored_rows = read_response_file(path)
+    check_header_slice(path, header, benchmark=key.benchmark, seed=key.seed, model=key.model)
     rows: dict[str, RowView] = {}
-    for stored in load_responses(path):
+    for stored in stored_rows:
         rows[stored.index] = RowView(
             index=stored.index,
             prompt_sha256=prompt_sha256(stored.prompt) if stored.prompt else None,

@@ -251,13 +251,18 @@ def load_responses(path: Path) -> list[StoredResponse]:
     Raises:
         InputError: missing file, corrupt header, a corrupt line that is not the last, two lines for one row.
     """
+    return read_response_file(path)[1]
+
+
+def read_response_file(path: Path) -> tuple[dict[str, Any], list[StoredResponse]]:
+    """The header and the rows (in ordinal order) of a response file, as :func:`load_responses` reads them."""
     parsed = _read(path)
     seen: dict[str, StoredResponse] = {}
     for row in parsed.rows:
         if row.row_key in seen:
             raise InputError("two lines for one row", file=str(path), field=row.row_key)
         seen[row.row_key] = row
-    return sorted(seen.values(), key=lambda r: r.ordinal)
+    return parsed.header, sorted(seen.values(), key=lambda r: r.ordinal)
 
 
 # -- writing ---------------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from trace_lib.decoding import ascii_digits
 from trace_lib.slices import Slice
 from trace_lib.errors import TraceReproError
 from trace_lib.outputs import kind
@@ -113,8 +114,9 @@ class CampaignReader:
 
     # -- generation ------------------------------------------------------------------------------------------
     def generation(self, key: SliceKey) -> SliceState:
-        """Whether the slice's response file exists, names this slice, and holds every suite row."""
-        from trace_lib.generation.store import load_header
+        """Whether the slice's response file exists, names this slice, and holds every suite row (rows as the
+        readers parse them: a repeated row is a corrupt file, a torn last line no row)."""
+        from trace_lib.generation.store import read_response_file
 
         path = response_file(self.root, key)
         expected = self.rows[key.benchmark]
@@ -123,15 +125,15 @@ class CampaignReader:
             return SliceState(key, "generation", complete, detail, str(path), rows, expected)
 
         if not path.is_file():
-            return state(False, _not_regular(path) or "responses missing")
+            return state(False, not_regular(path) or "responses missing")
         try:
-            header = load_header(path)
+            header, stored = read_response_file(path)
         except TraceReproError as exc:
             return state(False, f"unreadable responses: {exc.render()}")
         for name, want in (("slice", key.id), ("model", key.model), ("seed", key.seed), ("benchmark", key.benchmark)):
             if header.get(name) != want:
                 return state(False, f"header.{name} is {header.get(name)!r}, expected {want!r}")
-        rows = min(self._lines.count(path), expected)
+        rows = min(len(stored), expected)
         if rows < expected:
             return state(False, f"{rows}/{expected} rows generated", rows)
         return state(True, f"{expected}/{expected} rows generated", rows)
@@ -140,7 +142,7 @@ class CampaignReader:
         """The slice's response and scores paths that exist but are not regular files (a FIFO, a directory, a
         dangling link ...), in words: status counts such a slice as absent and says why, without opening them."""
         paths = (response_file(self.root, key), scores_file(self.root, key))
-        return [f"{path}: {problem}" for path in paths if (problem := _not_regular(path))]
+        return [f"{path}: {problem}" for path in paths if (problem := not_regular(path))]
 
     def durable_rows(self, key: SliceKey) -> int:
         """Rows stored for the slice (0 without a file), capped at the suite rows; no parsing (status)."""
@@ -162,7 +164,7 @@ class CampaignReader:
                               expected, score if _finite(score) else None)
 
         if not path.is_file():
-            return state(False, _not_regular(path) or "scores missing")
+            return state(False, not_regular(path) or "scores missing")
         try:
             doc = load_json(path)
         except TraceReproError as exc:
@@ -176,7 +178,10 @@ class CampaignReader:
             return state(False, f"score is not a finite number ({doc.get('score')!r})", doc)
         if doc.get("rows") != expected:
             return state(False, f"scored {doc.get('rows')!r} rows, the suite has {expected}", doc)
-        version = (doc.get("protocol") or {}).get("version")
+        protocol = _object(doc, "protocol")
+        if protocol is None:
+            return state(False, "scores.json protocol is not an object", doc)
+        version = protocol.get("version")
         if protocol_versions and key.benchmark in protocol_versions and version != protocol_versions[key.benchmark]:
             return state(False, f"scored with protocol {version!r}, current is {protocol_versions[key.benchmark]!r}",
                          doc)
@@ -186,14 +191,21 @@ class CampaignReader:
         return state(True, f"score {doc['score']:.3f} over {expected} rows", doc)
 
     def _receipt_problem(self, directory: Path, doc: Mapping[str, Any], key: SliceKey) -> str | None:
-        records = doc.get("records") or {}
-        records_path = directory / str(records.get("path", ""))
-        if not records.get("path") or not records_path.is_file():
+        records = _object(doc, "records")
+        if records is None:
+            return "scores.json records is not an object"
+        name = records.get("path")
+        if not isinstance(name, str) or not name or Path(name).name != name or name in (".", ".."):
+            return f"scores.json records.path is not a file name beside it ({name!r})"
+        records_path = directory / name
+        if not records_path.is_file():
             return "records.jsonl missing"
         if self.hashes.sha256(records_path) != records.get("sha256"):
             return "records.jsonl differs from the sha256 in scores.json"
         if self.check_responses_hash:
-            responses = ((doc.get("inputs") or {}).get("responses") or {})
+            responses = _object(doc, "inputs", "responses")
+            if responses is None:
+                return "scores.json inputs.responses is not an object"
             current = response_file(self.root, key)
             if not current.is_file():
                 return "responses missing (scores have no current input)"
@@ -211,7 +223,7 @@ class CampaignReader:
         return doc if isinstance(doc, dict) else None
 
 
-def _not_regular(path: Path) -> str | None:
+def not_regular(path: Path) -> str | None:
     """What is wrong with ``path`` when something other than a regular file is there (None when it is one or
     nothing is there), in words, without opening it."""
     try:
@@ -226,7 +238,21 @@ def _not_regular(path: Path) -> str | None:
 
 
 def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A JSON number a float holds (an integer too large for one is not)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def _object(doc: Mapping[str, Any], *names: str) -> Mapping[str, Any] | None:
+    """``doc[names[0]][names[1]]...`` when each is a JSON object, else None."""
+    value: Any = doc
+    for name in names:
+        value = value.get(name) if isinstance(value, Mapping) else None
+    return value if isinstance(value, Mapping) else None
 
 
 def discover(root: Path) -> tuple[list[str], list[int]]:
@@ -238,7 +264,7 @@ def discover(root: Path) -> tuple[list[str], list[int]]:
         if not base.is_dir():
             continue
         for seed_dir in base.iterdir():
-            if seed_dir.is_dir() and seed_dir.name.startswith("seed_") and seed_dir.name[5:].isdigit():
+            if seed_dir.is_dir() and seed_dir.name.startswith("seed_") and ascii_digits(seed_dir.name[5:]):
                 seeds.add(int(seed_dir.name[5:]))
                 models.update(p.name for p in seed_dir.iterdir() if p.is_dir())
     return sorted(models), sorted(seeds)

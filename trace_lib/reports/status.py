@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from trace_lib.decoding import ascii_digits
 from trace_lib.reports.collect import CampaignReader, current_protocol_versions, expected_slices
 from trace_lib.release.suite import Suite
 
@@ -146,7 +147,7 @@ def query_gpus() -> tuple[dict[str, Any], ...]:
     gpus = []
     for line in out.strip().splitlines():
         parts = [p.strip() for p in line.split(",")]
-        if len(parts) == 4 and all(p.isdigit() for p in parts):
+        if len(parts) == 4 and all(ascii_digits(p) for p in parts):
             index, util, used, total = map(int, parts)
             gpus.append({"index": index, "utilization": util, "memory_used_mib": used, "memory_total_mib": total})
     return tuple(gpus)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from trace_lib.atomic import write_json_atomic, write_text_atomic
+from trace_lib.decoding import ascii_digits
 from trace_lib.errors import InputError, JudgeError, UsageError
 from trace_lib.outputs import check_replaceable
 from trace_lib.release import identity
@@ -422,7 +423,7 @@ def _reap(children: Sequence[subprocess.Popen]) -> None:
 def group_alive(pgid: int) -> bool:
     """Some live (not zombie) process is in process group ``pgid`` (read from ``/proc``)."""
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
+        if not ascii_digits(entry.name):
             continue
         now = process_identity(int(entry.name))
         if now is not None and now.pgid == pgid:

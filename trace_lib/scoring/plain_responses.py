@@ -41,9 +41,12 @@ def indexed_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 def is_store_file(path: Path) -> bool:
     """True when the first line is a trace-repro store header (``{"kind": "header", ...}``), or is meant to be one
     but is corrupt (it names ``"kind"`` and ``"header"``): the store reader then reports what is wrong with it,
-    instead of the file being taken for a plain one that needs ``--seed``."""
+    instead of the file being taken for a plain one that needs ``--seed``. An empty file is one cut before its
+    header ended (a plain file has a line per row)."""
     with open(path, "rb") as handle:
         first = handle.readline()
+    if not first:
+        return True
     try:
         record = loads_strict(first.decode("utf-8", errors="replace"))
     except ValueError:

@@ -316,7 +316,7 @@ def run_scoring(
 def _score_into(protocol: Protocol, rows: Sequence[Row], responses_path: Path, out_dir: Path, *,
                 judge: Judge | None, judge_url: str | None, dataset: FileRef | None,
                 seed: int | None, model: str | None) -> ScoredSlice:
-    from trace_lib.generation.store import load_header, load_responses
+    from trace_lib.generation.store import read_response_file
     from trace_lib.release.load import sha256_file
 
     from trace_lib.data.vlmeval_tsv import dropped_noimg_indices
@@ -333,10 +333,9 @@ def _score_into(protocol: Protocol, rows: Sequence[Row], responses_path: Path, o
                        responses=FileRef(str(responses_path), sha256_file(responses_path)),
                        judge_url=judge_url, identity={"slice": None, "model": model, "model_revision": None,
                                                       "generation_contract_hash": None})
-    header = load_header(responses_path)
-    header_seed = check_header_slice(responses_path, header, benchmark=protocol.key, seed=seed, model=model)
-    seed = header_seed
-    texts = responses_for_rows(rows, load_responses(responses_path), source=str(responses_path))
+    header, stored = read_response_file(responses_path)  # one read: the header and rows of the same bytes
+    seed = check_header_slice(responses_path, header, benchmark=protocol.key, seed=seed, model=model)
+    texts = responses_for_rows(rows, stored, source=str(responses_path))
     score = score_slice(protocol, rows, texts, ScoringContext(seed=seed, judge=judge))
     identity = {
         "slice": header.get("slice"),
