@@ -107,6 +107,11 @@ def test_calibration_overrides_defaults_and_bad_values_name_the_field(tmp_path):
     ('{"judge": {"requests_per_s": 5, "requests_per_s": 9}}', None, "duplicate key 'requests_per_s'"),
     ('{"judge": {"requests_per_sec": 5}}', "judge.requests_per_sec", "unknown field 'requests_per_sec'"),
     ('{"generaton_3b": {"rows_per_s": 5}}', "generaton_3b", "unknown section 'generaton_3b'"),
+    ('{"generation_3B": {"rows_per_s": 5}}', "generation_3B", "unknown section 'generation_3B'"),  # not a shape
+    ('{"generation_": {"rows_per_s": 5}}', "generation_", "unknown section 'generation_'"),
+    ('{"generation_13b": {"rows_per_s": 5}}', "generation_13b", "unknown section 'generation_13b'"),
+    ('{"judge": {"requests_per_s": true}}', "judge.requests_per_s", "not a number from"),  # not 1.0
+    ('{"generation_3b": {"max_tokens": 0}}', "generation_3b.max_tokens", "not an integer from 1"),
     ("", None, "not JSON at line 1 column 1"),
     ('{"judge": {"requests_per_s": NaN}}', None, "non-finite number NaN"),
 ])
@@ -389,3 +394,24 @@ def test_the_paper_campaign_on_8_gpus_starts_one_engine_per_worker(capsys):
     generation = next(p for p in est["phases"] if p["name"] == "generation")
     assert generation["start_s"] == pytest.approx(DEFAULT_RATES.engine_start_s + DEFAULT_RATES.start_extra("new-model"))
     assert generation["seconds"] / 60 == pytest.approx(39.75, abs=0.01)
+
+
+@pytest.mark.parametrize("text", ['{"judge": {"requests_per_s": 9.0}', "[1, 2]", "\udcff"])
+def test_recording_into_a_calibration_file_it_cannot_read_leaves_the_file_as_it_is(tmp_path, text):
+    path = tmp_path / "calibration.json"
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))  # cut short, not an object, not UTF-8
+    before = path.read_bytes()
+    with pytest.raises(InputError) as refused:
+        record_calibration(path, "engine_start", {"warm": 60.0})
+    assert refused.value.file == str(path) and path.read_bytes() == before  # the judge section is not lost
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["calibration.json"]
+
+
+def test_a_start_state_measured_faster_than_warm_adds_nothing_and_scoring_is_read(tmp_path):
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps({"engine_start": {"warm": 80.0, "cold": 70.0}, "scoring": {"rows_per_s": 10.0}}))
+    rates = load_rates(path)
+    assert rates.start_extra("cold") == 0.0 and rates.scoring_rows_per_s == 10.0
+    cold = estimate(WORK, DEFAULT_RATES, gpus=1, engine_caches="cold").phase("generation")
+    warm = estimate(WORK, DEFAULT_RATES, gpus=1, engine_caches="warm").phase("generation")
+    assert cold.start_s - warm.start_s == pytest.approx(66.6 + 34.3)  # m3 cold, then m7 a new path: run 38

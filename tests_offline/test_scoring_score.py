@@ -111,6 +111,41 @@ def test_write_slice_scores_writes_records_then_summary(tmp_path, stored):
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["records.jsonl", "scores.json"]
 
 
+@pytest.mark.parametrize("fault", ["records rename", "scores write"])
+def test_a_failed_rescore_leaves_the_old_records_and_scores_as_they_were(tmp_path, stored, monkeypatch, fault):
+    import errno
+    import os
+
+    rows, responses = stored
+    out = tmp_path / "out"
+    first = write_slice_scores(out, score_slice(PROTOCOL, rows, responses_for_rows(rows, responses),
+                                                ScoringContext(seed=42)), PROTOCOL, seed=42, identity={"model": "m"})
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    real_replace = os.replace
+
+    def failing_replace(src, dst):
+        if str(dst) == str(first.records_path):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_replace(src, dst)
+
+    def failing_write(path, text):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    if fault == "records rename":
+        monkeypatch.setattr("trace_lib.atomic.os.replace", failing_replace)
+    else:
+        monkeypatch.setattr("trace_lib.scoring.score.write_text_atomic", failing_write)
+    again = score_slice(PROTOCOL, rows, responses_for_rows(rows, responses), ScoringContext(seed=43))
+    with pytest.raises(OSError):
+        write_slice_scores(out, again, PROTOCOL, seed=43, identity={"model": "m"})
+    monkeypatch.undo()
+    after = {p.name: p.read_bytes() for p in out.iterdir()}
+    if fault == "records rename":
+        assert after == before  # the receipt set aside is put back beside the records it names
+    else:  # the new records are in, the receipt not: no scores.json, so the slice is not taken as scored
+        assert sorted(after) == ["records.jsonl"]
+
+
 def test_an_interrupted_write_leaves_nothing(tmp_path):
     def lines():
         yield "one"

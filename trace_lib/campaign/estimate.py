@@ -282,10 +282,10 @@ def _check_fields(path: Path, name: str, section: Mapping[str, Any]) -> None:
 
     if name in _RECORD_SECTIONS:
         return
-    kind = "generation_" if name.startswith("generation_") and name != "generation_" else name
-    if kind not in _SECTION_FIELDS:
-        known = [k for k in _SECTION_FIELDS if k != "generation_"] + ["generation_3b", "generation_7b",
-                                                                        *_RECORD_SECTIONS]
+    shapes = [f"generation_{shape}" for shape in DEFAULT_RATES.generation_rows_per_s]  # model_shape's shapes
+    kind = "generation_" if name in shapes else name
+    if kind not in _SECTION_FIELDS or (kind == "generation_" and name not in shapes):
+        known = [k for k in _SECTION_FIELDS if k != "generation_"] + [*shapes, *_RECORD_SECTIONS]
         raise InputError(f"unknown section {name!r}", file=str(path), field=name, hint=did_you_mean(name, known))
     allowed = _SECTION_FIELDS[kind] | _STAMP_FIELDS
     for field_name in section:
@@ -295,19 +295,29 @@ def _check_fields(path: Path, name: str, section: Mapping[str, Any]) -> None:
 
 
 def record_calibration(path: Path, section: str, values: Mapping[str, Any]) -> None:
-    """Set ``section`` of the calibration file at ``path`` to ``values`` (other sections kept; atomic)."""
+    """Set ``section`` of the calibration file at ``path`` to ``values`` (other sections kept; atomic).
+
+    Raises:
+        InputError: the file is there but cannot be read as a JSON object: it is left as it is, since writing
+            the one section would lose the others.
+    """
     from trace_lib.atomic import write_json_atomic
+    from trace_lib.jsonio import loads_strict, strict_error
 
     path = Path(path)
     data: dict[str, Any] = {}
     if path.is_file():
         try:
-            loaded = json.loads(path.read_text(encoding="utf-8"))
-            data = loaded if isinstance(loaded, dict) else {}
-        except (OSError, UnicodeDecodeError, ValueError):
-            data = {}
+            loaded = loads_strict(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else strict_error(exc)
+            raise InputError(f"calibration file unreadable ({reason}); its sections would be lost, so it is left "
+                             "as it is", file=str(path), field=section,
+                             hint="move it away or mend it, then run again") from None
+        if not isinstance(loaded, dict):
+            raise InputError("calibration file is not a JSON object; left as it is", file=str(path), field=section)
+        data = loaded
     data[section] = dict(values)
-    path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, data, indent=2, sort_keys=True)
 
 

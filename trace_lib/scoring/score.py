@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, ContextManager, Mapping, Sequence
 
 from trace_lib import __version__
-from trace_lib.atomic import atomic_output, write_text_atomic
+from trace_lib.atomic import atomic_output, temp_name, write_text_atomic
 from trace_lib.protocol import Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.errors import InputError, JudgeError
 from trace_lib.extraction.workbook import library_versions
@@ -246,14 +246,32 @@ def _commit(
     text = json.dumps(summary, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)  # fails before any write
     scores_path, records_path = out_dir / SCORES_FILE, out_dir / RECORDS_FILE
     check_replaceable(scores_path)  # a FIFO or link there is refused before anything is written or removed
-    with atomic_output(records_path) as handle:  # a failure up to the rename leaves both files as they were
-        for line in lines:
-            handle.write((line + "\n").encode("utf-8"))
-        handle.flush()
-        os.fsync(handle.fileno())
-        scores_path.unlink(missing_ok=True)  # the commit marker goes before the new records replace the old
+    aside: Path | None = None
+    try:
+        with atomic_output(records_path) as handle:  # a failure up to the rename leaves both files as they were
+            for line in lines:
+                handle.write((line + "\n").encode("utf-8"))
+            handle.flush()
+            os.fsync(handle.fileno())
+            aside = _set_aside(scores_path)  # the commit marker goes before the new records replace the old
+    except BaseException:
+        if aside is not None:
+            os.replace(aside, scores_path)  # the old records stand: so does the receipt that names them
+        raise
+    if aside is not None:
+        aside.unlink(missing_ok=True)
     write_text_atomic(scores_path, text + "\n")
     return ScoredSlice(score=score, scores_path=scores_path, records_path=records_path, summary=summary)
+
+
+def _set_aside(path: Path) -> Path | None:
+    """Move ``path`` to a temp name beside it (None when absent), to be put back if what follows fails."""
+    aside = path.with_name(temp_name(path))
+    try:
+        os.replace(path, aside)
+    except FileNotFoundError:
+        return None
+    return aside
 
 
 def scores_dir(campaign_root: Path, *, model: str, seed: int, benchmark: str) -> Path:
