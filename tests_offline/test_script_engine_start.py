@@ -60,6 +60,9 @@ def test_unknown_starts_are_refused_by_name(capsys):
     with pytest.raises(SystemExit):  # beside starts model A warm: something must have compiled it first
         es.main(["--work-dir", "unused", "--starts", "new-path,beside,first"])
     assert "put first or again before it" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # nothing to start is no run
+        es.main(["--work-dir", "unused", "--starts", ","])
+    assert "starts are first, again" in capsys.readouterr().err
 
 
 def test_a_start_beside_a_neighbour_is_set_against_again_and_kept_out_of_the_calibration():
@@ -100,10 +103,12 @@ def test_auto_memory_keeps_run_38s_share_unless_the_shape_needs_more(tmp_path):
         config = {"text_config": {**layers["text"], "vocab_size": 152064}, "vision_config": layers["vision"]}
         (shapes[shape] / "config.json").write_text(json.dumps(config), encoding="utf-8")
     h100, h200 = 81559 * 2**20, 143771 * 2**20
-    assert es.generation_share(shapes["3b"], 32768, h100) == es.DEFAULT_SHARE
-    assert es.generation_share(shapes["7b"], 32768, h200) == es.DEFAULT_SHARE
-    share = es.generation_share(shapes["7b"], 32768, h100)  # 0.26 of it failed to start on 2026-12-07
-    assert 0.26 < share <= 0.45  # two still fit beside each other under 0.9
+    assert es.generation_share(shapes["3b"], 32768, h100) == 0.26 == es.DEFAULT_SHARE
+    assert es.generation_share(shapes["7b"], 32768, h200) == 0.26
+    # 0.26 of an H100 failed to start on 2026-12-07. 15.44 GiB of weights + 4 + 4 x 32,768 x 56 KiB of KV is
+    # 26.44 GiB, 0.332 of 79.6 GiB, rounded up; two still fit beside each other under 0.9
+    assert es.generation_share(shapes["7b"], 32768, h100) == 0.34
+    assert es.generation_share(shapes["7b"], 8192, h100) == 0.27  # 21.19 GiB
     assert es.generation_share(shapes["7b"], 32768, None) == es.DEFAULT_SHARE
 
 
@@ -119,3 +124,26 @@ def test_a_failed_start_says_so_stays_out_of_the_calibration_and_fails_the_run()
               es.Start("again", "warm", 40.0, 55.0, note="failed: generate exited 1 (log M)", exit_code=1)]
     assert es.calibration_section(starts, {"shape": "7b"}) == {}  # an engine up, then a failure, is no start
     assert "note (first): failed: generate exited 1 (log L)" in es.table(starts)
+
+
+@pytest.mark.parametrize(("measured", "code", "written"), [
+    ([es.Start("first", "cold", 146.73, 150.0), es.Start("again", "warm", 80.06, 90.0)], 0, {"cold": 146.7,
+                                                                                          "warm": 80.1}),
+    ([es.Start("first", "cold", 146.7, 150.0)], 0, None),  # no warm start to set the others against
+    ([es.Start("first", "cold", None, 88.8, note="failed", exit_code=1),
+      es.Start("again", "warm", 80.1, 90.0)], 1, {"warm": 80.1}),
+])
+def test_main_writes_the_calibration_it_can_and_fails_on_a_failed_start(release, tmp_path, monkeypatch, measured,
+                                                                          code, written):
+    starts = iter(measured)
+    monkeypatch.setattr(es, "measure", lambda name, ctx: next(starts))
+    monkeypatch.setattr(es.mc, "model_dir", lambda work, dry_run, shape, suffix: tmp_path)
+    calibration = tmp_path / "calibration.json"
+    names = ",".join(s.name for s in measured)
+    assert es.main(["--work-dir", str(tmp_path / "work"), "--starts", names, "--rows", "2", "--generation-memory",
+                    "0.3", "--trace-root", str(release.path), "--calibration", str(calibration)]) == code
+    if written is None:
+        assert not calibration.exists()
+    else:
+        section = json.loads(calibration.read_text(encoding="utf-8"))["engine_start"]
+        assert {k: v for k, v in section.items() if k in ("cold", "warm", "new-model")} == written
