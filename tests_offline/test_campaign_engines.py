@@ -95,6 +95,13 @@ def test_the_campaign_choice_takes_the_fullest_gpu_and_the_largest_model(tmp_pat
     assert choose_engines(dirs, ((0,), (1,)), gpu_memory_utilization=0.9, gpus=gpus).engines == 1  # 7B on GPU 1
     assert choose_engines(dirs, ((0, 1),), gpu_memory_utilization=0.9, gpus=gpus).engines == 1  # tensor parallel
     assert choose_engines(dirs, ((0,),), gpu_memory_utilization=0.9, gpus=()).engines == 1  # no nvidia-smi
+    empty = tuple({**g, "memory_used_mib": 0} for g in gpus)
+    tensor_parallel = choose_engines(dirs, ((0, 1),), gpu_memory_utilization=0.9, gpus=empty)
+    assert tensor_parallel.engines == 1 and "tensor parallel" in tensor_parallel.reason  # room for two, still one
+    size = model_size(dirs[1])  # no *.safetensors: the config's parameters in bfloat16
+    assert size.weight_bytes == config_parameters(_config("7b")) * 2
+    reason = choose_engines(dirs, ((0,),), gpu_memory_utilization=0.9, gpus=gpus).reason
+    assert "+ 4 overhead +" in reason and f"weights {size.weight_bytes / 2**30:.1f}" in reason
 
 
 def test_workers_get_the_number_not_auto():

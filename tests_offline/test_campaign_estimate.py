@@ -226,6 +226,8 @@ def test_engines_per_gpu_follow_auto_s_rows_rule():
     assert gen.start_s == 60 and gen.seconds == pytest.approx(60 + together / 25 + (half - together) / 40)
     # the rule reads a GPU's share: two GPUs halve the rows each engine set sees
     assert estimate(large, rates, gpus=2).phase("generation").start_s == 30
+    assert estimate(large, rates, gpus=2).notes[0].startswith("1 engine(s) per GPU")
+    assert estimate(large, rates, gpus=1).notes[0].startswith("2 engine(s) per GPU")
     # forced: two engines for one slice leave the second without work, so the first starts and runs alone
     assert estimate(small, rates, gpus=1, engines_per_gpu=2).phase("generation").start_s == 30
     gen = estimate(large, rates, gpus=1, engines_per_gpu=1).phase("generation")
