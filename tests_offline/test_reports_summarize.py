@@ -180,6 +180,22 @@ def test_summarize_judges_seed_scores_and_writes_three_reports(tmp_path, campaig
     assert sorted(sheets["seed_values"]["score"]) == [36.0, 60.0, pytest.approx(100 * 336 / 487)]
     assert set(sheets["seed_values"]["outcome"]) == {"inconclusive"}
     assert paths[2].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for path in paths:
+        path.write_bytes(b"an earlier run's " + path.name.encode())
+    before = {p.name: p.read_bytes() for p in paths}
+    import trace_lib.reports.summarize as summarize_module
+
+    def failing_plot(*args, **kwargs):
+        raise OSError(28, "No space left on device", str(paths[2]))
+
+    real_plot = summarize_module.write_plot
+    summarize_module.write_plot = failing_plot  # the third file fails: the two before it are not put in either
+    try:
+        with pytest.raises(OSError):
+            write_reports(summary, tmp_path / "out", stem="summary")
+    finally:
+        summarize_module.write_plot = real_plot
+    assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == before
 
 
 def test_summarize_cli_exit_code_and_paths(capsys, tmp_path, campaign, release):

@@ -17,7 +17,7 @@ import os
 import secrets
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any, ContextManager, Iterable, Iterator
 
 from trace_lib.outputs import check_replaceable, ensure_parent
 
@@ -131,14 +131,23 @@ def write_lines_atomic(path: Path | str, lines: Iterable[str]) -> str:
 def write_json_atomic(path: Path | str, value: Any, *, indent: int | None = None, sort_keys: bool = False,
                       ensure_ascii: bool = True, separators: tuple[str, str] | None = None,
                       trailing_newline: bool = True) -> str:
-    """Atomically write ``json.dumps(value, ..., allow_nan=False)`` as UTF-8, plus ``\\n`` unless
-    ``trailing_newline=False``; returns the SHA-256 of the bytes written.
+    """Atomically write :func:`json_document` of ``value`` as UTF-8; returns the SHA-256 of the bytes written.
 
     Raises:
         ValueError: ``value`` holds NaN or an infinity (not valid JSON; the message names ``path``); nothing is
             written.
         TypeError: ``value`` holds something JSON cannot represent; nothing is written.
     """
+    return write_text_atomic(path, json_document(value, path, indent=indent, sort_keys=sort_keys,
+                                                 ensure_ascii=ensure_ascii, separators=separators,
+                                                 trailing_newline=trailing_newline))
+
+
+def json_document(value: Any, path: Path | str, *, indent: int | None = None, sort_keys: bool = False,
+                  ensure_ascii: bool = True, separators: tuple[str, str] | None = None,
+                  trailing_newline: bool = True) -> str:
+    """``json.dumps(value, ..., allow_nan=False)`` plus ``\\n`` unless ``trailing_newline=False``: the text
+    :func:`write_json_atomic` writes to ``path`` (named by the NaN error)."""
     try:
         text = json.dumps(value, indent=indent, sort_keys=sort_keys, ensure_ascii=ensure_ascii,
                           separators=separators, allow_nan=False)
@@ -146,4 +155,111 @@ def write_json_atomic(path: Path | str, value: Any, *, indent: int | None = None
         if "Out of range float" not in str(exc):
             raise
         raise ValueError(f"{path}: refusing to write NaN or Infinity, which JSON cannot hold ({exc})") from None
-    return write_text_atomic(path, text + "\n" if trailing_newline else text)
+    return text + "\n" if trailing_newline else text
+
+
+class FileSet:
+    """Several files written as one: each into its own temp file (:meth:`output`), then all put in place by
+    :meth:`commit`, or none. Use it through :func:`atomic_outputs`."""
+
+    def __init__(self) -> None:
+        self._staged: list[tuple[Path, Path]] = []  # (temp, target), in the order written
+
+    @contextmanager
+    def output(self, path: Path | str, mode: str = "wb", *, encoding: str | None = None) -> Iterator[IO[Any]]:
+        """A handle on a new temp file for ``path``, as :func:`atomic_output` gives, kept for :meth:`commit`."""
+        if mode not in _MODES:
+            raise ValueError(f"FileSet.output: mode must be one of {', '.join(_MODES)} (found {mode!r})")
+        if "b" not in mode and encoding is None:
+            encoding = "utf-8"
+        path = Path(path)
+        check_replaceable(path)
+        ensure_parent(path)
+        tmp, handle = _open_temp(path, mode, encoding, None)
+        try:
+            with handle:
+                yield handle
+                handle.flush()
+                os.fsync(handle.fileno())
+        except BaseException as exc:
+            tmp.unlink(missing_ok=True)
+            if isinstance(exc, OSError) and exc.filename is None:
+                exc.filename = str(path)
+            raise
+        self._staged.append((tmp, path))
+
+    def commit(self) -> None:
+        """Put every staged file in place. Each target there is first linked (or copied) aside; if a rename
+        fails, the targets already replaced get their old files back (or are removed when there were none)."""
+        for _, target in self._staged:
+            check_replaceable(target)
+        asides: dict[Path, Path | None] = {}
+        done: list[Path] = []
+        try:
+            for _, target in self._staged:
+                asides[target] = _keep_aside(target)
+            for tmp, target in self._staged:
+                os.replace(tmp, target)
+                done.append(target)
+        except BaseException:
+            for target in reversed(done):
+                aside = asides.pop(target, None)
+                try:
+                    if aside is None:
+                        target.unlink(missing_ok=True)
+                    else:
+                        os.replace(aside, target)
+                except OSError:
+                    pass  # the old file stays beside the target under its temp name
+            self.discard()
+            raise
+        finally:
+            for aside in asides.values():
+                if aside is not None:
+                    aside.unlink(missing_ok=True)
+        for directory in {target.parent for _, target in self._staged}:
+            _fsync_directory(directory)
+        self._staged.clear()
+
+    def discard(self) -> None:
+        """Remove every staged temp file (the targets stay as they are)."""
+        for tmp, _ in self._staged:
+            tmp.unlink(missing_ok=True)
+        self._staged.clear()
+
+
+def _keep_aside(path: Path) -> Path | None:
+    """A copy of ``path`` beside it under a temp name (a hard link where the filesystem has them), or None when
+    there is no ``path``: what :meth:`FileSet.commit` puts back."""
+    if not path.exists():
+        return None
+    aside = path.with_name(temp_name(path))
+    try:
+        os.link(path, aside)
+    except OSError:
+        import shutil
+
+        try:
+            shutil.copy2(path, aside)
+        except BaseException:
+            aside.unlink(missing_ok=True)
+            raise
+    return aside
+
+
+def staged_or_atomic(path: Path | str, mode: str = "wb", *, into: FileSet | None = None) -> ContextManager[IO[Any]]:
+    """``into.output(path, mode)`` when writing into a :class:`FileSet`, else :func:`atomic_output`."""
+    return into.output(path, mode) if into is not None else atomic_output(path, mode)
+
+
+@contextmanager
+def atomic_outputs() -> Iterator[FileSet]:
+    """A :class:`FileSet` whose files are put in place together when the block succeeds; on any exception
+    nothing is (every temp file removed), so a reader never sees one new file beside another's old one."""
+    files = FileSet()
+    try:
+        yield files
+    except BaseException:
+        files.discard()
+        raise
+    files.commit()

@@ -44,7 +44,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> ExitCode:
     from trace_lib.archive.lane import ArchiveLane
     from trace_lib.archive.verify import render_markdown, to_json, verify_slices
-    from trace_lib.atomic import write_json_atomic, write_text_atomic
+    from trace_lib.atomic import atomic_outputs, json_document
     from trace_lib.campaign.plan import DATA_ROOT_ENV, parse_seeds
     from trace_lib.options import work_root
     from trace_lib.errors import UsageError
@@ -70,7 +70,11 @@ def run(args: argparse.Namespace) -> ExitCode:
     markdown, doc = render_markdown(proofs, archive=name), to_json(proofs, archive=name)
     if args.out:
         out = Path(args.out)
-        write_text_atomic(out / "archive-verify.md", markdown)
-        write_json_atomic(out / "archive-verify.json", doc, indent=2, ensure_ascii=False)
+        with atomic_outputs() as files:  # both reports or neither
+            with files.output(out / "archive-verify.md") as handle:
+                handle.write(markdown.encode("utf-8"))
+            with files.output(out / "archive-verify.json") as handle:
+                handle.write(json_document(doc, out / "archive-verify.json", indent=2, ensure_ascii=False)
+                             .encode("utf-8"))
     print(json.dumps(doc, indent=2, ensure_ascii=False) if args.json else markdown, end="" if not args.json else "\n")
     return ExitCode.OK if all(p.proven for p in proofs) else ExitCode.FINDINGS

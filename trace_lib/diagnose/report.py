@@ -7,7 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
-from trace_lib.atomic import atomic_output, write_json_atomic, write_text_atomic
+from trace_lib.atomic import FileSet, atomic_outputs, json_document, staged_or_atomic
 from trace_lib.diagnose.attribution import STAGES, SliceDiagnosis
 
 
@@ -76,7 +76,7 @@ def _cell(value: str | None) -> str:
     return "`" + value.replace("|", "\\|").replace("\n", " ").replace("`", "'") + "`"
 
 
-def write_plots(diagnoses: Sequence[SliceDiagnosis], out_dir: Path) -> list[Path]:
+def write_plots(diagnoses: Sequence[SliceDiagnosis], out_dir: Path, *, into: FileSet | None = None) -> list[Path]:
     """One PNG per model: left - right score delta per benchmark (a dot per seed) over its grey band.
 
     Returns the written paths; nothing when matplotlib is not installed (the caller says so)."""
@@ -108,7 +108,7 @@ def write_plots(diagnoses: Sequence[SliceDiagnosis], out_dir: Path) -> list[Path
         fig.tight_layout()
         path = Path(out_dir) / f"diagnose-{model}.png"
         try:
-            with atomic_output(path) as handle:
+            with staged_or_atomic(path, into=into) as handle:
                 fig.savefig(handle, format="png", dpi=110)
         finally:
             plt.close(fig)
@@ -118,15 +118,19 @@ def write_plots(diagnoses: Sequence[SliceDiagnosis], out_dir: Path) -> list[Path
 
 def write_reports(diagnoses: Sequence[SliceDiagnosis], out_dir: Path, *, left: str, right: str,
                   plot: bool = True) -> list[Path]:
-    """Write ``diagnose.json``, ``diagnose.md`` and (with matplotlib) the per-model PNGs into ``out_dir``."""
+    """Write ``diagnose.json``, ``diagnose.md`` and (with matplotlib) the per-model PNGs into ``out_dir``, all or
+    none of them (:func:`~trace_lib.atomic.atomic_outputs`)."""
     out_dir = Path(out_dir)
     doc = {"schema_version": "trace-repro-diagnose-v1", "left": left, "right": right, "candidate": left,
            "reference": right, "stages": list(STAGES),
            "slices": [diagnosis_to_dict(d) for d in diagnoses]}
     paths = [out_dir / "diagnose.json", out_dir / "diagnose.md"]
-    write_json_atomic(paths[0], doc, indent=2, sort_keys=False, ensure_ascii=False)
-    write_text_atomic(paths[1], render_markdown(diagnoses, left=left, right=right))
-    if plot:
-        paths += write_plots(diagnoses, out_dir)
+    with atomic_outputs() as files:
+        with files.output(paths[0]) as handle:
+            handle.write(json_document(doc, paths[0], indent=2, ensure_ascii=False).encode("utf-8"))
+        with files.output(paths[1]) as handle:
+            handle.write(render_markdown(diagnoses, left=left, right=right).encode("utf-8"))
+        if plot:
+            paths += write_plots(diagnoses, out_dir, into=files)
     return paths
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from trace_lib.aggregation.verdict import OUTCOMES, Verdict, VerdictSet, cell_linear, slice_id
-from trace_lib.atomic import atomic_output, write_text_atomic
+from trace_lib.atomic import FileSet, atomic_outputs, staged_or_atomic
 from trace_lib.environment.engine import campaign_engine_line, engine_drift_text, read_stored_engine
 from trace_lib.errors import UsageError
 from trace_lib.release.suite import Suite
@@ -265,8 +265,9 @@ def render_markdown(summary: CampaignSummary) -> str:
     return "\n".join(lines)
 
 
-def write_markdown(summary: CampaignSummary, path: Path) -> Path:
-    write_text_atomic(path, render_markdown(summary) + "\n")
+def write_markdown(summary: CampaignSummary, path: Path, *, into: FileSet | None = None) -> Path:
+    with staged_or_atomic(path, into=into) as handle:
+        handle.write((render_markdown(summary) + "\n").encode("utf-8"))
     return Path(path)
 
 
@@ -329,13 +330,13 @@ def _require(module: str) -> Any:
                          hint="pip install 'trace-repro[report]' (openpyxl, matplotlib)") from None
 
 
-def write_workbook(summary: CampaignSummary, path: Path) -> Path:
+def write_workbook(summary: CampaignSummary, path: Path, *, into: FileSet | None = None) -> Path:
     """The ``.xlsx`` spreadsheet (one sheet per frame of :func:`summary_frames`)."""
     _require("openpyxl")
     import pandas as pd
 
     frames = summary_frames(summary)
-    with atomic_output(path) as handle, pd.ExcelWriter(handle, engine="openpyxl") as writer:
+    with staged_or_atomic(path, into=into) as handle, pd.ExcelWriter(handle, engine="openpyxl") as writer:
         for name, frame in frames.items():
             frame.to_excel(writer, sheet_name=name, index=False)
     return Path(path)
@@ -345,7 +346,7 @@ def write_workbook(summary: CampaignSummary, path: Path) -> Path:
 COLOURS = {"reproduced": "tab:green", "differs": "tab:red", "inconclusive": "tab:orange"}
 
 
-def write_plot(summary: CampaignSummary, path: Path) -> Path:
+def write_plot(summary: CampaignSummary, path: Path, *, into: FileSet | None = None) -> Path:
     """A PNG with one panel per model: each benchmark's mean difference (diamond) with its 90% interval and the
     seeds' differences (dots), coloured by outcome, against the +-margin lines; the panel title counts outcomes."""
     matplotlib = _require("matplotlib")
@@ -381,7 +382,7 @@ def write_plot(summary: CampaignSummary, path: Path) -> Path:
         ax.legend(handles=handles, loc="upper right", fontsize=6)
     fig.tight_layout()
     try:
-        with atomic_output(path) as handle:
+        with staged_or_atomic(path, into=into) as handle:
             fig.savefig(handle, format="png", dpi=110)
     finally:
         plt.close(fig)
@@ -390,7 +391,8 @@ def write_plot(summary: CampaignSummary, path: Path) -> Path:
 
 def write_reports(summary: CampaignSummary, out_dir: Path, *, stem: str = "summary", xlsx: bool = True,
                   plot: bool = True) -> list[Path]:
-    """Write ``<stem>.md`` (always), ``<stem>.xlsx`` and ``<stem>.png`` into ``out_dir``.
+    """Write ``<stem>.md`` (always), ``<stem>.xlsx`` and ``<stem>.png`` into ``out_dir``, all or none of them
+    (:func:`~trace_lib.atomic.atomic_outputs`: no new report beside an old one).
 
     Raises:
         UsageError: ``out_dir`` or one of its parents exists and is not a directory.
@@ -399,9 +401,10 @@ def write_reports(summary: CampaignSummary, out_dir: Path, *, stem: str = "summa
         if folder.exists() and not folder.is_dir():
             raise UsageError("not a directory", file=str(folder), field="--out",
                              hint="choose a directory for the summary files")
-    out = [write_markdown(summary, Path(out_dir) / f"{stem}.md")]
-    if xlsx:
-        out.append(write_workbook(summary, Path(out_dir) / f"{stem}.xlsx"))
-    if plot:
-        out.append(write_plot(summary, Path(out_dir) / f"{stem}.png"))
+    with atomic_outputs() as files:
+        out = [write_markdown(summary, Path(out_dir) / f"{stem}.md", into=files)]
+        if xlsx:
+            out.append(write_workbook(summary, Path(out_dir) / f"{stem}.xlsx", into=files))
+        if plot:
+            out.append(write_plot(summary, Path(out_dir) / f"{stem}.png", into=files))
     return out
