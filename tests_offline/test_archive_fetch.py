@@ -142,3 +142,35 @@ def test_a_file_in_place_with_other_bytes_is_fetched_again_and_part_manifests_ar
         again = _fetch(release, hub, tmp_path, selection)
     assert part in again.files and again.reused == len(report.files) - 1
     assert (tmp_path / "dest" / part).read_bytes() == (hub_dir / part).read_bytes()
+
+
+def test_placing_a_file_refuses_a_special_target_and_a_failed_copy_leaves_nothing(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from trace_lib.archive.fetch import _place
+    from trace_lib.errors import UsageError
+
+    source = tmp_path / "cache" / "benchmark_scores.json"
+    source.parent.mkdir()
+    source.write_text('{"a": 1}')
+    out = tmp_path / "out"
+    out.mkdir()
+    fifo, link = out / "fifo.json", out / "link.json"
+    os.mkfifo(fifo)
+    link.symlink_to(tmp_path / "mine.json")
+    for target in (fifo, link):
+        with pytest.raises(UsageError):
+            _place(source, target)
+    monkeypatch.setattr("trace_lib.archive.fetch.os.link", lambda *a: (_ for _ in ()).throw(OSError(errno.EXDEV, "")))
+    monkeypatch.setattr("trace_lib.archive.fetch.shutil.copyfileobj", lambda *a: (_ for _ in ()).throw(
+        OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))))
+    target = out / "benchmark_scores.json"
+    target.write_text("old")
+    with pytest.raises(OSError):
+        _place(source, target)
+    assert target.read_text() == "old" and sorted(p.name for p in out.iterdir()) == [
+        "benchmark_scores.json", "fifo.json", "link.json"]
+    monkeypatch.undo()
+    _place(source, target)
+    assert target.read_text() == '{"a": 1}'

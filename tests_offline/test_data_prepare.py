@@ -272,3 +272,32 @@ def test_streamed_seeds_check_each_manifest_image_once(prepared, release, tmp_pa
     results = CampaignScheduler(FakeStreamBackend(), chunk_rows=4).run(jobs)
     assert all(r.ok for r in results) and [r.run.generated for r in results] == [6, 6, 6]
     assert len(hashed) == len(set(hashed)) == 12  # 6 rows x 2 images, hashed once for the three seeds
+
+
+def test_a_forced_snapshot_that_fails_to_go_in_leaves_the_old_one_whole(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from trace_lib.data.prepare import _replace_directory
+
+    old, new = tmp_path / "EvoChart", tmp_path / ".EvoChart.x.incomplete"
+    (old / "data").mkdir(parents=True)
+    (old / "data" / "train.parquet").write_bytes(b"old")
+    (new / "data").mkdir(parents=True)
+    (new / "data" / "train.parquet").write_bytes(b"new")
+    real = os.replace
+
+    def failing(src, dst):
+        if str(src) == str(new):
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return real(src, dst)
+
+    monkeypatch.setattr("trace_lib.data.prepare.os.replace", failing)
+    with pytest.raises(OSError):
+        _replace_directory(new, old)
+    monkeypatch.undo()
+    assert (old / "data" / "train.parquet").read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".EvoChart.x.incomplete", "EvoChart"]  # no aside left
+    _replace_directory(new, old)
+    assert (old / "data" / "train.parquet").read_bytes() == b"new" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "EvoChart"]

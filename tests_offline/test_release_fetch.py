@@ -126,3 +126,38 @@ def test_cli_success_and_failure(server, tmp_path):
     assert failed.returncode == 1
     assert failed.stderr.splitlines()[0].startswith(f"error: {identity.SYSTEM_PROMPT}: sha256: differs")
     assert failed.stderr.splitlines()[-1].endswith("1 of 19 canonical files failed; nothing was written")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link"])
+def test_a_canonical_path_that_is_not_a_regular_file_is_refused_before_any_download(server, tmp_path, kind):
+    from trace_lib.errors import UsageError
+
+    target = tmp_path / identity.SUITE
+    target.parent.mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text("mine")
+    os.mkfifo(target) if kind == "fifo" else target.symlink_to(elsewhere)
+    with pytest.raises(UsageError) as refused:
+        fetch_release(tmp_path, base_url=server.url)
+    assert refused.value.file == str(target) and server.requests == []
+    assert elsewhere.read_text() == "mine" and (target.is_symlink() or kind == "fifo")
+
+
+def test_an_interrupted_fetch_leaves_no_partial_file_and_no_new_directory(server, tmp_path, monkeypatch):
+    import trace_lib.release.fetch as fetch_module
+
+    real = fetch_module._download
+    calls = []
+
+    def interrupting(*args):
+        calls.append(args[1])
+        outcome = real(*args)  # this one completes, its partial file made ...
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # ... and Ctrl-C lands before its result is handed back
+        return outcome
+
+    monkeypatch.setattr(fetch_module, "_download", interrupting)
+    dest = tmp_path / "release"
+    with pytest.raises(KeyboardInterrupt):
+        fetch_release(dest, base_url=server.url, workers=1)
+    assert not dest.exists() or not any(p.is_file() for p in dest.rglob("*")), list(dest.rglob("*"))

@@ -22,7 +22,9 @@ from typing import Any, Callable, Iterable, Sequence
 
 from trace_lib.archive.reader import unknown_id_error, verify_file
 from trace_lib.archive.schema import MANIFEST_PATH, RUN_ROOT_TEMPLATE
+from trace_lib.atomic import atomic_output, temp_name
 from trace_lib.errors import InputError, ReleaseFileError, UsageError
+from trace_lib.outputs import check_replaceable, ensure_parent
 from trace_lib.release.identity import RESULTS, VALIDATION_RECEIPT, VALIDATION_RESULTS
 from trace_lib.release.load import sha256_file
 
@@ -134,16 +136,24 @@ def hub_downloader(*, cache_dir: str | None = None, endpoint: str | None = None,
 
 
 def _place(source: Path, target: Path) -> None:
-    """Put ``source``'s bytes at ``target`` atomically (a hard link when possible, else a copy)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.incomplete")
-    if tmp.exists():
-        tmp.unlink()
+    """Put ``source``'s bytes at ``target`` atomically: a hard link when possible, else a copy through
+    :func:`~trace_lib.atomic.atomic_output` (a failed copy leaves nothing). ``target`` must be absent or a
+    regular file (:func:`~trace_lib.outputs.check_replaceable`)."""
+    check_replaceable(target)
+    ensure_parent(target)
+    tmp = target.with_name(temp_name(target))
     try:
         os.link(os.path.realpath(source), tmp)
     except OSError:
-        shutil.copyfile(source, tmp)
-    os.replace(tmp, target)
+        with atomic_output(target) as handle, open(source, "rb") as data:
+            shutil.copyfileobj(data, handle)
+        return
+    try:
+        check_replaceable(target)  # the path may have changed meanwhile
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _select_pins(pins: Sequence[RunPin], sel: Selection) -> list[RunPin]:

@@ -234,9 +234,7 @@ def fetch_artifact(
                 hub.snapshot_download(repo_id=source.repo_id, repo_type="dataset", revision=source.revision,
                                       local_dir=str(staging))
                 shutil.rmtree(staging / ".cache", ignore_errors=True)
-                if snapshot.exists():
-                    shutil.rmtree(snapshot)
-                os.replace(staging, snapshot)
+                _replace_directory(staging, snapshot)
             except BaseException:
                 shutil.rmtree(staging, ignore_errors=True)
                 raise
@@ -270,3 +268,21 @@ def _hub() -> Any:
         raise InputError(f"huggingface_hub is not importable ({exc})", field="prepare-data",
                          hint="install the 'eval' extra") from None
     return huggingface_hub
+
+
+def _replace_directory(new: Path, old: Path) -> None:
+    """Put directory ``new`` where ``old`` is: ``old`` is renamed aside first and put back if the rename of
+    ``new`` fails, so a failure leaves the old snapshot whole; the one set aside is removed after."""
+    aside = None
+    if old.exists():
+        aside = old.with_name(f".{old.name}.{os.getpid()}.replaced.incomplete")
+        shutil.rmtree(aside, ignore_errors=True)
+        os.replace(old, aside)
+    try:
+        os.replace(new, old)
+    except BaseException:
+        if aside is not None:
+            os.replace(aside, old)
+        raise
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)

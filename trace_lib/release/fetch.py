@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import Iterable
 
 from trace_lib import __version__
+from trace_lib.atomic import TEMP_SUFFIX, temp_name
 from trace_lib.errors import TraceReproError, UsageError, render_line
+from trace_lib.outputs import check_replaceable
 from trace_lib.release import identity
 from trace_lib.release.load import sha256_file
 
 DEFAULT_BASE_URL = "https://raw.githubusercontent.com"
-INCOMPLETE_SUFFIX = ".incomplete"
+INCOMPLETE_SUFFIX = TEMP_SUFFIX
 #: no canonical file comes near this; a larger body is not the release
 MAX_BYTES = 64 << 20
 _CHUNK = 1 << 16
@@ -93,17 +95,20 @@ def fetch_release(
     wanted = sorted(identity.CANONICAL_SHA256.items())
     present = {rel for rel, sha in wanted if _has(root / rel, sha)}
     todo = [(rel, sha) for rel, sha in wanted if rel not in present]
+    for rel, _ in todo:
+        check_replaceable(root / rel)  # a FIFO, device, directory or link there is refused, never replaced
     from concurrent.futures import ThreadPoolExecutor
 
     created = _missing_dirs(root, [rel for rel, _ in todo])
     staged: list[tuple[Path, Path]] = []
+    made: list[Path] = []  # every partial file a download created: removed unless it went in (an interrupt too)
     problems: list[str] = []
     finished = False
     try:
         for directory in created:
             directory.mkdir(exist_ok=True)
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            outcomes = list(pool.map(lambda item: _download(root, *item, base_url, timeout), todo))
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:  # its exit waits for every download
+            outcomes = list(pool.map(lambda item: _download(root, *item, base_url, timeout, made), todo))
         for (rel, _), (partial, problem) in zip(todo, outcomes):
             if partial is not None:
                 staged.append((partial, root / rel))
@@ -116,8 +121,8 @@ def fetch_release(
         staged.clear()
         finished = True
     finally:
-        for partial, _ in staged:
-            partial.unlink(missing_ok=True)
+        for partial in made:
+            partial.unlink(missing_ok=True)  # gone already where it was renamed into place
         if not finished:
             for directory in reversed(created):
                 _remove_if_empty(directory)
@@ -155,18 +160,21 @@ def _remove_if_empty(directory: Path) -> None:
         pass
 
 
-def _download(root: Path, rel: str, sha: str, base_url: str, timeout: float) -> tuple[Path | None, str | None]:
-    """Stream one file into ``<name>.incomplete``: ``(staged path or None, problem line or None)``."""
+def _download(root: Path, rel: str, sha: str, base_url: str, timeout: float,
+              made: list[Path]) -> tuple[Path | None, str | None]:
+    """Stream one file into a new temp file beside it (``.<name>.<random>.incomplete``, created exclusively and
+    listed in ``made``): ``(staged path or None, problem line or None)``."""
     import urllib.error
     import urllib.request
 
     url = identity.raw_url(rel, base=base_url)
-    partial = (root / rel).with_name((root / rel).name + INCOMPLETE_SUFFIX)
+    partial = (root / rel).with_name(temp_name(root / rel))
     request = urllib.request.Request(url, headers={"User-Agent": f"trace-repro/{__version__}"})
     digest = hashlib.sha256()
     size = 0
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response, open(partial, "wb") as handle:
+        with urllib.request.urlopen(request, timeout=timeout) as response, open(partial, "xb") as handle:
+            made.append(partial)
             while block := response.read(_CHUNK):
                 size += len(block)
                 if size > MAX_BYTES:
