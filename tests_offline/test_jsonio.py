@@ -46,3 +46,12 @@ def test_required_names_the_file_and_the_field():
         required({}, "slug", file="f.json", where="models[2].")
     with pytest.raises(InputError, match="required field is missing"):
         required([], "slug", file="m.json", error=InputError)
+
+
+def test_an_integer_python_cannot_read_is_named_as_such():
+    from trace_lib.jsonio import HugeInteger, strict_error
+
+    with pytest.raises(HugeInteger) as caught:
+        loads_strict('{"rows_per_s": 1' + "0" * 5000 + "}")
+    assert strict_error(caught.value) == "holds an integer of more than 4,300 digits (no figure of trace-repro's is one)"
+    assert loads_strict("1" + "0" * 4000) == 10 ** 4000  # under the limit: read as before

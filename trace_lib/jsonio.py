@@ -41,6 +41,10 @@ class NonFinite(ValueError):
         self.name = name
 
 
+class HugeInteger(ValueError):
+    """An integer too long for Python to read (its 4,300-digit limit)."""
+
+
 class TooDeep(ValueError):
     """The text nests arrays or objects deeper than the parser can follow (Python's recursion limit)."""
 
@@ -95,12 +99,17 @@ def loads_strict(text: str) -> Any:
     """Strict JSON: RFC 8259 without duplicate keys or non-finite constants.
 
     Raises:
-        DuplicateKey, NonFinite, TooDeep, json.JSONDecodeError: the first violation (all ``ValueError``).
+        DuplicateKey, NonFinite, TooDeep, HugeInteger, json.JSONDecodeError: the first violation (all
+            ``ValueError``).
     """
     try:
         return json.loads(text, object_pairs_hook=unique_object, parse_constant=reject_constant)
     except RecursionError:
         raise TooDeep() from None
+    except ValueError as exc:
+        if "integer string conversion" in str(exc):  # Python's int-digits limit, not a JSON error
+            raise HugeInteger() from None
+        raise
 
 
 def strict_error(exc: ValueError) -> str:
@@ -111,6 +120,8 @@ def strict_error(exc: ValueError) -> str:
         return f"duplicate key {exc.key!r}"
     if isinstance(exc, NonFinite):
         return f"non-finite number {exc.name} is not valid JSON"
+    if isinstance(exc, HugeInteger):
+        return "holds an integer of more than 4,300 digits (no figure of trace-repro's is one)"
     return f"not strict JSON ({exc})"
 
 
