@@ -79,6 +79,11 @@ def test_progress_is_set_against_the_estimate():
     assert "50% of rows, 25% of slices scored" in lines[0]
     assert "2.00x the estimate (recalibrate" in lines[1]
     assert len(compare_progress(est, Progress(0, 2500, 0, 4, elapsed_s=None))) == 1
+    assert len(compare_progress(est, Progress(1, 2500, 0, 4, elapsed_s=3.0))) == 1  # a first row sets no pace
+    on_pace = compare_progress(est, Progress(1250, 2500, 1, 4, elapsed_s=(gen / 2 + rest / 4) * 1.2))
+    assert on_pace[1].endswith("1.20x the estimate")  # within 0.8-1.25: no advice
+    assert compare_progress(est, Progress(1250, 2500, 1, 4, elapsed_s=(gen / 2 + rest / 4) * 1.3))[1].endswith(
+        "(recalibrate: run the GPU benchmarks with --calibration)")
 
 
 def test_calibration_overrides_defaults_and_bad_values_name_the_field(tmp_path):
@@ -271,6 +276,11 @@ def test_engine_starts_are_called_out_when_they_are_a_large_share():
     note = start_share_note(60, 100, 1, "new-model", by_caches)
     assert "caches new-model" in note and "cold 90 s, warm 30 s" in note
     assert start_share_note(0, 0, 0, "warm", by_caches) is None
+    assert START_SHARE_NOTED == 0.10 and start_share_note(15, 100, 1, "warm", by_caches) is not None
+    # one engine running two models starts twice: the note counts the starts of the engine that finishes last
+    two = estimate([SliceWork("a", "3b", 256, 50.0, "x"), SliceWork("b", "3b", 256, 50.0, "y")], RATES, gpus=1,
+                   engines_per_gpu=1)
+    assert [n for n in two.notes if "engine start(s)" in n][0].startswith("2 engine start(s) are ")
 
 
 EXTRAS = {"cold": 60.0, "new-model": 30.0, "warm": 0.0}
