@@ -53,5 +53,6 @@ def test_an_integer_python_cannot_read_is_named_as_such():
 
     with pytest.raises(HugeInteger) as caught:
         loads_strict('{"rows_per_s": 1' + "0" * 5000 + "}")
-    assert strict_error(caught.value) == "holds an integer of more than 4,300 digits (no figure of trace-repro's is one)"
+    assert strict_error(caught.value) == (
+        "holds an integer of more than 4,300 digits (no figure of trace-repro's is one)")
     assert loads_strict("1" + "0" * 4000) == 10 ** 4000  # under the limit: read as before

@@ -33,7 +33,6 @@ work). The total is their sum. :func:`compare_progress` sets the estimate agains
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
