@@ -16,6 +16,7 @@ import json
 import os
 import secrets
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, ContextManager, Iterable, Iterator
 
@@ -61,6 +62,44 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
+@dataclass
+class _Temp:
+    """A temp file being filled for ``target``: its path and its open handle."""
+
+    target: Path
+    path: Path
+    handle: IO[Any]
+
+
+@contextmanager
+def _filled_temp(path: Path, mode: str, encoding: str | None, newline: str | None, durable: bool,
+                 caller: str) -> Iterator[_Temp]:
+    """A new temp file beside ``path`` (checked replaceable, parents made), flushed and (``durable``) fsynced when
+    the block ends; any exception removes it and propagates, an ``OSError`` naming ``path``."""
+    if mode not in _MODES:
+        raise ValueError(f"{caller}: mode must be one of {', '.join(_MODES)} (found {mode!r})")
+    if "b" not in mode and encoding is None:
+        encoding = "utf-8"
+    check_replaceable(path)
+    ensure_parent(path)
+    tmp, handle = _open_temp(path, mode, encoding, newline)
+    try:
+        with handle:
+            yield _Temp(path, tmp, handle)
+            handle.flush()
+            if durable:
+                os.fsync(handle.fileno())
+    except BaseException as exc:
+        _discard(tmp, exc, path)
+        raise
+
+
+def _discard(tmp: Path, exc: BaseException, path: Path) -> None:
+    tmp.unlink(missing_ok=True)
+    if isinstance(exc, OSError) and exc.filename is None:
+        exc.filename = str(path)  # a failed write/fsync names no file: name the one being written
+
+
 @contextmanager
 def atomic_output(path: Path | str, mode: str = "wb", *, encoding: str | None = None,
                   newline: str | None = None, durable: bool = True) -> Iterator[IO[Any]]:
@@ -75,26 +114,14 @@ def atomic_output(path: Path | str, mode: str = "wb", *, encoding: str | None = 
         ValueError: ``mode`` is not a write mode listed above.
         UsageError: ``path`` is not absent or a regular file, or a parent component is a file; nothing is written.
     """
-    if mode not in _MODES:
-        raise ValueError(f"atomic_output: mode must be one of {', '.join(_MODES)} (found {mode!r})")
-    if "b" not in mode and encoding is None:
-        encoding = "utf-8"
     path = Path(path)
-    check_replaceable(path)
-    ensure_parent(path)
-    tmp, handle = _open_temp(path, mode, encoding, newline)
+    with _filled_temp(path, mode, encoding, newline, durable, "atomic_output") as temp:
+        yield temp.handle
     try:
-        with handle:
-            yield handle
-            handle.flush()
-            if durable:
-                os.fsync(handle.fileno())
         check_replaceable(path)  # the path may have changed while the data was written
-        os.replace(tmp, path)
+        os.replace(temp.path, path)
     except BaseException as exc:
-        tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError) and exc.filename is None:
-            exc.filename = str(path)  # a failed write/fsync names no file: name the one being written
+        _discard(temp.path, exc, path)
         raise
     if durable:
         _fsync_directory(path.parent)
@@ -168,25 +195,9 @@ class FileSet:
     @contextmanager
     def output(self, path: Path | str, mode: str = "wb", *, encoding: str | None = None) -> Iterator[IO[Any]]:
         """A handle on a new temp file for ``path``, as :func:`atomic_output` gives, kept for :meth:`commit`."""
-        if mode not in _MODES:
-            raise ValueError(f"FileSet.output: mode must be one of {', '.join(_MODES)} (found {mode!r})")
-        if "b" not in mode and encoding is None:
-            encoding = "utf-8"
-        path = Path(path)
-        check_replaceable(path)
-        ensure_parent(path)
-        tmp, handle = _open_temp(path, mode, encoding, None)
-        try:
-            with handle:
-                yield handle
-                handle.flush()
-                os.fsync(handle.fileno())
-        except BaseException as exc:
-            tmp.unlink(missing_ok=True)
-            if isinstance(exc, OSError) and exc.filename is None:
-                exc.filename = str(path)
-            raise
-        self._staged.append((tmp, path))
+        with _filled_temp(Path(path), mode, encoding, None, True, "FileSet.output") as temp:
+            yield temp.handle
+        self._staged.append((temp.path, temp.target))
 
     def commit(self) -> None:
         """Put every staged file in place. Each target there is first linked (or copied) aside; if a rename
