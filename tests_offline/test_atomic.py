@@ -129,6 +129,18 @@ def test_new_files_get_umask_permissions_not_private_temp_ones(tmp_path):
     assert stat.S_IMODE((tmp_path / "f").stat().st_mode) == 0o644
 
 
+def _write_set(writes):
+    """Write ``(path, bytes)`` pairs as one file set; a bytes value of None raises Ctrl-C half-way through."""
+    from trace_lib.atomic import atomic_outputs
+
+    with atomic_outputs() as files:
+        for path, data in writes:
+            with files.output(path) as handle:
+                handle.write(data or b"half")
+                if data is None:
+                    raise KeyboardInterrupt
+
+
 def _old_pair(tmp_path):
     a, b = tmp_path / "report.md", tmp_path / "report.json"
     a.write_bytes(b"old md\n")
@@ -139,8 +151,6 @@ def _old_pair(tmp_path):
 @pytest.mark.parametrize("link", [True, False], ids=["hard link aside", "copy aside"])
 def test_a_file_set_goes_in_whole_or_not_at_all(tmp_path, monkeypatch, link):
     import errno
-
-    from trace_lib.atomic import atomic_outputs
 
     a, b = _old_pair(tmp_path)
     if not link:  # a filesystem without hard links: the old files are copied aside
@@ -155,49 +165,31 @@ def test_a_file_set_goes_in_whole_or_not_at_all(tmp_path, monkeypatch, link):
 
     monkeypatch.setattr("trace_lib.atomic.os.replace", failing)
     with pytest.raises(OSError):
-        with atomic_outputs() as files:
-            for path in (a, b):
-                with files.output(path) as handle:
-                    handle.write(b"new\n")
+        _write_set([(a, b"new\n"), (b, b"new\n")])
     assert (a.read_bytes(), b.read_bytes()) == (b"old md\n", b"old json\n")  # the first put back
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "report.md"]  # no temp, no aside
     monkeypatch.setattr("trace_lib.atomic.os.replace", real)
-    with atomic_outputs() as files:
-        for path in (a, b):
-            with files.output(path) as handle:
-                handle.write(b"new\n")
+    _write_set([(a, b"new\n"), (b, b"new\n")])
     assert (a.read_bytes(), b.read_bytes()) == (b"new\n", b"new\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "report.md"]
 
 
 def test_a_file_set_whose_block_fails_writes_nothing(tmp_path):
-    from trace_lib.atomic import atomic_outputs
-
     a, b = _old_pair(tmp_path)
     new = tmp_path / "new.png"
     with pytest.raises(KeyboardInterrupt):
-        with atomic_outputs() as files:
-            with files.output(new) as handle:
-                handle.write(b"png")
-            with files.output(a) as handle:
-                handle.write(b"half")
-                raise KeyboardInterrupt
+        _write_set([(new, b"png"), (a, None)])
     assert (a.read_bytes(), b.read_bytes()) == (b"old md\n", b"old json\n") and not new.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "report.md"]
 
 
 def test_a_file_set_refuses_a_target_that_is_not_a_regular_file(tmp_path):
-    from trace_lib.atomic import atomic_outputs
     from trace_lib.errors import UsageError
 
     a, _ = _old_pair(tmp_path)
     fifo = tmp_path / "report.png"
     os.mkfifo(fifo)
     with pytest.raises(UsageError):
-        with atomic_outputs() as files:
-            with files.output(a) as handle:
-                handle.write(b"new\n")
-            with files.output(fifo) as handle:
-                handle.write(b"png")
+        _write_set([(a, b"new\n"), (fifo, b"png")])
     assert a.read_bytes() == b"old md\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "report.md", "report.png"]
