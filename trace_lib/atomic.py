@@ -7,6 +7,8 @@ the new one, never half of one. New files get the usual ``0o666 & ~umask`` permi
 or a regular file (:func:`trace_lib.outputs.check_replaceable`, checked before the temp file is made and again
 before the rename): a device, FIFO, socket, directory or link is refused, never replaced.
 The ``write_*_atomic`` helpers return the SHA-256 hex of the bytes written (callers record it in receipts).
+Several files that belong together (a report's ``.md``, ``.xlsx`` and ``.png``) go through
+:func:`atomic_outputs`: all are filled first, then put in place together, or none is.
 """
 
 from __future__ import annotations
