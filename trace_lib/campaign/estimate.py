@@ -309,7 +309,7 @@ def record_calibration(path: Path, section: str, values: Mapping[str, Any]) -> N
         try:
             loaded = loads_strict(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValueError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) else strict_error(exc)
+            reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else strict_error(exc)
             raise InputError(f"calibration file unreadable ({reason}); its sections would be lost, so it is left "
                              "as it is", file=str(path), field=section,
                              hint="move it away or mend it, then run again") from None
