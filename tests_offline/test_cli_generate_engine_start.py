@@ -126,3 +126,18 @@ def test_only_a_memory_failure_beside_siblings_is_run_again_once(tmp_path, capsy
     err = capsys.readouterr().err
     assert f"worker 1 (GPUs 1) exited {int(w1_code)}: its slices are incomplete" in err
     assert "1/2 worker(s) done" in err
+
+
+@pytest.mark.parametrize("backend", ["vllm", "hf"])
+def test_a_local_checkpoint_that_cannot_load_is_named_before_any_engine_starts(release, tmp_path, capsys, backend):
+    """Under --model-verify none too: a config.json that is a FIFO would block the loader, a missing one would
+    send it to a hub. The model's slices fail with one line; nothing is imported, started or written."""
+    import os
+
+    build_tiny_tsv(tmp_path / "data" / "MMStar.tsv", style="mcq", rows=2)
+    (tmp_path / "model").mkdir()
+    os.mkfifo(tmp_path / "model" / "config.json")
+    assert main(_argv(release, tmp_path, backend)) == ExitCode.FINDINGS
+    captured = capsys.readouterr()
+    assert f"[generate] tiny: {tmp_path / 'model' / 'config.json'}: is a FIFO, not a regular file" in captured.err
+    assert "Traceback" not in captured.err and not (tmp_path / "campaign" / "generation").exists()

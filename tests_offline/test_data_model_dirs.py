@@ -90,3 +90,34 @@ def _fake_checkpoint_files(local_dir):
     (path / "config.json").write_text('{"model_type": "qwen2_5_vl"}')
     (path / "model.safetensors").write_bytes(b"\x01" * 64)
     (path / "tokenizer.json").write_text("{}")
+
+
+@pytest.mark.parametrize(("marker", "deep", "problem"), [
+    ([], False, "marker is not a JSON object"),
+    ("str", False, "marker is not a JSON object"),
+    ("FILE_SHA256", True, "file_sha256 is not an object"),
+])
+def test_a_revision_marker_of_the_wrong_shape_is_a_problem_not_a_traceback(tmp_path, marker, deep, problem):
+    directory = _fake_checkpoint(tmp_path / "m")
+    revision = register_local(directory, slug="m", source=f"org/repo@{COMMIT}")
+    if marker == "FILE_SHA256":
+        marker = {**json.loads((directory / MARKER_NAME).read_text()), "file_sha256": "x"}
+    (directory / MARKER_NAME).write_text(json.dumps(marker))
+    desc = ModelDescriptor("m", str(directory), revision, f"org/repo@{COMMIT}", "M")
+    assert any(problem in p for p in verify_model_dir(desc, deep=deep).problems)
+
+
+def test_a_local_checkpoint_is_checked_under_verify_none_too(tmp_path):
+    import os
+
+    from trace_lib.data.model_dirs import local_model_problems
+
+    assert "model directory is missing" in local_model_problems(tmp_path / "absent")[0]
+    directory = tmp_path / "m"
+    directory.mkdir()
+    assert local_model_problems(directory) == [f"{directory}: config.json is missing"]  # transformers would go to a hub
+    os.mkfifo(directory / "config.json")  # the loader would block on it
+    assert local_model_problems(directory) == [f"{directory / 'config.json'}: is a FIFO, not a regular file"]
+    (directory / "config.json").unlink()
+    (directory / "config.json").write_text("{}")
+    assert local_model_problems(directory) == []

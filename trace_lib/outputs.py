@@ -44,6 +44,20 @@ def kind(mode: int) -> str:
     return "a regular file" if stat.S_ISREG(mode) else "a special file"
 
 
+def not_regular(path: Path | str) -> str | None:
+    """What is wrong with ``path`` when something other than a regular file is there (None when it is one or
+    nothing is there), in words, without opening it."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        if not os.path.islink(path):
+            return None
+        mode = os.lstat(path).st_mode  # a dangling link
+    except OSError as exc:  # e.g. a file where a directory of the path should be
+        return exc.strerror
+    return None if stat.S_ISREG(mode) else f"is {kind(mode)}, not a regular file"
+
+
 def check_replaceable(path: Path | str, *, flag: str | None = None) -> Path:
     """``path`` is absent or a writable regular file (a link is not followed), so renaming a new file onto it
     replaces only what trace-repro may replace.

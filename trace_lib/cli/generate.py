@@ -45,6 +45,11 @@ from trace_lib.exitcodes import ExitCode
 from trace_lib.interrupts import stoppable
 from trace_lib.release.locate import locate_release
 
+#: Backends that load the model's local directory (``--model ... LOCAL_PATH``): checked before they start, under
+#: ``--model-verify none`` too (``data.model_dirs.local_model_problems``), so none reaches a hub or reads a FIFO;
+#: with ``--ray-address`` the directory is the engine nodes', which ``none`` leaves to them.
+LOCAL_CHECKPOINT_BACKENDS = ("vllm", "hf")
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("generate", help="generate responses for planned slices (resumable)",
@@ -226,7 +231,7 @@ def _backend_options(args: argparse.Namespace, plan: Plan) -> dict:
 
 def run(args: argparse.Namespace) -> ExitCode:
     from trace_lib.data.manifest import load_manifest, manifest_path
-    from trace_lib.data.model_dirs import verify_model_dir
+    from trace_lib.data.model_dirs import local_model_problems, verify_model_dir
     from trace_lib.generation.backends.base import create_backend
     from trace_lib.environment.engine import engine_drift_text, generation_engine
 
@@ -289,10 +294,11 @@ def run(args: argparse.Namespace) -> ExitCode:
             slices = [s for s in mine if s.model == model.slug]
             if not slices:
                 continue
-            if args.model_verify != "none" and args.backend != "openai":
-                report = verify_model_dir(model, deep=args.model_verify == "deep")
-                if not report.ok:
-                    for problem in report.problems:
+            if args.backend in LOCAL_CHECKPOINT_BACKENDS and not (ray_address and args.model_verify == "none"):
+                problems = (verify_model_dir(model, deep=args.model_verify == "deep").problems
+                            if args.model_verify != "none" else local_model_problems(Path(model.local_path)))
+                if problems:
+                    for problem in problems:
                         print(f"[generate] {model.slug}: {problem}", file=sys.stderr)
                     failures += [s.id for s in slices]
                     continue

@@ -183,7 +183,8 @@ def _run_campaign(args: argparse.Namespace, release, judge_url: str | None) -> E
     from trace_lib.campaign.verdicts import judge_campaign, verdict_plan
     from trace_lib.cli.verify import campaign_inputs
     from trace_lib.data.prepare import load_artifact_sources
-    from trace_lib.reports.collect import SliceKey, expected_slices, not_regular, response_file
+    from trace_lib.outputs import not_regular
+    from trace_lib.reports.collect import SliceKey, expected_slices, response_file
 
     for flag, value in (("--jobs", args.jobs), ("--max-jobs", args.max_jobs)):
         if value < 1:

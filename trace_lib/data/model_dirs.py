@@ -23,6 +23,7 @@ from trace_lib.data.rowhash import canonical_sha256
 from trace_lib.decoding import read_text
 from trace_lib.errors import InputError
 from trace_lib.jsonio import canonical_json_ascii
+from trace_lib.outputs import not_regular
 from trace_lib.release.load import sha256_file
 
 if TYPE_CHECKING:
@@ -83,10 +84,22 @@ def _marker(slug: str, source: str, immutable: str, origin: str, hashes: dict[st
     return marker
 
 
+def local_model_problems(directory: Path) -> list[str]:
+    """What keeps ``directory`` from being loaded as a local checkpoint without reaching a hub or blocking: it is a
+    directory, and its ``config.json`` a regular file (a FIFO would block the loader, a missing one sends
+    transformers to the Hub). Checked even under ``--model-verify none``."""
+    if not directory.is_dir():
+        return [f"{directory}: model directory is missing (run 'trace-repro prepare-models' or pass --model with "
+                "the right LOCAL_PATH)"]
+    config = directory / "config.json"
+    if not config.is_file():
+        problem = not_regular(config)
+        return [f"{config}: {problem}" if problem else f"{directory}: config.json is missing"]
+    return []
+
+
 def _check_shape(directory: Path) -> list[str]:
-    problems = []
-    if not (directory / "config.json").is_file():
-        problems.append(f"{directory}: config.json is missing")
+    problems = local_model_problems(directory)
     weights = [p for p in directory.iterdir() if p.suffix in (".safetensors", ".bin") and p.is_file()]
     if not weights:
         problems.append(f"{directory}: no top-level *.safetensors or *.bin file")
@@ -164,8 +177,7 @@ def verify_model_dir(descriptor: ModelDescriptor, *, deep: bool = True) -> Model
     """Check a model directory against its descriptor; returns every problem (never raises for bad content)."""
     directory = Path(descriptor.local_path)
     if not directory.is_dir():
-        return ModelDirReport(directory, (f"{directory}: model directory is missing (run 'trace-repro "
-                                          f"prepare-models' or pass --model with the right LOCAL_PATH)",))
+        return ModelDirReport(directory, tuple(local_model_problems(directory)))
     problems = _check_shape(directory)
     marker_path = directory / MARKER_NAME
     try:
@@ -176,6 +188,8 @@ def verify_model_dir(descriptor: ModelDescriptor, *, deep: bool = True) -> Model
         return ModelDirReport(directory, (*problems, exc.render()))
     except ValueError:
         return ModelDirReport(directory, (*problems, f"{marker_path}: marker is not JSON"))
+    if not isinstance(marker, dict):
+        return ModelDirReport(directory, (*problems, f"{marker_path}: marker is not a JSON object"))
     if marker.get("schema_version") != MARKER_SCHEMA:
         problems.append(f"{marker_path}: schema_version (expected {MARKER_SCHEMA!r}, found "
                         f"{marker.get('schema_version')!r})")
@@ -192,6 +206,8 @@ def verify_model_dir(descriptor: ModelDescriptor, *, deep: bool = True) -> Model
         hashes = file_hashes(directory)
         current = content_revision(hashes)
         recorded = marker.get("file_sha256") or {}
+        if not isinstance(recorded, dict):
+            return ModelDirReport(directory, (*problems, f"{marker_path}: file_sha256 is not an object"), current)
         if sorted(hashes) != sorted(recorded):
             problems.append(f"{directory}: file set changed (missing {sorted(set(recorded) - set(hashes))}, "
                             f"extra {sorted(set(hashes) - set(recorded))})")

@@ -14,8 +14,6 @@ re-hash unchanged files.
 from __future__ import annotations
 
 import math
-import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -23,7 +21,7 @@ from typing import Any, Mapping, Sequence
 from trace_lib.decoding import ascii_digits
 from trace_lib.slices import Slice
 from trace_lib.errors import TraceReproError
-from trace_lib.outputs import kind
+from trace_lib.outputs import not_regular
 from trace_lib.release.load import load_json, sha256_file
 
 
@@ -221,20 +219,6 @@ class CampaignReader:
         except TraceReproError:
             return None
         return doc if isinstance(doc, dict) else None
-
-
-def not_regular(path: Path) -> str | None:
-    """What is wrong with ``path`` when something other than a regular file is there (None when it is one or
-    nothing is there), in words, without opening it."""
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        if not os.path.islink(path):
-            return None
-        mode = os.lstat(path).st_mode  # a dangling link
-    except OSError as exc:  # e.g. a file where a directory of the path should be
-        return exc.strerror
-    return None if stat.S_ISREG(mode) else f"is {kind(mode)}, not a regular file"
 
 
 def _finite(value: Any) -> bool:

@@ -36,9 +36,9 @@ class HFBackend:
         self.served_name = served_name
         self.device = device
         self._torch = torch
-        self.processor = AutoProcessor.from_pretrained(model_path)
+        self.processor = AutoProcessor.from_pretrained(model_path, local_files_only=True)  # never a hub
         self.model = Qwen2_5_VLForConditionalGeneration.from_pretrained(
-            model_path, dtype=getattr(torch, dtype)
+            model_path, dtype=getattr(torch, dtype), local_files_only=True
         ).to(device)
         self.model.eval()
         eos = self.model.generation_config.eos_token_id
