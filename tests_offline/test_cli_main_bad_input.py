@@ -122,10 +122,13 @@ CASES = {
     # numeric ranges (argparse types, one place)
     "--batch-size 0": (["generate", "--batch-size", "0"], 2, "--batch-size: must be an integer >= 1"),
     "--concurrency 0": (["generate", "--concurrency", "0"], 2, "--concurrency: must be an integer >= 1"),
-    "--grace -1": (["judge", "stop", "--grace", "-1"], 2, "--grace: must be a finite number >= 0"),
+    "--grace -1": (["judge", "stop", "--grace", "-1"], 2, "--grace: must be a number of seconds >= 0"),
     "--seed -1": (_score("--seed", "-1"), 2, "--seed: must be an integer >= 0"),
     "--port-start 0": (["judge", "serve", "--port-start", "0"], 2, "--port-start: must be a port number"),
-    "--watch 0": (["status", "--watch", "0"], 2, "--watch: must be a finite number > 0"),
+    "--watch 0": (["status", "--watch", "0"], 2, "--watch: must be a number of seconds > 0"),
+    "--request-timeout 1e10": (["generate", "--request-timeout", "1e10"], 2,  # overflowed a time_t deadline
+                               "--request-timeout: must be a number of seconds > 0 and at most 10,000,000"),
+    "fetch-release --timeout 1e10": (["fetch-release", "W/rel", "--timeout", "1e10"], 2, "--timeout: must be"),
     "--gpu-memory-utilization 2": (["generate", "--gpu-memory-utilization", "2"], 2, "--gpu-memory-utilization"),
     "empty --gpu-groups": (["plan", "--gpu-groups", " "], 2, "--gpu-groups"),
     "--gpu-groups garbage": (["plan", "--gpu-groups", "a;b"], 2, "--gpu-groups"),

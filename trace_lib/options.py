@@ -76,13 +76,25 @@ def _number(text: str, kind: Callable[[str], Any], what: str, ok: Callable[[Any]
 
 # -- the range types of every numeric flag (argparse ``type=``; one place, so every flag says its range the same way)
 def positive_number(text: str) -> float:
-    """A finite number > 0 (timeouts, intervals)."""
+    """A finite number > 0 (margins, critical values)."""
     return _number(text, float, "a finite number > 0", lambda v: v > 0)
 
 
-def non_negative_number(text: str) -> float:
-    """A finite number >= 0 (0 means "no limit" or "at once" where an option says so)."""
-    return _number(text, float, "a finite number >= 0", lambda v: v >= 0)
+#: The longest time any option may name, in seconds (about 115 days): far beyond any campaign, and far inside what
+#: the clocks, sockets and waits under a timeout can hold (``1e10`` overflows a ``time_t`` deadline).
+MAX_SECONDS = 10_000_000
+
+
+def positive_seconds(text: str) -> float:
+    """Seconds > 0 and at most :data:`MAX_SECONDS` (timeouts, intervals)."""
+    return _number(text, float, f"a number of seconds > 0 and at most {MAX_SECONDS:,}",
+                   lambda v: 0 < v <= MAX_SECONDS)
+
+
+def non_negative_seconds(text: str) -> float:
+    """Seconds >= 0 and at most :data:`MAX_SECONDS` (0 means "none" or "at once" where an option says so)."""
+    return _number(text, float, f"a number of seconds >= 0 and at most {MAX_SECONDS:,}",
+                   lambda v: 0 <= v <= MAX_SECONDS)
 
 
 def positive_int(text: str) -> int:
@@ -211,7 +223,7 @@ MODEL_VERIFY = Option(
 SLICE_TIMEOUT = Option(
     "--slice-timeout", "per-test time limit in seconds for tests_reproduction items (slices, overall, validation); "
     "0 = none, the default (pytest.ini's 300 s applies to the other lanes only)", env="TRACE_SLICE_TIMEOUT",
-    default=0.0, type=non_negative_number,
+    default=0.0, type=non_negative_seconds,
 )
 
 SCHEDULE = Option(
@@ -289,7 +301,7 @@ RAY_ADDRESS = Option(
 
 REQUEST_TIMEOUT = Option(
     "--request-timeout", "openai backend: seconds to wait for one answer before retrying it (default 300)",
-    env="TRACE_REQUEST_TIMEOUT", type=positive_number,
+    env="TRACE_REQUEST_TIMEOUT", type=positive_seconds,
 )
 
 #: Options of the slice-running surfaces, beside COMMON and the plan flags.

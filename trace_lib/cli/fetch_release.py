@@ -10,6 +10,7 @@ import argparse
 import sys
 from typing import Any
 
+from trace_lib import options
 from trace_lib.exitcodes import ExitCode
 
 
@@ -25,7 +26,8 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--dest", required=True, metavar="DIR", help="release root to create or complete")
     parser.add_argument("--base-url", default=DEFAULT_BASE_URL, metavar="URL",
                         help=f"raw-file host serving <repository>/<commit>/<path> (default {DEFAULT_BASE_URL})")
-    parser.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds per request (default 60)")
+    parser.add_argument("--timeout", type=options.positive_seconds, default=60.0, metavar="S",
+                        help="seconds per request (default 60)")
     parser.set_defaults(run=run)
 
 

@@ -49,7 +49,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                        help="each server's share of its GPUs' memory (default upstream's 0.90); less leaves the "
                             "rest to generation engines on the same GPUs (docs/judge.md, 'Sharing a GPU')")
     serve.add_argument("--vllm", default="vllm", metavar="EXE", help="the vllm executable (default: vllm on PATH)")
-    serve.add_argument("--ready-timeout", type=options.positive_number, default=jp.READY_TIMEOUT_S, metavar="S",
+    serve.add_argument("--ready-timeout", type=options.positive_seconds, default=jp.READY_TIMEOUT_S, metavar="S",
                        help=f"seconds to wait for every /v1/models (default {jp.READY_TIMEOUT_S:g})")
     serve.add_argument("--log-dir", default=None, metavar="DIR",
                        help=f"logs, pids.txt, endpoints.txt (env {LOG_DIR_ENV}; default trace-repro-work/judge)")
@@ -57,7 +57,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     stop = actions.add_parser("stop", help="stop the pool recorded in --log-dir/pids.txt")
     stop.add_argument("--log-dir", default=None, metavar="DIR",
                       help=f"the pool's log directory (env {LOG_DIR_ENV}; default trace-repro-work/judge)")
-    stop.add_argument("--grace", type=options.non_negative_number, default=jp.STOP_GRACE_S, metavar="S",
+    stop.add_argument("--grace", type=options.non_negative_seconds, default=jp.STOP_GRACE_S, metavar="S",
                       help=f"seconds between SIGTERM and SIGKILL (default {jp.STOP_GRACE_S:g})")
     stop.set_defaults(run=run_stop)
 

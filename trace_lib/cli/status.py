@@ -23,7 +23,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("status", help="show a campaign's progress (rows, scores, rate, ETA, GPUs)",
                                    description=__doc__)
     add_selection_options(parser)
-    parser.add_argument("--watch", type=options.positive_number, default=None, metavar="SECONDS",
+    parser.add_argument("--watch", type=options.positive_seconds, default=None, metavar="SECONDS",
                         help="repeat every SECONDS (at least 1) until the campaign is complete")
     parser.add_argument("--json", action="store_true", help="print each snapshot as one JSON object")
     parser.add_argument("--fail-if-incomplete", action="store_true", help="exit 1 when the campaign is incomplete")

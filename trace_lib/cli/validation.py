@@ -108,7 +108,7 @@ def _judge_args(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--judge-tokenizer", default=None, metavar="DIR",
                      help=f"local Qwen3-32B checkpoint whose chat template renders judge prompts (env "
                           f"{JUDGE_TOKENIZER_ENV}; default <model-root>/qwen3-32b-judge)")
-    sub.add_argument("--judge-timeout", type=options.positive_number, default=300.0, metavar="S",
+    sub.add_argument("--judge-timeout", type=options.positive_seconds, default=300.0, metavar="S",
                      help="per batch (default 300)")
 
 
