@@ -75,7 +75,8 @@ def test_fetch_release_bad_url_or_timeout_writes_nothing(capsys, tmp_path):
     assert _one_error_line(err).startswith("error: --base-url: ")
     for timeout in ("0", "1e10"):  # a huge timeout overflows the socket's deadline: a range, like every timeout
         with pytest.raises(SystemExit) as exit_:
-            _cli(capsys, "fetch-release", "--dest", str(dest), "--base-url", "http://127.0.0.1:9", "--timeout", timeout)
+            _cli(capsys, "fetch-release", "--dest", str(dest), "--base-url", "http://127.0.0.1:9",
+                 "--timeout", timeout)
         assert exit_.value.code == 2 and "argument --timeout: must be a number of seconds > 0" in capsys.readouterr().err
     assert not dest.exists()
 
