@@ -25,6 +25,10 @@ BAD = {
     "slug with slash": (("a/b", "/p", COMMIT, GOOD[3], "L"), "--model[0].SLUG: invalid slug"),
     "empty slug": (("", "/p", COMMIT, GOOD[3], "L"), "invalid slug"),
     "empty label": (("m", "/p", COMMIT, GOOD[3], "  "), "--model[0].LABEL: empty label"),
+    # a $-anchored match passes a trailing newline: the slug would name a directory 'tiny\n'
+    "slug with a newline": (("tiny\n", "/p", COMMIT, GOOD[3], "L"), "--model[0].SLUG: invalid slug"),
+    "revision with a newline": (("m", "/p", COMMIT + "\n", GOOD[3], "L"), "not an immutable revision"),
+    "source with a newline": (("m", "/p", COMMIT, GOOD[3] + "\n", "L"), "invalid source"),
 }
 
 

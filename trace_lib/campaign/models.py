@@ -23,17 +23,18 @@ from trace_lib.slices import ModelDescriptor
 
 #: ``SOURCE`` exactly as upstream's launcher accepts it.
 SOURCE_PATTERN = re.compile(
-    r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*@([0-9a-f]{40}|[0-9a-f]{64})$"
+    r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*@([0-9a-f]{40}|[0-9a-f]{64})"
 )
 #: An immutable revision: a commit, or the content hash of a directory's file set.
-REVISION_PATTERN = re.compile(r"^([0-9a-f]{40}|sha256set:[0-9a-f]{64})$")
-#: A slug becomes a directory component and the served model name.
-SLUG_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+REVISION_PATTERN = re.compile(r"([0-9a-f]{40}|sha256set:[0-9a-f]{64})")
+#: A slug becomes a directory component and the served model name. The patterns are used with ``fullmatch``: a
+#: ``$``-anchored ``match`` would pass a value with a trailing newline.
+SLUG_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def check_revision(value: str, *, field: str) -> str:
     """``value`` if it is an immutable revision, else a one-line error saying what is accepted."""
-    if not REVISION_PATTERN.match(value):
+    if not REVISION_PATTERN.fullmatch(value):
         raise UsageError("not an immutable revision", field=field, found=value,
                          expected="a 40-hex commit or sha256set:<64 hex>",
                          hint="pin the commit (huggingface_hub model_info(repo).sha) or register the directory")
@@ -51,13 +52,13 @@ def parse_descriptor(tokens: Sequence[str], *, position: int = 0) -> ModelDescri
         raise UsageError("needs five values", field=where, expected="SLUG LOCAL_PATH IMMUTABLE_REVISION "
                          "OWNER/REPO@REVISION LABEL", found=len(tokens))
     slug, local_path, revision, source, label = (str(t) for t in tokens)
-    if not SLUG_PATTERN.match(slug):
+    if not SLUG_PATTERN.fullmatch(slug):
         raise UsageError("invalid slug", field=f"{where}.SLUG", found=slug,
                          expected="letters, digits, '.', '_', '-' (starting with a letter or digit)")
     if not local_path:
         raise UsageError("empty local path", field=f"{where}.LOCAL_PATH")
     check_revision(revision, field=f"{where}.IMMUTABLE_REVISION")
-    if not SOURCE_PATTERN.match(source):
+    if not SOURCE_PATTERN.fullmatch(source):
         raise UsageError("invalid source", field=f"{where}.SOURCE", found=source,
                          expected="owner/repository@<40- or 64-hex revision>")
     if not label.strip():
@@ -100,7 +101,7 @@ def release_models(release: ReleaseRoot, model_root: Path) -> tuple[ModelDescrip
     out = []
     for model in models:
         source = f"{model.repository_id}@{model.revision}"
-        if not SOURCE_PATTERN.match(source):
+        if not SOURCE_PATTERN.fullmatch(source):
             raise ReleaseFileError("model source is not owner/repo@commit", file=identity.RESULTS,
                                    field=f"models[{model.model_id}]", found=source)
         out.append(ModelDescriptor(

@@ -120,9 +120,9 @@ def run_prepare_models(args: argparse.Namespace) -> ExitCode:
 
     if args.register_local:
         slug, directory, source = args.register_local
-        if not SLUG_PATTERN.match(slug):
+        if not SLUG_PATTERN.fullmatch(slug):
             raise UsageError("invalid slug", field="--register-local SLUG", found=slug)
-        if not SOURCE_PATTERN.match(source):
+        if not SOURCE_PATTERN.fullmatch(source):
             raise UsageError("invalid source", field="--register-local SOURCE", found=source,
                              expected="owner/repository@<40- or 64-hex revision>")
         revision = register_local(directory, slug=slug, source=source)

@@ -34,7 +34,7 @@ from trace_lib.errors import InputError, ReleaseFileError
 from trace_lib.release import identity
 from trace_lib.release.locate import ReleaseRoot
 
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_COMMIT = re.compile(r"[0-9a-f]{40}")  # used with fullmatch: no trailing newline
 _HF_URL = re.compile(
     r"^https://huggingface\.co/datasets/(?P<repo>[^/]+/[^/]+)/(?P<verb>resolve|tree)/(?P<rev>[^/]+)(?:/(?P<path>.+))?$"
 )
@@ -96,7 +96,7 @@ def _source_from_entry(entry: Mapping[str, Any], alias: str, *, where: str) -> A
         match = _HF_URL.match(url)
         if match:
             rev = match["rev"]
-            if not _COMMIT.match(rev):
+            if not _COMMIT.fullmatch(rev):
                 raise ReleaseFileError("Hugging Face URL is not pinned to a commit", file=identity.PROVENANCE,
                                        field=f"{where}.url", found=url)
             if match["verb"] == "tree":
@@ -115,7 +115,7 @@ def _source_from_entry(entry: Mapping[str, Any], alias: str, *, where: str) -> A
     repo = str(artifact.get("repository", ""))
     match = re.fullmatch(r"https://huggingface\.co/datasets/([^/]+/[^/]+)", repo)
     rev = artifact.get("repository_revision")
-    if not match or not isinstance(rev, str) or not _COMMIT.match(rev) or not artifact.get("path"):
+    if not match or not isinstance(rev, str) or not _COMMIT.fullmatch(rev) or not artifact.get("path"):
         raise ReleaseFileError("artifact is neither a URL nor a pinned Hugging Face dataset file",
                                file=identity.PROVENANCE, field=where)
     return ArtifactSource(key, alias, "hf_file", repo_id=match.group(1), revision=rev, filename=artifact["path"],
