@@ -127,6 +127,17 @@ def test_unreachable_judge_on_a_closed_loopback_port(release, tmp_path):
     assert result.detail.startswith(f"judge unreachable: {url}/models: ")
 
 
+@pytest.mark.timeout(20)
+def test_a_judge_url_that_is_not_http_is_never_opened(release, tmp_path):
+    import os
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # opening it would block doctor
+    for url in (f"file://{fifo}#", "file:///etc/passwd", "ftp://127.0.0.1/"):
+        result = check_judge(_ctx(tmp_path, trace_root=str(release.path), judge_url=url))
+        assert result.status is Status.MISSING and "not an http(s) URL" in result.detail, result.detail
+
+
 def test_reachable_judge_lists_what_it_serves(release, tmp_path):
     with OpenAIStubServer(lambda body: "ok", model="Qwen/Qwen3-32B") as server:
         result = check_judge(_ctx(tmp_path, trace_root=str(release.path), judge_url=server.url))

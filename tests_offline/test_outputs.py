@@ -136,3 +136,20 @@ def test_a_failed_run_leaves_no_empty_tree_but_keeps_files_and_what_existed(tmp_
     with no_empty_tree_left(tmp_path / "existing"):
         pass
     assert (tmp_path / "existing").is_dir()  # it was there before
+
+
+def test_a_dangling_link_is_not_an_output_directory_to_create(tmp_path, capsys):
+    from trace_lib.cli.main import main
+    from trace_lib.options import check_directory
+
+    dangling = tmp_path / "campaign"
+    dangling.symlink_to(tmp_path / "nowhere")
+    for path in (dangling, dangling / "sub"):
+        with pytest.raises(UsageError) as refused:
+            check_output_dir(path, flag="--campaign-root")
+        assert "is a symbolic link, not a directory" in str(refused.value)
+    with pytest.raises(UsageError, match="dangling symbolic link"):
+        check_directory(str(dangling), field="--campaign-root")
+    assert main(["status", "--campaign-root", str(dangling), "--no-gpu"]) == 2  # before any work, one line
+    assert "dangling symbolic link" in capsys.readouterr().err
+    assert not (tmp_path / "nowhere").exists()

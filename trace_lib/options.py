@@ -271,6 +271,8 @@ def check_directory(value: str | os.PathLike[str] | None, *, field: str) -> None
     try:
         st = os.stat(path)
     except FileNotFoundError:
+        if os.path.islink(path):  # a link to nothing: not a directory to create, nor one to write into
+            raise UsageError("is a dangling symbolic link, not a directory", field=field, found=path) from None
         return
     except NotADirectoryError:
         raise UsageError("runs under a file, not a directory", field=field, found=path) from None

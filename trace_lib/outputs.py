@@ -90,6 +90,8 @@ def _nearest_existing(path: Path) -> tuple[Path, os.stat_result]:
         try:
             return current, os.stat(current)
         except (FileNotFoundError, NotADirectoryError):
+            if os.path.islink(current):  # a dangling link exists: as a link to nothing, never a directory
+                return current, os.lstat(current)
             if current.parent == current:
                 raise
             current = current.parent
