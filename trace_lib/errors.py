@@ -45,7 +45,7 @@ class TraceReproError(Exception):
 
         Parts that are ``None`` (file, field, hint) or :data:`UNSET` (expected, found) are left out.
         """
-        parts = [p for p in (self.file, self.field) if p]
+        parts = [_printable(str(p)) for p in (self.file, self.field) if p]  # a path with a newline stays one line
         text = self.message
         details = []
         if self.expected is not _UNSET:
@@ -67,6 +67,11 @@ def render_line(message: str, **parts: Any) -> str:
     """The one renderer of every error and preflight finding: the line of a :class:`TraceReproError` with
     ``message`` and these parts (``file``, ``field``, ``expected``, ``found``, ``hint``)."""
     return TraceReproError(message, **parts).render()
+
+
+def _printable(text: str) -> str:
+    """``text`` with each control character (a newline in a path ...) written as its escape, ``\\n``."""
+    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _show(value: Any) -> str:
