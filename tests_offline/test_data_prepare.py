@@ -160,6 +160,27 @@ def test_manifest_round_trip_re_derives_hashes(prepared):
         load_manifest(path)
 
 
+@pytest.mark.parametrize(("damage", "field", "what"), [
+    (lambda doc: doc.update(datasets=[]), "datasets", "wrong type"),
+    (lambda doc: doc["datasets"]["tiny"]["row_media"][2].pop("media_sha256"), "datasets.tiny.row_media[2]",
+     "missing field 'media_sha256'"),
+    (lambda doc: doc["datasets"]["tiny"].pop("alias"), "datasets.tiny", "missing field 'alias'"),
+    (lambda doc: doc["datasets"]["tiny"]["files"][0].update(extra=1), "datasets.tiny", "wrong type"),
+    (lambda doc: doc.pop("suite_sha256"), "suite_sha256, vlmevalkit_commit, data_root", "missing field"),
+])
+def test_a_damaged_manifest_is_one_line_naming_where(prepared, damage, field, what):
+    import json
+
+    data_root, _, _ = prepared
+    path = manifest_path(data_root)
+    doc = json.loads(path.read_text())
+    damage(doc)
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InputError) as refused:
+        load_manifest(path)
+    assert refused.value.file == str(path) and refused.value.field == field and what in str(refused.value)
+
+
 def test_changed_image_is_found(prepared):
     data_root, suite, manifest = prepared
     image = data_root / manifest.datasets["tiny"].media_files[0].path

@@ -293,8 +293,6 @@ def write_manifest(path: Path, manifest: Manifest) -> None:
     write_text_atomic(path, canonical_json_ascii(manifest_json(manifest)) + "\n", encoding="ascii")
 
 
-
-
 def load_manifest(path: Path) -> Manifest:
     """Read a manifest strictly and re-derive every row, benchmark and view hash from its records.
 
@@ -309,14 +307,33 @@ def load_manifest(path: Path) -> Manifest:
     if required(doc, "schema_version", file=file, error=InputError) != SCHEMA_VERSION:
         raise InputError("unknown manifest schema", file=file, field="schema_version", expected=SCHEMA_VERSION,
                          found=doc.get("schema_version"))
+    at = ["suite_id"]  # the field being read, for a record of the wrong shape
+    try:
+        manifest = _manifest_from(doc, file, at)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        what = f"missing field {exc.args[0]!r}" if isinstance(exc, KeyError) else f"wrong type ({exc})"
+        raise InputError(f"malformed manifest: {what}", file=file, field=at[-1],
+                         hint="re-run 'trace-repro prepare-data' to rewrite it") from None
+    if manifest.view_snapshot_sha256 != doc.get("view_snapshot_sha256"):
+        raise InputError("view snapshot does not re-derive", file=file, field="view_snapshot_sha256",
+                         expected=manifest.view_snapshot_sha256, found=doc.get("view_snapshot_sha256"))
+    return manifest
+
+
+def _manifest_from(doc: Any, file: str, at: list[str]) -> Manifest:
+    """The manifest ``doc`` records, every hash re-derived; ``at`` gets each field as it is read."""
     suite_id = required(doc, "suite_id", file=file, error=InputError)
+    at.append("dataset_views")
     view = tuple(required(required(doc, "dataset_views", file=file, error=InputError), suite_id, file=file,
                           where="dataset_views.", error=InputError))
     datasets = {}
+    at.append("datasets")
     for key, raw in required(doc, "datasets", file=file, error=InputError).items():
         where = f"datasets.{key}."
+        at.append(f"datasets.{key}")
         rows = []
-        for r in required(raw, "row_media", file=file, where=where, error=InputError):
+        for number, r in enumerate(required(raw, "row_media", file=file, where=where, error=InputError)):
+            at.append(f"{where}row_media[{number}]")
             media_set = media_set_sha256(r["media_sha256"])
             record = source_record_sha256(r["source_row_hash"], media_set)
             if media_set != r["media_set_sha256"] or record != r["source_record_sha256"]:
@@ -327,18 +344,16 @@ def load_manifest(path: Path) -> Manifest:
         if snapshot != required(raw, "dataset_snapshot_sha256", file=file, where=where, error=InputError):
             raise InputError("dataset snapshot does not re-derive", file=file, field=f"{where}dataset_snapshot_sha256",
                              expected=snapshot, found=raw.get("dataset_snapshot_sha256"))
+        at.append(f"datasets.{key}")
         datasets[key] = DatasetEntry(
             key=key, alias=raw["alias"], expected_rows=raw["expected_rows"], rows=raw["rows"], source=raw["source"],
             files=tuple(FileRecord(**f) for f in raw["files"]),
             media_files=tuple(MediaRecord(**m) for m in raw["media_files"]),
             row_media=tuple(rows), snapshot_sha256=snapshot,
         )
-    manifest = Manifest(suite_id, doc["suite_sha256"], doc["vlmevalkit_commit"], doc["data_root"], datasets, view,
-                        doc.get("created_at", ""), doc.get("updated_at", ""))
-    if manifest.view_snapshot_sha256 != doc.get("view_snapshot_sha256"):
-        raise InputError("view snapshot does not re-derive", file=file, field="view_snapshot_sha256",
-                         expected=manifest.view_snapshot_sha256, found=doc.get("view_snapshot_sha256"))
-    return manifest
+    at.append("suite_sha256, vlmevalkit_commit, data_root")
+    return Manifest(suite_id, doc["suite_sha256"], doc["vlmevalkit_commit"], doc["data_root"], datasets, view,
+                    doc.get("created_at", ""), doc.get("updated_at", ""))
 
 
 def check_manifest(manifest: Manifest, suite: Suite, *, rehash: bool = True,
