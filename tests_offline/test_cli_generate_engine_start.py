@@ -57,6 +57,28 @@ def test_create_backend_turns_an_engines_own_exception_into_one_line(monkeypatch
     assert not caught.value.out_of_memory
 
 
+def _errno_less_engine(**kwargs):
+    raise OSError("It looks like the config file at 'm/config.json' is not a valid JSON file.")
+
+
+def _disk_engine(**kwargs):
+    import errno
+    import os
+
+    raise OSError(errno.EIO, os.strerror(errno.EIO), "m/model.safetensors")
+
+
+def test_a_librarys_errno_less_oserror_is_the_models_fault_a_real_one_the_machines(monkeypatch):
+    monkeypatch.setitem(base.BACKENDS, "errnoless", f"{__name__}:_errno_less_engine")
+    with pytest.raises(EngineStartError) as caught:  # one line, the slice fails (exit 1), not "the machine failed"
+        base.create_backend("errnoless", model_path="m", served_name="tiny")
+    assert "not a valid JSON file" in caught.value.render()
+    monkeypatch.setitem(base.BACKENDS, "disk", f"{__name__}:_disk_engine")
+    with pytest.raises(OSError) as machine:
+        base.create_backend("disk", model_path="m", served_name="tiny")
+    assert not isinstance(machine.value, EngineStartError) and machine.value.filename == "m/model.safetensors"
+
+
 def test_an_engine_actor_keeps_its_start_error_for_the_driver(monkeypatch):
     """The body of a Ray engine actor (a plain object here): an engine that did not start leaves one line and its
     memory flag for ``node()`` to hand the driver, not an exception that kills the actor."""

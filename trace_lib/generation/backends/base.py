@@ -66,9 +66,13 @@ def create_backend(name: str, *, model_path: str, served_name: str, **options: A
     factory = getattr(importlib.import_module(module_name), attr)
     try:
         return factory(model_path=model_path, served_name=served_name, **options)
-    except (TraceReproError, OSError):  # already one line (an OSError names its path; the CLI renders it)
+    except TraceReproError:  # already one line
         raise
     except Exception as exc:
+        # an OSError with an errno is the machine's, naming its path (the CLI renders it); one without is a
+        # library's own complaint (transformers: "not a valid JSON file"): the model's fault, like any other
+        if isinstance(exc, OSError) and exc.errno is not None:
+            raise
         raise EngineStartError(f"{served_name}: the {name} engine did not start: {exception_line(exc)}",
                                hint="its log above has the cause; TRACE_REPRO_DEBUG=1 shows the traceback") from exc
 
