@@ -126,3 +126,14 @@ def test_a_tsv_over_the_localisation_threshold_serves_upstreams_jpeg_files(tmp_p
     assert (images / "3_1.jpg").read_bytes() == upstream_bytes(two)
     with Image.open(images / "3_0.jpg") as image:
         assert image.format == "JPEG"
+
+
+def test_a_fifo_where_the_dataset_belongs_is_named_not_missing(tmp_path):
+    import os
+
+    from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv
+    from trace_lib.errors import InputError
+
+    os.mkfifo(tmp_path / "MMStar.tsv")  # never opened: it would block
+    with pytest.raises(InputError, match="dataset file is a FIFO, not a regular file"):
+        load_vlmeval_tsv(tmp_path / "MMStar.tsv")

@@ -167,3 +167,19 @@ def test_answer_to_an_unsent_request_is_an_error(data, tmp_path, generation):
         with pytest.raises(BackendError, match="answered a request it was not sent"):
             run_generation(SLICE, rows, protocol, Stub(extra=True), store, data / "images", generation=generation,
                            progress=False)
+
+
+def test_a_cell_that_does_not_decode_is_named_by_its_benchmark(tmp_path):
+    from dataclasses import replace as dc_replace
+
+    from trace_lib.errors import InputError
+    from trace_lib.generation.run import prepare_rows
+    from trace_lib.testing.tiny_bench import tiny_tsv_protocol
+
+    def broken_prompt(row, image_dir):
+        raise InputError("image cell is not a decodable base64 image (Error)", field=f"rows[{row['index']}].image")
+
+    protocol = dc_replace(tiny_tsv_protocol("tinya"), build_prompt=broken_prompt)
+    with pytest.raises(InputError) as refused:
+        prepare_rows([{"index": 5, "question": "q"}], protocol, tmp_path, served_name="m", generation={}, seed=42)
+    assert refused.value.render() == "tinya.rows[5].image: image cell is not a decodable base64 image (Error)"

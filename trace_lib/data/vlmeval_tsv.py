@@ -24,6 +24,7 @@ from typing import Any
 from trace_lib.atomic import atomic_output
 from trace_lib.errors import InputError
 from trace_lib.extraction.workbook import isna
+from trace_lib.outputs import not_regular
 
 #: VLMEvalKit localises a TSV above this size to JPEG files (``prepare_tsv``: ``file_size(path, 'GB') > 1``).
 LOCALIZE_THRESHOLD_BYTES = 2**30
@@ -112,7 +113,9 @@ def load_vlmeval_tsv(path: str | os.PathLike[str], *, skip_noimg: bool = True) -
     path = Path(path)
     file = str(path)
     if not path.is_file():
-        raise InputError("dataset file not found", file=file, hint="run 'trace-repro prepare-data' or pass --dataset")
+        problem = not_regular(path)
+        raise InputError(f"dataset file {problem}" if problem else "dataset file not found", file=file,
+                         hint="run 'trace-repro prepare-data' for it ('score' also takes --dataset FILE)")
     localize = path.stat().st_size > LOCALIZE_THRESHOLD_BYTES
     try:
         frame = pd.read_csv(path, sep="\t")

@@ -99,7 +99,13 @@ def iter_prepared_rows(
         if key in seen:
             raise InputError("duplicate row key", field=f"{protocol.key}[{ordinal}]", found=key)
         seen.add(key)
-        items = protocol.build_prompt(row, image_dir)
+        try:
+            items = protocol.build_prompt(row, image_dir)
+        except InputError as exc:  # a cell that does not decode: named by the benchmark it belongs to
+            if exc.file is not None:
+                raise
+            raise InputError(exc.message, field=f"{protocol.key}.{exc.field}" if exc.field else protocol.key,
+                             expected=exc.expected, found=exc.found, hint=exc.hint) from None
         for item in items:
             if item.kind == "image" and not Path(item.value).is_file():
                 raise InputError("prompt image does not exist", field=f"{protocol.key}[{ordinal}]",
