@@ -7,11 +7,14 @@ field is a :class:`~trace_lib.errors.ReleaseFileError` naming the file and field
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from trace_lib.jsonio import required
+from trace_lib.errors import ReleaseFileError
+from trace_lib.jsonio import MAX_INT, required
 from trace_lib.release import identity
 from trace_lib.release.locate import ReleaseRoot
 
@@ -70,33 +73,68 @@ class EvalModel:
 
 
 
+#: A benchmark key names files and directories: lower-case letters, digits and ``_``.
+_KEY = re.compile(r"[a-z0-9][a-z0-9_]*")
+#: The decoding fields the campaign reads from ``generation``, each a number.
+_GENERATION_NUMBERS = ("temperature", "top_p", "top_k", "presence_penalty", "repetition_penalty", "max_tokens")
+
+
 def load_suite(release: ReleaseRoot) -> Suite:
-    """The evaluation suite of ``release`` (``rlvr/evaluation/trace_eval/suite.v1.json``)."""
+    """The evaluation suite of ``release`` (``rlvr/evaluation/trace_eval/suite.v1.json``), each field of the type
+    the campaign uses it as.
+
+    Raises:
+        ReleaseFileError: a field missing or of another type (a key that is not a file name, rows not a count,
+            a temperature that is not a number), file and field named.
+    """
     rel = identity.SUITE
     doc = release.read_json(rel)
     benches = []
-    for i, item in enumerate(required(doc, "benchmarks", file=rel)):
+    for i, item in enumerate(_typed(required(doc, "benchmarks", file=rel), list, rel, "benchmarks", "a list")):
         where = f"benchmarks[{i}]."
-        benches.append(
-            Benchmark(
-                **{
-                    name: required(item, name, file=rel, where=where)
-                    for name in (
-                        "key", "display", "official_alias", "category", "route", "rows",
-                        "answer_contract", "score_contract",
-                    )
-                }
-            )
-        )
+        fields = {name: required(item, name, file=rel, where=where)
+                  for name in ("key", "display", "official_alias", "category", "route", "rows", "answer_contract",
+                               "score_contract")}
+        for name, value in fields.items():
+            if name != "rows":
+                _typed(value, str, rel, where + name, "a string")
+        if not _KEY.fullmatch(fields["key"]):
+            raise ReleaseFileError("not a benchmark key (lower-case letters, digits, '_')", file=rel,
+                                   field=where + "key", found=fields["key"])
+        rows = fields["rows"]
+        if isinstance(rows, bool) or not isinstance(rows, int) or not 0 <= rows <= MAX_INT:
+            raise ReleaseFileError("not a row count", file=rel, field=where + "rows", found=rows)
+        benches.append(Benchmark(**fields))
+    generation = _typed(required(doc, "generation", file=rel), dict, rel, "generation", "an object")
+    for name in _GENERATION_NUMBERS:
+        value = generation.get(name)
+        if name in generation and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                   or not math.isfinite(value)):
+            raise ReleaseFileError("not a number", file=rel, field=f"generation.{name}", found=value)
     return Suite(
-        suite_id=required(doc, "suite_id", file=rel),
+        suite_id=_typed(required(doc, "suite_id", file=rel), str, rel, "suite_id", "a string"),
         benchmarks=tuple(benches),
-        categories=MappingProxyType({k: tuple(v) for k, v in required(doc, "categories", file=rel).items()}),
-        routes=MappingProxyType({k: tuple(v) for k, v in required(doc, "routes", file=rel).items()}),
-        generation=MappingProxyType(dict(required(doc, "generation", file=rel))),
+        categories=_lists(required(doc, "categories", file=rel), rel, "categories"),
+        routes=_lists(required(doc, "routes", file=rel), rel, "routes"),
+        generation=MappingProxyType(dict(generation)),
         vlmevalkit_commit=required(required(doc, "vlmevalkit", file=rel), "commit", file=rel, where="vlmevalkit."),
         sha256=release.sha256(rel),
     )
+
+
+def _typed(value: Any, kind: type, file: str, field: str, what: str) -> Any:
+    if not isinstance(value, kind):
+        raise ReleaseFileError(f"not {what}", file=file, field=field, found=type(value).__name__)
+    return value
+
+
+def _lists(value: Any, file: str, field: str) -> Mapping[str, tuple[str, ...]]:
+    """An object of string lists (``categories``, ``routes``), read-only."""
+    _typed(value, dict, file, field, "an object")
+    for name, keys in value.items():
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+            raise ReleaseFileError("not a list of benchmark keys", file=file, field=f"{field}.{name}")
+    return MappingProxyType({k: tuple(v) for k, v in value.items()})
 
 
 def load_eval_models(release: ReleaseRoot) -> tuple[EvalModel, ...]:
