@@ -102,7 +102,7 @@ def iter_prepared_rows(
         try:
             items = protocol.build_prompt(row, image_dir)
         except InputError as exc:  # a cell that does not decode: named by the benchmark it belongs to
-            if exc.file is not None:
+            if exc.file is not None or (exc.field or "").startswith(protocol.key):
                 raise
             raise InputError(exc.message, field=f"{protocol.key}.{exc.field}" if exc.field else protocol.key,
                              expected=exc.expected, found=exc.found, hint=exc.hint) from None
