@@ -14,8 +14,9 @@ def check_models(ctx: DoctorContext) -> CheckResult:
     models = release_models(ctx.release(), root)
     fix = f"trace-repro prepare-models --model-root {root}"
     if not root.is_dir():
-        return CheckResult("models", Status.MISSING, f"model root {root} does not exist",
-                           missing=f"model root {root}", fix=fix)
+        what = "is not a directory" if root.exists() or root.is_symlink() else "does not exist"
+        return CheckResult("models", Status.MISSING, f"model root {root} {what}", missing=f"model root {root}",
+                           fix=fix)
     bad = [(m, verify_model_dir(m, deep=False)) for m in models]
     bad = [(m, r) for m, r in bad if not r.ok]
     ready = len(models) - len(bad)

@@ -57,7 +57,7 @@ def group(name: str) -> CheckGroup:
         if candidate.name == name:
             return candidate
     valid = ", ".join(g.name for g in groups())
-    raise UsageError(f"unknown check group {name!r}", hint=f"choose one of: {valid}")
+    raise UsageError(f"unknown check group {name!r}", field="--group", hint=f"choose one of: {valid}")
 
 
 def run_group(check: CheckGroup, ctx: CheckContext) -> GroupOutcome:
