@@ -161,3 +161,22 @@ def test_two_runs_holding_one_slice_are_an_error_until_one_is_chosen(tmp_path):
     assert chosen.run_of(chosen.find("model-a", 42, "mmstar")).run_id == "run-b"
     with pytest.raises(UsageError, match="unknown run id 'run-c'"):
         open_archive(tmp_path, run_id="run-c")
+
+
+@pytest.mark.timeout(20)
+def test_an_archive_json_that_is_a_fifo_or_not_strict_is_one_line(tmp_path):
+    import os
+
+    from trace_lib.archive.reader import _load_json
+    from trace_lib.errors import InputError
+    from trace_lib.validation.canonical import read_json
+
+    fifo = tmp_path / "manifest.json"
+    os.mkfifo(fifo)  # reading it would block archive verify, summarize and diagnose for ever
+    for reader in (_load_json, read_json):  # the archive's reader and validation's
+        with pytest.raises(InputError, match="is a FIFO, not a regular file"):
+            reader(fifo)
+    nan = tmp_path / "nan.json"
+    nan.write_text('{"score": NaN, "score": 1}')
+    with pytest.raises(InputError, match="unreadable JSON"):
+        _load_json(nan)

@@ -17,7 +17,6 @@ API for other modules::
 from __future__ import annotations
 
 import difflib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
@@ -51,13 +50,19 @@ def unknown_id_error(kind: str, word: str, choices: Sequence[str], *, field_name
 
 
 def _load_json(path: Path) -> Any:
+    """The archive file's JSON, read strictly (a FIFO never opened; NaN and repeated keys refused)."""
+    from trace_lib.decoding import read_text  # a FIFO is refused, never opened
+    from trace_lib.jsonio import loads_strict, strict_error
+
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return loads_strict(read_text(path))
     except FileNotFoundError:
         raise InputError("file missing from the archive", file=str(path),
                          hint="fetch it with 'trace-repro fetch-runs --dest DIR'") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"unreadable JSON: {type(exc).__name__}", file=str(path)) from None
+    except OSError as exc:
+        raise InputError(f"unreadable: {exc.strerror or exc}", file=str(path)) from None
+    except ValueError as exc:
+        raise InputError(f"unreadable JSON: {strict_error(exc)}", file=str(path)) from None
 
 
 def verify_file(path: Path, expected_sha256: str, *, label: str | None = None,

@@ -78,9 +78,12 @@ def parse_strict(text: str, *, file: str, field: str | None = None) -> Any:
 
 
 def _read_text(path: Path) -> str:
-    """The UTF-8 text of ``path``. Raises InputError (missing, unreadable, not UTF-8)."""
+    """The UTF-8 text of ``path``. Raises InputError (missing, unreadable, not UTF-8, or not a regular file: a
+    FIFO is never opened)."""
+    from trace_lib.decoding import check_input_file
+
     try:
-        return path.read_text(encoding="utf-8")
+        return check_input_file(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError("file is missing", file=str(path)) from None
     except (OSError, UnicodeDecodeError) as exc:
