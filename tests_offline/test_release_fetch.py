@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -160,4 +161,62 @@ def test_an_interrupted_fetch_leaves_no_partial_file_and_no_new_directory(server
     dest = tmp_path / "release"
     with pytest.raises(KeyboardInterrupt):
         fetch_release(dest, base_url=server.url, workers=1)
+    assert not dest.exists() or not any(p.is_file() for p in dest.rglob("*")), list(dest.rglob("*"))
+
+
+class _Trickle(http.server.BaseHTTPRequestHandler):
+    """Answers every GET with 1,000 bytes sent one every 0.2 s."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's spelling
+        self.send_response(200)
+        self.send_header("Content-Length", "1000")
+        self.end_headers()
+        try:
+            for _ in range(1000):
+                self.wfile.write(b"x")
+                self.wfile.flush()
+                time.sleep(0.2)
+        except OSError:
+            pass  # the client gave up
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def trickle() -> Iterator[str]:
+    httpd = _Server(("127.0.0.1", 0), _Trickle)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_port}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_a_server_that_trickles_bytes_ends_at_the_timeout(tmp_path, trickle):
+    """--timeout bounds the whole request: a server sending a byte every 0.2 s ends in one line, nothing kept."""
+    started = time.monotonic()
+    with pytest.raises(FetchError) as failed:
+        fetch_release(tmp_path / "release", base_url=trickle, timeout=1.0)
+    assert time.monotonic() - started < 15
+    assert any("not done within --timeout 1 s" in p for p in failed.value.problems)
+    assert not (tmp_path / "release").exists()
+    for bad in (float("inf"), float("nan"), 1e400):
+        with pytest.raises(Exception, match="--timeout"):
+            fetch_release(tmp_path / "release", base_url="http://127.0.0.1:9", timeout=bad)
+
+
+def test_sigterm_mid_fetch_stops_like_ctrl_c_and_leaves_nothing(tmp_path, trickle):
+    import signal
+
+    dest = tmp_path / "release"
+    proc = subprocess.Popen([sys.executable, "-m", "trace_lib", "fetch-release", "--dest", str(dest), "--base-url",
+                             trickle, "--timeout", "30"], stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    deadline = time.monotonic() + 20
+    while not list(dest.rglob(f"*{INCOMPLETE_SUFFIX}")) and time.monotonic() < deadline:
+        time.sleep(0.05)  # until the downloads have begun
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and "[fetch-release] stopped by SIGTERM" in err, err
     assert not dest.exists() or not any(p.is_file() for p in dest.rglob("*")), list(dest.rglob("*"))

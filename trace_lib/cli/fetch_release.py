@@ -12,6 +12,7 @@ from typing import Any
 
 from trace_lib import options
 from trace_lib.exitcodes import ExitCode
+from trace_lib.interrupts import stoppable
 
 
 def add_parser(subparsers: Any) -> None:
@@ -28,7 +29,7 @@ def add_parser(subparsers: Any) -> None:
                         help=f"raw-file host serving <repository>/<commit>/<path> (default {DEFAULT_BASE_URL})")
     parser.add_argument("--timeout", type=options.positive_seconds, default=60.0, metavar="S",
                         help="seconds per request (default 60)")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=stoppable(run, label="fetch-release"))  # SIGTERM cleans up as Ctrl-C does
 
 
 def run(args: argparse.Namespace) -> ExitCode:

@@ -11,6 +11,7 @@ from typing import Any
 
 from trace_lib import options
 from trace_lib.exitcodes import ExitCode
+from trace_lib.interrupts import stoppable
 
 
 def add_parser(subparsers: Any) -> None:
@@ -34,7 +35,7 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--workers", type=options.positive_int, default=8, metavar="N",
                         help="parallel downloads (default 8)")
     options.add_to_argparse(parser, options.TRACE_ROOT)
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=stoppable(run, label="fetch-runs"))  # SIGTERM cleans up as Ctrl-C does
 
 
 def run(args: argparse.Namespace) -> ExitCode:

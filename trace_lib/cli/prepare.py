@@ -22,6 +22,7 @@ from trace_lib.campaign.models import SOURCE_PATTERN, SLUG_PATTERN
 from trace_lib.campaign.plan import DATA_ROOT_ENV, add_plan_options, plan_from_options, select_benchmarks
 from trace_lib.errors import TraceReproError, UsageError
 from trace_lib.exitcodes import ExitCode
+from trace_lib.interrupts import stoppable
 from trace_lib.release.locate import locate_release
 
 
@@ -37,7 +38,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     data.add_argument("--workers", type=options.positive_int, default=8, help="threads hashing images (default 8)")
     data.add_argument("--no-progress", action="store_true", help="no progress bars")
     options.add_to_argparse(data, options.TRACE_ROOT)
-    data.set_defaults(run=run_prepare_data)
+    data.set_defaults(run=stoppable(run_prepare_data, label="prepare-data"))
 
     models = subparsers.add_parser("prepare-models", help="download pinned model snapshots and write markers",
                                    description=__doc__)
@@ -48,7 +49,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     models.add_argument("--register-local", nargs=3, default=None, metavar=("SLUG", "DIR", "OWNER/REPO@REV"),
                         help="register a local checkpoint directory and print its sha256set revision")
     options.add_to_argparse(models, options.TRACE_ROOT)
-    models.set_defaults(run=run_prepare_models)
+    models.set_defaults(run=stoppable(run_prepare_models, label="prepare-models"))
 
 
 def run_prepare_data(args: argparse.Namespace) -> ExitCode:

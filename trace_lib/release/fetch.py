@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -18,6 +19,7 @@ from typing import Iterable
 from trace_lib import __version__
 from trace_lib.atomic import TEMP_SUFFIX, temp_name
 from trace_lib.errors import TraceReproError, UsageError, render_line
+from trace_lib.interrupts import raise_if_stopped
 from trace_lib.outputs import check_replaceable
 from trace_lib.release import identity
 from trace_lib.release.load import sha256_file
@@ -88,8 +90,11 @@ def fetch_release(
     scheme = base_url.split("://", 1)[0].lower() if "://" in base_url else ""
     if scheme not in ("http", "https", "file"):
         raise UsageError("not an http(s) or file URL", field="--base-url", found=base_url)
-    if not timeout > 0:
-        raise UsageError("must be a positive number of seconds", field="--timeout", found=timeout)
+    from trace_lib.options import MAX_SECONDS
+
+    if not 0 < timeout <= MAX_SECONDS:  # inf or NaN too: a deadline past the clock's range is a traceback
+        raise UsageError(f"must be a number of seconds > 0 and at most {MAX_SECONDS:,}", field="--timeout",
+                         found=timeout)
     if root.exists() and not root.is_dir():
         raise UsageError("not a directory", file=str(root), hint="choose a directory for the release")
     wanted = sorted(identity.CANONICAL_SHA256.items())
@@ -172,13 +177,17 @@ def _download(root: Path, rel: str, sha: str, base_url: str, timeout: float,
     request = urllib.request.Request(url, headers={"User-Agent": f"trace-repro/{__version__}"})
     digest = hashlib.sha256()
     size = 0
+    deadline = time.monotonic() + timeout  # the whole request: a server that trickles bytes ends too
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response, open(partial, "xb") as handle:
             made.append(partial)
-            while block := response.read(_CHUNK):
+            while block := response.read1(_CHUNK):  # what one read brings, so the deadline is seen
+                raise_if_stopped()  # Ctrl-C or SIGTERM: every download ends now, not at its timeout
                 size += len(block)
                 if size > MAX_BYTES:
                     raise _TooLarge()
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"not done within --timeout {timeout:g} s")
                 digest.update(block)
                 handle.write(block)
     except urllib.error.HTTPError as exc:
