@@ -44,3 +44,33 @@ def test_every_variable_read_through_options_is_listed():
     names = {v.env for v in vars(options).values() if isinstance(v, options.Option) and v.env}
     names |= {v.name for v in vars(options).values() if isinstance(v, options.EnvVar)}
     assert set(options.ENVIRONMENT) == names and "TRACE_SLICE_TIMEOUT" in names
+
+
+def test_a_url_option_is_an_http_url_the_client_can_open(capsys):
+    import pytest as _pytest
+
+    from trace_lib.cli.main import main
+
+    assert options.http_urls("http://a:1/v1, https://b/v1") == "http://a:1/v1, https://b/v1"
+    for bad, words in (("http://[::1", "Invalid IPv6 URL"), ("ftp://x", "http(s) URL with a host"),
+                       ("http://h:99999/v1", "Port out of range"), (",", "must be an http(s) URL")):
+        with _pytest.raises(options.BadValue, match=re.escape(words)):
+            options.http_urls(bad)
+    with _pytest.raises(SystemExit) as exit_:  # the validation judge's client once raised httpx.InvalidURL
+        main(["validation", "judge", "--judge-url", "http://[::1"])
+    assert exit_.value.code == 2 and "--judge-url: not a URL" in capsys.readouterr().err
+
+
+def test_a_backend_option_that_is_not_a_finite_number_is_refused():
+    import argparse
+
+    import pytest as _pytest
+
+    from trace_lib.cli.validation import _backend_options
+    from trace_lib.errors import UsageError
+
+    assert _backend_options(argparse.Namespace(backend_option=["temperature=0.6", "name=x"])) == {
+        "temperature": 0.6, "name": "x"}
+    for bad in ("temperature=NaN", "timeout=1e400", "top_p=-Infinity", "x=nan"):
+        with _pytest.raises(UsageError, match="not a finite number"):  # a run's metadata cannot record it
+            _backend_options(argparse.Namespace(backend_option=[bad]))

@@ -77,3 +77,43 @@ def test_a_fault_in_any_receipt_write_then_resume_gives_the_bytes_of_an_unbroken
             assert (report.generated_rows, report.reused_rows) == (ROWS - fail_at, fail_at)
             assert len(_chats(server)) == ROWS - fail_at  # only the rows without a receipt are asked again
             assert digests(out, server) == unbroken, fail_at
+
+
+def test_a_backend_that_does_not_start_leaves_no_run_behind(release, tmp_path, monkeypatch):
+    """A wrong --backend or --base-url is corrected and run again: that is the same run, not 'a different run' whose
+    metadata the first attempt left behind."""
+    from trace_lib.errors import BackendError
+    from trace_lib.generation.backends import base
+
+    layout, ident, model_dir, _ = prepare_stub_work(release, tmp_path)
+    model = load_validation_suite(release).model(SLUG)
+    out = tmp_path / "out"
+
+    def not_starting(*args, **kwargs):
+        raise BackendError("vllm is not importable", field="--backend vllm")
+
+    monkeypatch.setattr(base, "create_backend", not_starting)
+    with OpenAIStubServer(_respond, model=SLUG) as server:
+        with pytest.raises(BackendError):
+            generate_validation_responses(release, layout.manifest, out, _target(model, model_dir, server),
+                                          expected=ident)
+        assert not (out / "run_metadata.json").exists()
+        monkeypatch.undo()
+        generate_validation_responses(release, layout.manifest, out, _target(model, model_dir, server), expected=ident)
+    assert json.loads((out / "run_metadata.json").read_text())["completed_rows"] == ROWS
+
+
+def test_a_judge_template_that_does_not_compile_and_a_parquet_that_is_not_one_are_one_line(tmp_path, capsys):
+    from trace_lib.cli.main import main
+    from trace_lib.errors import InputError
+    from trace_lib.validation.chat_template import ChatTemplate
+
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{% for %}"}))
+    with pytest.raises(InputError) as refused:
+        ChatTemplate.from_tokenizer_dir(tmp_path)
+    assert refused.value.file == str(tmp_path / "tokenizer_config.json") and "does not compile" in str(refused.value)
+    garbage = tmp_path / "validation.parquet"
+    garbage.write_bytes(b"not a parquet file")
+    code = main(["validation", "prepare", "--unpinned", "--parquet", str(garbage), "--work-dir", str(tmp_path / "w")])
+    err = capsys.readouterr().err
+    assert code == 2 and "not a readable parquet file" in err and "Traceback" not in err, err

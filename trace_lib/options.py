@@ -102,6 +102,25 @@ def positive_int(text: str) -> int:
     return _number(text, int, "an integer >= 1", lambda v: v >= 1)
 
 
+def http_urls(text: str) -> str:
+    """One or more comma-separated ``http(s)://HOST[:PORT]/...`` URLs (a judge pool, a served model), each one a
+    URL the client can open: a malformed one (``http://[::1``) is this line, not the client's traceback."""
+    from urllib.parse import urlsplit
+
+    parts = [part.strip() for part in str(text).split(",") if part.strip()]
+    if not parts:
+        raise BadValue(f"must be an http(s) URL (found {text!r})")
+    for part in parts:
+        try:
+            url = urlsplit(part)
+            url.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+        except ValueError as exc:
+            raise BadValue(f"not a URL: {exc} (found {part!r})") from None
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise BadValue(f"must be an http(s) URL with a host (found {part!r})")
+    return text
+
+
 #: The most GPUs an estimate is made for (``--gpus``), and the longest mean output it scales to (``--output-tokens``).
 MAX_ESTIMATE_GPUS = 4096
 MAX_OUTPUT_TOKENS = 1_000_000
@@ -185,7 +204,8 @@ CAMPAIGN_ROOT = Option(
     "--campaign-root", "directory of a reproduction campaign (responses, scores, receipts)", env="TRACE_CAMPAIGN_ROOT",
     is_directory=True,
 )
-JUDGE_URL = Option("--judge-url", "OpenAI-compatible base URL of the Qwen3-32B judge", env="TRACE_JUDGE_URL")
+JUDGE_URL = Option("--judge-url", "OpenAI-compatible base URL of the Qwen3-32B judge", env="TRACE_JUDGE_URL",
+                   type=http_urls)
 ARCHIVE_ROOT = Option(
     "--archive-root", "a fetched copy of the paper's evaluation archive ('trace-repro fetch-runs --dest DIR')",
     env="TRACE_ARCHIVE_ROOT", is_directory=True,
@@ -205,7 +225,7 @@ BACKEND = Option(
 )
 BASE_URL = Option(
     "--base-url", "openai backend: http://HOST:PORT/v1 of the served model under test (comma-separated pool)",
-    env="TRACE_BASE_URL",
+    env="TRACE_BASE_URL", type=http_urls,
 )
 DEVICE = Option("--device", "hf backend: torch device", env="TRACE_DEVICE", default="cpu")
 PRINT_CONFIG = Option(

@@ -11,15 +11,16 @@ bad input exits 2 with one ``error:`` line.
 from __future__ import annotations
 
 import argparse
-import json
+import math
 import os
 import sys
 from pathlib import Path
 from typing import Any, Callable
 
 from trace_lib import options
-from trace_lib.errors import UsageError
+from trace_lib.errors import InputError, UsageError
 from trace_lib.exitcodes import ExitCode
+from trace_lib.jsonio import loads_strict
 
 WORK_DIR_ENV = options.VALIDATION_DIR_ENV.name
 JUDGE_TOKENIZER_ENV = options.JUDGE_TOKENIZER_ENV.name
@@ -94,7 +95,8 @@ def _model_args(sub: argparse.ArgumentParser, *, required: bool) -> None:
 
 def _engine_args(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--backend", default="vllm", choices=("vllm", "hf", "openai"), help="engine (default vllm)")
-    sub.add_argument("--base-url", default=None, metavar="URL", help="openai backend: the server's /v1 base URL")
+    sub.add_argument("--base-url", default=None, type=options.http_urls, metavar="URL",
+                     help="openai backend: the server's /v1 base URL")
     sub.add_argument("--media-transport", default="data-url", choices=("data-url", "file-url"),
                      help="how images reach the engine (data-url = upstream's public client; hf needs file-url)")
     sub.add_argument("--backend-option", action="append", default=None, metavar="KEY=VALUE",
@@ -177,10 +179,20 @@ def _backend_options(args: argparse.Namespace) -> dict[str, Any]:
         if not sep or not key:
             raise UsageError("expected KEY=VALUE", field="--backend-option", found=item)
         try:
-            out[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key] = raw
+            value = loads_strict(raw)  # NaN, Infinity and 1e400 are not values a run's metadata can record
+        except ValueError:
+            value = raw if not _non_finite_number(raw) else None
+            if value is None:
+                raise UsageError("not a finite number", field=f"--backend-option {key}", found=raw) from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UsageError("not a finite number", field=f"--backend-option {key}", found=raw)
+        out[key] = value
     return out
+
+
+def _non_finite_number(text: str) -> bool:
+    """``NaN``, ``Infinity``, ``-Infinity`` (what the strict reader refuses as JSON but is meant as a number)."""
+    return text.strip().lstrip("+-") in ("NaN", "Infinity", "nan", "inf", "infinity")
 
 
 def _judge_template(args: argparse.Namespace, *, needed: bool) -> Any:
@@ -236,12 +248,20 @@ def _prepare(args: argparse.Namespace) -> ExitCode:
     if unpinned:
         import pyarrow.parquet as pq
 
+        from trace_lib.outputs import not_regular
+
         if not parquet.is_file():
-            raise UsageError("validation parquet is missing", file=str(parquet))
+            problem = not_regular(parquet)
+            raise UsageError(f"validation parquet {problem}" if problem else "validation parquet is missing",
+                             file=str(parquet), field="--parquet")
+        try:
+            rows = pq.ParquetFile(parquet).metadata.num_rows
+        except Exception as exc:  # noqa: BLE001 - pyarrow's ArrowInvalid and kin: not a parquet file
+            raise InputError(f"not a readable parquet file ({type(exc).__name__})", file=str(parquet),
+                             field="--parquet") from None
         expected = pins.DatasetIdentity(
             repo_id=expected.repo_id, revision="0" * 40, file=expected.file, file_sha256=sha256_file(parquet),
-            file_size_bytes=parquet.stat().st_size, row_count=pq.ParquetFile(parquet).metadata.num_rows,
-            manifest_sha256=None)
+            file_size_bytes=parquet.stat().st_size, row_count=rows, manifest_sha256=None)
     _print(prepare_dataset(parquet, layout.dataset_dir, expected=expected).to_dict())
     return ExitCode.OK
 

@@ -63,6 +63,12 @@ class ChatTemplate:
         if not isinstance(text, str) or not text:
             raise InputError("tokenizer has no chat template", file=str(config_path), field="chat_template")
         tokens = {k: _token_text(config[k]) for k in _SPECIAL_TOKEN_KEYS if k in config}
+        source = jinja_file if jinja_file.is_file() else config_path
+        try:
+            _compile(text)  # a template that does not compile is this file's fault, said before any request
+        except Exception as exc:  # noqa: BLE001 - jinja2.TemplateError and kin
+            raise InputError(f"chat template does not compile ({type(exc).__name__}: {exc})", file=str(source),
+                             field="chat_template") from None
         return cls(text=text, special_tokens=tokens)
 
     def render(self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True, **kwargs: Any) -> str:

@@ -300,6 +300,7 @@ def _generate(
         "error_rows": 0,
         "engine": engine,
     }
+    fresh = not metadata_path.exists()  # this run starts the directory: a backend that will not start undoes it
     write_json(metadata_path, metadata)
 
     def build(row: Mapping[str, Any]) -> tuple[Any, str]:
@@ -337,7 +338,13 @@ def _generate(
         options = {**default_backend_options(target.backend, suite.generation), **target.backend_options}
         if target.endpoint_url is not None:
             options.setdefault("base_url", target.endpoint_url)
-        backend = create_backend(target.backend, model_path=str(model_path), served_name=target.served_model, **options)
+        try:
+            backend = create_backend(target.backend, model_path=str(model_path), served_name=target.served_model,
+                                     **options)
+        except BaseException:
+            if fresh and not receipts:  # nothing ran: a corrected command is the same run, not "a different" one
+                metadata_path.unlink(missing_ok=True)
+            raise
     try:
         for chunk in _chunks(pending, chunk_size):
             started = _now()
