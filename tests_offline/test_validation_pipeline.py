@@ -194,3 +194,28 @@ def test_one_writer_per_stage_directory(release, work) -> None:
     _refused_while_held(layout.scoring_dir(SLUG), ".scoring.lock", "another process is scoring into this directory",
                         lambda: run_score(release, layout.manifest, out, layout.scoring_dir(SLUG), model_slug=SLUG,
                                           expected=ident))
+
+
+def test_a_rescore_whose_summary_cannot_be_written_leaves_every_old_file(release, work) -> None:
+    """The five scoring files go in as one set: a FIFO where summary.json belongs is refused before any of them,
+    so the old scored rows are not replaced beside the old summary."""
+    import os
+
+    layout, ident, model_dir, _ = work
+    model = plan_validation(release, [SLUG])[0].model
+    with OpenAIStubServer(generator, model=SLUG) as server:
+        target = GenerationTarget(model=model, model_path=model_dir, backend="openai", served_model=SLUG,
+                                  endpoint_url=server.url)
+        generate_validation_responses(release, layout.manifest, layout.generation_dir(SLUG), target, expected=ident)
+    out = layout.scoring_dir(SLUG)
+    run_score(release, layout.manifest, layout.generation_dir(SLUG), out, model_slug=SLUG, expected=ident)
+    for path in out.iterdir():
+        if path.is_file() and not path.name.startswith("."):
+            path.write_bytes(b"an earlier score's " + path.name.encode())
+    (out / "summary.json").unlink()
+    os.mkfifo(out / "summary.json")
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    with pytest.raises(Exception, match="FIFO"):
+        run_score(release, layout.manifest, layout.generation_dir(SLUG), out, model_slug=SLUG, expected=ident)
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    assert not [p for p in out.iterdir() if p.name.endswith(".incomplete")]

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from trace_lib.atomic import write_bytes_atomic, write_lines_atomic, write_text_atomic
+from trace_lib.atomic import FileSet, staged_or_atomic, write_bytes_atomic, write_lines_atomic
 from trace_lib.errors import InputError
 from trace_lib.jsonio import DuplicateKey, NonFinite, canonical_json_utf8, loads_strict
 
@@ -44,19 +44,32 @@ def write_bytes(path: Path, payload: bytes) -> str:
     return write_bytes_atomic(path, payload)
 
 
-def write_json(path: Path, value: Any) -> str:
-    """Atomically write ``value`` as canonical JSON bytes; returns their SHA-256."""
-    return write_bytes_atomic(path, canonical_bytes(value))
+def write_json(path: Path, value: Any, *, into: FileSet | None = None) -> str:
+    """Atomically write ``value`` as canonical JSON bytes (or stage them ``into`` a file set); returns their
+    SHA-256."""
+    return _write(path, [canonical_bytes(value)], into)
 
 
-def write_jsonl(path: Path, rows: Iterable[Any]) -> str:
-    """Atomically write one canonical JSON line per row (streamed); returns the SHA-256 of the file."""
-    return write_lines_atomic(path, (canonical_json_utf8(row) for row in rows))
+def write_jsonl(path: Path, rows: Iterable[Any], *, into: FileSet | None = None) -> str:
+    """Atomically write one canonical JSON line per row (streamed; or stage them ``into`` a file set); returns the
+    SHA-256 of the file."""
+    if into is None:
+        return write_lines_atomic(path, (canonical_json_utf8(row) for row in rows))
+    return _write(path, ((canonical_json_utf8(row) + "\n").encode("utf-8") for row in rows), into)
 
 
-def write_text(path: Path, text: str) -> str:
-    """Atomically write ``text`` as UTF-8; returns its SHA-256."""
-    return write_text_atomic(path, text)
+def write_text(path: Path, text: str, *, into: FileSet | None = None) -> str:
+    """Atomically write ``text`` as UTF-8 (or stage it ``into`` a file set); returns its SHA-256."""
+    return _write(path, [text.encode("utf-8")], into)
+
+
+def _write(path: Path, chunks: Iterable[bytes], into: FileSet | None) -> str:
+    digest = hashlib.sha256()
+    with staged_or_atomic(path, into=into) as handle:
+        for chunk in chunks:
+            digest.update(chunk)
+            handle.write(chunk)
+    return digest.hexdigest()
 
 
 def parse_strict(text: str, *, file: str, field: str | None = None) -> Any:

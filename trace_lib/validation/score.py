@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from trace_lib.atomic import atomic_outputs
 from trace_lib.errors import InputError
 from trace_lib.jsonio import canonical_json_utf8
 from trace_lib.release import identity
@@ -526,18 +527,19 @@ def run_score(
         "judge_finalized": judge_results is not None,
     }
     output_dir = Path(output_dir).expanduser().resolve()
-    with scoring_lock(output_dir):  # one scorer per directory, as for the evaluation slices
-        write_jsonl(output_dir / "scored_rows.jsonl", scored)
-        write_jsonl(output_dir / "judge_pending.jsonl", pending)
+    with scoring_lock(output_dir), atomic_outputs() as files:  # one scorer per directory; all five files or none
+        write_jsonl(output_dir / "scored_rows.jsonl", scored, into=files)
+        write_jsonl(output_dir / "judge_pending.jsonl", pending, into=files)
         write_json(output_dir / "summary.json", {
             "provenance": provenance,
             "overall": overall,
             "by_domain": aggregate(scored, ("model_slug", "domain")),
             "by_answer_type": aggregate(scored, ("model_slug", "answer_type")),
-        })
-        write_jsonl(output_dir / "by_task.jsonl", aggregate(scored, ("model_slug", "task")))
+        }, into=files)
+        write_jsonl(output_dir / "by_task.jsonl", aggregate(scored, ("model_slug", "task")), into=files)
         write_text(output_dir / "summary.md",
-                   summary_markdown(overall, {model.slug: model.label}, rows=len(manifest.rows), tasks=tasks))
+                   summary_markdown(overall, {model.slug: model.label}, rows=len(manifest.rows), tasks=tasks),
+                   into=files)
     return ScoreReport(
         model_slug=model.slug,
         rows=len(scored),
