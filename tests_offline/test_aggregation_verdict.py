@@ -125,6 +125,23 @@ def test_the_release_cells_show_seed_excess(canonical):
     assert len(flagged) == 9 and flagged[:2] == [(BASE, "phyx_mini_mc"), (BASE, "cvbench_3d")]
 
 
+@pytest.mark.parametrize("bad", ["x", [1], float("inf")])
+def test_a_per_row_field_the_aggregate_cannot_read_is_one_line_naming_the_file(bad):
+    from trace_lib.aggregation.credits import Cell
+    from trace_lib.aggregation.verdict import cell_linear
+    from trace_lib.benchmarks.tablevqabench import SPLITS
+    from trace_lib.errors import InputError
+
+    split = np.array([[SPLITS[i % 4]] for i in range(8)], dtype=object)
+    exact = np.array([[0.0]] * 8, dtype=object)
+    exact[3, 0] = bad  # "x" was a ValueError traceback, [1] a TypeError one, inf a silent "differs"
+    cell = Cell("m", "tablevqabench", (42,), tuple(str(i) for i in range(8)), np.ones((8, 1)),
+                {"split": split, "exact_score": exact})
+    with pytest.raises(InputError) as refused:
+        cell_linear(cell, source="credits.parquet")
+    assert refused.value.file == "credits.parquet" and "do not aggregate" in str(refused.value)
+
+
 # -- the linearised aggregates equal the protocols' own numbers ---------------------------------------------------
 
 def test_tablevqabench_linearisation_is_its_five_value_macro_mean():

@@ -18,6 +18,7 @@ an aggregate needs beside ``credit`` (``trace-repro benchmarks --json`` lists th
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
@@ -81,9 +82,16 @@ def first_seed(column: np.ndarray) -> np.ndarray:
 
 
 def numeric(column: np.ndarray) -> np.ndarray:
-    """A numeric per-row field, missing cells as 0."""
+    """A numeric per-row field, missing cells as 0.
+
+    Raises:
+        ValueError: a cell that is not a finite number (a string, an infinity); TypeError: a list or an object.
+    """
     out = np.zeros(column.shape, dtype=float)
     for pos, value in np.ndenumerate(column):
         if value is not None and value == value:
-            out[pos] = float(value)
+            number = float(value)
+            if not math.isfinite(number):
+                raise ValueError(f"row {pos[0]}: {value!r} is not a finite number")
+            out[pos] = number
     return out

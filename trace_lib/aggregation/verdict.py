@@ -566,15 +566,25 @@ def slice_id(model: str, seed: int, benchmark: str) -> str:
     return f"{model}-seed{seed}-{benchmark}"
 
 
-def cell_linear(cell: Cell) -> Linear:
+def cell_linear(cell: Cell, *, source: str | None = None) -> Linear:
+    """The cell's scores as a linear function of its rows (its benchmark's aggregate).
+
+    Raises:
+        InputError: a per-row field the aggregate needs is missing, or holds what it cannot read (a string or a
+            list where a number belongs, a non-finite number); ``source`` (the credits file) is named.
+    """
     from trace_lib.benchmarks.registry import get_protocol
 
     aggregate = get_protocol(cell.benchmark_id).row_aggregate
     missing = [f for f in aggregate.fields if f not in cell.extra]
     if missing:
         raise InputError(f"benchmark {cell.benchmark_id}'s aggregate needs the per-row field {missing[0]!r}",
-                         field=missing[0], hint=f"fields: {', '.join(['credit', *aggregate.fields])}")
-    return aggregate.linearize(cell.credits, cell.extra)
+                         file=source, field=missing[0], hint=f"fields: {', '.join(['credit', *aggregate.fields])}")
+    try:
+        return aggregate.linearize(cell.credits, cell.extra)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"benchmark {cell.benchmark_id}'s per-row fields do not aggregate ({exc})", file=source,
+                         field=", ".join(aggregate.fields) or "credit") from None
 
 
 def judge_credits(credits: CreditTable, release: Any, *, alpha: float = DEFAULT_ALPHA,
@@ -607,7 +617,13 @@ def judge_credits(credits: CreditTable, release: Any, *, alpha: float = DEFAULT_
     plan = VerdictPlan.of(plan)
     rule = Rule.for_plan(canonical, plan, alpha=alpha, margin=margin)
     archive = archive_credits.cells() if archive_credits is not None else {}
-    return _judge_cells(canonical, plan, rule, cells, archive)
+    try:
+        return _judge_cells(canonical, plan, rule, cells, archive)
+    except InputError as exc:  # a per-row field of the credits (cell_linear): the file is the credits'
+        if exc.file is not None:
+            raise
+        raise InputError(exc.message, file=credits.source, field=exc.field, expected=exc.expected, found=exc.found,
+                         hint=exc.hint) from None
 
 
 def _judge_cells(canonical: Canonical, plan: VerdictPlan, rule: Rule, cells: Mapping[tuple[str, str], Cell],
