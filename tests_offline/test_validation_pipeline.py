@@ -117,13 +117,19 @@ def test_an_output_directory_of_another_run_is_refused(release, work, tmp_path: 
             generate_validation_responses(release, layout.manifest, layout.generation_dir(SLUG), moved, expected=ident)
 
 
-def test_scoring_rejects_an_edited_response(release, work) -> None:
+def _generated(release, work):  # noqa: ANN001, ANN202
+    """The stub model's responses generated into ``work``'s layout: ``(layout, ident)``."""
     layout, ident, model_dir, _ = work
     model = plan_validation(release, [SLUG])[0].model
     with OpenAIStubServer(generator, model=SLUG) as server:
         target = GenerationTarget(model=model, model_path=model_dir, backend="openai", served_model=SLUG,
                                   endpoint_url=server.url)
         generate_validation_responses(release, layout.manifest, layout.generation_dir(SLUG), target, expected=ident)
+    return layout, ident
+
+
+def test_scoring_rejects_an_edited_response(release, work) -> None:
+    layout, ident = _generated(release, work)
     path = layout.responses(SLUG)
     path.write_text(path.read_text().replace('Final answer: 13', 'Final answer: 12'))
     with pytest.raises(InputError, match="responses.jsonl changed after the run"):
@@ -201,12 +207,7 @@ def test_a_rescore_whose_summary_cannot_be_written_leaves_every_old_file(release
     so the old scored rows are not replaced beside the old summary."""
     import os
 
-    layout, ident, model_dir, _ = work
-    model = plan_validation(release, [SLUG])[0].model
-    with OpenAIStubServer(generator, model=SLUG) as server:
-        target = GenerationTarget(model=model, model_path=model_dir, backend="openai", served_model=SLUG,
-                                  endpoint_url=server.url)
-        generate_validation_responses(release, layout.manifest, layout.generation_dir(SLUG), target, expected=ident)
+    layout, ident = _generated(release, work)
     out = layout.scoring_dir(SLUG)
     run_score(release, layout.manifest, layout.generation_dir(SLUG), out, model_slug=SLUG, expected=ident)
     for path in out.iterdir():
