@@ -77,7 +77,8 @@ def test_fetch_release_bad_url_or_timeout_writes_nothing(capsys, tmp_path):
         with pytest.raises(SystemExit) as exit_:
             _cli(capsys, "fetch-release", "--dest", str(dest), "--base-url", "http://127.0.0.1:9",
                  "--timeout", timeout)
-        assert exit_.value.code == 2 and "argument --timeout: must be a number of seconds > 0" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and "argument --timeout: must be a number of seconds > 0" in err
     assert not dest.exists()
 
 
