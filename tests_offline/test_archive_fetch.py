@@ -174,3 +174,13 @@ def test_placing_a_file_refuses_a_special_target_and_a_failed_copy_leaves_nothin
     monkeypatch.undo()
     _place(source, target)
     assert target.read_text() == '{"a": 1}'
+
+
+def test_a_cache_dir_that_is_a_file_is_refused_before_any_request(tmp_path, capsys):
+    from trace_lib.cli.main import main
+
+    blocker = tmp_path / "cache"
+    blocker.write_text("x")
+    code = main(["fetch-runs", "--dest", str(tmp_path / "d"), "--cache-dir", str(blocker)])
+    assert code == 2 and "--cache-dir: is a regular file, not a directory" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists()

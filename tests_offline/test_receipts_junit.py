@@ -118,8 +118,10 @@ def test_cli_exits_0_when_everything_passed(tmp_path, capsys):
         ("<testsuites><testsuite>", "malformed XML at line 1 column 24"),
         ("<html></html>", "not a JUnit report (expected '<testsuites> or <testsuite>', found '<html>')"),
         (None, "file is missing"),
+        ('<testsuites><testsuite><testcase classname="x"/></testsuite></testsuites>',
+         "testcase[0]: a <testcase> without a name"),  # was counted as a passed test
     ],
-    ids=["truncated", "not-junit", "missing"],
+    ids=["truncated", "not-junit", "missing", "nameless-testcase"],
 )
 def test_bad_file_is_one_error_line_exit_2(tmp_path, capsys, content, message):
     path = tmp_path / "r.xml"

@@ -47,6 +47,8 @@ def run(args: argparse.Namespace) -> ExitCode:
     from trace_lib.release.suite import load_seeds, load_suite
 
     check_output_dir(args.dest, flag="--dest")  # validate first, then touch the network
+    if args.cache_dir:
+        check_output_dir(args.cache_dir, flag="--cache-dir")
     release = locate_release(options.given(args, options.TRACE_ROOT))
     seeds = parse_seeds(args.seeds) if args.seeds else ()
     known_seeds = load_seeds(release)

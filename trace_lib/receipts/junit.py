@@ -178,7 +178,12 @@ def load_junit(path: str | Path) -> JUnitSummary:
     if root.tag not in ("testsuites", "testsuite"):
         raise InputError("not a JUnit report", file=label, expected="<testsuites> or <testsuite>",
                          found=f"<{root.tag}>")
-    return JUnitSummary(label, tuple(_case(c) for c in root.iter("testcase")))
+    cases = []
+    for number, element in enumerate(root.iter("testcase")):
+        if not element.get("name"):  # pytest names every test: a nameless one is no receipt of a test
+            raise InputError("a <testcase> without a name", file=label, field=f"testcase[{number}]")
+        cases.append(_case(element))
+    return JUnitSummary(label, tuple(cases))
 
 
 def _case(element: ET.Element) -> CaseResult:
