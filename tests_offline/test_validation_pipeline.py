@@ -220,3 +220,20 @@ def test_a_rescore_whose_summary_cannot_be_written_leaves_every_old_file(release
         run_score(release, layout.manifest, layout.generation_dir(SLUG), out, model_slug=SLUG, expected=ident)
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
     assert not [p for p in out.iterdir() if p.name.endswith(".incomplete")]
+
+
+def test_validation_judge_exits_1_when_judge_rows_fail(release, work, tmp_path, capsys) -> None:
+    """The module's contract: failed judge rows (every attempt's output invalid) are findings, exit 1, not 0."""
+    from trace_lib.cli.main import main
+    from trace_lib.release.validation_suite import load_validation_suite
+
+    layout, ident = _generated(release, work)
+    run_score(release, layout.manifest, layout.generation_dir(SLUG), layout.scoring_dir(SLUG), model_slug=SLUG,
+              expected=ident)
+    assert read_jsonl(layout.scoring_dir(SLUG) / "judge_pending.jsonl")  # rows the judge is asked about
+    served = load_validation_suite(release).judge.served_model_name
+    with OpenAIStubServer(lambda route, body: "not the judge JSON", model=served) as judge:
+        code = main(["validation", "judge", "--work-dir", str(layout.root), "--model", SLUG, "--judge-url", judge.url,
+                     "--judge-tokenizer", str(tmp_path / "judge")])
+    err = capsys.readouterr().err
+    assert code == 1 and "judge rows failed every attempt's output was invalid" in err, err

@@ -327,9 +327,11 @@ def _judge(args: argparse.Namespace) -> ExitCode:
         report = run_judge(pending, judge=suite.judge, template=_judge_template(args, needed=bool(pending)),
                            endpoints=_judge_urls(args), output_dir=layout.judge_dir(slug), timeout_s=args.judge_timeout)
         _print({"model_slug": slug, **report.to_dict()})
-        if report.transport_failed_attempts and report.by_status.get("failed"):
-            print(f"{slug}: {report.by_status['failed']} rows failed after transport errors; re-run to retry them",
-                  file=sys.stderr)
+        failed = report.by_status.get("failed", 0)
+        if failed:  # the module's contract: failed judge rows are findings, whatever failed them
+            why = ("after transport errors; re-run to retry them" if report.transport_failed_attempts
+                   else "every attempt's output was invalid; they score as unresolved")
+            print(f"{slug}: {failed} judge rows failed {why}", file=sys.stderr)
             status = ExitCode.FINDINGS
     return status
 
