@@ -617,17 +617,12 @@ def judge_credits(credits: CreditTable, release: Any, *, alpha: float = DEFAULT_
     plan = VerdictPlan.of(plan)
     rule = Rule.for_plan(canonical, plan, alpha=alpha, margin=margin)
     archive = archive_credits.cells() if archive_credits is not None else {}
-    try:
-        return _judge_cells(canonical, plan, rule, cells, archive)
-    except InputError as exc:  # a per-row field of the credits (cell_linear): the file is the credits'
-        if exc.file is not None:
-            raise
-        raise InputError(exc.message, file=credits.source, field=exc.field, expected=exc.expected, found=exc.found,
-                         hint=exc.hint) from None
+    return _judge_cells(canonical, plan, rule, cells, archive, credits_file=credits.source)
 
 
 def _judge_cells(canonical: Canonical, plan: VerdictPlan, rule: Rule, cells: Mapping[tuple[str, str], Cell],
-                 archive: Mapping[tuple[str, str], Cell]) -> VerdictSet:
+                 archive: Mapping[tuple[str, str], Cell], *, credits_file: str | None = None) -> VerdictSet:
+    """The verdicts of ``cells`` (read from ``credits_file``, which errors name)."""
     verdicts: list[Verdict] = []
     scored: dict[tuple[str, str], Scored] = {}
     linears: dict[tuple[str, str], Linear] = {}
@@ -640,7 +635,7 @@ def _judge_cells(canonical: Canonical, plan: VerdictPlan, rule: Rule, cells: Map
             cell = cell.select([s for s in cell.seeds if s in seeds_wanted])
             if not cell.seeds:
                 continue
-            linear = cell_linear(cell)
+            linear = cell_linear(cell, source=credits_file)
             linears[(model, bench)] = linear
             can_seeds = canonical.benchmarks.get((model, bench))
             if not can_seeds:

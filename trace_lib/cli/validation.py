@@ -11,6 +11,7 @@ bad input exits 2 with one ``error:`` line.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -20,7 +21,6 @@ from typing import Any, Callable
 from trace_lib import options
 from trace_lib.errors import InputError, UsageError
 from trace_lib.exitcodes import ExitCode
-from trace_lib.jsonio import loads_strict
 
 WORK_DIR_ENV = options.VALIDATION_DIR_ENV.name
 JUDGE_TOKENIZER_ENV = options.JUDGE_TOKENIZER_ENV.name
@@ -178,21 +178,21 @@ def _backend_options(args: argparse.Namespace) -> dict[str, Any]:
         key, sep, raw = item.partition("=")
         if not sep or not key:
             raise UsageError("expected KEY=VALUE", field="--backend-option", found=item)
-        try:
-            value = loads_strict(raw)  # NaN, Infinity and 1e400 are not values a run's metadata can record
-        except ValueError:
-            value = raw if not _non_finite_number(raw) else None
-            if value is None:
-                raise UsageError("not a finite number", field=f"--backend-option {key}", found=raw) from None
-        if isinstance(value, float) and not math.isfinite(value):
+        if not math.isfinite(_as_float(raw)):  # NaN, inf, 1e400: a number no run metadata can record
             raise UsageError("not a finite number", field=f"--backend-option {key}", found=raw)
-        out[key] = value
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
     return out
 
 
-def _non_finite_number(text: str) -> bool:
-    """``NaN``, ``Infinity``, ``-Infinity`` (what the strict reader refuses as JSON but is meant as a number)."""
-    return text.strip().lstrip("+-") in ("NaN", "Infinity", "nan", "inf", "infinity")
+def _as_float(text: str) -> float:
+    """``text`` as Python reads a number (0.0 where it is none)."""
+    try:
+        return float(text)
+    except ValueError:
+        return 0.0
 
 
 def _judge_template(args: argparse.Namespace, *, needed: bool) -> Any:

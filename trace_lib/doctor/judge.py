@@ -18,12 +18,13 @@ def probe(url: str, timeout: float) -> tuple[bool, str]:
     Unlike :func:`~trace_lib.scoring.judge_http.probe` it asks for no particular served model name: it reports
     what the endpoint lists.
     """
-    from urllib.parse import urlsplit
-
+    from trace_lib.options import BadValue, http_urls
     from trace_lib.scoring.judge_http import models_url
 
-    if urlsplit(url.strip()).scheme.lower() not in ("http", "https"):  # a file:// URL would be opened, a FIFO read
-        return False, f"{url}: not an http(s) URL (a judge is an OpenAI-compatible server)"
+    try:
+        http_urls(url)  # a file:// URL would be opened, a FIFO read
+    except BadValue as exc:
+        return False, f"not an http(s) URL: {exc} (a judge is an OpenAI-compatible server)"
     target = models_url(url)
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
