@@ -25,7 +25,13 @@ upstream's design.
 
     python benchmarks/campaign_throughput.py [--shape 3b|7b] [--benchmarks 8] [--seeds 3] [--rows 200]
         [--max-tokens 256] [--replicas 2[,3...]] [--input-workers N] [--max-num-seqs 256] [--skip-per-slice]
-        [--skip-single] [--skip-upstream] [--work-dir DIR]
+        [--skip-single] [--skip-upstream] [--model-runners v1[,v2]] [--work-dir DIR]
+
+``--model-runners v1,v2``: the one-engine path once per vLLM model runner, one after another (``v2`` sets
+``VLLM_USE_V2_MODEL_RUNNER=1`` for trace-repro's engines: vLLM's Model Runner V2, which samples a seeded request in
+a Triton kernel instead of V1's per-request ``torch.Generator``); the replicas run the last one listed. Upstream's
+design always runs vLLM's default for the model (V1 for Qwen2.5-VL in vLLM 0.24): the variable is removed from its
+server's environment.
 """
 
 from __future__ import annotations
@@ -224,6 +230,34 @@ def ratio_lines(rate: dict[str, float], ours: list[str]) -> list[str]:
     return lines
 
 
+RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+
+
+def _runners(text: str) -> list[str]:
+    """``v1,v2`` -> ``["v1", "v2"]``: the model runners of the one-engine path, each once."""
+    runners = text.split(",")
+    if not runners or any(r not in ("v1", "v2") for r in runners) or len(set(runners)) != len(runners):
+        raise argparse.ArgumentTypeError(f"{text!r}: a comma-separated list of v1 and v2, each at most once")
+    return runners
+
+
+def single_path_name(runner: str) -> str:
+    """The one-engine path's name in the table: ``streaming`` for V1 (the name of every earlier run)."""
+    return "streaming" if runner == "v1" else f"streaming (model runner {runner})"
+
+
+def set_runner(runner: str) -> None:
+    """Make engines started from now on by this process (and its children) use ``runner``."""
+    os.environ[RUNNER_ENV] = "1" if runner == "v2" else "0"
+
+
+def upstream_server_env(environ: dict[str, str]) -> dict[str, str]:
+    """The environment of upstream's ``vllm serve``: ``environ`` with spawned workers, no tokenizer threads, and
+    no model-runner choice of ours (vLLM picks its default, as upstream's server did)."""
+    env = {k: v for k, v in environ.items() if k != RUNNER_ENV}
+    return {**env, "VLLM_WORKER_MULTIPROC_METHOD": "spawn", "TOKENIZERS_PARALLELISM": "false"}
+
+
 def main() -> int:
     import signal
 
@@ -252,6 +286,9 @@ def main() -> int:
     parser.add_argument("--skip-upstream", action="store_true", help="no 'vllm serve' run")
     parser.add_argument("--skip-single", action="store_true",
                         help="no one-engine run (so no per-slice run either): only the replicas and upstream")
+    parser.add_argument("--model-runners", type=_runners, default=["v1"], metavar="v1[,v2]",
+                        help="vLLM model runner of trace-repro's engines: the one-engine path once per runner; the "
+                             "replicas run the last (upstream's design: vLLM's default)")
     parser.add_argument("--gpu-index", type=int, default=0, help="NVML index of the GPU to sample")
     parser.add_argument("--work-dir", default=None)
     parser.add_argument("--calibration", default=None, metavar="FILE",
@@ -339,28 +376,32 @@ def main() -> int:
         if before is not None:  # the offline engine preprocesses images serially on the driving thread
             print(f"[{name}] driving thread: {backend.loop_stats.since(before).summary(seconds)}", flush=True)
 
-    if not args.skip_single:
+    for runner in ([] if args.skip_single else args.model_runners):
         from vllm import LLM
 
         from trace_lib.generation.backends.vllm import VLLMBackend
 
+        set_runner(runner)
+        name = single_path_name(runner)
+        _wait_gpu_memory_free(args.gpu_index)
         t0 = time.monotonic()
         llm = LLM(model=str(model_dir), load_format="dummy", trust_remote_code=True, served_model_name="bench",
                   allowed_local_media_path=str(data.resolve()), limit_mm_per_prompt={"image": 24, "video": 3},
                   **engine_flags)
         backend = VLLMBackend(model_path=str(model_dir), served_name="bench", llm=llm, input_workers=args.input_workers)
-        start_s["streaming"] = time.monotonic() - t0
-        print(f"[engine] offline LLM up in {start_s['streaming']:.0f} s", flush=True)
+        start_s[name] = time.monotonic() - t0
+        print(f"[engine] offline LLM ({runner} model runner) up in {start_s[name]:.0f} s", flush=True)
         list(backend.generate(warmup_requests(41)))
-        if not args.skip_per_slice:
+        if not args.skip_per_slice and runner == args.model_runners[0]:
             measure("per-slice", per_slice, backend, work / "campaign-per-slice")
-        measure("streaming", streaming, backend, work / "campaign-streaming")
+        measure(name, streaming, backend, work / ("campaign-streaming" + ("" if runner == "v1" else f"-{runner}")))
         backend.close()
         shutdown = getattr(getattr(llm.llm_engine, "engine_core", None), "shutdown", None)
-        if shutdown is not None:  # free the GPU for 'vllm serve'
+        if shutdown is not None:  # free the GPU for the next engine
             shutdown()
         del llm, backend
         gc.collect()
+    set_runner(args.model_runners[-1])
 
     def replicated(count: int) -> str:
         return f"streaming, {count} engines on the GPU"
@@ -428,8 +469,8 @@ def main() -> int:
         _wait_gpu_memory_free(args.gpu_index)
         t0 = time.monotonic()
         log = open(work / "vllm-serve.log", "w")  # noqa: SIM115 - closed with the server
-        env = dict(os.environ, VLLM_WORKER_MULTIPROC_METHOD="spawn", TOKENIZERS_PARALLELISM="false")
-        server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=upstream_server_env(os.environ),
+                                  start_new_session=True)
         try:
             deadline = time.monotonic() + 420
             while True:
@@ -467,7 +508,8 @@ def main() -> int:
         print(f"| {name} | {rows} | {seconds:.1f} | {rows / seconds:.1f} | {tokens / seconds:.0f} | {busy:.2f} |")
     rate = {name: rows / seconds for name, (seconds, rows, _, _) in results.items()}
     print()
-    for line in ratio_lines(rate, ["streaming", *(replicated(count) for count in args.replicas)]):
+    singles = [single_path_name(r) for r in args.model_runners]
+    for line in ratio_lines(rate, [*singles, *(replicated(count) for count in args.replicas)]):
         print(line)
     ours = {name: r for name, r in rate.items() if name in start_s}
     if args.calibration and ours:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -60,3 +61,27 @@ def test_a_reused_work_dir_keeps_no_stored_rows_that_a_path_would_resume(tmp_pat
     assert done.returncode == 0, done.stderr[-2000:]
     assert not (tmp_path / "campaign-streaming").exists()
     assert outside.is_dir()  # a link is not this run's directory: left alone
+
+
+def test_model_runners_are_v1_and_v2_each_at_most_once() -> None:
+    assert campaign_throughput._runners("v1,v2") == ["v1", "v2"]
+    assert campaign_throughput._runners("v2") == ["v2"]
+    for bad in ("v3", "v1,v1", "", "v1,"):
+        with pytest.raises(argparse.ArgumentTypeError, match="v1 and v2, each at most once"):
+            campaign_throughput._runners(bad)
+
+
+def test_the_v1_path_keeps_the_name_of_earlier_runs_and_v2_is_set_against_it() -> None:
+    v1, v2 = campaign_throughput.single_path_name("v1"), campaign_throughput.single_path_name("v2")
+    assert v1 == "streaming"
+    lines = campaign_throughput.ratio_lines({v1: 40.0, v2: 60.0, "upstream design (vllm serve, 32 in flight)": 20.0},
+                                            [v1, v2])
+    assert lines[1] == f"{v2} / upstream design = 3.00 (target >= 2.5); / streaming = 1.50"
+
+
+def test_upstreams_server_runs_vllms_default_model_runner(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(campaign_throughput.RUNNER_ENV, "0")
+    campaign_throughput.set_runner("v2")
+    env = campaign_throughput.upstream_server_env(dict(os.environ, HOME="/h"))
+    assert campaign_throughput.RUNNER_ENV not in env
+    assert env["HOME"] == "/h" and env["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn"
