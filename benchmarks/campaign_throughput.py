@@ -25,7 +25,7 @@ upstream's design.
 
     python benchmarks/campaign_throughput.py [--shape 3b|7b] [--benchmarks 8] [--seeds 3] [--rows 200]
         [--max-tokens 256] [--replicas 2[,3...]] [--input-workers N] [--max-num-seqs 256] [--skip-per-slice]
-        [--skip-single] [--skip-upstream] [--model-runners v1[,v2]] [--work-dir DIR]
+        [--skip-single] [--skip-upstream] [--model-runners v1[,v2]] [--ignore-eos] [--work-dir DIR]
 
 ``--model-runners v1,v2``: the one-engine path once per vLLM model runner, one after another (``v2`` sets
 ``VLLM_USE_V2_MODEL_RUNNER=1`` for trace-repro's engines: vLLM's Model Runner V2, which samples a seeded request in
@@ -251,6 +251,22 @@ def set_runner(runner: str) -> None:
     os.environ[RUNNER_ENV] = "1" if runner == "v2" else "0"
 
 
+def force_ignore_eos() -> None:
+    """Benchmark only (``--ignore-eos``): every request of this process generates ``max_tokens`` tokens, on
+    trace-repro's engines (``ignore_eos`` in their ``SamplingParams``) and in upstream's request body alike.
+
+    A random-weight model stops where the sampler's noise puts ``<|im_end|>``, and every request of a seed draws
+    the same noise, so two samplers (V1 and V2 model runners) give different output lengths for the same
+    requests; with this, paths compare at equal decode work.
+    """
+    from trace_lib.generation import request as request_module
+    from trace_lib.generation.backends import vllm as vllm_backend
+
+    kwargs, payload = vllm_backend.sampling_kwargs, request_module.ChatRequest.payload
+    vllm_backend.sampling_kwargs = lambda sampling, defaults: {**kwargs(sampling, defaults), "ignore_eos": True}
+    request_module.ChatRequest.payload = lambda self, model: {**payload(self, model), "ignore_eos": True}
+
+
 def upstream_server_env(environ: dict[str, str]) -> dict[str, str]:
     """The environment of upstream's ``vllm serve``: ``environ`` with spawned workers, no tokenizer threads, and
     no model-runner choice of ours (vLLM picks its default, as upstream's server did)."""
@@ -289,6 +305,8 @@ def main() -> int:
     parser.add_argument("--model-runners", type=_runners, default=["v1"], metavar="v1[,v2]",
                         help="vLLM model runner of trace-repro's engines: the one-engine path once per runner; the "
                              "replicas run the last (upstream's design: vLLM's default)")
+    parser.add_argument("--ignore-eos", action="store_true",
+                        help="every request generates --max-tokens tokens, on every path (equal decode work)")
     parser.add_argument("--gpu-index", type=int, default=0, help="NVML index of the GPU to sample")
     parser.add_argument("--work-dir", default=None)
     parser.add_argument("--calibration", default=None, metavar="FILE",
@@ -296,6 +314,8 @@ def main() -> int:
     args = parser.parse_args()
     os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
     started = time.monotonic()
+    if args.ignore_eos:
+        force_ignore_eos()
 
     from trace_lib.slices import ModelDescriptor
     from trace_lib.slices import Slice
@@ -416,7 +436,7 @@ def main() -> int:
                 "--gpu-memory-utilization", str(args.gpu_memory_utilization / count),
                 "--max-model-len", str(args.max_model_len), "--max-num-seqs", str(args.max_num_seqs),
                 "--input-workers", str(args.input_workers),
-                *(["--enforce-eager"] if args.enforce_eager else [])]
+                *(["--enforce-eager"] if args.enforce_eager else []), *(["--ignore-eos"] if args.ignore_eos else [])]
         campaign = work / f"campaign-replicas-{count}"
         t0 = time.monotonic()
         workers = []

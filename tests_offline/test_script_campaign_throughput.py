@@ -85,3 +85,19 @@ def test_upstreams_server_runs_vllms_default_model_runner(monkeypatch: pytest.Mo
     env = campaign_throughput.upstream_server_env(dict(os.environ, HOME="/h"))
     assert campaign_throughput.RUNNER_ENV not in env
     assert env["HOME"] == "/h" and env["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn"
+
+
+def test_ignore_eos_reaches_both_trace_repros_sampling_and_upstreams_body(monkeypatch: pytest.MonkeyPatch) -> None:
+    from trace_lib.generation import request as request_module
+    from trace_lib.generation.backends import vllm as vllm_backend
+
+    # registered with monkeypatch, so the patched attributes are restored after the test
+    monkeypatch.setattr(vllm_backend, "sampling_kwargs", vllm_backend.sampling_kwargs)
+    monkeypatch.setattr(request_module.ChatRequest, "payload", request_module.ChatRequest.payload)
+    request = request_module.ChatRequest("r1", ({"role": "user", "content": "hi"},),
+                                         {"temperature": 0.6, "max_tokens": 8, "seed": 42})
+    assert "ignore_eos" not in request.payload("m")
+    campaign_throughput.force_ignore_eos()
+    assert request.payload("m")["ignore_eos"] is True and request.payload("m")["seed"] == 42
+    kwargs = vllm_backend.sampling_kwargs(request.sampling, {})
+    assert kwargs["ignore_eos"] is True and kwargs["temperature"] == 0.6
