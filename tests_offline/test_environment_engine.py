@@ -21,6 +21,7 @@ from trace_lib.environment.engine import (
     engine_versions,
     generation_engine,
     paper_engine,
+    stored_drift,
 )
 from trace_lib.errors import InputError
 from trace_lib.generation.store import SliceIdentity, SliceStore
@@ -225,3 +226,29 @@ def test_refresh_engine_completes_a_local_record_and_leaves_the_others_alone(rel
     unpinned = {**started, "paper": None}
     for doc in (complete, remote, unpinned, None):
         assert refresh_engine(doc) is doc  # nothing new to learn: the record is kept as it is
+
+
+def test_the_vllm_model_runner_is_recorded_and_v2_is_a_difference(release, monkeypatch):
+    from trace_lib.environment.engine import MODEL_RUNNER_ENV, model_runner_setting
+
+    monkeypatch.delenv(MODEL_RUNNER_ENV, raising=False)
+    default = generation_engine(release, "vllm")
+    assert default["model_runner"] == "vllm default"
+    assert "model_runner" not in {d["name"] for d in default["differences"]}
+    assert "model_runner" not in generation_engine(release, "hf")  # only vLLM has model runners
+
+    monkeypatch.setenv(MODEL_RUNNER_ENV, "1")
+    v2 = generation_engine(release, "vllm")
+    assert v2["model_runner"] == "v2" and v2["matches_paper"] is False
+    assert {"name": "model_runner", "found": "v2", "paper": "v1"} in v2["differences"]
+    assert "model_runner v2 vs v1" in stored_drift(v2)
+    from trace_lib.environment.engine import engine_properties
+
+    assert ("engine_model_runner", "v2") in engine_properties(v2)  # the JUnit receipt names it
+    # a slice begun on one runner never resumes on the other: the same seed samples other tokens there
+    assert ("model_runner", "vllm default", "v2") in engine_change(default, v2)
+    older = {k: v for k, v in default.items() if k != "model_runner"}  # a header written before runners were
+    assert "model_runner" not in {name for name, _, _ in engine_change(older, v2)}  # recorded resumes as before
+
+    assert model_runner_setting({MODEL_RUNNER_ENV: "0"}) == "v1"
+    assert model_runner_setting({MODEL_RUNNER_ENV: "yes"}) == "yes"  # vLLM itself fails on it; recorded as found

@@ -298,16 +298,41 @@ def generation_engine(release: ReleaseRoot, backend: str, *, base_url: str | Non
     return _with_load_format(record)
 
 
+#: vLLM's switch between its model runners; V2 draws a seeded request's noise per (seed, position) in a Triton
+#: kernel, V1 from a per-request ``torch.Generator`` per step: the same seed gives other tokens on each.
+MODEL_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+
+
+def model_runner_setting(environ: Mapping[str, str] | None = None) -> str:
+    """The model runner this process's vLLM engines are told to use: ``v1``, ``v2``, ``vllm default`` (unset:
+    V1 for Qwen2.5-VL in vLLM 0.24, V2 for Qwen3), or the variable's text when vLLM could not read it."""
+    import os
+
+    value = (os.environ if environ is None else environ).get(MODEL_RUNNER_ENV)
+    if value is None:
+        return "vllm default"
+    try:
+        return "v2" if int(value) else "v1"  # vLLM reads it as bool(int(value))
+    except ValueError:
+        return value
+
+
 def _with_load_format(record: dict[str, Any]) -> dict[str, Any]:
-    """``record`` with the vllm backend's ``load_format`` (``TRACE_VLLM_LOAD_FORMAT``); random weights (``dummy``)
-    also set ``random_weights``, ``matches_paper`` False and a ``weights`` difference, so the file they are stored
-    in can never pass as a real run."""
+    """``record`` with the vllm backend's ``load_format`` (``TRACE_VLLM_LOAD_FORMAT``) and model runner
+    (:func:`model_runner_setting`). Random weights (``dummy``) also set ``random_weights``, ``matches_paper``
+    False and a ``weights`` difference, so the file they are stored in can never pass as a real run; the V2 model
+    runner is a ``model_runner`` difference (the paper's vLLM 0.10.2 had only V1)."""
     from trace_lib import options
 
     if record.get("backend") != "vllm":
         return record
     load_format = options.VLLM_LOAD_FORMAT_ENV.read()
     record["load_format"] = load_format
+    record["model_runner"] = runner = model_runner_setting()
+    if runner == "v2":
+        record["matches_paper"] = False if record.get("matches_paper") is not None else None
+        record["differences"] = [*(record.get("differences") or []),
+                                 {"name": "model_runner", "found": "v2", "paper": "v1"}]
     if load_format in options.RANDOM_WEIGHT_LOAD_FORMATS:
         record["random_weights"] = True
         record["matches_paper"] = False
@@ -352,7 +377,7 @@ def engine_drift_text(doc: Mapping[str, Any] | None) -> str:
 
 
 #: Engine facts that make two generations of one slice incomparable (GPU model excluded: hardware, reported).
-_RESUME_FIELDS = (*ENGINE_PACKAGES, "cuda", "backend", "load_format")
+_RESUME_FIELDS = (*ENGINE_PACKAGES, "cuda", "backend", "load_format", "model_runner")
 
 
 def engine_change(stored: Mapping[str, Any] | None, current: Mapping[str, Any] | None) -> list[tuple[str, Any, Any]]:
@@ -432,4 +457,6 @@ def engine_properties(doc: Mapping[str, Any] | None) -> list[tuple[str, str]]:
         props.append(("engine_drift", drift))
     if random_weights(doc):  # TRACE_VLLM_LOAD_FORMAT=dummy: a benchmark's receipt, never a reproduction's
         props.append(("engine_random_weights", "true"))
+    if doc.get("model_runner") is not None:
+        props.append(("engine_model_runner", str(doc["model_runner"])))
     return props
