@@ -53,6 +53,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from trace_lib.environment.engine import MODEL_RUNNER_ENV as RUNNER_ENV  # noqa: E402
+
 IMAGE_SIZES = ((224, 224), (336, 252), (448, 448), (640, 480), (800, 600), (1024, 768), (512, 384), (720, 540))
 FILLER = ("Read the figure carefully and consider every labelled part before answering. "
           "The options may differ only in small details. ")
@@ -228,9 +230,6 @@ def ratio_lines(rate: dict[str, float], ours: list[str]) -> list[str]:
         if ratios:
             lines.append(f"{name} " + "; ".join(ratios))
     return lines
-
-
-RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
 
 
 def _runners(text: str) -> list[str]:
