@@ -427,3 +427,49 @@ def test_a_start_state_measured_faster_than_warm_adds_nothing_and_scoring_is_rea
     cold = estimate(WORK, DEFAULT_RATES, gpus=1, engine_caches="cold").phase("generation")
     warm = estimate(WORK, DEFAULT_RATES, gpus=1, engine_caches="warm").phase("generation")
     assert cold.start_s - warm.start_s == pytest.approx(66.6 + 34.3)  # m3 cold, then m7 a new path: run 38
+
+
+def test_a_two_engine_start_measured_below_the_one_engine_start_adds_nothing_to_the_second_engines_start():
+    """The second engine's first start is what the two-engine start adds to the one-engine start, never less than
+    nothing: a calibration can measure the two (separate runs, ``generation_<shape>``'s ``start_s`` and
+    ``one_engine_start_s``) the other way round. Here 5 s against 10 s: the second engine's start is only what its
+    caches cost it. Arithmetic by hand; a (600 rows) on the first engine, b (2,400) on the second."""
+    from dataclasses import replace
+
+    rates = replace(RATES, generation_rows_per_s={"3b": 60.0}, engine_start_s=5.0, one_engine_start_s=10.0,
+                    one_engine_rows_per_s={"3b": 40.0}, start_extra_s=EXTRAS)
+    work = [SliceWork("a", "3b", 600, 0.0, "x"), SliceWork("b", "3b", 2400, 0.0, "y")]
+
+    def generation(caches):
+        return estimate(work, rates, gpus=1, engines_per_gpu=2, engine_caches=caches, start_rows=0).phase(
+            "generation")
+
+    # cold: a starts in 10 + 60 s; b, asking at 0 s, gets the lock at 70 s and compiles its new model (0 + 30 s),
+    # up at 100 s (a's 600 rows went alone at 40/s meanwhile); b's 2,400 rows alone at 40/s: done at 160 s
+    cold = generation("cold")
+    assert cold.start_s == pytest.approx(100.0) and cold.seconds == pytest.approx(100 + 2400 / 40)
+    # new-model: a up at 40 s, b at 70 s
+    new_model = generation("new-model")
+    assert new_model.start_s == pytest.approx(70.0) and new_model.seconds == pytest.approx(70 + 2400 / 40)
+    # warm: b is up the moment a is (10 s); both at 30/s until a's 600 are done (30 s), b's last 1,800 at 40/s
+    warm = generation("warm")
+    assert warm.start_s == pytest.approx(10.0) and warm.seconds == pytest.approx(30 + 1800 / 40)
+
+
+def test_a_mini_campaigns_rows_per_slice_caps_a_benchmarks_rows_and_leaves_a_smaller_one_as_it_is():
+    """``plan --estimate --rows N`` (:func:`slice_work`'s ``rows_per_slice``): at most N rows a slice, the judge
+    requests following the capped rows; a benchmark with fewer rows keeps its own."""
+    from types import SimpleNamespace
+
+    from trace_lib.campaign.estimate import slice_work
+
+    rows = {"charxivreason": 1000, "realworldqa": 40}
+    suite = SimpleNamespace(benchmark=lambda key: SimpleNamespace(rows=rows[key]))
+    slices = [("m-3b", 42, "charxivreason"), ("m-3b", 42, "realworldqa")]
+    full = slice_work(suite, slices)
+    assert [(w.rows, w.judge_requests) for w in full] == [(1000, 1000.0), (40, 0.0)]
+    capped = slice_work(suite, slices, rows_per_slice=64)
+    assert [(w.benchmark, w.shape, w.rows, w.judge_requests) for w in capped] == [
+        ("charxivreason", "3b", 64, 64.0), ("realworldqa", "3b", 40, 0.0)]
+    assert [w.rows for w in slice_work(suite, slices, rows_per_slice=40)] == [40, 40]
+    assert [w.rows for w in slice_work(suite, slices, rows_per_slice=5000)] == [1000, 40]

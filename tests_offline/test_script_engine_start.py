@@ -147,3 +147,93 @@ def test_main_writes_the_calibration_it_can_and_fails_on_a_failed_start(release,
     else:
         section = json.loads(calibration.read_text(encoding="utf-8"))["engine_start"]
         assert {k: v for k, v in section.items() if k in ("cold", "warm", "new-model")} == written
+
+
+def _ctx(tmp_path: Path, **args) -> dict:
+    from types import SimpleNamespace
+
+    models = {name: tmp_path / f"qwen25vl-3b-shapes-{name}" for name in ("a", "b")}
+    args = SimpleNamespace(**{"load_rows": 40, "timeout": 60.0, "generation_memory": 0.26, "max_model_len": 4096,
+                              **args})
+    return {"args": args, "release": SimpleNamespace(path=tmp_path / "release"), "work": tmp_path,
+            "data_root": tmp_path / "data", "env": {"PATH": "/bin"}, "models": models}
+
+
+def test_new_path_starts_model_b_a_copy_of_a_at_another_path_and_every_other_start_model_a(tmp_path, monkeypatch):
+    """vLLM keys its compile cache by the model's path: ``new-path`` must start the second directory (model B, A's
+    files elsewhere); first, again and no-cache start model A, no-cache with every compile cache emptied."""
+    ctx = _ctx(tmp_path)
+    seen = {}
+
+    def start(name, model, env, ctx):
+        seen[name] = (model, env)
+        return es.Start(name, "warm", 1.0, 2.0)
+
+    monkeypatch.setattr(es, "_start", start)
+    for name in ("first", "again", "new-path", "no-cache"):
+        assert es.measure(name, ctx).name == name
+    models = ctx["models"]
+    assert {name: model for name, (model, _) in seen.items()} == {
+        "first": models["a"], "again": models["a"], "new-path": models["b"], "no-cache": models["a"]}
+    for name, (_, env) in seen.items():
+        assert env["TRACE_VLLM_LOAD_FORMAT"] == "dummy" and env["PATH"] == "/bin"
+        emptied = {var: env.get(var) for var in es.CACHE_ENV}
+        if name == "no-cache":
+            assert emptied == {var: str(tmp_path / "empty-caches" / var.lower()) for var in es.CACHE_ENV}
+        else:
+            assert emptied == dict.fromkeys(es.CACHE_ENV)
+
+
+def test_the_two_models_are_one_models_files_at_two_paths(release, tmp_path, monkeypatch):
+    """``main`` builds model A and model B as the same files in two directories (a dry run's placeholders)."""
+    contexts = []
+
+    def measure(name, ctx):
+        contexts.append(ctx)
+        return es.Start(name, "warm", 1.0, 2.0)
+
+    monkeypatch.setattr(es, "measure", measure)
+    assert es.main(["--work-dir", str(tmp_path / "work"), "--starts", "again,new-path", "--rows", "2",
+                    "--trace-root", str(release.path), "--dry-run"]) == 0
+    models = contexts[0]["models"]
+    assert models["a"] != models["b"] and models["a"].parent == models["b"].parent == (tmp_path / "work").resolve()
+    assert sorted(p.name for p in models["a"].iterdir()) == sorted(p.name for p in models["b"].iterdir())
+    assert (models["a"] / "config.json").read_bytes() == (models["b"] / "config.json").read_bytes()
+
+
+class _Neighbour:
+    """``mc.TimedRun`` of the beside start's neighbour: its engine up at once, done ``load_s`` after its start."""
+
+    def __init__(self, load_s: float, code: int = 0) -> None:
+        import time
+
+        self.t0, self.ups, self.load_s, self.code, self.stopped = time.monotonic(), [3.0], load_s, code, False
+
+    def wait(self, timeout):
+        return self.load_s, self.ups, self.code
+
+    def stop(self):
+        self.stopped = True
+
+
+@pytest.mark.parametrize(("load_s", "overlapped"), [(1000.0, True), (5.0, False)])
+def test_a_beside_start_is_overlapped_only_while_the_neighbour_still_generates(tmp_path, monkeypatch, load_s,
+                                                                             overlapped):
+    """The neighbour done 5 s after it began, the start up 30 s after: not a start beside a generating engine, noted,
+    and no beside factor; done after 1,000 s: overlapped."""
+    ctx = _ctx(tmp_path)
+    neighbours = []
+
+    def neighbour(argv, env, log):
+        neighbours.append((argv, env, log))
+        return _Neighbour(load_s)
+
+    monkeypatch.setattr(es.mc, "build_data", lambda release, root, keys, rows: None)
+    monkeypatch.setattr(es.mc, "TimedRun", neighbour)
+    monkeypatch.setattr(es, "_start", lambda name, model, env, ctx: es.Start(name, "warm", 30.0, 31.0))
+    start = es.measure("beside", ctx)
+    assert [log.name for _, _, log in neighbours] == ["generate-beside-load.log"]
+    assert start.name == "beside" and start.overlapped is overlapped and start.exit_code == 0
+    assert ("the neighbour was done" in start.note) is not overlapped
+    alone = es.Start("again", "warm", 20.0, 21.0)
+    assert es.beside_factor([alone, start]) == (1.5 if overlapped else None)

@@ -24,6 +24,8 @@ from trace_lib.campaign.estimate import (  # noqa: E402
     record_calibration,
 )
 
+pytestmark = pytest.mark.offline
+
 PHASED = {"design": "phased", "rows": 2048, "output_tokens": 462848, "engine_start_s": 36.06,
           "all_engines_up_s": 36.06, "generation_s": 42.70, "judge_scoring_s": 53.60, "judge_requests": 1103,
           "judge_answer_tokens": 32, "e2e_s": 132.36}
@@ -144,3 +146,41 @@ def test_an_incomplete_design_is_left_out_of_the_comparisons(tmp_path, capsys):
     assert not calibration.exists()
 
 
+
+
+@pytest.mark.parametrize(("order", "design"), [("phased", "phased"), ("overlap", "overlapped")])
+def test_a_phased_run_is_recorded_as_phased_not_overlapped(tmp_path, monkeypatch, order, design):
+    """``design_trace_repro``: ``--score phased`` is the phased design (its own campaign and log, the one item 6
+    sets the estimate against), ``--score overlap`` the overlapped one."""
+    from types import SimpleNamespace
+
+    class Relay:
+        url, prompts = "http://127.0.0.1:9/v1", 7
+
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def close(self):
+            pass
+
+    runs = []
+
+    def run_timed(argv, env, log, timeout_s):
+        runs.append((argv, log))
+        return 50.0, [10.0], 0
+
+    monkeypatch.setattr(mc.jt, "AnswerRelay", Relay)
+    monkeypatch.setattr(mc, "run_timed", run_timed)
+    monkeypatch.setattr(mc, "generated", lambda campaign: {"rows": 16, "output_tokens": 160, "first_header": 0.0,
+                                                           "last_write": 0.0})
+    args = SimpleNamespace(judge_answer_tokens=32, engines_per_group=1, generation_memory=0.26, max_model_len=4096,
+                           score_workers=1, enforce_eager=False, phase_timeout=60.0)
+    ctx = {"args": args, "release": SimpleNamespace(path=tmp_path / "release"), "work": tmp_path,
+           "judge_url": "http://127.0.0.1:9/v1", "answerer": SimpleNamespace(for_request_text=None),
+           "model": tmp_path / "model", "data_root": tmp_path / "data", "keys": ["realworldqa"],
+           "env": {"VLLM_CACHE_ROOT": str(tmp_path / "vllm-cache")}}
+    result = mc.design_trace_repro(ctx, order)
+    assert result["design"] == design and result["judge_requests"] == 7
+    [(argv, log)] = runs
+    assert argv[argv.index("--score") + 1] == order and log == tmp_path / f"generate-{design}.log"
+    assert argv[argv.index("--campaign-root") + 1] == str(tmp_path / f"campaign-{design}")
