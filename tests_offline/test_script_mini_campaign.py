@@ -146,8 +146,6 @@ def test_an_incomplete_design_is_left_out_of_the_comparisons(tmp_path, capsys):
     assert not calibration.exists()
 
 
-
-
 @pytest.mark.parametrize(("order", "design"), [("phased", "phased"), ("overlap", "overlapped")])
 def test_a_phased_run_is_recorded_as_phased_not_overlapped(tmp_path, monkeypatch, order, design):
     """``design_trace_repro``: ``--score phased`` is the phased design (its own campaign and log, the one item 6
