@@ -56,3 +56,20 @@ def test_bad_archive_and_empty_selection_are_one_line_errors(world, tmp_path, ca
     code = main(["archive", "verify", str(archive), "--trace-root", str(release), "--benchmark", "wemath"])
     err = capsys.readouterr().err
     assert code == 2 and "matches no slice" in err.splitlines()[0]
+
+
+@pytest.mark.parametrize("inside, what", [("archive/runs", "archive"), ("data/reports", "data root")])
+def test_an_out_inside_what_it_reads_is_one_line_before_any_slice(world, tmp_path, capsys, monkeypatch, inside, what):
+    """--out inside the archive or the data root is refused up front, naming --out; no slice is verified."""
+    import trace_lib.archive.verify as archive_verify
+
+    release, archive, data = world
+    monkeypatch.setattr(archive_verify, "verify_slices", lambda *a: pytest.fail("verified before --out was checked"))
+    out = tmp_path / inside
+    code = main(["archive", "verify", str(archive), "--trace-root", str(release), "--data-root", str(data),
+                 "--out", str(out)])
+    tree = archive if what == "archive" else data
+    assert (code, capsys.readouterr().err) == (2, (
+        f"error: {out}: --out: lies inside the {what} this command reads ({tree}); outputs are never written into "
+        "an input; name a directory outside it\n"))
+    assert not (out / "archive-verify.md").exists()

@@ -179,3 +179,29 @@ def test_the_sampling_band_is_sqrt2_times_the_one_run_band(release):
     band = sampling_band((canonical, rule), KEY)
     assert one_run > 0 and band == pytest.approx(math.sqrt(2.0) * one_run, rel=1e-12)
     assert sampling_band((canonical, rule), SliceKey("no-such-model", 42, "mmstar")) is None
+
+
+def _tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+@pytest.mark.parametrize("side, out", [
+    ("reference", "a/runs/paper/diagnose"),  # inside the reference archive's run directory
+    ("reference", "a/diagnose"),  # the run directory given, its archive root holds the out
+    ("candidate", "b/runs/heldout-x/metadata/x"),
+])
+def test_an_out_inside_an_archive_it_reads_is_one_line_and_writes_nothing(tmp_path, release, side, out):
+    """--out inside a tree the diagnosis reads (an archive, either side) is refused up front, naming --out."""
+    from trace_lib.testing.cli_runner import run_cli
+
+    write_archive_run(tmp_path / "a" / "runs" / "paper", "paper", _slices(_samples()))
+    write_archive_run(tmp_path / "b" / "runs" / "heldout-x", "heldout-x", _slices(_samples()))
+    before = _tree(tmp_path)
+    done = run_cli(["diagnose", "--trace-root", str(release.path), "--no-plot",
+                    "--reference", str(tmp_path / "a" / "runs" / "paper"), "--candidate", str(tmp_path / "b"),
+                    "--out", str(tmp_path / out)])
+    tree = tmp_path / ("a" if side == "reference" else "b")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (f"error: {tmp_path / out}: --out: lies inside the {side} archive this command reads "
+                           f"({tree}); outputs are never written into an input; name a directory outside it\n")
+    assert _tree(tmp_path) == before

@@ -249,3 +249,21 @@ def test_records_that_scores_json_does_not_name_are_one_line_not_no_divergence(p
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.splitlines()[0].startswith(f"error: {records}: records.jsonl differs from the sha256 in scores.json")
+
+
+def test_an_out_inside_the_reference_campaign_is_refused_the_candidates_default_is_not(pair, capsys, release):
+    """The reference is only read: --out inside it is one line naming --out (nothing written); the candidate
+    campaign holds its own ``diagnose/`` by default."""
+    tmp_path, base = pair
+    write_slice(tmp_path / "left", KEY, base, score=_score(base))
+    argv = ["diagnose", "--trace-root", str(release.path), "--campaign-root", str(tmp_path / "left"),
+            "--against", str(tmp_path / "right"), "--no-plot"]
+    before = sorted((tmp_path / "right").rglob("*"))
+    assert main([*argv, "--out", str(tmp_path / "right" / "report")]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"error: {tmp_path / 'right' / 'report'}: --out: lies inside the reference campaign this command "
+                   f"reads ({tmp_path / 'right'}); outputs are never written into an input; name a directory outside "
+                   "it\n")
+    assert sorted((tmp_path / "right").rglob("*")) == before
+    assert main(argv) == 0
+    assert (tmp_path / "left" / "diagnose" / "diagnose.json").is_file()

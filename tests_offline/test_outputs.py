@@ -11,7 +11,7 @@ import pytest
 
 from trace_lib.atomic import atomic_output, write_text_atomic
 from trace_lib.errors import UsageError
-from trace_lib.outputs import check_output_dir, check_output_file, file_name
+from trace_lib.outputs import check_output_dir, check_output_file, check_outside_inputs, file_name
 from trace_lib.testing.cli_runner import run_cli
 
 pytestmark = pytest.mark.offline
@@ -153,3 +153,20 @@ def test_a_dangling_link_is_not_an_output_directory_to_create(tmp_path, capsys):
     assert main(["status", "--campaign-root", str(dangling), "--no-gpu"]) == 2  # before any work, one line
     assert "dangling symbolic link" in capsys.readouterr().err
     assert not (tmp_path / "nowhere").exists()
+
+
+def test_an_output_inside_an_input_tree_is_refused_through_links_too(tmp_path):
+    """Inside, equal to, or reached through a link into a tree the command reads: refused naming the flag; beside
+    or above it: accepted. Nothing is created either way."""
+    archive = tmp_path / "archive"
+    (archive / "runs").mkdir(parents=True)
+    (tmp_path / "alias").symlink_to(archive)
+    inputs = [("archive", archive)]
+    for out in (archive, archive / "runs" / "new", tmp_path / "alias" / "x"):
+        with pytest.raises(UsageError) as refused:
+            check_outside_inputs(out, inputs, flag="--out")
+        assert refused.value.render() == (f"{out}: --out: lies inside the archive this command reads ({archive}); "
+                                          "outputs are never written into an input; name a directory outside it")
+    for out in (tmp_path, tmp_path / "archive-2", tmp_path / "reports"):
+        assert check_outside_inputs(out, inputs, flag="--out") == out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["alias", "archive"]

@@ -279,3 +279,24 @@ def test_cli_train_imports_no_heavy_module(release) -> None:  # noqa: ANN001
             "print(sorted(m for m in ('torch','ray','vllm','transformers','verl') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stderr
+
+
+def test_outputs_inside_the_inputs_they_read_are_refused(tmp_path, release) -> None:  # noqa: ANN001
+    """merge's --output-dir inside the checkpoint it merges, and a run's inside its --input-dir: one line naming
+    --output-dir, before anything is read or created."""
+    from trace_lib.testing.cli_runner import run_cli
+    from trace_lib.training.merge import run_merge
+
+    ckpt = _fake_run(tmp_path)
+    with pytest.raises(UsageError) as refused:
+        run_merge(load_profile(release, "trace-qwen2.5-vl-3b"), ckpt, ckpt / "merged")
+    assert refused.value.render() == (f"{ckpt / 'merged'}: --output-dir: lies inside the checkpoint directory this "
+                                      f"command reads ({ckpt}); outputs are never written into an input; name a "
+                                      "directory outside it")
+    assert not (ckpt / "merged").exists()
+    (tmp_path / "in").mkdir()
+    done = run_cli(["train", "run", "--config", "trace-qwen2.5-vl-3b", "--trace-root", str(release.path),
+                    "--input-dir", str(tmp_path / "in"), "--output-dir", str(tmp_path / "in" / "out")])
+    assert done.returncode == 2 and done.stderr.startswith(
+        f"error: {tmp_path / 'in' / 'out'}: --output-dir: lies inside the prepared input directory"), done.stderr
+    assert not (tmp_path / "in" / "out").exists()

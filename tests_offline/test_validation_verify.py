@@ -16,6 +16,8 @@ from trace_lib.validation.equivalence import EquivalenceError, check_equivalence
 from trace_lib.release.validation_suite import load_release_scores, load_system_prompt, load_validation_suite
 from trace_lib.validation.verify import VerificationError, verify_release
 
+pytestmark = pytest.mark.offline
+
 _FILES = (identity.SUITE, identity.VALIDATION_SUITE, identity.VALIDATION_RESULTS, identity.VALIDATION_RECEIPT,
           identity.DATASET_EQUIVALENCE, identity.SYSTEM_PROMPT, identity.VALIDATION_PATCHES, identity.RELEASE_RECEIPTS,
           identity.RESULTS)
@@ -90,3 +92,36 @@ def test_equivalence_bridge(release: ReleaseRoot, tmp_path: Path) -> None:
     _edit(copy, identity.DATASET_EQUIVALENCE, lambda d: d["aggregate"].__setitem__("row_order_equal", False))
     with pytest.raises(EquivalenceError, match="receipt SHA-256 mismatch"):
         check_equivalence_bridge(copy, load_validation_suite(copy), pins.REPRODUCTION_DATASET.manifest_sha256)
+
+
+def _verify_cli(release: ReleaseRoot, work: Path, *extra: str):  # noqa: ANN202
+    from trace_lib.testing.cli_runner import run_cli
+
+    return run_cli(["validation", "verify", "generation-only", "--trace-root", str(release.path),
+                    "--work-dir", str(work), *extra])
+
+
+def test_generation_only_with_a_missing_parquet_is_a_usage_error(release: ReleaseRoot, tmp_path: Path) -> None:
+    """The parquet ``--parquet`` names (or the default under inputs/) is an input: missing, it is one line naming
+    it and exit 2, before anything is verified, as 'validation prepare' and 'score' refuse a missing input."""
+    from trace_lib.testing.validation_bytes import prepare_stub_work
+
+    layout = prepare_stub_work(release, tmp_path)[0]
+    hint = "download it with 'trace-repro validation prepare --download'"
+    for extra, parquet in (([], layout.parquet), (["--parquet", str(tmp_path / "absent.parquet")], None),
+                           (["--unpinned", "--parquet", str(tmp_path / "absent.parquet")], None)):
+        done = _verify_cli(release, layout.root, *extra)
+        named = parquet or tmp_path / "absent.parquet"
+        assert (done.returncode, done.stdout) == (2, ""), (extra, done.stdout, done.stderr)
+        assert done.stderr == f"error: {named}: --parquet: validation parquet is missing; {hint}\n"
+
+
+def test_generation_only_with_no_prepared_manifest_is_a_usage_error(release: ReleaseRoot, tmp_path: Path) -> None:
+    """A work directory never prepared has no manifest to verify: one line naming it, exit 2 (not a finding)."""
+    from trace_lib.validation.tiny import build_tiny_parquet
+
+    parquet, _ = build_tiny_parquet(release, tmp_path / "tiny.parquet")
+    done = _verify_cli(release, tmp_path / "work", "--parquet", str(parquet))
+    assert (done.returncode, done.stdout) == (2, ""), done.stdout
+    assert done.stderr == (f"error: {tmp_path / 'work' / 'dataset' / 'manifest.json'}: prepared manifest is missing; "
+                           "run 'trace-repro validation prepare' first\n")

@@ -11,6 +11,9 @@
   they write. An output *file* (``env constraints --out FILE``) goes into a directory that exists already, as a
   shell redirection does: trace-repro creates the directories it is named, never the parents of a file
   (:func:`check_output_file`).
+- An output directory never lies in a tree the command reads (an archive, a data root, the reference run of a
+  diagnosis): writing there would change the input under the command, or the next reader's
+  (:func:`check_outside_inputs`).
 
 Every refusal is a :class:`~trace_lib.errors.UsageError` (one line naming the flag and the path; exit 2).
 """
@@ -22,7 +25,7 @@ import os
 import stat
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from trace_lib.errors import UsageError
 
@@ -137,6 +140,23 @@ def check_output_dir(path: Path | str, *, flag: str | None = None, target: Path 
         raise UsageError(f"is {what}, not a directory, so {path} cannot be created under it", file=str(existing),
                          field=flag)
     _check_writable_dir(existing, flag, path)
+    return path
+
+
+def check_outside_inputs(path: Path | str, inputs: Iterable[tuple[str, Path | str]], *, flag: str) -> Path:
+    """``path`` (an output directory) is neither one of ``inputs`` nor inside one: each is ``(what, directory)``, a
+    tree the command reads, ``what`` naming it in the line. Links are resolved on both sides; creates nothing.
+
+    Raises:
+        UsageError: ``PATH: FLAG: lies inside the <what> this command reads (<directory>); ...``.
+    """
+    path = Path(path).expanduser()
+    resolved = path.resolve()
+    for what, directory in inputs:
+        tree = Path(directory).expanduser().resolve()
+        if resolved == tree or tree in resolved.parents:
+            raise UsageError(f"lies inside the {what} this command reads ({tree}); outputs are never written into "
+                             "an input", file=str(path), field=flag, hint="name a directory outside it")
     return path
 
 

@@ -142,10 +142,11 @@ class ArchiveLane:
         from trace_lib.generation.run import prepare_rows
 
         protocol = get_protocol(benchmark)
-        rows = protocol.load(self.dataset_path(benchmark))
+        path = self.dataset_path(benchmark)
+        rows = protocol.load(path)
         try:
             prepared = prepare_rows(rows, protocol, self._sources[benchmark].image_dir(self.data_root),
-                                    served_name=model, generation=self.suite.generation, seed=seed)
+                                    served_name=model, generation=self.suite.generation, seed=seed, source=path)
         except InputError:
             prepared = None
         return protocol, rows, prepared

@@ -159,6 +159,12 @@ class ArchiveRoot:
         parent = self.root.resolve().parent
         return parent.parent if parent.name == "runs" else None
 
+    @property
+    def tree(self) -> Path:
+        """The directory the archive occupies (never written into by a command that reads it): :attr:`fetch_dest`,
+        else the run directory itself."""
+        return self.fetch_dest or self.root
+
     def fetch_hint(self, key: SliceKey | None = None, *, select: str | None = None) -> str:
         """The command that fetches ``key``'s parts (or the ``select`` flags) into this archive; never ``--dest`` a
         run directory."""

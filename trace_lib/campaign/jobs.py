@@ -61,7 +61,7 @@ def slice_job(
         open_store=lambda: open_slice_store(campaign_root, slice_, model, generation,
                                             dataset_snapshot=dataset.snapshot_sha256 if dataset else None,
                                             engine=engine()),
-        generation=generation, dataset=dataset, data_root=data_root, expected_rows=expected_rows,
+        generation=generation, dataset=dataset, data_root=data_root, expected_rows=expected_rows, dataset_path=path,
     )
 
 
@@ -80,5 +80,6 @@ def run_job(job: SliceJob, backend: Backend, *, rows: Sequence[Row] | None = Non
         rows = job.load_rows()
     with job.open_store() as store:
         run = run_generation(job.slice, rows, job.protocol, backend, store, job.image_dir, generation=job.generation,
-                             progress=progress, batch_size=batch_size, dataset=job.dataset, data_root=job.data_root)
+                             progress=progress, batch_size=batch_size, dataset=job.dataset, data_root=job.data_root,
+                             source=job.dataset_path)
         return run, store.path

@@ -70,6 +70,7 @@ class SliceJob:
     dataset: DatasetEntry | None = None
     data_root: Path | None = None
     expected_rows: int | None = None  # for the progress display's ETA (the suite's row count)
+    dataset_path: Path | None = None  # the data file load_rows reads (named by an error a row's cell raises)
 
 
 @dataclass(frozen=True)
@@ -250,7 +251,8 @@ class CampaignScheduler:
         """A resumed slice: plan it whole (stale rows dropped), then queue what is missing; False if nothing is."""
         job = active.job
         work = plan_slice_rows(job.slice, job.load_rows(), job.protocol, active.store, job.image_dir,
-                               generation=job.generation, dataset=job.dataset, data_root=job.data_root)
+                               generation=job.generation, dataset=job.dataset, data_root=job.data_root,
+                               source=job.dataset_path)
         active.by_key, active.rows, active.reused, active.dropped = (
             work.by_key, len(work.prepared), work.reused, work.dropped)
         if self.progress is not None:
@@ -282,7 +284,7 @@ class CampaignScheduler:
                 self._nothing_to_queue(slot, active)
                 continue
             prepared = iter_prepared_rows(rows, job.protocol, job.image_dir, served_name=job.slice.model,
-                                          generation=job.generation, seed=job.slice.seed)
+                                          generation=job.generation, seed=job.slice.seed, source=job.dataset_path)
             streams.append((slot, active, len(rows), prepared, check))
         while streams:
             for stream in list(streams):

@@ -6,8 +6,9 @@ For every slice of archive A (a root holding ``runs/<run_id>/`` or one run direc
 canonical score (exact, |delta| <= 1e-9), every row's eight public hash fields recomputed from trace-repro's own
 requests over the run's dataset view (needs the benchmark data under ``--data-root``), the run that answered and
 whether the release pins it, and what is left to a GPU (sampling). Markdown on stdout (``--json``: JSON instead);
-``--out DIR`` also writes ``archive-verify.md`` and ``archive-verify.json`` there. Exit 0 when every slice is
-proven, 1 when one is not (or could not be checked), 2 on bad arguments.
+``--out DIR`` (outside A and the data root, checked before any slice) also writes ``archive-verify.md`` and
+``archive-verify.json`` there. Exit 0 when every slice is proven, 1 when one is not (or could not be checked), 2 on
+bad arguments.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     from trace_lib.atomic import atomic_outputs, json_document
     from trace_lib.campaign.plan import DATA_ROOT_ENV, parse_seeds
     from trace_lib.options import work_root
+    from trace_lib.outputs import check_output_dir, check_outside_inputs
     from trace_lib.errors import UsageError
     from trace_lib.release.locate import locate_release
 
@@ -65,6 +67,9 @@ def run(args: argparse.Namespace) -> ExitCode:
         raise UsageError("the selection matches no slice of the archive", field="--model-id/--seeds/--benchmark",
                          found=str(lane.archive.root))
     keys.sort(key=lambda k: (k.model_id, k.seed, k.benchmark_id))
+    if args.out:  # before any slice is verified: a directory that can be written, outside what is read
+        check_output_dir(args.out, flag="--out")
+        check_outside_inputs(args.out, [("archive", lane.archive.tree), ("data root", data_root)], flag="--out")
     proofs = verify_slices(lane, keys)
     name = str(lane.archive.root)
     markdown, doc = render_markdown(proofs, archive=name), to_json(proofs, archive=name)

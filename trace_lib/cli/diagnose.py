@@ -11,8 +11,8 @@ the two runs do not record in one form is listed as not comparable, per slice. R
 and whether the score delta is within the band sampling explains (the tolerance rule's band for two single-seed
 runs, at the per-test level of the release's family-wise budget --alpha). Writes ``diagnose.json`` (every row's
 stage), ``diagnose.md`` and ``diagnose-<model>.png`` into ``--out`` (default ``B/diagnose`` for a campaign; required
-for an archive, which is never written into). Exit 0 when every compared delta is within its band, 1 when one is
-not (or a slice has no counterpart), 2 on bad arguments.
+for an archive, which is never written into; never inside A, nor inside an archive B: the trees read). Exit 0 when
+every compared delta is within its band, 1 when one is not (or a slice has no counterpart), 2 on bad arguments.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Sequence
 
 from trace_lib import options
 from trace_lib.exitcodes import ExitCode
-from trace_lib.outputs import check_output_dir
+from trace_lib.outputs import check_output_dir, check_outside_inputs
 
 #: Spellings of the two sides, each an appendable flag so that two of one side is caught, not silently overridden.
 REFERENCE_FLAGS = ("--reference", "--against", "--archive-root")
@@ -115,6 +115,10 @@ def run(args: argparse.Namespace) -> ExitCode:
         raise UsageError("--out is required when the candidate is an archive run (nothing is written into an "
                          "archive)", field="--out")
     check_output_dir(out, flag="--out")
+    inputs = [(f"reference {reference.kind}", reference.tree)]  # the candidate's campaign holds its own diagnose/
+    if candidate.kind == "archive":
+        inputs.append(("candidate archive", candidate.tree))
+    check_outside_inputs(out, inputs, flag="--out")
 
     options.reject_tolerance_z(args)
     canonical = load_canonical(release)  # the band at the per-test level of the release's whole planned campaign

@@ -233,7 +233,9 @@ def _plan(args: argparse.Namespace) -> ExitCode:
 def _prepare(args: argparse.Namespace) -> ExitCode:
     from trace_lib.validation import pins
     from trace_lib.release.load import sha256_file
-    from trace_lib.validation.prepare import download_parquet, prepare_dataset, verify_prepared
+    from trace_lib.validation.prepare import (
+        DOWNLOAD_HINT, download_parquet, prepare_dataset, require_input_file, verify_prepared,
+    )
 
     layout = _layout(args)
     unpinned = options.resolve(args, options.UNPINNED)
@@ -244,16 +246,11 @@ def _prepare(args: argparse.Namespace) -> ExitCode:
     parquet = Path(args.parquet).expanduser() if args.parquet else layout.parquet
     if args.download:
         parquet = download_parquet(layout.root / "inputs")
+    require_input_file(parquet, what="validation parquet", field="--parquet", hint=DOWNLOAD_HINT)
     expected = pins.REPRODUCTION_DATASET
     if unpinned:
         import pyarrow.parquet as pq
 
-        from trace_lib.outputs import not_regular
-
-        if not parquet.is_file():
-            problem = not_regular(parquet)
-            raise UsageError(f"validation parquet {problem}" if problem else "validation parquet is missing",
-                             file=str(parquet), field="--parquet")
         try:
             rows = pq.ParquetFile(parquet).metadata.num_rows
         except Exception as exc:  # noqa: BLE001 - pyarrow's ArrowInvalid and kin: not a parquet file

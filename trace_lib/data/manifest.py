@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from trace_lib.atomic import write_text_atomic
+from trace_lib.data.prompts import build_row_prompt
 from trace_lib.data.rowhash import canonical_sha256, media_set_sha256, source_record_sha256, source_row_hash
 from trace_lib.errors import InputError
 from trace_lib.jsonio import canonical_json_ascii, required
@@ -195,8 +196,8 @@ def build_dataset_entry(
     """Load, prompt and hash one benchmark (images are materialised by the protocol's ``build_prompt``).
 
     Raises:
-        InputError: row count differs from the suite, a row without image, an unreadable image, a file outside
-            the data root.
+        InputError: row count differs from the suite, a row without image, a cell that does not decode (naming
+            the data file), an unreadable image, a file outside the data root.
     """
     data_root = Path(data_root)
     data_path = source.local_path(data_root)
@@ -208,7 +209,8 @@ def build_dataset_entry(
                          expected=expected, found=len(rows))
     row_paths: list[tuple[int, str, str, list[Path]]] = []
     for ordinal, row in enumerate(rows):
-        images = [Path(i.value) for i in protocol.build_prompt(row, image_dir) if i.kind == "image"]
+        items = build_row_prompt(protocol, row, image_dir, source=data_path)  # a bad cell names the data file
+        images = [Path(i.value) for i in items if i.kind == "image"]
         if not images:
             raise InputError("row has no image", file=str(data_path), field=f"{source.key}[{ordinal}]")
         row_paths.append((ordinal, str(row["index"]), source_row_hash(row), images))

@@ -50,8 +50,9 @@ def _native(value: Any) -> Any:
     return value
 
 
-def _to_list_of_str(value: Any, *, file: str, field: str) -> list[str]:
-    """VLMEvalKit ``toliststr``: a ``[...]`` string is a Python list literal; a string is one item."""
+def _to_list_of_str(value: Any, *, file: str | None, field: str) -> list[str]:
+    """VLMEvalKit ``toliststr``: a ``[...]`` string is a Python list literal; a string is one item (``file``: the
+    TSV, None where the caller names it)."""
     if isinstance(value, str) and len(value) > 1 and value[0] == "[" and value[-1] == "]":
         try:
             parsed = ast.literal_eval(value)
@@ -263,7 +264,7 @@ def materialize_images(row: Row, image_dir: str | os.PathLike[str]) -> list[str]
         return paths
     if "image_path" not in row:
         raise InputError("row has neither image nor image_path", field=f"rows[{row['index']}]")
-    names = _to_list_of_str(row["image_path"], file=str(root), field=f"rows[{row['index']}].image_path")
+    names = _to_list_of_str(row["image_path"], file=None, field=f"rows[{row['index']}].image_path")  # a TSV cell
     if all(_readable_image(Path(name)) for name in names):
         return [str(Path(name).absolute()) for name in names]
     rooted = [root / name for name in names]

@@ -19,6 +19,11 @@ class Run(Protocol):
     kind: str
     description: str
 
+    @property
+    def tree(self) -> Path:
+        """The directory this side is read from."""
+        ...
+
     def keys(self) -> list[SliceKey]: ...
 
     def slice(self, key: SliceKey) -> SliceView | None: ...
@@ -34,6 +39,10 @@ class CampaignRun:
     @property
     def description(self) -> str:
         return f"campaign {self.root}"
+
+    @property
+    def tree(self) -> Path:
+        return self.root
 
     def keys(self) -> list[SliceKey]:
         from trace_lib.diagnose.campaign_view import campaign_slice_keys
@@ -56,6 +65,10 @@ class ArchiveRun:
     @property
     def description(self) -> str:
         return self.reference.description
+
+    @property
+    def tree(self) -> Path:
+        return self.reference.archive.tree
 
     def keys(self) -> list[SliceKey]:
         return self.reference.keys()

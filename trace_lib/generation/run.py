@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
+from trace_lib.data.prompts import build_row_prompt
 from trace_lib.data.rowhash import row_key, source_row_hash
 from trace_lib.errors import BackendError, InputError
 from trace_lib.generation.request import ChatRequest, GenerationResult, build_eval_request, prompt_text
@@ -86,7 +87,7 @@ class PreparedRow:
 
 def iter_prepared_rows(
     rows: Sequence[Row], protocol: Protocol, image_dir: Path, *, served_name: str, generation: Mapping[str, Any],
-    seed: int,
+    seed: int, source: Path | None = None,
 ) -> Iterator[PreparedRow]:
     """:func:`prepare_rows` one row at a time, in order (the campaign scheduler queues a slice's first rows while
     the rest are still being prepared)."""
@@ -99,13 +100,7 @@ def iter_prepared_rows(
         if key in seen:
             raise InputError("duplicate row key", field=f"{protocol.key}[{ordinal}]", found=key)
         seen.add(key)
-        try:
-            items = protocol.build_prompt(row, image_dir)
-        except InputError as exc:  # a cell that does not decode: named by the benchmark it belongs to
-            if exc.file is not None or (exc.field or "").startswith(protocol.key):
-                raise
-            raise InputError(exc.message, field=f"{protocol.key}.{exc.field}" if exc.field else protocol.key,
-                             expected=exc.expected, found=exc.found, hint=exc.hint) from None
+        items = build_row_prompt(protocol, row, image_dir, source=source)  # a bad cell names source and benchmark
         for item in items:
             if item.kind == "image" and not Path(item.value).is_file():
                 raise InputError("prompt image does not exist", field=f"{protocol.key}[{ordinal}]",
@@ -117,15 +112,17 @@ def iter_prepared_rows(
 
 def prepare_rows(
     rows: Sequence[Row], protocol: Protocol, image_dir: Path, *, served_name: str, generation: Mapping[str, Any],
-    seed: int,
+    seed: int, source: Path | None = None,
 ) -> list[PreparedRow]:
-    """Every row's request, built from the protocol's prompt (materialising its images under ``image_dir``).
+    """Every row's request, built from the protocol's prompt (materialising its images under ``image_dir``);
+    ``source``: the data file the rows were read from, named by an error a row's cell raises.
 
     Raises:
-        InputError: a row has no ``index``, two rows share a row key, or a prompt image does not exist.
+        InputError: a row has no ``index``, two rows share a row key, a cell does not decode (naming ``source``
+            and the benchmark) or a prompt image does not exist.
     """
     return list(iter_prepared_rows(rows, protocol, image_dir, served_name=served_name, generation=generation,
-                                   seed=seed))
+                                   seed=seed, source=source))
 
 
 class ManifestCheck:
@@ -194,6 +191,7 @@ class SliceWork:
 def plan_slice_rows(
     slice_: Slice, rows: Sequence[Row], protocol: Protocol, store: SliceStore, image_dir: Path, *,
     generation: Mapping[str, Any], dataset: DatasetEntry | None = None, data_root: Path | None = None,
+    source: Path | None = None,
 ) -> SliceWork:
     """Build every row's request (checked against the manifest when ``dataset`` is given), drop stored rows
     whose request changed (atomic rewrite of ``store``) and list the requests still to generate.
@@ -202,7 +200,7 @@ def plan_slice_rows(
         InputError: bad rows or prompts (see :func:`prepare_rows`, :func:`check_against_manifest`).
     """
     prepared = prepare_rows(rows, protocol, image_dir, served_name=slice_.model, generation=generation,
-                            seed=slice_.seed)
+                            seed=slice_.seed, source=source)
     if dataset is not None:
         check_against_manifest(prepared, dataset, data_root if data_root is not None else image_dir)
     by_key = {p.request.request_id: p for p in prepared}
@@ -349,13 +347,15 @@ def run_generation(
     flush_interval_s: float = 2.0,
     dataset: DatasetEntry | None = None,
     data_root: Path | None = None,
+    source: Path | None = None,
 ) -> SliceRun:
     """Generate the rows of ``slice_`` that ``store`` does not hold yet; returns what was done.
 
     Rows are appended in batches of ``batch_size`` (or every ``flush_interval_s``), each batch durable before
     the next result is awaited; an exception (including ``KeyboardInterrupt``) first persists every result
     already received. With ``dataset`` (the manifest entry) and ``data_root``, every row and prompt image is
-    checked against the manifest before anything is sent.
+    checked against the manifest before anything is sent. ``source``: the data file ``rows`` were read from (named
+    by an error a row's cell raises).
 
     Raises:
         InputError: bad rows or prompts (see :func:`prepare_rows`).
@@ -363,7 +363,7 @@ def run_generation(
     """
     started = time.monotonic()
     work = plan_slice_rows(slice_, rows, protocol, store, image_dir, generation=generation, dataset=dataset,
-                           data_root=data_root)
+                           data_root=data_root, source=source)
     prepared, by_key, dropped, reused, pending = (work.prepared, work.by_key, work.dropped, work.reused,
                                                   work.pending)
     factory = default_progress if progress is True else (_no_progress if progress is False else progress)

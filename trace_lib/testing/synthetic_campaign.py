@@ -231,6 +231,7 @@ def slice_requests(runner: Any, slice_: Any) -> list[Any]:
     protocol = runner.protocol(slice_)
     generation = {**runner.plan.suite.generation, **runner.generation_overrides}
     image_dir = runner.sources[slice_.benchmark].image_dir(runner.data_root)
-    prepared = prepare_rows(protocol.load(runner.dataset_path(slice_)), protocol, image_dir,
-                            served_name=slice_.model, generation=generation, seed=slice_.seed)
+    path = runner.dataset_path(slice_)
+    prepared = prepare_rows(protocol.load(path), protocol, image_dir, served_name=slice_.model,
+                            generation=generation, seed=slice_.seed, source=path)
     return [p.request for p in prepared]

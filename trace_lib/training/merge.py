@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_lib.errors import InputError
+from trace_lib.outputs import check_outside_inputs
 from trace_lib.release.load import sha256_file
 from trace_lib.training.profiles import TrainingProfile
 from trace_lib.training.receipts import MERGE_RECEIPT, MERGE_SCHEMA, RUN_RECEIPT, RUN_SCHEMA, read_receipt, write_receipt
@@ -107,7 +108,9 @@ def run_merge(profile: TrainingProfile, checkpoint_dir: Path, output_dir: Path) 
 
     Raises:
         InputError: a precondition fails (see the module docstring), or the output already exists.
+        UsageError: the output lies inside the checkpoint directory it reads.
     """
+    check_outside_inputs(output_dir, [("checkpoint directory", checkpoint_dir)], flag="--output-dir")
     checkpoint_root = checkpoint_dir.resolve()
     receipt, step, world_size = validate_run(profile, checkpoint_root)
     if output_dir.exists() or output_dir.is_symlink():

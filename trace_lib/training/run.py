@@ -28,6 +28,7 @@ from typing import Any
 
 from trace_lib.atomic import write_text_atomic
 from trace_lib.errors import InputError, UsageError
+from trace_lib.outputs import check_outside_inputs
 from trace_lib.release.load import sha256_file
 from trace_lib.release.locate import ReleaseRoot
 from trace_lib.training.data import RowFormat, convert_splits, load_system_prompt
@@ -109,6 +110,10 @@ def _check_request(request: TrainingRequest) -> None:
                          hint="start Ray on every node ('ray start'), then pass --ray-address HEAD:6379 or auto")
     if request.scale not in SCALES:
         raise UsageError("unknown scale", field="--scale", expected=sorted(SCALES), found=request.scale)
+    inputs = {"prepared input directory": request.input_dir, "base model directory": request.base_model_dir,
+              "dataset directory": request.dataset_dir}
+    check_outside_inputs(request.output_dir, [(what, p) for what, p in inputs.items() if p is not None],
+                         flag="--output-dir")
     if request.mode == "canonical":
         extras = {"--gpus": request.gpus, "--base-model-dir": request.base_model_dir, "--dataset-dir": request.dataset_dir}
         used = [flag for flag, value in extras.items() if value is not None] + (

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from trace_lib.errors import InputError
+from trace_lib.errors import InputError, UsageError
 from trace_lib.release.load import sha256_file
 from trace_lib.validation import pins
 from trace_lib.validation.canonical import canonical_bytes, write_bytes, write_json
@@ -39,6 +39,26 @@ class PreparedDataset:
             "manifest_sha256": self.manifest_sha256,
             "rows": self.rows,
         }
+
+
+#: What to do about a validation parquet that is not there.
+DOWNLOAD_HINT = "download it with 'trace-repro validation prepare --download'"
+
+
+def require_input_file(path: Path | str, *, what: str, field: str | None = None, hint: str | None = None) -> Path:
+    """``path`` as a regular file a stage reads (``what`` names it in the line). A missing one, or one that is not a
+    regular file, is an input the stage cannot run without: :class:`UsageError` (exit 2), never a finding.
+
+    Raises:
+        UsageError: ``FILE: FIELD: <what> is missing; <hint>``, or ``FILE: is a FIFO, not a regular file; ...``.
+    """
+    from trace_lib.decoding import check_input_file
+
+    path = Path(path).expanduser()
+    try:
+        return check_input_file(path, error=UsageError)
+    except (FileNotFoundError, NotADirectoryError):
+        raise UsageError(f"{what} is missing", file=str(path), field=field, hint=hint) from None
 
 
 def download_parquet(dest_root: Path, *, expected: pins.DatasetIdentity = pins.REPRODUCTION_DATASET) -> Path:
@@ -194,13 +214,12 @@ def prepare_dataset(
     """Prepare ``parquet`` into ``output_root`` (see module docstring) and return what was written.
 
     Raises:
-        InputError: missing parquet, hash mismatch (nothing written), or any row/image/manifest violation.
+        UsageError: the parquet is missing or not a regular file (:func:`require_input_file`).
+        InputError: hash mismatch (nothing written), or any row/image/manifest violation.
     """
-    parquet = Path(parquet).expanduser().resolve()
+    parquet = require_input_file(Path(parquet).expanduser().resolve(), what="validation parquet",
+                                 hint=DOWNLOAD_HINT)
     output_root = Path(output_root).expanduser().resolve()
-    if not parquet.is_file():
-        raise InputError("validation parquet is missing", file=str(parquet),
-                         hint="download it with 'trace-repro validation prepare --download'")
     digest = sha256_file(parquet)
     if digest != expected.file_sha256:
         raise InputError("parquet differs from the pinned dataset", file=str(parquet), field="sha256",

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 from urllib.parse import urlparse
 
-from trace_lib.errors import InputError, TraceReproError
+from trace_lib.errors import InputError, TraceReproError, UsageError
 from trace_lib.preflight import validation_release
 from trace_lib.preflight.context import CheckContext
 from trace_lib.preflight.registry import require_group
@@ -39,6 +39,7 @@ from trace_lib.validation.extraction import ANSWER_TYPES
 from trace_lib.validation.generate import GenerationTarget, check_model_marker, run_contract
 from trace_lib.validation.layout import ValidationLayout
 from trace_lib.validation.manifest import ValidationManifest, load_validation_manifest
+from trace_lib.validation.prepare import DOWNLOAD_HINT, require_input_file
 from trace_lib.validation.request import DATA_URL, MEDIA_TRANSPORTS, build_request
 from trace_lib.validation.score import (
     aggregate, check_scoring_policy, code_sha256, load_generation, load_judge_results, load_scoring_manifest,
@@ -167,15 +168,25 @@ def _gt_ok(answer_type: str, value: Any) -> bool:
 
 def verify_dataset(release: ReleaseRoot, suite: ValidationSuite, manifest_path: Path, *,
                    parquet: Path | None, expected: pins.DatasetIdentity) -> VerifiedDataset:
-    """The prepared dataset: pins, bridge, rows, images, task balance and the generation system prompt."""
+    """The prepared dataset: pins, bridge, rows, images, task balance and the generation system prompt.
+
+    Raises:
+        UsageError: the parquet (needed when given or pinned) or the manifest is missing or not a regular file: an
+            input the phase cannot run without (exit 2), checked before anything is hashed.
+        VerificationError: what the dataset holds differs from what it must (a finding).
+    """
+    if parquet is None and expected.pinned:
+        raise UsageError("the pinned dataset is verified against its parquet; none was given", field="--parquet",
+                         hint=DOWNLOAD_HINT)
+    if parquet is not None:
+        parquet = require_input_file(parquet, what="validation parquet", field="--parquet", hint=DOWNLOAD_HINT)
+    require_input_file(manifest_path, what="prepared manifest", hint="run 'trace-repro validation prepare' first")
     try:
         manifest = load_validation_manifest(manifest_path, expected=expected, verify_media=True)
     except InputError as exc:
         raise VerificationError(exc.message, file=exc.file, field=exc.field) from None
     file = str(manifest.path)
-    if parquet is not None or expected.pinned:
-        _require(parquet is not None and Path(parquet).is_file(), "pinned parquet is missing",
-                 file=str(parquet) if parquet else "--parquet")
+    if parquet is not None:
         digest = sha256_file(Path(parquet))
         _require(digest == manifest.dataset["file_sha256"], "dataset parquet SHA mismatch", file=str(parquet),
                  expected=manifest.dataset["file_sha256"], found=digest)
