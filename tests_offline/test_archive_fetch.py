@@ -1,14 +1,18 @@
 """``trace-repro fetch-runs`` through real ``huggingface_hub`` against a loopback stand-in for the Hub: exactly the
 selected parts are downloaded and verified; a tampered part or manifest is refused naming the file and both hashes
-(nothing from it is placed); unknown ids get one line with close matches; a second fetch downloads nothing."""
+(nothing from it is placed); unknown ids get one line with close matches; a second fetch downloads nothing; an
+endpoint that refuses connections is one line naming it at once, while a transient 503 is still retried."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -17,11 +21,14 @@ import pytest
 from trace_lib.archive import hashes
 from trace_lib.archive.fetch import Selection, fetch_runs, hub_downloader, release_pins
 from trace_lib.archive.reader import PartDigestError, open_archive
-from trace_lib.errors import UsageError
+from trace_lib.data.hub_access import ENDPOINT_HINT
+from trace_lib.errors import InputError, UsageError
 from trace_lib.release.identity import RESULTS
 from trace_lib.release.locate import locate_release
 from trace_lib.testing.archive_writer import SampleSpec, SliceSpec, write_archive_run
 from trace_lib.testing.hub_server import LoopbackHub
+
+pytestmark = pytest.mark.offline
 
 REF = Path(os.environ.get("TRACE_ROOT", "/work/shared/reference/trace-rlvr"))
 REPO = "maveryn/trace-eval-runs"
@@ -127,6 +134,55 @@ def test_cli_fetch_runs_through_hf_endpoint(world, tmp_path):
     assert "verified and placed" in ok.stdout
     assert open_archive(tmp_path / "d").find(MODEL, 42, "erqa")
     assert bad.returncode == 2 and bad.stderr.startswith("error: --benchmark: unknown benchmark") and "did you mean: erqa" in bad.stderr.splitlines()[0]
+
+
+def _refused_url() -> str:
+    """A loopback URL whose port refuses connections (bound, then closed: nothing listens there)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+REFUSED = f"[Errno {errno.ECONNREFUSED}] {os.strerror(errno.ECONNREFUSED)}"
+
+
+def test_cli_fetch_runs_from_a_refused_endpoint_fails_at_once_naming_it(world, tmp_path):
+    release, _, _ = world
+    url = _refused_url()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HF_HUB_CACHE": str(tmp_path / "c"),
+           "HF_HUB_DISABLE_TELEMETRY": "1", "TRACE_ROOT": str(release.path), "HF_ENDPOINT": url}
+    start = time.monotonic()
+    bad = subprocess.run([sys.executable, "-m", "trace_lib", "fetch-runs", "--dest", str(tmp_path / "d"),
+                          "--model-id", MODEL, "--benchmark", "erqa"], env=env, capture_output=True, text=True,
+                         timeout=120)
+    took = time.monotonic() - start
+    assert (bad.returncode, bad.stdout) == (2, "")
+    assert bad.stderr == (f"error: HF_ENDPOINT {url}: cannot connect to the Hugging Face Hub endpoint ({REFUSED}); "
+                          f"{ENDPOINT_HINT}\n")
+    assert took < 10, f"{took:.1f} s: the Hub's retries of a refused connection (about 24 s) are back"
+    assert not (tmp_path / "d").exists()  # nothing half-written
+
+
+def test_a_refused_endpoint_given_to_the_downloader_is_named_at_once(world, tmp_path):
+    release, _, _ = world
+    url = _refused_url()
+    start = time.monotonic()
+    with pytest.raises(InputError) as refused:
+        fetch_runs(release, tmp_path / "dest", Selection(seeds=(42,)), progress=False,
+                   download=hub_downloader(endpoint=url, cache_dir=str(tmp_path / "cache")))
+    assert time.monotonic() - start < 10
+    assert str(refused.value) == f"{url}: cannot connect to the Hugging Face Hub endpoint ({REFUSED}); {ENDPOINT_HINT}"
+
+
+def test_a_transient_503_is_still_retried_by_the_hub(world, tmp_path):
+    release, hub_dir, _ = world
+    selection = Selection(model_ids=(MODEL,), seeds=(42,), benchmarks=("erqa",))
+    with LoopbackHub({(REPO, REVISION): hub_dir}) as hub:
+        hub.unavailable = 1  # the manifest's first request: 503, then it answers
+        report = _fetch(release, hub, tmp_path, selection)
+        heads = [r for r in hub.requests if r.startswith("HEAD") and r.endswith("metadata/manifest.json")]
+    assert len(heads) == 2 and report.runs == [RUN]
 
 
 def test_a_file_in_place_with_other_bytes_is_fetched_again_and_part_manifests_are_placed(world, tmp_path):

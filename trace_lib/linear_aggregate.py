@@ -13,14 +13,17 @@ unit's value at decoding seed ``s`` computed from that seed's per-row credits al
 
 So the conditional sampling variance of one seed's score is ``sum_u w_u^2 var(y_u)`` (no delta-method error), and
 the per-unit sample variance over seeds estimates it without bias. :class:`RowAggregate` names the per-row fields
-an aggregate needs beside ``credit`` (``trace-repro benchmarks --json`` lists them).
+an aggregate needs beside ``credit`` (``trace-repro benchmarks --json`` lists them), each a :class:`RowField` with
+the values its protocol's scorer writes there: :class:`~trace_lib.aggregation.credits.CreditTable` refuses any
+other value when the credits are read (a credits file, a campaign's ``records.jsonl``), so an implausible field
+never enters an aggregate.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -55,13 +58,73 @@ Linearize = Callable[[np.ndarray, Mapping[str, np.ndarray]], Linear]
 
 
 @dataclass(frozen=True)
+class RowField:
+    """A per-row field an aggregate reads besides ``credit`` (``records.jsonl``: a key of ``detail``) and its domain,
+    the values its protocol's scorer writes there.
+
+    ``expected`` names the domain in the error line; ``accepts(value)`` tells a present value (not None, not NaN)
+    inside it. ``required``: True, a cell must hold a value; False, it may be missing; ``(field, value)``, it must
+    where the row's ``field`` holds ``value`` (the rows the aggregate reads it on). ``per_row``: the value belongs to
+    the dataset row, so every seed holds the same (the aggregate reads the first seed's: :func:`first_seed`).
+    """
+
+    name: str
+    expected: Any
+    accepts: Callable[[Any], bool]
+    required: bool | tuple[str, Any] = True
+    per_row: bool = False
+
+    def required_on(self, row: Callable[[str], Any]) -> bool:
+        """Whether a row must hold this field; ``row(name)`` reads another field of the same row."""
+        if isinstance(self.required, tuple):
+            other, value = self.required
+            return row(other) == value
+        return self.required
+
+
+def one_of(*values: Any) -> Callable[[Any], bool]:
+    """A domain of these values (numbers by value, so ``1.0`` is ``1``; never a boolean, which no scorer writes)."""
+    def accepts(value: Any) -> bool:
+        if not (isinstance(value, str) or _is_number(value)):
+            return False
+        return any(_is_number(value) == _is_number(v) and value == v for v in values)
+
+    return accepts
+
+
+def is_text(value: Any) -> bool:
+    """A domain of strings."""
+    return isinstance(value, str)
+
+
+def is_text_or_number(value: Any) -> bool:
+    """A domain of strings and finite numbers (an identifier a dataset column holds: ``1``, ``1.0`` or ``"p1"``)."""
+    return isinstance(value, (str, int, np.integer)) and not isinstance(value, (bool, np.bool_)) or (
+        isinstance(value, (float, np.floating)) and math.isfinite(value))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def is_missing(value: Any) -> bool:
+    """An absent or null cell, or a NaN (Parquet's null of a float column)."""
+    return value is None or isinstance(value, (float, np.floating)) and math.isnan(value)
+
+
+@dataclass(frozen=True)
 class RowAggregate:
     """How a benchmark's reported score is built from per-row credits (see the module docstring)."""
 
     kind: str  # "mean", "split-macro-mean", "composite-problems"
-    fields: tuple[str, ...]  # per-row fields needed besides ``credit`` (records.jsonl: keys of ``detail``)
+    row_fields: tuple[RowField, ...]  # per-row fields needed besides ``credit``, each with its domain
     description: str
     linearize: Linearize  # credits (n, S), {field: (n, S) array} -> Linear, rows in index order
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The names of :attr:`row_fields`."""
+        return tuple(f.name for f in self.row_fields)
 
     def to_dict(self) -> dict[str, object]:
         return {"kind": self.kind, "fields": ["credit", *self.fields], "description": self.description}

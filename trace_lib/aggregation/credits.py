@@ -4,7 +4,9 @@ A :class:`CreditTable` holds numpy columns ``model_id``, ``seed``, ``benchmark_i
 (float in [0, 1]) and ``extra`` (the per-row fields a benchmark's aggregate needs beside the credit:
 :mod:`trace_lib.linear_aggregate`). It comes from a JSONL or Parquet file (``trace-repro verdict --credits``), from
 a campaign's ``records.jsonl`` files (:func:`trace_lib.campaign.verdicts.campaign_credits`) or from dicts; it is validated on construction,
-so a bad file is one :class:`~trace_lib.errors.InputError` naming the file and the field.
+so a bad file is one :class:`~trace_lib.errors.InputError` naming the file and the field. Each field a row's
+benchmark aggregates holds a value of its domain (:class:`~trace_lib.linear_aggregate.RowField`, declared with the
+aggregate), and a field of the dataset row holds the same value at every seed (:meth:`CreditTable.cells`).
 
     table = CreditTable.from_jsonl("credits.jsonl")
     for (model, benchmark), cell in table.cells().items():   # credits (rows x seeds), extra, seeds, index
@@ -24,6 +26,7 @@ import numpy as np
 from trace_lib.decoding import ascii_digits, check_input_file
 from trace_lib.errors import InputError
 from trace_lib.jsonio import MAX_INT, loads_strict, strict_error
+from trace_lib.linear_aggregate import RowField, is_missing
 
 #: The key columns and the credit column, in file order.
 KEY_COLUMNS = ("model_id", "seed", "benchmark_id", "index")
@@ -81,6 +84,31 @@ class CreditTable:
                 at = int(order[1:][same][0])
                 raise InputError("duplicate row (model_id, seed, benchmark_id, index)", file=self.source,
                                  field=self._where(at))
+        self._check_row_fields()
+
+    def _check_row_fields(self) -> None:
+        """Every field a row's benchmark aggregates lies in its domain, and is there where the aggregate reads it
+        (a column absent altogether is :func:`~trace_lib.aggregation.verdict.cell_linear`'s line: it names them
+        all)."""
+        if not self.extra or not len(self):
+            return
+        for bench in dict.fromkeys(self.benchmark_id.tolist()):
+            fields = [f for f in row_fields(bench) if f.name in self.extra]
+            if not fields:
+                continue
+            for at in np.flatnonzero(self.benchmark_id == bench).tolist():
+                for spec in fields:
+                    value = self.extra[spec.name][at]
+                    where = f"{self._where(at)}.{spec.name}"
+                    if is_missing(value):
+                        if spec.required_on(lambda name, at=at: _cell(self.extra, name, at)):
+                            when = f" on rows with {spec.required[0]} {spec.required[1]!r}" if isinstance(
+                                spec.required, tuple) else ""
+                            raise InputError(f"required field is {'missing' if value is None else 'NaN'} ({bench}'s "
+                                             f"aggregate reads it{when})", file=self.source, field=where)
+                    elif not spec.accepts(value):
+                        raise InputError(f"value outside what {bench}'s scorer writes", file=self.source,
+                                         field=where, expected=spec.expected, found=_plain(value))
 
     def _order(self) -> np.ndarray:
         """Positions sorted by (model_id, benchmark_id, seed, index)."""
@@ -266,10 +294,42 @@ class CreditTable:
                                      "their indices differ (every seed must score the same rows)", file=self.source,
                                      field=f"{model[lo]}/{bench[lo]}.index")
             matrix = np.stack(per_seed, axis=1)  # (n, S) positions into the table
+            extra = {k: v[matrix] for k, v in self.extra.items()}
+            for spec in row_fields(str(bench[lo])):
+                if spec.per_row and spec.name in extra:
+                    self._check_same_across_seeds(spec, extra[spec.name], matrix, seeds)
             out[(str(model[lo]), str(bench[lo]))] = Cell(
-                str(model[lo]), str(bench[lo]), seeds, tuple(str(i) for i in first), self.credit[matrix],
-                {k: v[matrix] for k, v in self.extra.items()})
+                str(model[lo]), str(bench[lo]), seeds, tuple(str(i) for i in first), self.credit[matrix], extra)
         return out
+
+    def _check_same_across_seeds(self, spec: RowField, values: np.ndarray, matrix: np.ndarray,
+                                 seeds: tuple[int, ...]) -> None:
+        """A field of the dataset row (``spec.per_row``) holds one value at every seed: the aggregate reads the
+        first seed's, so another value at a later seed would be ignored silently."""
+        for row, column in np.argwhere(values[:, 1:] != values[:, :1]).tolist():
+            at = int(matrix[row, column + 1])
+            raise InputError(f"a field of the dataset row differs between seeds (the aggregate reads seed "
+                             f"{seeds[0]}'s)", file=self.source, field=f"{self._where(at)}.{spec.name}",
+                             expected=_plain(values[row, 0]), found=_plain(values[row, column + 1]))
+
+
+def row_fields(benchmark_id: str) -> tuple[RowField, ...]:
+    """The per-row fields ``benchmark_id``'s aggregate reads, with their domains (none for a benchmark outside the
+    suite or not implemented: the verdict names those)."""
+    from trace_lib.benchmarks.registry import PROTOCOLS, get_protocol
+    from trace_lib.errors import ProtocolNotImplementedError
+
+    if benchmark_id not in PROTOCOLS:
+        return ()
+    try:
+        return get_protocol(benchmark_id).row_aggregate.row_fields
+    except ProtocolNotImplementedError:
+        return ()
+
+
+def _cell(extra: Mapping[str, np.ndarray], name: str, at: int) -> Any:
+    column = extra.get(name)
+    return None if column is None else column[at]
 
 
 def _is_int(value: Any) -> bool:

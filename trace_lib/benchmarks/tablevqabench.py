@@ -29,7 +29,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from trace_lib.benchmarks._math_workbook import prediction_workbook, records
-from trace_lib.linear_aggregate import Linear, RowAggregate, first_seed, numeric
+from trace_lib.linear_aggregate import Linear, RowAggregate, RowField, first_seed, numeric, one_of
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
 from trace_lib.errors import InputError
@@ -395,7 +395,10 @@ def linearize(credits: np.ndarray, extra: dict[str, np.ndarray]) -> Linear:
 
 
 ROW_AGGREGATE = RowAggregate(
-    "split-macro-mean", ("split", "exact_score"),
+    "split-macro-mean", (
+        RowField("split", list(SPLITS), one_of(*SPLITS), per_row=True),  # score() refuses rows of other splits
+        RowField("exact_score", [0, 1], one_of(0, 1), required=("split", "fintabnetqa")),  # int(ok_exact)
+    ),
     "mean of five split accuracies (fintabnetqa relieved and exact, vtabfact, vwtq, vwtq_syn)", linearize)
 
 

@@ -30,7 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from trace_lib.benchmarks._math_workbook import prediction_workbook, records, reread
-from trace_lib.linear_aggregate import Linear, RowAggregate, first_seed
+from trace_lib.linear_aggregate import Linear, RowAggregate, RowField, first_seed, is_text, is_text_or_number
 from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
 from trace_lib.errors import InputError
@@ -274,7 +274,10 @@ def linearize(credits: np.ndarray, extra: dict[str, np.ndarray]) -> Linear:
 
 
 ROW_AGGREGATE = RowAggregate(
-    "composite-problems", ("key", "problem_id"),
+    "composite-problems", (
+        RowField("key", "a string", is_text, per_row=True),  # dimensions() refuses a key that is not text
+        RowField("problem_id", "a string or a finite number", is_text_or_number, per_row=True),  # _key(ID)
+    ),
     "Score (Strict) = 100 x (525 - 0.5 IG - RM - IK) / 525 over 2- and 3-step composite problems", linearize)
 
 

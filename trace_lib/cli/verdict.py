@@ -1,7 +1,9 @@
 """``trace-repro verdict --credits FILE [--json]``: judge per-row results from any harness against the paper.
 
 FILE is JSONL or Parquet with one row per (model_id, seed, benchmark_id, index): ``credit`` in [0, 1] plus the
-per-row fields a benchmark's aggregate needs (``trace-repro benchmarks --json``: ``aggregate.fields``). Every
+per-row fields a benchmark's aggregate needs (``trace-repro benchmarks --json``: ``aggregate.fields``), each
+holding a value its benchmark's scorer writes (TableVQA-Bench ``exact_score`` 0 or 1, ...: a file with another
+is one line naming the row and the field). Every
 test the rows support is judged, with the same code ``score``, ``summarize`` and ``tests_reproduction`` use: each
 seed's slice, each model-benchmark mean, categories, overall and the paper's claims (its comparisons), each
 reproduced, differs or inconclusive (docs/tolerance.md). The budget ``--alpha`` is spread over the tests the rows'

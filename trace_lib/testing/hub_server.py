@@ -3,8 +3,8 @@
 Serves ``HEAD``/``GET /datasets/<owner>/<name>/resolve/<revision>/<path>`` from local directories (one per
 ``(repo_id, revision)``) with the headers ``hf_hub_download`` reads (``X-Repo-Commit``, ``ETag``,
 ``Content-Length``) and ``Range`` requests (resumed downloads). ``tamper`` names paths whose bytes are altered
-on the way; ``requests`` records every request line. Point ``huggingface_hub`` at it with ``endpoint=`` or
-``HF_ENDPOINT``.
+on the way; ``unavailable`` file requests to come are answered 503 (a transient failure); ``requests`` records every
+request line. Point ``huggingface_hub`` at it with ``endpoint=`` or ``HF_ENDPOINT``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ class LoopbackHub:
     def __init__(self, repos: Mapping[tuple[str, str], Path]) -> None:
         self.repos = {k: Path(v) for k, v in repos.items()}
         self.tamper: set[str] = set()
+        self.unavailable = 0
         self.requests: list[str] = []
+        lock = threading.Lock()
         hub = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -51,6 +53,13 @@ class LoopbackHub:
                 if found is None:
                     self.send_response(404)
                     self.send_header("X-Error-Code", "EntryNotFound")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                with lock:
+                    busy, hub.unavailable = hub.unavailable > 0, max(0, hub.unavailable - 1)
+                if busy:
+                    self.send_response(503)
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
