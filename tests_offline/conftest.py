@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 #: Test modules that import verl, which monkeypatches transformers' Qwen2.5-VL classes process-wide when imported;
@@ -79,3 +81,14 @@ def _loopback_only(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(socket.socket, "connect", connect)
     monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+
+
+@pytest.fixture
+def hf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """huggingface_hub's default cache (``HF_HUB_CACHE``, read at each call) moved under tmp_path, for code that
+    downloads without a ``cache_dir``; yields the directory."""
+    from huggingface_hub import constants
+
+    cache = tmp_path / "hf-cache"
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    return cache

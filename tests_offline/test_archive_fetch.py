@@ -1,32 +1,32 @@
 """``trace-repro fetch-runs`` through real ``huggingface_hub`` against a loopback stand-in for the Hub: exactly the
 selected parts are downloaded and verified; a tampered part or manifest is refused naming the file and both hashes
 (nothing from it is placed); unknown ids get one line with close matches; a second fetch downloads nothing; an
-endpoint that refuses connections is one line naming it at once, while a transient 503 is still retried."""
+endpoint that refuses connections is one line naming it at once (reached once per fetch, never for files the HF cache
+holds), while a transient 503 is still retried; --timeout bounds the endpoint check and each body read."""
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from urllib.parse import unquote
 
+import httpx
 import pytest
 
 from trace_lib.archive import hashes
 from trace_lib.archive.fetch import Selection, fetch_runs, hub_downloader, release_pins
 from trace_lib.archive.reader import PartDigestError, open_archive
-from trace_lib.data.hub_access import ENDPOINT_HINT
+from trace_lib.data.hub_access import ENDPOINT_HINT, hub_timeouts
 from trace_lib.errors import InputError, UsageError
 from trace_lib.release.identity import RESULTS
 from trace_lib.release.locate import locate_release
 from trace_lib.testing.archive_writer import SampleSpec, SliceSpec, write_archive_run
-from trace_lib.testing.hub_server import LoopbackHub
+from trace_lib.testing.hub_server import REFUSED_REASON, LoopbackHub, refused_url
 
 pytestmark = pytest.mark.offline
 
@@ -62,9 +62,9 @@ def world(tmp_path: Path):
     return locate_release(release_dir), hub_dir, written
 
 
-def _fetch(release, hub, tmp_path, selection, **kw):
-    return fetch_runs(release, tmp_path / "dest", selection, progress=False,
-                      download=hub_downloader(endpoint=hub.url, cache_dir=str(tmp_path / "cache")), **kw)
+def _fetch(release, hub, tmp_path, selection, *, endpoint=None, timeout=None, **kw):
+    download = hub_downloader(endpoint=endpoint or hub.url, cache_dir=str(tmp_path / "cache"), timeout=timeout)
+    return fetch_runs(release, tmp_path / "dest", selection, progress=False, download=download, **kw)
 
 
 def test_pins_come_from_the_release():
@@ -81,6 +81,7 @@ def test_fetch_downloads_exactly_the_selected_slice(world, tmp_path):
         gets = [r for r in hub.requests if r.startswith("GET")]
         again = _fetch(release, hub, tmp_path, Selection(model_ids=(MODEL,), seeds=(42,), benchmarks=("mmstar",)))
         assert len([r for r in hub.requests if r.startswith("GET")]) == len(gets)  # nothing downloaded twice
+    assert hub.requests.count("HEAD /") == 1 and hub.requests[0] == "HEAD /"  # reached once, before the first file
     assert report.runs == [RUN] and again.reused == len(report.files)
     assert all("seed=42/benchmark=mmstar" in unquote(g) for g in gets if "/data/" in g)
     assert len([f for f in report.files if f.endswith(".parquet")]) == 3
@@ -127,7 +128,8 @@ def test_cli_fetch_runs_through_hf_endpoint(world, tmp_path):
     with LoopbackHub({(REPO, REVISION): hub_dir}) as hub:
         env["HF_ENDPOINT"] = hub.url
         ok = subprocess.run([sys.executable, "-m", "trace_lib", "fetch-runs", "--dest", str(tmp_path / "d"),
-                             "--model-id", MODEL, "--benchmark", "erqa"], env=env, capture_output=True, text=True)
+                             "--model-id", MODEL, "--benchmark", "erqa", "--timeout", "30"], env=env,
+                            capture_output=True, text=True)
         bad = subprocess.run([sys.executable, "-m", "trace_lib", "fetch-runs", "--dest", str(tmp_path / "d"),
                               "--benchmark", "erqaa"], env=env, capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
@@ -136,20 +138,9 @@ def test_cli_fetch_runs_through_hf_endpoint(world, tmp_path):
     assert bad.returncode == 2 and bad.stderr.startswith("error: --benchmark: unknown benchmark") and "did you mean: erqa" in bad.stderr.splitlines()[0]
 
 
-def _refused_url() -> str:
-    """A loopback URL whose port refuses connections (bound, then closed: nothing listens there)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
-
-
-REFUSED = f"[Errno {errno.ECONNREFUSED}] {os.strerror(errno.ECONNREFUSED)}"
-
-
 def test_cli_fetch_runs_from_a_refused_endpoint_fails_at_once_naming_it(world, tmp_path):
     release, _, _ = world
-    url = _refused_url()
+    url = refused_url()
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HF_HUB_CACHE": str(tmp_path / "c"),
            "HF_HUB_DISABLE_TELEMETRY": "1", "TRACE_ROOT": str(release.path), "HF_ENDPOINT": url}
     start = time.monotonic()
@@ -158,21 +149,63 @@ def test_cli_fetch_runs_from_a_refused_endpoint_fails_at_once_naming_it(world, t
                          timeout=120)
     took = time.monotonic() - start
     assert (bad.returncode, bad.stdout) == (2, "")
-    assert bad.stderr == (f"error: HF_ENDPOINT {url}: cannot connect to the Hugging Face Hub endpoint ({REFUSED}); "
-                          f"{ENDPOINT_HINT}\n")
+    assert bad.stderr == (f"error: HF_ENDPOINT {url}: cannot connect to the Hugging Face Hub endpoint "
+                          f"({REFUSED_REASON}); {ENDPOINT_HINT}\n")
     assert took < 10, f"{took:.1f} s: the Hub's retries of a refused connection (about 24 s) are back"
     assert not (tmp_path / "d").exists()  # nothing half-written
 
 
 def test_a_refused_endpoint_given_to_the_downloader_is_named_at_once(world, tmp_path):
     release, _, _ = world
-    url = _refused_url()
+    url = refused_url()
     start = time.monotonic()
     with pytest.raises(InputError) as refused:
         fetch_runs(release, tmp_path / "dest", Selection(seeds=(42,)), progress=False,
                    download=hub_downloader(endpoint=url, cache_dir=str(tmp_path / "cache")))
     assert time.monotonic() - start < 10
-    assert str(refused.value) == f"{url}: cannot connect to the Hugging Face Hub endpoint ({REFUSED}); {ENDPOINT_HINT}"
+    assert str(refused.value) == (f"{url}: cannot connect to the Hugging Face Hub endpoint ({REFUSED_REASON}); "
+                                  f"{ENDPOINT_HINT}")
+
+
+def test_files_the_hf_cache_holds_need_no_endpoint(world, tmp_path):
+    release, hub_dir, _ = world
+    selection = Selection(model_ids=(MODEL,), seeds=(42,), benchmarks=("erqa",))
+    with LoopbackHub({(REPO, REVISION): hub_dir}) as hub:
+        first = _fetch(release, hub, tmp_path, selection)
+    shutil.rmtree(tmp_path / "dest")
+    start = time.monotonic()
+    again = _fetch(release, hub, tmp_path, selection, endpoint=refused_url())  # placed again from the HF cache
+    assert time.monotonic() - start < 5 and sorted(again.files) == sorted(first.files)
+    (tmp_path / "dest" / first.files[0]).unlink()
+    shutil.rmtree(tmp_path / "cache")
+    with pytest.raises(InputError, match="cannot connect to the Hugging Face Hub endpoint"):
+        _fetch(release, hub, tmp_path, selection, endpoint=refused_url())
+
+
+def test_timeout_bounds_the_endpoint_check_and_each_body_read(world, tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    release, hub_dir, _ = world
+    selection = Selection(model_ids=(MODEL,), seeds=(42,), benchmarks=("erqa",))
+    before = constants.HF_HUB_DOWNLOAD_TIMEOUT
+    with LoopbackHub({(REPO, REVISION): hub_dir}) as hub:
+        hub.slow, hub.slow_seconds = 1, 4.0  # the manifest's body: answered after 4 s
+        start = time.monotonic()
+        with hub_timeouts(0.5):
+            report = _fetch(release, hub, tmp_path, selection, timeout=0.5)
+        took = time.monotonic() - start
+        gets = [r for r in hub.requests if r.startswith("GET") and r.endswith("metadata/manifest.json")]
+    assert report.runs == [RUN] and constants.HF_HUB_DOWNLOAD_TIMEOUT == before
+    assert len(gets) == 2 and took < 4, f"{took:.1f} s, {len(gets)} GETs: the body read waited past --timeout"
+
+    class Unanswered:  # a host that accepts no connection within the timeout
+        def head(self, url, *, timeout, follow_redirects):
+            raise httpx.ConnectTimeout("timed out")
+
+    monkeypatch.setattr("huggingface_hub.get_session", Unanswered)
+    shutil.rmtree(tmp_path / "cache")
+    with pytest.raises(InputError, match=r"accepted no connection within 0\.5 s \(--timeout\)"):
+        _fetch(release, hub, tmp_path, selection, endpoint="http://127.0.0.1:9", timeout=0.5)
 
 
 def test_a_transient_503_is_still_retried_by_the_hub(world, tmp_path):

@@ -129,6 +129,7 @@ CASES = {
     "--request-timeout 1e10": (["generate", "--request-timeout", "1e10"], 2,  # overflowed a time_t deadline
                                "--request-timeout: must be a number of seconds > 0 and at most 10,000,000"),
     "fetch-release --timeout 1e10": (["fetch-release", "W/rel", "--timeout", "1e10"], 2, "--timeout: must be"),
+    "fetch-runs --timeout 0": (["fetch-runs", "--dest", "W/archive", "--timeout", "0"], 2, "--timeout: must be"),
     "--gpu-memory-utilization 2": (["generate", "--gpu-memory-utilization", "2"], 2, "--gpu-memory-utilization"),
     "empty --gpu-groups": (["plan", "--gpu-groups", " "], 2, "--gpu-groups"),
     "--gpu-groups garbage": (["plan", "--gpu-groups", "a;b"], 2, "--gpu-groups"),

@@ -1,15 +1,24 @@
-"""Model directories: local registration (sha256set), marker checks, deep verification, pinned download."""
+"""Model directories: local registration (sha256set), marker checks, deep verification, pinned download (through a
+loopback Hub: the endpoint reached once before the first request, a refused one one line at once, a model already in
+place needing none)."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from trace_lib.slices import ModelDescriptor
+from trace_lib.data.hub_access import ENDPOINT_HINT, EndpointCheck
 from trace_lib.data.model_dirs import MARKER_NAME, download_model, register_local, verify_model_dir
 from trace_lib.errors import InputError
+from trace_lib.testing.hub_server import REFUSED_REASON, LoopbackHub, refused_url
 
 COMMIT = "b" * 40
 
@@ -121,3 +130,49 @@ def test_a_local_checkpoint_is_checked_under_verify_none_too(tmp_path):
     (directory / "config.json").unlink()
     (directory / "config.json").write_text("{}")
     assert local_model_problems(directory) == []
+
+
+def test_download_through_the_hub_reaches_the_endpoint_once_first(tmp_path):
+    repo = _fake_checkpoint(tmp_path / "hub" / "m")
+    desc = ModelDescriptor("m", str(tmp_path / "models" / "m"), COMMIT, f"org/repo@{COMMIT}", "M")
+    with LoopbackHub({("org/repo", COMMIT): repo}) as hub:
+        report = download_model(desc, check=EndpointCheck(hub.url))
+    assert report.ok and verify_model_dir(desc).ok
+    assert hub.requests[0] == "HEAD /" and hub.requests.count("HEAD /") == 1
+    assert hub.requests[1] == f"GET /api/models/org/repo/revision/{COMMIT}"
+
+
+def test_a_refused_endpoint_is_one_line_at_once_and_leaves_nothing(tmp_path):
+    url = refused_url()
+    desc = ModelDescriptor("m", str(tmp_path / "models" / "m"), COMMIT, f"org/repo@{COMMIT}", "M")
+    start = time.monotonic()
+    with pytest.raises(InputError) as refused:
+        download_model(desc, check=EndpointCheck(url))
+    assert time.monotonic() - start < 5
+    assert str(refused.value).startswith(f"{url}: cannot connect to the Hugging Face Hub endpoint (")
+    assert str(refused.value).endswith(ENDPOINT_HINT) and not (tmp_path / "models").exists()
+
+
+def test_cli_prepare_models_needs_no_endpoint_for_a_model_in_place(tmp_path, release):
+    repo = _fake_checkpoint(tmp_path / "hub" / "m")
+    with LoopbackHub({("org/repo", COMMIT): repo}) as hub:
+        download_model(ModelDescriptor("m", str(tmp_path / "models" / "m"), COMMIT, f"org/repo@{COMMIT}", "M"),
+                       check=EndpointCheck(hub.url))
+    url = refused_url()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HF_ENDPOINT": url,
+           "HF_HUB_DISABLE_TELEMETRY": "1", "TRACE_ROOT": str(release.path)}
+    env.pop("TRACE_REPRO_DEBUG", None)
+
+    def prepare(slug: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "trace_lib", "prepare-models", "--model", slug,
+                               str(tmp_path / "models" / slug), COMMIT, f"org/repo@{COMMIT}", "M"], env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    present = prepare("m")
+    assert present.returncode == 0 and "m: present at" in present.stdout, present.stderr
+    start = time.monotonic()
+    missing = prepare("n")
+    assert time.monotonic() - start < 10
+    assert missing.returncode == 1 and missing.stderr == (
+        f"[prepare-models] n: error: HF_ENDPOINT {url}: cannot connect to the Hugging Face Hub endpoint "
+        f"({REFUSED_REASON}); {ENDPOINT_HINT}\n")

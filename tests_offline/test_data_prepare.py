@@ -1,9 +1,12 @@
-"""Pinned data: sources from the release, atomic checksum-verified downloads, the content-bound manifest."""
+"""Pinned data: sources from the release, atomic checksum-verified downloads, the content-bound manifest; Hub
+sources against a loopback Hub (the endpoint reached once before the first request, never for what the HF cache or a
+kept snapshot serves, a refused one one line at once)."""
 
 from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -14,9 +17,11 @@ import pytest
 from trace_lib.data.manifest import (
     build_dataset_entry, check_manifest, load_manifest, manifest_path, new_manifest, with_entry, write_manifest,
 )
+from trace_lib.data.hub_access import ENDPOINT_HINT, EndpointCheck
 from trace_lib.data.prepare import ArtifactSource, fetch_artifact, load_artifact_sources
 from trace_lib.errors import InputError
 from trace_lib.release.suite import Benchmark, Suite, load_suite
+from trace_lib.testing.hub_server import LoopbackHub, refused_url
 from trace_lib.testing.tiny_bench import build_tiny_tsv, tiny_tsv_protocol
 
 
@@ -120,6 +125,66 @@ def test_hub_sources_call_huggingface_hub_with_the_pinned_revision(tmp_path):
     fetched = fetch_artifact(source, tmp_path / "data", hub=SimpleNamespace(hf_hub_download=hf_hub_download))
     assert calls == [{"repo_id": "org/data", "filename": "ERQA.tsv", "repo_type": "dataset", "revision": "a" * 40}]
     assert fetched.path.read_bytes() == b"data"
+
+
+HUB_REPO, HUB_REVISION = "owner/bench", "a" * 40
+TABLE = b"index\tquestion\n0\thello\n"
+HUB_FILE = ArtifactSource("erqa", "ERQA", "hf_file", repo_id=HUB_REPO, revision=HUB_REVISION, filename="ERQA.tsv",
+                          md5=hashlib.md5(TABLE).hexdigest())
+HUB_SNAPSHOT = ArtifactSource("evochart", "EvoChart", "hf_snapshot", repo_id=HUB_REPO, revision=HUB_REVISION,
+                              split="train")
+
+
+@pytest.fixture
+def hub_repo(tmp_path):
+    """The dataset repository a LoopbackHub serves at HUB_REVISION: one table and one snapshot part."""
+    root = tmp_path / "hub-repo"
+    (root / "data").mkdir(parents=True)
+    (root / "ERQA.tsv").write_bytes(TABLE)
+    (root / "data" / "train-00000-of-00001.parquet").write_bytes(b"snapshot part")
+    return root
+
+
+def test_a_hub_file_is_downloaded_after_one_check_and_then_served_by_the_hf_cache(tmp_path, hub_repo, hf_cache):
+    data_root = tmp_path / "data"
+    with LoopbackHub({(HUB_REPO, HUB_REVISION): hub_repo}) as hub:
+        fetched = fetch_artifact(HUB_FILE, data_root, progress=False, check=EndpointCheck(hub.url))
+    assert fetched.downloaded and fetched.path.read_bytes() == TABLE
+    assert hub.requests[0] == "HEAD /" and hub.requests.count("HEAD /") == 1
+    fetched.path.unlink()  # the table is gone; the HF cache still holds the pinned file
+    again = fetch_artifact(HUB_FILE, data_root, progress=False, check=EndpointCheck(refused_url()))
+    assert again.path.read_bytes() == TABLE
+
+
+def test_a_refused_endpoint_fails_every_hub_source_at_once_and_keeps_nothing(tmp_path, hf_cache):
+    url = refused_url()
+    check = EndpointCheck(url)  # one per command: the second source is refused without connecting again
+    data_root = tmp_path / "data"
+    for source in (HUB_FILE, HUB_SNAPSHOT):
+        start = time.monotonic()
+        with pytest.raises(InputError) as refused:
+            fetch_artifact(source, data_root, progress=False, check=check)
+        assert time.monotonic() - start < 5, source.key
+        assert str(refused.value).startswith(f"{url}: cannot connect to the Hugging Face Hub endpoint (")
+        assert str(refused.value).endswith(ENDPOINT_HINT)
+    assert list(data_root.iterdir()) == []
+
+
+def test_a_snapshot_is_downloaded_after_the_check_and_a_kept_one_needs_no_request(tmp_path, hub_repo, monkeypatch):
+    built = []
+
+    def build_table(key, snapshot, split, table, images):
+        built.append(sorted(p.relative_to(snapshot).as_posix() for p in snapshot.rglob("*") if p.is_file()))
+        table.write_text("index\n")
+
+    monkeypatch.setattr("trace_lib.data.hf_tables.build_table", build_table)
+    data_root = tmp_path / "data"
+    with LoopbackHub({(HUB_REPO, HUB_REVISION): hub_repo}) as hub:
+        fetched = fetch_artifact(HUB_SNAPSHOT, data_root, progress=False, check=EndpointCheck(hub.url))
+    assert fetched.downloaded and built == [["ERQA.tsv", "data/train-00000-of-00001.parquet"]]
+    assert hub.requests[0] == "HEAD /" and hub.requests.count("HEAD /") == 1
+    kept = fetch_artifact(HUB_SNAPSHOT, data_root, progress=False, check=EndpointCheck(refused_url()))
+    assert not kept.downloaded and kept.path == fetched.path
 
 
 def _tiny_suite(rows: int) -> Suite:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,37 +116,34 @@ Downloader = Callable[[RunPin, str], Path]
 
 
 def hub_downloader(*, cache_dir: str | None = None, endpoint: str | None = None,
-                   token: str | bool | None = None) -> Downloader:
+                   token: str | bool | None = None, timeout: float | None = None) -> Downloader:
     """A downloader through ``huggingface_hub.hf_hub_download`` at the pin's revision (HF cache, resumable).
 
-    Before its first download that the HF cache cannot serve, the endpoint must accept a connection
-    (:func:`~trace_lib.data.hub_access.reach_endpoint`): a refused or unreachable one is one line at once, not
-    ``hf_hub_download``'s retries of a connection error (about 24 s per file); after that, the Hub's own retries
-    of transient failures apply.
+    Before its first download that the HF cache cannot serve, in whichever thread, the endpoint must accept a
+    connection (one :class:`~trace_lib.data.hub_access.EndpointCheck` for every download of this downloader): a
+    refused or unreachable one is one line at once, not ``hf_hub_download``'s retries of a connection error (about
+    24 s per file); after that, the Hub's own retries of transient failures apply. ``timeout`` (seconds; None:
+    ``HF_HUB_ETAG_TIMEOUT``) bounds that check and each metadata request (``etag_timeout``); the body downloads'
+    timeout is ``HF_HUB_DOWNLOAD_TIMEOUT`` (:func:`~trace_lib.data.hub_access.hub_timeouts` sets both per command).
     """
-    reached = threading.Lock()
-    state = {"reached": False}
+    from trace_lib.data.hub_access import ETAG_TIMEOUT_ENV, EndpointCheck, hub_access
+
+    check = EndpointCheck(endpoint, timeout=timeout, timeout_from=ETAG_TIMEOUT_ENV if timeout is None else "--timeout")
+    timeouts = {} if timeout is None else {"etag_timeout": timeout}
 
     def download(pin: RunPin, rel: str) -> Path:
-        from trace_lib.data.hub_access import hub_access, reach_endpoint
-
         try:
-            from huggingface_hub import hf_hub_download, try_to_load_from_cache
+            from huggingface_hub import hf_hub_download
         except ImportError as exc:
             raise InputError(f"huggingface_hub is not importable ({exc})", field="fetch-runs",
                              hint="install it: pip install 'trace-repro[eval]' (or huggingface_hub)") from None
 
         filename = f"{pin.run_root}/{rel}"
         with hub_access(f"{pin.repository_id}@{pin.revision[:12]}:{filename}"):
-            cached = try_to_load_from_cache(pin.repository_id, filename, cache_dir=cache_dir, revision=pin.revision,
-                                            repo_type="dataset")
-            if not isinstance(cached, str):  # the network is needed: the endpoint must be there
-                with reached:
-                    if not state["reached"]:
-                        reach_endpoint(endpoint)
-                        state["reached"] = True
+            check.ensure_for_file(pin.repository_id, filename, revision=pin.revision, cache_dir=cache_dir)
             return Path(hf_hub_download(repo_id=pin.repository_id, repo_type="dataset", revision=pin.revision,
-                                        filename=filename, cache_dir=cache_dir, endpoint=endpoint, token=token))
+                                        filename=filename, cache_dir=cache_dir, endpoint=endpoint, token=token,
+                                        **timeouts))
 
     return download
 

@@ -34,6 +34,9 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--cache-dir", default=None, metavar="DIR", help="Hugging Face cache (default: HF_HUB_CACHE)")
     parser.add_argument("--workers", type=options.positive_int, default=8, metavar="N",
                         help="parallel downloads (default 8)")
+    parser.add_argument("--timeout", type=options.positive_seconds, default=None, metavar="S",
+                        help="seconds per request: the endpoint check, each file's metadata request and each body "
+                        "read (default: huggingface_hub's, HF_HUB_ETAG_TIMEOUT / HF_HUB_DOWNLOAD_TIMEOUT, 10 each)")
     options.add_to_argparse(parser, options.TRACE_ROOT)
     parser.set_defaults(run=stoppable(run, label="fetch-runs"))  # SIGTERM cleans up as Ctrl-C does
 
@@ -41,6 +44,7 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> ExitCode:
     from trace_lib.archive.fetch import Selection, fetch_runs, hub_downloader
     from trace_lib.campaign.plan import parse_seeds
+    from trace_lib.data.hub_access import hub_timeouts
     from trace_lib.release.locate import locate_release
     from trace_lib.errors import UsageError
     from trace_lib.outputs import check_output_dir, no_empty_tree_left
@@ -62,9 +66,10 @@ def run(args: argparse.Namespace) -> ExitCode:
         evaluation=not args.validation or bool(seeds or benchmarks),
     )
     known = list(load_suite(release).keys)
-    with no_empty_tree_left(args.dest):  # a failed fetch leaves no empty archive root
-        report = fetch_runs(release, args.dest, selection, download=hub_downloader(cache_dir=args.cache_dir),
-                            workers=args.workers, benchmark_ids=known + ["trace_validation_iid2000"])
+    download = hub_downloader(cache_dir=args.cache_dir, timeout=args.timeout)
+    with no_empty_tree_left(args.dest), hub_timeouts(args.timeout):  # a failed fetch leaves no empty archive root
+        report = fetch_runs(release, args.dest, selection, download=download, workers=args.workers,
+                            benchmark_ids=known + ["trace_validation_iid2000"])
     print(f"{len(report.files)} archive files verified and placed under {report.dest} ({report.reused} already "
           f"present); runs: {', '.join(report.runs)}")
     print(f"next: pytest tests_reproduction/test_archive.py --archive-root {report.dest} --data-root <data>")

@@ -83,9 +83,11 @@ def _prepare_data(args: argparse.Namespace, release, suite, keys,  # noqa: ANN00
     from trace_lib.data.manifest import (
         build_dataset_entry, check_manifest, load_manifest, new_manifest, with_entry, write_manifest,
     )
+    from trace_lib.data.hub_access import EndpointCheck
     from trace_lib.data.prepare import fetch_artifact, load_artifact_sources
 
     sources = load_artifact_sources(release)
+    check = EndpointCheck()  # the Hub endpoint is reached once for the command, before its first Hub request
     manifest = load_manifest(path) if path.exists() else new_manifest(suite, data_root)
     if manifest.suite_sha256 != suite.sha256 or manifest.data_root != str(data_root):
         print(f"[prepare-data] {path}: built for another suite or data root; starting a new manifest",
@@ -98,7 +100,8 @@ def _prepare_data(args: argparse.Namespace, release, suite, keys,  # noqa: ANN00
             if key in manifest.datasets and not args.force and not check_manifest(manifest, suite, keys=[key]):
                 print(f"[prepare-data] {key}: ready (kept)")
                 continue
-            fetched = fetch_artifact(source, data_root, force=args.force, progress=not args.no_progress)
+            fetched = fetch_artifact(source, data_root, force=args.force, progress=not args.no_progress,
+                                     check=check)
             entry = build_dataset_entry(source, data_root, get_protocol(key), suite, workers=args.workers)
             manifest = with_entry(manifest, entry)
             write_manifest(path, manifest)
@@ -117,6 +120,7 @@ def _prepare_data(args: argparse.Namespace, release, suite, keys,  # noqa: ANN00
 
 
 def run_prepare_models(args: argparse.Namespace) -> ExitCode:
+    from trace_lib.data.hub_access import EndpointCheck
     from trace_lib.data.model_dirs import download_model, register_local, verify_model_dir
 
     if args.register_local:
@@ -134,6 +138,7 @@ def run_prepare_models(args: argparse.Namespace) -> ExitCode:
     plan = plan_from_options(release, args)
     descriptors = list(plan.models) + ([plan.judge] if args.judge and plan.judge else [])
     bad = 0
+    check = EndpointCheck()  # reached once, before the first download; a model already in place needs none
     for desc in descriptors:
         if args.verify_only:
             report = verify_model_dir(desc, deep=not args.shallow)
@@ -143,7 +148,7 @@ def run_prepare_models(args: argparse.Namespace) -> ExitCode:
                 print(f"[prepare-models] {desc.slug}: present at {desc.local_path} (verify with --verify-only)")
                 continue
             try:
-                report = download_model(desc)
+                report = download_model(desc, check=check)
             except TraceReproError as exc:
                 print(f"[prepare-models] {desc.slug}: error: {exc.render()}", file=sys.stderr)
                 bad += 1

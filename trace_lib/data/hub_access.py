@@ -4,24 +4,31 @@
 ``LocalEntryNotFoundError``, ``HfHubHTTPError`` ...); :func:`hub_access` turns them into :class:`InputError`
 naming what was being fetched, so a machine without network gets an explanation instead of a traceback.
 
-An endpoint that refuses or accepts no connection is told apart before the first download
+An endpoint that refuses or accepts no connection is told apart before the first network request
 (:func:`reach_endpoint`): ``hf_hub_download`` retries a failed metadata request as transient (``http_backoff``
 counts ``httpx.ConnectError`` a network error: five retries after 1, 2, 4, 8 and 8 s), so a dead endpoint took
 about 24 s per file to fail, and a blackholed one minutes. Once the endpoint has answered, the Hub's own retries
-stay for what is transient (429, 5xx, a timeout while it answers).
+stay for what is transient (429, 5xx, a timeout while it answers). Every Hub download path (``fetch-runs``,
+``prepare-data``, ``prepare-models``, ``train prepare``, ``validation prepare --download``) goes through one
+:class:`EndpointCheck` per command: it reaches the endpoint at most once, only when a request is about to leave the
+machine (never for a file the HF cache or a complete local copy serves), and never under ``HF_HUB_OFFLINE``.
 """
 
 from __future__ import annotations
 
+import copy
 import os
+import threading
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
 
 from trace_lib.errors import InputError
 
 NO_HUB_HINT = ("this step needs the Hugging Face Hub (network, and HF_HUB_OFFLINE unset); "
                "run it on a machine that can reach the Hub")
 ENDPOINT_HINT = "check the endpoint (HF_ENDPOINT), the network and any proxy, or run this where the Hub can be reached"
+#: What names the metadata timeout in an error line when no timeout is given.
+ETAG_TIMEOUT_ENV = "HF_HUB_ETAG_TIMEOUT"
 
 
 def _hub_error_types() -> tuple[type[BaseException], ...]:
@@ -48,11 +55,12 @@ def hub_access(what: str) -> Iterator[None]:
                          hint=NO_HUB_HINT) from None
 
 
-def reach_endpoint(endpoint: str | None = None) -> None:
+def reach_endpoint(endpoint: str | None = None, *, timeout: float | None = None,
+                   timeout_from: str = ETAG_TIMEOUT_ENV) -> None:
     """Check that the Hub ``endpoint`` (default: ``HF_ENDPOINT`` or huggingface.co, as ``huggingface_hub`` resolves
     it) accepts a connection: one request through ``huggingface_hub``'s own client (its proxies, offline mode and
-    headers) with its metadata timeout (``HF_HUB_ETAG_TIMEOUT``), no retry. Any HTTP answer, even an error status,
-    is an endpoint that is up.
+    headers) within ``timeout`` seconds (default: its metadata timeout, ``HF_HUB_ETAG_TIMEOUT``), no retry. Any HTTP
+    answer, even an error status, is an endpoint that is up. ``timeout_from`` names the timeout in the error line.
 
     Raises:
         InputError: the connection was refused, the host has no route or no address, or no connection was accepted
@@ -63,15 +71,129 @@ def reach_endpoint(endpoint: str | None = None) -> None:
 
     url = (endpoint or constants.ENDPOINT).rstrip("/")
     field = f"HF_ENDPOINT {url}" if endpoint is None and os.environ.get("HF_ENDPOINT") else url
-    timeout = float(constants.HF_HUB_ETAG_TIMEOUT)
+    seconds = float(constants.HF_HUB_ETAG_TIMEOUT if timeout is None else timeout)
     try:
-        get_session().head(url + "/", timeout=httpx.Timeout(timeout), follow_redirects=False)
+        get_session().head(url + "/", timeout=httpx.Timeout(seconds), follow_redirects=False)
     except httpx.ConnectError as exc:  # refused, no route to the host, a name that does not resolve
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise InputError(f"cannot connect to the Hugging Face Hub endpoint ({reason})", field=field,
                          hint=ENDPOINT_HINT) from None
     except httpx.ConnectTimeout:
-        raise InputError(f"the Hugging Face Hub endpoint accepted no connection within {timeout:g} s "
-                         "(HF_HUB_ETAG_TIMEOUT)", field=field, hint=ENDPOINT_HINT) from None
+        raise InputError(f"the Hugging Face Hub endpoint accepted no connection within {seconds:g} s "
+                         f"({timeout_from})", field=field, hint=ENDPOINT_HINT) from None
     except httpx.HTTPError:
         pass  # connected (a timeout or a broken answer after that): transient, left to the Hub's own retries
+
+
+def _offline() -> bool:
+    """``huggingface_hub``'s offline mode (``HF_HUB_OFFLINE``), as its client reads it at each request."""
+    from huggingface_hub import constants
+
+    is_offline = getattr(constants, "is_offline_mode", None)
+    return bool(is_offline() if callable(is_offline) else constants.HF_HUB_OFFLINE)
+
+
+class EndpointCheck:
+    """One Hugging Face Hub endpoint, reached at most once, just before the first request that needs the network.
+
+    ``endpoint`` None: ``HF_ENDPOINT`` or huggingface.co, as ``huggingface_hub`` resolves it; :meth:`api` is a client
+    for the same endpoint. ``timeout`` None: ``HF_HUB_ETAG_TIMEOUT``; ``timeout_from`` names a given one in the error
+    line (e.g. ``"--timeout"``). ``active`` False: never connects (the client is a stand-in, not ``huggingface_hub``'s).
+    One instance serves one command and all its threads.
+    """
+
+    def __init__(self, endpoint: str | None = None, *, timeout: float | None = None,
+                 timeout_from: str = ETAG_TIMEOUT_ENV, active: bool = True) -> None:
+        self.endpoint = endpoint
+        self.timeout = timeout
+        self.timeout_from = timeout_from
+        self.active = active
+        self._lock = threading.Lock()
+        self._reached = False
+        self._failure: InputError | None = None
+
+    def ensure(self) -> None:
+        """Reach the endpoint (:func:`reach_endpoint`) unless this check has already: later calls, in any thread,
+        return at once, or raise the first call's error again without connecting. Under ``HF_HUB_OFFLINE`` nothing
+        is reached: the Hub call that follows raises its own offline error (one line through :func:`hub_access`).
+
+        Raises:
+            InputError: the endpoint refused or accepted no connection (one line naming it).
+        """
+        if not self.active or _offline():
+            return
+        with self._lock:
+            if self._failure is not None:
+                raise copy.copy(self._failure) from None
+            if self._reached:
+                return
+            try:
+                reach_endpoint(self.endpoint, timeout=self.timeout, timeout_from=self.timeout_from)
+            except InputError as exc:
+                self._failure = exc
+                raise
+            self._reached = True
+
+    def ensure_for_file(self, repo_id: str, filename: str, *, revision: str, repo_type: str = "dataset",
+                        cache_dir: str | None = None) -> None:
+        """:meth:`ensure`, unless the HF cache (``cache_dir``, default ``HF_HUB_CACHE``) holds ``filename`` of
+        ``repo_id`` at ``revision``: then ``hf_hub_download`` (cache mode, a pinned commit) serves it with no request.
+
+        Raises:
+            InputError: as :meth:`ensure`.
+        """
+        if not self.active:
+            return
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(repo_id, filename, cache_dir=cache_dir, revision=revision,
+                                        repo_type=repo_type)
+        if not isinstance(cached, str):
+            self.ensure()
+
+    def api(self) -> Any:
+        """A ``huggingface_hub.HfApi`` for this check's endpoint (``model_info``, ``dataset_info``, ``hf_hub_download``,
+        ``snapshot_download`` ...). Raises ``ImportError`` when ``huggingface_hub`` is missing (callers name the
+        extra that brings it)."""
+        from huggingface_hub import HfApi
+
+        return HfApi(endpoint=self.endpoint)
+
+
+def hub_client(hub: Any = None, check: EndpointCheck | None = None) -> tuple[Any, EndpointCheck]:
+    """The client a download calls and the check its network requests wait for. ``hub`` None: ``check.api()``
+    (``check`` None: a new :class:`EndpointCheck` for ``HF_ENDPOINT``); an injected ``hub`` (a stand-in) keeps the
+    ``check`` given, and without one gets an inactive check (nothing of huggingface_hub's is reached for it).
+
+    Raises:
+        ImportError: ``hub`` is None and ``huggingface_hub`` is missing.
+    """
+    if hub is None:
+        check = check or EndpointCheck()
+        return check.api(), check
+    return hub, check or EndpointCheck(active=False)
+
+
+@contextmanager
+def hub_timeouts(seconds: float | None) -> Iterator[None]:
+    """Within the block, ``huggingface_hub``'s per-request timeouts are ``seconds``: the metadata request's
+    (``HF_HUB_ETAG_TIMEOUT``, which ``hf_hub_download`` uses over its ``etag_timeout`` argument whenever it is not the
+    default) and the body download's (``HF_HUB_DOWNLOAD_TIMEOUT``, which no argument sets). Both live in
+    ``huggingface_hub.constants`` and are read at each request, so they are set there for the block and restored on
+    exit, also after an error: process-wide while the block lasts, meant to wrap one command's downloads (the CLI runs
+    one command per process). ``None``: nothing changes.
+    """
+    if seconds is None:
+        yield
+        return
+    from huggingface_hub import constants
+
+    names = ("HF_HUB_ETAG_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT")
+    saved = {name: getattr(constants, name) for name in names}
+    for name in names:
+        setattr(constants, name, seconds)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(constants, name, value)

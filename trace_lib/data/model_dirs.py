@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trace_lib.atomic import write_text_atomic
+from trace_lib.data.hub_access import EndpointCheck, hub_access, hub_client
 from trace_lib.data.rowhash import canonical_sha256
 from trace_lib.decoding import read_text
 from trace_lib.errors import InputError
@@ -107,23 +108,26 @@ def _check_shape(directory: Path) -> list[str]:
     return problems
 
 
-def download_model(descriptor: ModelDescriptor, *, hub: Any = None, token: str | None = None) -> ModelDirReport:
+def download_model(descriptor: ModelDescriptor, *, hub: Any = None, token: str | None = None,
+                   check: EndpointCheck | None = None) -> ModelDirReport:
     """Download ``descriptor.source`` at its commit into ``descriptor.local_path`` and write the marker.
 
     The commit must resolve to itself (``model_info(repo, revision).sha``); the local file set must equal the
     repository's; every file is hashed. The directory is filled in a sibling ``.incomplete`` directory and moved
     into place at the end. ``token`` defaults to huggingface_hub's standard resolution (``HF_TOKEN``, login).
+    ``hub`` defaults to ``huggingface_hub``'s client for ``check``'s endpoint, reached before the first request
+    (:func:`~trace_lib.data.hub_access.hub_client`; pass one check for a whole command).
 
     Raises:
-        InputError: the revision does not resolve to itself, the file set differs, or the target exists.
+        InputError: the endpoint refused or accepted no connection, the revision does not resolve to itself, the
+            file set differs, or the target exists.
     """
-    if hub is None:
-        import huggingface_hub as hub
+    hub, check = hub_client(hub, check)
     dest = Path(descriptor.local_path)
     repo, revision = descriptor.repository, descriptor.repository_revision
-    from trace_lib.data.hub_access import hub_access
 
     with hub_access(descriptor.source):
+        check.ensure()
         info = hub.model_info(repo, revision=revision, token=token, files_metadata=False)
     if info.sha != revision:
         raise InputError("revision does not resolve to itself", field=f"{descriptor.slug}.source",

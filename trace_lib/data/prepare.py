@@ -30,6 +30,7 @@ from typing import Any, BinaryIO, Literal, Mapping
 from urllib.parse import unquote, urlsplit
 
 from trace_lib.atomic import atomic_output
+from trace_lib.data.hub_access import EndpointCheck, hub_client
 from trace_lib.errors import InputError, ReleaseFileError
 from trace_lib.release import identity
 from trace_lib.release.locate import ReleaseRoot
@@ -206,15 +207,17 @@ def _bar(total: int | None, name: str) -> Any:
 
 def fetch_artifact(
     source: ArtifactSource, data_root: Path, *, force: bool = False, timeout_s: float = 600.0,
-    progress: bool = True, hub: Any = None,
+    progress: bool = True, hub: Any = None, check: EndpointCheck | None = None,
 ) -> Fetched:
     """Download one benchmark's artifact into ``data_root`` (atomically, checksum-verified).
 
     An existing file whose MD5 matches is kept unless ``force``; an existing snapshot directory is kept unless
-    ``force`` (its content is bound by the manifest). ``hub`` defaults to the ``huggingface_hub`` module.
+    ``force`` (its content is bound by the manifest). ``hub`` defaults to ``huggingface_hub``'s client for
+    ``check``'s endpoint (:func:`~trace_lib.data.hub_access.hub_client`; pass one check for a whole command), which
+    is reached before a Hugging Face request, not when the HF cache serves the file.
 
     Raises:
-        InputError: checksum mismatch (nothing is kept).
+        InputError: checksum mismatch (nothing is kept); the Hub endpoint refused or accepted no connection.
         OSError / huggingface_hub errors: the download itself failed (nothing is kept).
     """
     data_root = Path(data_root)
@@ -227,7 +230,8 @@ def fetch_artifact(
         snapshot = source.snapshot_dir(data_root)
         downloaded = False
         if force or not (snapshot.is_dir() and any(snapshot.iterdir())):
-            hub = hub or _hub()
+            hub, check = _hub(hub, check)
+            check.ensure()  # a new staging directory: every file is a request
             snapshot.parent.mkdir(parents=True, exist_ok=True)
             staging = Path(tempfile.mkdtemp(prefix=f".{snapshot.name}.", suffix=".incomplete", dir=snapshot.parent))
             try:
@@ -248,7 +252,8 @@ def fetch_artifact(
         return Fetched(source, dest, False)
     cached = None
     if source.kind != "url":
-        hub = hub or _hub()
+        hub, check = _hub(hub, check)
+        check.ensure_for_file(str(source.repo_id), str(source.filename), revision=str(source.revision))
         cached = Path(hub.hf_hub_download(repo_id=source.repo_id, filename=source.filename, repo_type="dataset",
                                           revision=source.revision))
     md5 = hashlib.md5(usedforsecurity=False)
@@ -261,13 +266,13 @@ def fetch_artifact(
     return Fetched(source, dest, True)
 
 
-def _hub() -> Any:
+def _hub(hub: Any, check: EndpointCheck | None) -> tuple[Any, EndpointCheck]:
+    """:func:`~trace_lib.data.hub_access.hub_client`, with a missing ``huggingface_hub`` as one line."""
     try:
-        import huggingface_hub
+        return hub_client(hub, check)
     except ImportError as exc:
         raise InputError(f"huggingface_hub is not importable ({exc})", field="prepare-data",
                          hint="install the 'eval' extra") from None
-    return huggingface_hub
 
 
 def _replace_directory(new: Path, old: Path) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from trace_lib.data.hub_access import EndpointCheck, hub_access
 from trace_lib.errors import InputError, ReleaseFileError
 from trace_lib.release.load import load_json, sha256_file
 from trace_lib.release.locate import ReleaseRoot
@@ -181,22 +182,25 @@ def input_receipt(release: ReleaseRoot, profile: TrainingProfile, dataset_files:
     }
 
 
-def download(profile: TrainingProfile, input_dir: Path, cache_dir: Path | None) -> None:
-    """Fetch the pinned dataset files and base model with huggingface_hub (revisions checked first).
+def download(profile: TrainingProfile, input_dir: Path, cache_dir: Path | None, *,
+             check: EndpointCheck | None = None) -> None:
+    """Fetch the pinned dataset files and base model with huggingface_hub (revisions checked first), after ``check``
+    (default: a new :class:`~trace_lib.data.hub_access.EndpointCheck`) has reached the endpoint: every step here is
+    a request (the revisions are resolved online, the files go into an empty directory).
 
     Raises:
-        InputError: huggingface_hub is missing, or the Hub resolves a revision to a different commit.
+        InputError: huggingface_hub is missing, the endpoint refused or accepted no connection, a Hub call failed
+            (one line), or the Hub resolves a revision to a different commit.
     """
+    check = check or EndpointCheck()
     try:
-        from huggingface_hub import HfApi, snapshot_download
+        api = check.api()
     except ImportError:
         raise InputError("'trace-repro train prepare' requires huggingface_hub",
                          hint="pip install 'trace-repro[train]'") from None
-    from trace_lib.data.hub_access import hub_access
-
-    api = HfApi()
     d, base = profile.dataset, profile.base_model
     with hub_access(f"{d.repo_id}@{d.revision}"):
+        check.ensure()
         found = api.dataset_info(d.repo_id, revision=d.revision).sha
     if found != d.revision:
         raise InputError("Hugging Face resolved a different dataset revision", field=d.repo_id, expected=d.revision, found=found)
@@ -207,18 +211,20 @@ def download(profile: TrainingProfile, input_dir: Path, cache_dir: Path | None) 
                          expected=base.revision, found=found)
     cache = str(cache_dir) if cache_dir else None
     with hub_access(f"{d.repo_id}@{d.revision}"):
-        snapshot_download(d.repo_id, repo_type="dataset", revision=d.revision,
-                          local_dir=str(input_dir / DATASET_DIR), cache_dir=cache,
-                          allow_patterns=[*d.parquet_files, *d.manifests])
+        api.snapshot_download(d.repo_id, repo_type="dataset", revision=d.revision,
+                              local_dir=str(input_dir / DATASET_DIR), cache_dir=cache,
+                              allow_patterns=[*d.parquet_files, *d.manifests])
     with hub_access(f"{base.repo_id}@{base.revision}"):
-        snapshot_download(base.repo_id, revision=base.revision, local_dir=str(input_dir / BASE_MODEL_DIR),
-                          cache_dir=cache, allow_patterns=list(base.required_files))
+        api.snapshot_download(base.repo_id, revision=base.revision, local_dir=str(input_dir / BASE_MODEL_DIR),
+                              cache_dir=cache, allow_patterns=list(base.required_files))
 
 
 def run_prepare(
-    release: ReleaseRoot, profile: TrainingProfile, input_dir: Path, *, cache_dir: Path | None = None
+    release: ReleaseRoot, profile: TrainingProfile, input_dir: Path, *, cache_dir: Path | None = None,
+    check: EndpointCheck | None = None,
 ) -> dict[str, Any]:
-    """Download, verify and write ``<input>/input_receipt.json``; return the receipt."""
+    """Download (:func:`download`, with ``check``), verify and write ``<input>/input_receipt.json``; return the
+    receipt. The release and the directories are checked before any request."""
     expect = dataset_expectations(release, profile)  # release-side checks before any download
     if cache_dir is not None:
         cache_dir = cache_dir.resolve()
@@ -230,7 +236,7 @@ def run_prepare(
     try:
         if cache_dir is not None:
             cache_dir.mkdir(parents=True, exist_ok=True)
-        download(profile, target, cache_dir)
+        download(profile, target, cache_dir, check=check)
         dataset_files = verify_dataset(target / DATASET_DIR, expect)
         model_files = verify_base_model(target / BASE_MODEL_DIR, profile.base_model.required_files)
         receipt = input_receipt(release, profile, dataset_files, model_files)

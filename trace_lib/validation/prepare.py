@@ -4,7 +4,8 @@
 seven required columns in row order, writes every embedded image unchanged (no decode/re-encode, no resize) to
 ``media/sha256/<2 hex>/<sha256>.<ext>``, writes the manifest as canonical JSON (atomically, last) and re-loads it
 with full media verification; with the pinned identity the manifest must hash to upstream's prepared manifest.
-``download_parquet`` fetches the pinned file through ``huggingface_hub``.
+``download_parquet`` fetches the pinned file through ``huggingface_hub`` (kept when a copy with its sha256 is
+there).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from trace_lib.data.hub_access import EndpointCheck, hub_access
 from trace_lib.errors import InputError, UsageError
 from trace_lib.release.load import sha256_file
 from trace_lib.validation import pins
@@ -61,30 +63,29 @@ def require_input_file(path: Path | str, *, what: str, field: str | None = None,
         raise UsageError(f"{what} is missing", file=str(path), field=field, hint=hint) from None
 
 
-def download_parquet(dest_root: Path, *, expected: pins.DatasetIdentity = pins.REPRODUCTION_DATASET) -> Path:
-    """Download the pinned validation parquet into ``dest_root`` (huggingface_hub) and check its sha256.
+def download_parquet(dest_root: Path, *, expected: pins.DatasetIdentity = pins.REPRODUCTION_DATASET,
+                     check: EndpointCheck | None = None) -> Path:
+    """The pinned validation parquet in ``dest_root``: a copy already there with the pinned sha256 is kept (no
+    request), else it is downloaded (huggingface_hub) after ``check`` (default: a new
+    :class:`~trace_lib.data.hub_access.EndpointCheck`) has reached the endpoint, and its sha256 checked.
 
     Raises:
-        InputError: the downloaded file's sha256 differs from the pin.
+        InputError: the endpoint refused or accepted no connection, the download failed (one line; nothing this call
+            created is left), or the downloaded file's sha256 differs from the pin.
     """
     import shutil
 
-    from huggingface_hub import hf_hub_download
-
-    from trace_lib.data.hub_access import hub_access
-
+    target = Path(dest_root) / expected.file
+    if target.is_file() and sha256_file(target) == expected.file_sha256:
+        return target
+    check = check or EndpointCheck()
+    hub = check.api()
     created = next((d for d in reversed((Path(dest_root), *Path(dest_root).parents)) if not d.exists()), None)
     try:
         with hub_access(f"{expected.repo_id}@{expected.revision}:{expected.file}"):
-            path = Path(
-                hf_hub_download(
-                    repo_id=expected.repo_id,
-                    filename=expected.file,
-                    repo_type="dataset",
-                    revision=expected.revision,
-                    local_dir=str(dest_root),
-                )
-            )
+            check.ensure()
+            path = Path(hub.hf_hub_download(repo_id=expected.repo_id, filename=expected.file, repo_type="dataset",
+                                            revision=expected.revision, local_dir=str(dest_root)))
     except InputError:  # nothing half-written: drop the download directory this call created
         if created is not None:
             shutil.rmtree(created, ignore_errors=True)

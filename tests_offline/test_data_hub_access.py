@@ -1,0 +1,137 @@
+"""The one fail-fast mechanism of every Hub download path (``data/hub_access``): an :class:`EndpointCheck` reaches its
+endpoint at most once, from any number of threads; a refused endpoint is one line naming it at once and is not
+connected to again; a file the HF cache holds needs no request; ``HF_HUB_OFFLINE`` connects to nothing; an inactive
+check (a stand-in client) never connects; ``hub_timeouts`` sets huggingface_hub's two timeouts for a block only."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from huggingface_hub import constants, hf_hub_download
+
+from trace_lib.data import hub_access
+from trace_lib.data.hub_access import ENDPOINT_HINT, EndpointCheck, hub_client, hub_timeouts
+from trace_lib.errors import InputError
+from trace_lib.testing.hub_server import REFUSED_REASON, LoopbackHub, refused_url
+
+pytestmark = pytest.mark.offline
+
+REPO = "owner/data"
+REVISION = "e" * 40
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "table.tsv").write_bytes(b"index\tquestion\n0\thello\n")
+    return root
+
+
+@pytest.fixture
+def reaches(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
+    """Every endpoint :func:`reach_endpoint` is asked to reach (the real one still runs)."""
+    calls: list[str | None] = []
+    real = hub_access.reach_endpoint
+
+    def counting(endpoint: str | None = None, **kwargs: object) -> None:
+        calls.append(endpoint)
+        real(endpoint, **kwargs)
+
+    monkeypatch.setattr(hub_access, "reach_endpoint", counting)
+    return calls
+
+
+def test_one_check_reaches_its_endpoint_once_from_many_threads(repo):
+    with LoopbackHub({(REPO, REVISION): repo}) as hub:
+        check = EndpointCheck(hub.url)
+        start = threading.Barrier(8)
+
+        def ensure() -> None:
+            start.wait()
+            check.ensure()
+
+        threads = [threading.Thread(target=ensure) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        check.ensure()
+    assert hub.requests == ["HEAD /"]
+
+
+def test_a_refused_endpoint_is_one_line_at_once_and_is_not_connected_to_again(reaches):
+    url = refused_url()
+    check = EndpointCheck(url)
+    start = time.monotonic()
+    with pytest.raises(InputError) as first:
+        check.ensure()
+    assert time.monotonic() - start < 5
+    assert str(first.value) == (f"{url}: cannot connect to the Hugging Face Hub endpoint ({REFUSED_REASON}); "
+                                f"{ENDPOINT_HINT}")
+    with pytest.raises(InputError) as again:
+        check.ensure()
+    assert str(again.value) == str(first.value) and again.value is not first.value
+    assert reaches == [url]
+
+
+def test_a_file_in_the_hf_cache_needs_no_request(repo, tmp_path, reaches):
+    cache = str(tmp_path / "cache")
+    with LoopbackHub({(REPO, REVISION): repo}) as hub:
+        hf_hub_download(REPO, "table.tsv", repo_type="dataset", revision=REVISION, cache_dir=cache, endpoint=hub.url)
+    check = EndpointCheck(refused_url())
+    check.ensure_for_file(REPO, "table.tsv", revision=REVISION, cache_dir=cache)  # cached: nothing reached
+    assert reaches == []
+    with pytest.raises(InputError, match="cannot connect"):
+        check.ensure_for_file(REPO, "other.tsv", revision=REVISION, cache_dir=cache)
+
+
+def test_offline_mode_connects_to_nothing(repo, monkeypatch, reaches):
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    EndpointCheck(refused_url()).ensure()
+    with LoopbackHub({(REPO, REVISION): repo}) as hub:
+        EndpointCheck(hub.url).ensure()
+    assert hub.requests == [] and reaches == []
+
+
+def test_a_stand_in_client_gets_a_check_that_never_connects(reaches):
+    stand_in = object()
+    client, check = hub_client(stand_in, None)
+    assert client is stand_in and not check.active
+    check.ensure()
+    check.ensure_for_file(REPO, "table.tsv", revision=REVISION)
+    assert reaches == []
+    url = refused_url()
+    client, check = hub_client(None, EndpointCheck(url))
+    assert client.endpoint == url and check.endpoint == url  # the client talks to the endpoint the check reaches
+
+
+def test_a_timeout_names_where_it_came_from(monkeypatch):
+    timeouts: list[httpx.Timeout] = []
+
+    class Session:
+        def head(self, url: str, *, timeout: httpx.Timeout, follow_redirects: bool) -> None:
+            timeouts.append(timeout)
+            raise httpx.ConnectTimeout("timed out")
+
+    monkeypatch.setattr("huggingface_hub.get_session", Session)
+    with pytest.raises(InputError) as given:
+        EndpointCheck("http://127.0.0.1:9", timeout=0.25, timeout_from="--timeout").ensure()
+    assert "accepted no connection within 0.25 s (--timeout)" in str(given.value)
+    with pytest.raises(InputError) as default:
+        EndpointCheck("http://127.0.0.1:9").ensure()
+    assert f"within {constants.HF_HUB_ETAG_TIMEOUT:g} s (HF_HUB_ETAG_TIMEOUT)" in str(default.value)
+    assert [t.connect for t in timeouts] == [0.25, float(constants.HF_HUB_ETAG_TIMEOUT)]
+
+
+def test_hub_timeouts_last_for_the_block_only():
+    before = (constants.HF_HUB_ETAG_TIMEOUT, constants.HF_HUB_DOWNLOAD_TIMEOUT)
+    with pytest.raises(RuntimeError):
+        with hub_timeouts(2.5):
+            assert (constants.HF_HUB_ETAG_TIMEOUT, constants.HF_HUB_DOWNLOAD_TIMEOUT) == (2.5, 2.5)
+            raise RuntimeError("the command failed")
+    assert (constants.HF_HUB_ETAG_TIMEOUT, constants.HF_HUB_DOWNLOAD_TIMEOUT) == before
+    with hub_timeouts(None):
+        assert (constants.HF_HUB_ETAG_TIMEOUT, constants.HF_HUB_DOWNLOAD_TIMEOUT) == before
