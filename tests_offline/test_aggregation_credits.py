@@ -139,3 +139,17 @@ def test_a_field_of_the_dataset_row_that_differs_between_seeds_is_refused(capsys
     assert err == (f"error: {path}: row {n + 4} ({TRACE}, seed 43, {bench}, index 3).{field}: a field of the dataset "
                    f"row differs between seeds (the aggregate reads seed 42's) (expected {first!r}, found "
                    f"{other!r})\n")
+
+
+@pytest.mark.parametrize("data, line", [
+    (b'{"model_id": "m"}\n{"model_id": "\xe9"}\n', "not UTF-8 text at byte offset 32 (bytes e9); save it as UTF-8"),
+    (b'\xef\xbb\xbf{"model_id": "m"}\n', "starts with a byte-order mark (byte offset 0); trace-repro reads UTF-8 "
+                                         "without a BOM; save it as UTF-8 without BOM"),
+])
+def test_a_credits_file_that_is_not_utf8_names_the_byte(capsys, tmp_path, data, line):
+    """The decoding policy every text input has (the byte's offset; a BOM named as one), where credits said only
+    'not UTF-8 text', and of a BOM Python's 'Unexpected UTF-8 BOM (decode using utf-8-sig)'."""
+    path = tmp_path / "credits.jsonl"
+    path.write_bytes(data)
+    assert main(["verdict", "--credits", str(path)]) == 2
+    assert capsys.readouterr().err == f"error: {path}: {line}\n"

@@ -70,3 +70,61 @@ def test_an_error_that_names_its_own_file_is_kept(tmp_path):
     with pytest.raises(InputError) as refused:
         build_row_prompt(protocol, {"index": 5}, tmp_path, source=tmp_path / "tinya.tsv")
     assert refused.value.render() == "pic.png: rows[5].image_path: unreadable image"
+
+
+def _mmstar_without(path: Path, column: str, rows: int = 3) -> Path:
+    """A tiny MMStar-format TSV lacking ``column``."""
+    import pandas as pd
+
+    build_tiny_tsv(path, style="mcq", rows=rows)
+    pd.read_csv(path, sep="\t").drop(columns=[column]).to_csv(path, sep="\t", index=False)
+    return path
+
+
+MISSING = ("column is missing from the data file (the benchmark reads it); use the benchmark's own data file "
+           "('trace-repro prepare-data')")
+
+
+def test_generate_names_a_column_the_data_file_lacks(release, tmp_path):
+    """A TSV without the ``question`` column MMStar's prompt reads was a ``KeyError`` traceback that ended the whole
+    run (exit 1): now the slice fails with one line naming the file, the benchmark, the row and the column."""
+    tsv = _mmstar_without(tmp_path / "data" / "MMStar.tsv", "question")
+    with OpenAIStubServer(lambda route, body: "B", model="tiny") as server:
+        done = run_cli(["generate", "--trace-root", str(release.path), "--model", "tiny", str(tmp_path / "model"),
+                        f"sha256set:{'1' * 64}", f"org/tiny@{'0' * 40}", "Tiny", "--seeds", "43",
+                        "--benchmark", "mmstar", "--campaign-root", str(tmp_path / "campaign"),
+                        "--data-root", str(tmp_path / "data"), "--backend", "openai", "--base-url", server.url,
+                        "--unprepared-data", "--no-progress"])
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"tiny-seed43-mmstar: error: {tsv}: mmstar.rows[0].question: {MISSING}\n" in done.stderr
+    assert server.requests == []
+
+
+def test_score_names_a_column_the_data_file_lacks(release, tmp_path):
+    """``score --dataset`` of a TSV without the ``answer`` column MMStar's scorer reads: one line, exit 2, nothing
+    written (it was a ``KeyError`` traceback, exit 1)."""
+    import json
+
+    tsv = _mmstar_without(tmp_path / "MMStar.tsv", "answer")
+    responses = tmp_path / "responses.jsonl"
+    responses.write_text("".join(json.dumps({"index": i, "response": "The answer is B."}) + "\n" for i in range(3)))
+    with OpenAIStubServer(lambda route, body: "B", model="qwen3-32b-judge") as judge:
+        done = run_cli(["score", "--trace-root", str(release.path), "--benchmark", "mmstar", "--dataset", str(tsv),
+                        "--responses", str(responses), "--seed", "42", "--out", str(tmp_path / "out"),
+                        "--judge-url", judge.url])
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert done.stderr == f"error: {tsv}: mmstar.rows[0].answer: {MISSING}\n"
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_column_is_still_a_key_error_for_code_that_handles_one():
+    from trace_lib.errors import MissingColumn
+    from trace_lib.protocol import DataRow
+
+    row = DataRow({"index": 7, "question": "q"})
+    assert row.get("hint", "none") == "none" and "hint" not in row
+    with pytest.raises(KeyError) as missing:
+        row["hint"]
+    assert isinstance(missing.value, MissingColumn) and str(missing.value) == (
+        "rows[7].hint: column is missing from the data file (the benchmark reads it); use the benchmark's own data "
+        "file ('trace-repro prepare-data')")

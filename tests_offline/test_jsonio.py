@@ -12,6 +12,7 @@ from trace_lib.jsonio import (
     NonFinite,
     canonical_json_ascii,
     canonical_json_utf8,
+    json_object,
     loads_strict,
     required,
 )
@@ -56,3 +57,14 @@ def test_an_integer_python_cannot_read_is_named_as_such():
     assert strict_error(caught.value) == (
         "holds an integer of more than 4,300 digits (no figure of trace-repro's is one)")
     assert loads_strict("1" + "0" * 4000) == 10 ** 4000  # under the limit: read as before
+
+
+@pytest.mark.parametrize("value, found", [([1], "array"), (None, "null"), ("x", "string"), (1.5, "number"),
+                                          (True, "boolean")])
+def test_json_object_names_the_type_found(value, found):
+    with pytest.raises(InputError) as refused:
+        json_object(value, file="run_metadata.json", field="engine")
+    assert refused.value.render() == f"run_metadata.json: engine: not a JSON object (found {found})"
+    assert json_object({"a": 1}, file="f") == {"a": 1}
+    with pytest.raises(ReleaseFileError):
+        json_object([], file="f", error=ReleaseFileError)

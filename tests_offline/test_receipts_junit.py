@@ -137,3 +137,23 @@ def test_a_file_without_tests_is_not_a_pass(tmp_path, capsys):
     path.write_text('<testsuites><testsuite name="pytest" tests="0"/></testsuites>')
     code, out, _ = receipt_in_process(capsys, str(path))
     assert code == 1 and "status: nothing verified (the file holds no test cases)" in out
+
+
+@pytest.mark.parametrize("encoding", ["bogus", "shift_jis", "rot13", "idna", "latin-1"])
+def test_a_declared_encoding_is_not_followed_the_receipt_is_utf8(tmp_path, capsys, encoding):
+    """Every text input is UTF-8 (``decoding``): an encoding the XML declares was handed to expat, so an unknown
+    one was a LookupError traceback (exit 1), a multi-byte one a ValueError, ``idna`` a UnicodeError."""
+    path = tmp_path / "r.xml"
+    path.write_text(f'<?xml version="1.0" encoding="{encoding}"?><testsuites><testsuite><testcase classname="t" '
+                    'name="test_\u00e9"/></testsuite></testsuites>', encoding="utf-8")
+    code, out, err = receipt_in_process(capsys, str(path))
+    assert (code, err) == (0, ""), err
+    assert "status: ok" in out
+
+
+def test_a_receipt_that_is_not_utf8_names_the_byte(tmp_path, capsys):
+    path = tmp_path / "r.xml"
+    path.write_bytes(b'<?xml version="1.0" encoding="latin-1"?><testsuites><testcase name="\xe9"/></testsuites>')
+    code, out, err = receipt_in_process(capsys, str(path))
+    assert (code, out) == (2, "")
+    assert err == f"error: {path}: not UTF-8 text at byte offset 68 (bytes e9); save it as UTF-8\n"

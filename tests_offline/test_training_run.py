@@ -195,7 +195,8 @@ def _fake_run(tmp_path: Path, *, step: int = 1, world: int = 2, status: str = "c
     for r in range(world):
         (actor / f"model_world_size_{world}_rank_{r}.pt").write_bytes(b"x")
     (actor / "fsdp_config.json").write_text(json.dumps({"FSDP_version": 1, "world_size": world}))
-    (actor / "huggingface" / "config.json").write_text(json.dumps({"architectures": ["Qwen2_5_VLForConditionalGeneration"]}))
+    config = {"architectures": ["Qwen2_5_VLForConditionalGeneration"], "model_type": "qwen2_5_vl"}
+    (actor / "huggingface" / "config.json").write_text(json.dumps(config))
     (ckpt / "latest_checkpointed_iteration.txt").write_text(str(step))
     write_receipt(tmp_path / "run" / "run_receipt.json", {"schema_version": RUN_SCHEMA, "config_id": config_id,
                   "status": status, "mode": mode, "expected_step": step, "world_size": world})

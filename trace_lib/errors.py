@@ -122,6 +122,21 @@ class InputError(TraceReproError):
     """A user-supplied file (dataset, responses, model directory, descriptor) violates its contract."""
 
 
+class MissingColumn(InputError, KeyError):
+    """A dataset row lacks a column its benchmark reads (:class:`trace_lib.protocol.DataRow`): one line naming the
+    row and the column (the data file is named by whoever knows it: ``data/prompts.py: name_data_file``), never a
+    ``KeyError`` traceback. Still a ``KeyError``, for code that looks a column up and handles its absence."""
+
+    def __init__(self, column: Any, *, index: Any = None, file: str | None = None) -> None:
+        self.column, self.index = column, index
+        row = "rows" if index is None else f"rows[{index}]"
+        super().__init__("column is missing from the data file (the benchmark reads it)", file=file,
+                         field=f"{row}.{column}", hint="use the benchmark's own data file ('trace-repro prepare-data')")
+
+    def __str__(self) -> str:  # KeyError's would quote the line
+        return self.render()
+
+
 class UsageError(TraceReproError):
     """Flags or options that cannot work together or name unknown things."""
 

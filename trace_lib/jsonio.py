@@ -4,7 +4,8 @@
   :func:`unique_object`), the non-finite constants ``NaN``/``Infinity`` (:class:`NonFinite`) and nesting deeper
   than the parser's recursion allows (:class:`TooDeep`); all are ``ValueError``, which callers turn into their
   own one-line errors.
-- :func:`required` is the "this field must be present" lookup of release and manifest readers.
+- :func:`required` is the "this field must be present" lookup of release and manifest readers, :func:`json_object`
+  the "this document or field is an object" check.
 - :func:`outside_strings` is the one scan of JSON string state (a double quote toggles it, a backslash escapes
   inside strings) behind the reward scorer's brace finder and the strict reader's error positions.
 - Two canonical forms feed hashes, and both must stay byte-stable (sorted keys, compact separators, NaN refused):
@@ -18,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterator, Mapping
 
-from trace_lib.errors import ReleaseFileError, TraceReproError
+from trace_lib.errors import InputError, ReleaseFileError, TraceReproError
 
 
 #: The largest integer a trace_lib file may hold (int64, as pandas, pyarrow and numpy read it back).
@@ -131,6 +132,32 @@ def required(doc: Any, key: str, *, file: str, where: str = "",
     if not isinstance(doc, Mapping) or key not in doc:
         raise error("required field is missing", file=file, field=f"{where}{key}")
     return doc[key]
+
+
+def json_type(value: Any) -> str:
+    """The JSON type ``value`` was read as: ``object``, ``array``, ``string``, ``number``, ``boolean`` or ``null``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object" if isinstance(value, Mapping) else type(value).__name__
+
+
+def json_object(value: Any, *, file: str, field: str | None = None,
+                error: type[TraceReproError] = InputError) -> dict[str, Any]:
+    """``value`` when it is a JSON object: the one check of a document or field read as an object (where a
+    ``.get`` on an array or ``null`` raised ``AttributeError``).
+
+    Raises:
+        InputError (or ``error``): ``FILE: FIELD: not a JSON object (found array)``.
+    """
+    if not isinstance(value, dict):
+        raise error(f"not a JSON object (found {json_type(value)})", file=file, field=field)
+    return value
 
 
 def canonical_json_ascii(value: Any) -> str:

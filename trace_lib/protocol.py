@@ -5,7 +5,7 @@ A protocol module (``trace_lib/benchmarks/<key>.py``) defines its functions in p
 and checksum) are *not* restated here: they come from ``suite.v1.json`` and ``benchmark_provenance.v1.json``.
 
 The contract sits below every layer that calls it (data preparation, generation, scoring), so it imports nothing
-of trace_lib but :mod:`trace_lib.linear_aggregate`; benchmark modules import it as
+of trace_lib but :mod:`trace_lib.linear_aggregate` and :mod:`trace_lib.errors`; benchmark modules import it as
 :mod:`trace_lib.benchmarks.protocol`. See docs/adding-a-benchmark.md.
 """
 
@@ -16,10 +16,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, Sequence
 
+from trace_lib.errors import MissingColumn
 from trace_lib.linear_aggregate import MEAN, RowAggregate
 
 #: One dataset row with its native columns (``index`` is always present).
 Row = Mapping[str, Any]
+
+
+class DataRow(dict):
+    """A :data:`Row` as the loaders build it (``data/vlmeval_tsv.py: load_vlmeval_tsv``, the workbook's rows): a
+    column the row lacks is :class:`~trace_lib.errors.MissingColumn` naming the row and the column, where a
+    ``dict`` raised a bare ``KeyError`` (a traceback) for a data file without a column its benchmark reads."""
+
+    def __missing__(self, key: Any) -> Any:
+        raise MissingColumn(key, index=dict.get(self, "index"))
 
 
 @dataclass(frozen=True)

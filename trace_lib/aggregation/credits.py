@@ -177,21 +177,20 @@ class CreditTable:
         Raises:
             InputError: unreadable file, a line that is not a JSON object, or a bad field.
         """
+        from trace_lib.decoding import iter_lines
+
         label = str(path)
         rows = []
-        try:
-            with open(path, encoding="utf-8") as handle:
-                for number, line in enumerate(handle, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        rows.append(loads_strict(line))
-                    except ValueError as exc:  # not JSON, a repeated key, NaN/Infinity, nesting too deep
-                        raise InputError(strict_error(exc), file=label, field=f"line {number}") from None
+        try:  # UTF-8 without a BOM, a bad byte named by its offset (decoding's one policy)
+            for number, line in iter_lines(path):
+                if not line.strip():
+                    continue
+                try:
+                    rows.append(loads_strict(line))
+                except ValueError as exc:  # not JSON, a repeated key, NaN/Infinity, nesting too deep
+                    raise InputError(strict_error(exc), file=label, field=f"line {number}") from None
         except OSError as exc:
             raise InputError(f"cannot read file: {exc.strerror}", file=label) from None
-        except UnicodeDecodeError:
-            raise InputError("not UTF-8 text", file=label) from None
         return cls.from_records(rows, source=label)
 
     @classmethod

@@ -160,7 +160,7 @@ def rescore_slice(
                                  score_one)
             stats = judge.stats
     try:
-        result = score_slice(protocol, rows, responses, ScoringContext(seed=key.seed, judge=judge))
+        result = score_slice(protocol, rows, responses, ScoringContext(seed=key.seed, judge=judge), source=dataset)
     except JudgeError:
         if stats is None or stats.complete:
             raise

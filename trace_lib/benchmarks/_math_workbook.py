@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
-from trace_lib.benchmarks.protocol import Row
+from trace_lib.benchmarks.protocol import DataRow, Row
 from trace_lib.extraction.workbook import COMPACT_MEDIA_COLUMNS, roundtrip_table
 
 Table = dict[str, list[Any]]
@@ -56,7 +56,7 @@ def records(table: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
     """The table's rows as dicts (``DataFrame.iterrows`` order)."""
     names = list(table)
     length = len(table[names[0]]) if names else 0
-    return [{name: table[name][i] for name in names} for i in range(length)]
+    return [DataRow({name: table[name][i] for name in names}) for i in range(length)]
 
 
 def to_json_double(value: float) -> float:

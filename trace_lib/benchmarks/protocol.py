@@ -3,6 +3,6 @@ data, generation and scoring layers that call it)."""
 
 from __future__ import annotations
 
-from trace_lib.protocol import JudgeUse, PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
+from trace_lib.protocol import DataRow, JudgeUse, PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
 
-__all__ = ["JudgeUse", "PromptItem", "Protocol", "Row", "RowScore", "ScoringContext", "SliceScore"]
+__all__ = ["DataRow", "JudgeUse", "PromptItem", "Protocol", "Row", "RowScore", "ScoringContext", "SliceScore"]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from trace_lib.benchmarks._puzzle_prompt import ANSWER_LETTER_TAIL, paren_letter_lines
-from trace_lib.benchmarks.protocol import PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
+from trace_lib.benchmarks.protocol import DataRow, PromptItem, Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.data.vlmeval_tsv import load_vlmeval_tsv, materialize_images
 from trace_lib.errors import InputError
 from trace_lib.extraction.abcd import extract_unambiguous_abcd
@@ -78,7 +78,7 @@ def aggregate(hits: Sequence[int]) -> float:
 def score(rows: Sequence[Row], responses: Sequence[str | None], ctx: ScoringContext) -> SliceScore:
     """``VisulPuzzles_acc`` overall accuracy (category table), in percent."""
     book = official_workbook(rows, responses, ("prediction", "answer", "category", "difficulty"))
-    table = [{name: values[i] for name, values in book.items()} for i in range(len(rows))]
+    table = [DataRow({name: values[i] for name, values in book.items()}) for i in range(len(rows))]
     hit_cat: Counter[Any] = Counter()
     tot_cat: Counter[Any] = Counter()
     hit_level: Counter[Any] = Counter()

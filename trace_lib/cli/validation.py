@@ -153,12 +153,11 @@ def _model_path(args: argparse.Namespace, slug: str) -> Path:
 def _expected(args: argparse.Namespace, layout: Any) -> Any:
     """The dataset identity to hold the manifest to: the pins, or (``--unpinned``) the manifest's own."""
     from trace_lib.validation import pins
-    from trace_lib.validation.canonical import read_json
+    from trace_lib.validation.canonical import read_json_object
 
     if not options.resolve(args, options.UNPINNED):
         return pins.REPRODUCTION_DATASET
-    doc = read_json(layout.manifest)
-    d = doc.get("dataset") if isinstance(doc, dict) else None
+    d = read_json_object(layout.manifest).get("dataset")
     if not isinstance(d, dict):
         raise UsageError("manifest has no dataset block", file=str(layout.manifest))
     return pins.DatasetIdentity(repo_id=d.get("repo_id"), revision=d.get("revision"), file=d.get("file"),

@@ -25,6 +25,7 @@ from trace_lib.atomic import atomic_output
 from trace_lib.errors import InputError
 from trace_lib.extraction.workbook import isna
 from trace_lib.outputs import not_regular
+from trace_lib.protocol import DataRow
 
 #: VLMEvalKit localises a TSV above this size to JPEG files (``prepare_tsv``: ``file_size(path, 'GB') > 1``).
 LOCALIZE_THRESHOLD_BYTES = 2**30
@@ -127,8 +128,8 @@ def load_vlmeval_tsv(path: str | os.PathLike[str], *, skip_noimg: bool = True) -
     if skip_noimg and "image" in frame.columns:
         frame = frame[~pd.isna(frame["image"])]
     columns = [str(c) for c in frame.columns]
-    rows: list[Row] = [
-        {col: _native(val) for col, val in zip(columns, values)}
+    rows: list[Row] = [  # a column the file lacks is one line when a protocol reads it (DataRow)
+        DataRow({col: _native(val) for col, val in zip(columns, values)})
         for values in frame.itertuples(index=False, name=None)
     ]
     for row in rows:

@@ -30,6 +30,7 @@ import warnings
 from typing import Any, Mapping, Sequence
 
 from trace_lib.errors import InputError
+from trace_lib.protocol import DataRow
 
 #: XlsxWriter's string cell limit (longer strings are truncated).
 EXCEL_CELL_LIMIT = 32767
@@ -165,7 +166,7 @@ def roundtrip_rows(
         if any(name in row for row in rows):
             table[name] = [row.get(name, math.nan) for row in rows]
     table = roundtrip_table(table, keep_default_na=keep_default_na)
-    return [{name: values[i] for name, values in table.items()} for i in range(len(rows))]
+    return [DataRow({name: values[i] for name, values in table.items()}) for i in range(len(rows))]
 
 
 def official_workbook(

@@ -161,13 +161,13 @@ def load_junit(path: str | Path) -> JUnitSummary:
     """Parse a JUnit XML file written by pytest.
 
     Raises:
-        InputError: the file is missing, unreadable, not XML, or not a JUnit ``testsuites``/``testsuite`` file.
+        InputError: the file is missing, unreadable, not UTF-8 XML, or not a JUnit ``testsuites``/``testsuite`` file.
     """
     label = str(path)
-    from trace_lib.decoding import check_input_file
+    from trace_lib.decoding import read_text
 
-    try:
-        root = ET.parse(check_input_file(path)).getroot()
+    try:  # UTF-8 as every text input (a declared encoding is not followed: 'bogus' was a LookupError traceback)
+        root = ET.fromstring(read_text(path, name=label))
     except FileNotFoundError:
         raise InputError("file is missing", file=label) from None
     except ET.ParseError as exc:

@@ -29,7 +29,8 @@ from typing import Any, ContextManager, Mapping, Sequence
 from trace_lib import __version__
 from trace_lib.atomic import atomic_output, temp_name, write_text_atomic
 from trace_lib.protocol import Protocol, Row, RowScore, ScoringContext, SliceScore
-from trace_lib.errors import InputError, JudgeError
+from trace_lib.data.prompts import name_data_file
+from trace_lib.errors import InputError, JudgeError, MissingColumn
 from trace_lib.extraction.workbook import library_versions
 from trace_lib.filelock import locked_directory
 from trace_lib.outputs import check_replaceable
@@ -106,18 +107,25 @@ def check_judge(protocol: Protocol, judge: Judge | None) -> None:
 
 
 def score_slice(
-    protocol: Protocol, rows: Sequence[Row], responses: Sequence[str | None], context: ScoringContext
+    protocol: Protocol, rows: Sequence[Row], responses: Sequence[str | None], context: ScoringContext, *,
+    source: str | os.PathLike[str] | None = None,
 ) -> SliceScore:
     """Score ``responses`` (one per row, in row order) with ``protocol``; pure apart from judge calls.
 
     Raises:
         JudgeError: the protocol always needs the judge and ``context`` has none, or the judge failed.
+        InputError: the rows lack a column the protocol reads (naming ``source``, the data file, and the column).
         RuntimeError: the protocol broke its contract (another benchmark, another row count).
     """
     check_judge(protocol, context.judge)
     if len(responses) != len(rows):
         raise ValueError(f"{protocol.key}: {len(responses)} responses for {len(rows)} rows")
-    result = protocol.score(rows, responses, context)
+    try:
+        result = protocol.score(rows, responses, context)
+    except MissingColumn as exc:
+        if exc.file is not None:
+            raise
+        raise name_data_file(exc, protocol.key, source) from None
     if result.benchmark != protocol.key:
         raise RuntimeError(f"protocol {protocol.key} returned a score for {result.benchmark!r}")
     if result.rows != len(rows) or len(result.records) != len(rows):
@@ -346,7 +354,8 @@ def _score_into(protocol: Protocol, rows: Sequence[Row], responses_path: Path, o
                              hint="pass --seed 42|43|44 (it seeds the deterministic stand-ins for random choices)")
         lookup = None if dataset is None else (lambda: dropped_noimg_indices(dataset.path))
         texts, dropped = read_plain_responses(responses_path, rows, dropped=lookup)
-        score = score_slice(protocol, rows, texts, ScoringContext(seed=seed, judge=judge))
+        score = score_slice(protocol, rows, texts, ScoringContext(seed=seed, judge=judge),
+                            source=None if dataset is None else dataset.path)
         return _commit(out_dir, score, protocol, seed=seed, dataset=dataset, dropped_rows=dropped,
                        responses=FileRef(str(responses_path), sha256_file(responses_path)),
                        judge_url=judge_url, identity={"slice": None, "model": model, "model_revision": None,
@@ -354,7 +363,8 @@ def _score_into(protocol: Protocol, rows: Sequence[Row], responses_path: Path, o
     header, stored = read_response_file(responses_path)  # one read: the header and rows of the same bytes
     seed = check_header_slice(responses_path, header, benchmark=protocol.key, seed=seed, model=model)
     texts = responses_for_rows(rows, stored, source=str(responses_path))
-    score = score_slice(protocol, rows, texts, ScoringContext(seed=seed, judge=judge))
+    score = score_slice(protocol, rows, texts, ScoringContext(seed=seed, judge=judge),
+                        source=None if dataset is None else dataset.path)
     identity = {
         "slice": header.get("slice"),
         "model": header.get("model"),

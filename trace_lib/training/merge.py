@@ -12,14 +12,15 @@ renamed into place only when complete, with ``trace_merge_receipt.json``.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from trace_lib.errors import InputError
+from trace_lib.errors import InputError, TraceReproError
+from trace_lib.jsonio import loads_strict, strict_error
 from trace_lib.outputs import check_outside_inputs
 from trace_lib.release.load import sha256_file
 from trace_lib.training.profiles import TrainingProfile
@@ -33,36 +34,73 @@ def actor_dir(checkpoint_root: Path, step: int) -> Path:
 
 
 def checkpoint_problems(checkpoint_root: Path, step: int, world_size: int) -> list[str]:
-    """Everything wrong with the step-``step`` checkpoint of a ``world_size``-rank run (empty when complete)."""
+    """Everything wrong with the step-``step`` checkpoint of a ``world_size``-rank run (empty when complete). Its
+    files are read as every input is (``decoding.read_text``): a FIFO there is a problem, never opened."""
     problems: list[str] = []
     tracker = checkpoint_root / TRACKER
-    try:
-        found = int(tracker.read_text(encoding="utf-8").strip())
-        if found != step:
-            problems.append(f"{tracker}: names step {found} (expected {step})")
-    except (OSError, ValueError) as exc:
-        problems.append(f"{tracker}: missing or unreadable ({exc.__class__.__name__})")
+    text = _read(tracker, problems)
+    if text is not None:
+        found = text.strip()
+        if not (found.isascii() and found.isdigit()):
+            problems.append(f"{tracker}: names no step (found {found[:40]!r}, expected {step})")
+        elif int(found) != step:
+            problems.append(f"{tracker}: names step {int(found)} (expected {step})")
     actor = actor_dir(checkpoint_root, step)
     expected = {f"model_world_size_{world_size}_rank_{r}.pt" for r in range(world_size)}
     present = {p.name for p in actor.glob("model_world_size_*_rank_*.pt")} if actor.is_dir() else set()
     if present != expected:
         problems.append(f"{actor}: model shards {sorted(present)} (expected {sorted(expected)})")
-    empty = sorted(n for n in present & expected if (actor / n).stat().st_size == 0)
+    empty = sorted(n for n in present & expected if not _nonempty_file(actor / n))
     if empty:
         problems.append(f"{actor}: empty model shards {empty}")
-    try:
-        fsdp = json.loads((actor / "fsdp_config.json").read_text(encoding="utf-8"))
-        if fsdp.get("world_size") != world_size:
-            problems.append(f"{actor}/fsdp_config.json: world_size {fsdp.get('world_size')} (expected {world_size})")
-    except (OSError, ValueError, AttributeError) as exc:
-        problems.append(f"{actor}/fsdp_config.json: missing or unreadable ({exc.__class__.__name__})")
-    try:
-        config = json.loads((actor / "huggingface" / "config.json").read_text(encoding="utf-8"))
-        if not isinstance(config, dict) or not config.get("architectures"):
+    fsdp = _read_object(actor / "fsdp_config.json", problems)
+    if fsdp is not None and fsdp.get("world_size") != world_size:
+        problems.append(f"{actor}/fsdp_config.json: world_size {fsdp.get('world_size')} (expected {world_size})")
+    config = _read_object(actor / "huggingface" / "config.json", problems)
+    if config is not None:
+        if not config.get("architectures"):
             problems.append(f"{actor}/huggingface/config.json: no architectures")
-    except (OSError, ValueError) as exc:
-        problems.append(f"{actor}/huggingface/config.json: missing or unreadable ({exc.__class__.__name__})")
+        if not isinstance(config.get("model_type"), str) or not config["model_type"]:
+            problems.append(f"{actor}/huggingface/config.json: no model_type (the merger's loader needs it)")
     return problems
+
+
+def _read(path: Path, problems: list[str]) -> str | None:
+    """The UTF-8 text of ``path``, or None with the reason in ``problems`` (missing, a FIFO, not UTF-8 ...)."""
+    from trace_lib.decoding import read_text
+
+    try:
+        return read_text(path)
+    except InputError as exc:
+        problems.append(exc.render())
+    except OSError as exc:
+        problems.append(f"{path}: missing or unreadable ({exc.strerror or type(exc).__name__})")
+    return None
+
+
+def _read_object(path: Path, problems: list[str]) -> dict[str, Any] | None:
+    """``path`` as a strict JSON object, or None with the reason in ``problems``."""
+    text = _read(path, problems)
+    if text is None:
+        return None
+    try:
+        doc = loads_strict(text)
+    except ValueError as exc:
+        problems.append(f"{path}: {strict_error(exc)}")
+        return None
+    if not isinstance(doc, dict):
+        problems.append(f"{path}: not a JSON object")
+        return None
+    return doc
+
+
+def _nonempty_file(path: Path) -> bool:
+    """``path`` is a regular file (links followed) holding at least one byte."""
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_size > 0
 
 
 def validate_run(profile: TrainingProfile, checkpoint_root: Path) -> tuple[dict[str, Any], int, int]:
@@ -103,6 +141,21 @@ def merge_shards(actor: Path, target: Path) -> None:
     merger.cleanup()
 
 
+def _merge_or_explain(actor: Path, target: Path) -> None:
+    """:func:`merge_shards`; what verl's merger (torch, transformers) raises on the checkpoint's files, beyond the
+    checks of :func:`checkpoint_problems` (a shard that does not unpickle, a config its loader refuses), is one line
+    naming the actor directory (the library's traceback with ``TRACE_REPRO_DEBUG=1``); an OS error stays one
+    (ENOSPC is the machine's)."""
+    try:
+        merge_shards(actor, target)
+    except (OSError, ImportError, TraceReproError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the libraries' errors on a checkpoint they cannot read
+        reason = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise InputError(f"verl's merger cannot merge this checkpoint ({type(exc).__name__}: {reason})",
+                         file=str(actor), hint="check the run's shards and huggingface/ config") from exc
+
+
 def run_merge(profile: TrainingProfile, checkpoint_dir: Path, output_dir: Path) -> dict[str, Any]:
     """Validate the run, merge its selected step into ``output_dir`` (created atomically), return the receipt.
 
@@ -119,7 +172,7 @@ def run_merge(profile: TrainingProfile, checkpoint_dir: Path, output_dir: Path) 
     output.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".incomplete", dir=output.parent))
     try:
-        merge_shards(actor_dir(checkpoint_root, step), staging)
+        _merge_or_explain(actor_dir(checkpoint_root, step), staging)
         merge_receipt = {
             "schema_version": MERGE_SCHEMA,
             "config_id": profile.config_id,

@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 from trace_lib.atomic import FileSet, staged_or_atomic, write_bytes_atomic, write_lines_atomic
 from trace_lib.errors import InputError
-from trace_lib.jsonio import DuplicateKey, NonFinite, canonical_json_utf8, loads_strict
+from trace_lib.jsonio import DuplicateKey, NonFinite, canonical_json_utf8, json_object, loads_strict
 
 
 def canonical_bytes(value: Any) -> bytes:
@@ -90,28 +90,34 @@ def parse_strict(text: str, *, file: str, field: str | None = None) -> Any:
         raise InputError(str(exc), file=file, field=field) from None
 
 
-def _read_text(path: Path) -> str:
-    """The UTF-8 text of ``path``. Raises InputError (missing, unreadable, not UTF-8, or not a regular file: a
-    FIFO is never opened)."""
-    from trace_lib.decoding import check_input_file
+def read_text(path: Path) -> str:
+    """The UTF-8 text of ``path``, read as every input is (``decoding.read_text``: a FIFO is never opened, a BOM or
+    a byte that is not UTF-8 is named with its offset). Raises InputError (missing, unreadable, not UTF-8, or not a
+    regular file)."""
+    from trace_lib.decoding import read_text as read_input
 
     try:
-        return check_input_file(path).read_text(encoding="utf-8")
+        return read_input(path)
     except FileNotFoundError:
         raise InputError("file is missing", file=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read file ({exc})", file=str(path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read file ({exc.strerror or exc})", file=str(path)) from None
 
 
 def read_json(path: Path) -> Any:
     """Strictly parse a JSON artifact. Raises InputError (missing, unreadable or malformed)."""
-    text = _read_text(path)
-    return parse_strict(text, file=str(path))
+    return parse_strict(read_text(path), file=str(path))
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """:func:`read_json` of an artifact that is a JSON object (a receipt, run metadata, a summary). Raises
+    InputError (as :func:`read_json`, or ``not a JSON object (found array)``)."""
+    return json_object(read_json(path), file=str(path))
 
 
 def read_jsonl(path: Path, *, allow_blank: bool = True) -> list[dict[str, Any]]:
     """Strictly parse a JSON Lines artifact of objects. Raises InputError naming the line."""
-    text = _read_text(path)
+    text = read_text(path)
     rows: list[dict[str, Any]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():

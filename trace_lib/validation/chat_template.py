@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from trace_lib.errors import InputError
-from trace_lib.validation.canonical import read_json
+from trace_lib.validation.canonical import read_json_object, read_text
 
 _SPECIAL_TOKEN_KEYS = (
     "bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token",
@@ -55,9 +55,9 @@ class ChatTemplate:
         if not config_path.is_file():
             raise InputError("no tokenizer_config.json", file=str(directory), field="--judge-tokenizer",
                              hint="pass the local Qwen3-32B checkpoint directory the judge serves")
-        config = read_json(config_path)
+        config = read_json_object(config_path)
         jinja_file = directory / "chat_template.jinja"
-        text = jinja_file.read_text(encoding="utf-8") if jinja_file.is_file() else config.get("chat_template")
+        text = read_text(jinja_file) if jinja_file.is_file() else config.get("chat_template")
         if isinstance(text, list):  # named templates: the default one
             text = next((t.get("template") for t in text if isinstance(t, dict) and t.get("name") == "default"), None)
         if not isinstance(text, str) or not text:

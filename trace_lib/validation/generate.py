@@ -29,7 +29,7 @@ from trace_lib.release.load import sha256_file
 from trace_lib.release.locate import ReleaseRoot
 from trace_lib.validation import pins
 from trace_lib.validation.canonical import (
-    canonical_bytes, h1, read_json, sha256_text, write_bytes, write_json,
+    canonical_bytes, h1, read_json, read_json_object, sha256_text, write_bytes, write_json,
 )
 from trace_lib.validation.manifest import ValidationManifest, load_validation_manifest
 from trace_lib.validation.request import DATA_URL, build_request, request_summary
@@ -98,9 +98,7 @@ def check_model_marker(model_path: Path, model: ValidationModel) -> str:
     marker = model_path / MODEL_MARKER
     if not marker.is_file():
         return "absent"
-    doc = read_json(marker)
-    if not isinstance(doc, dict):
-        raise InputError("marker is not an object", file=str(marker))
+    doc = read_json_object(marker)
     checks = {"slug": model.slug, "inference_revision": model.inference_revision}
     for key, expected in checks.items():
         if key in doc and doc[key] != expected:
@@ -316,7 +314,7 @@ def _generate(
             pending.append((row, None))
             continue
         _, req_hash = build(row)
-        existing = read_json(path)
+        existing = read_json_object(path)
         identity_keys = {
             "schema_version": pins.GENERATION_RECEIPT_SCHEMA,
             "run_identity_sha256": identity_sha,

@@ -22,7 +22,7 @@ from typing import Any, Mapping
 from trace_lib.errors import InputError
 from trace_lib.release.load import sha256_file
 from trace_lib.validation import pins
-from trace_lib.validation.canonical import read_json
+from trace_lib.validation.canonical import read_json_object
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -127,10 +127,10 @@ def load_validation_manifest(
     """
     path = Path(path).expanduser().resolve()
     file = str(path)
-    doc = read_json(path)
-    if not isinstance(doc, dict) or doc.get("schema_version") != pins.MANIFEST_SCHEMA:
+    doc = read_json_object(path)
+    if doc.get("schema_version") != pins.MANIFEST_SCHEMA:
         raise InputError("unsupported manifest schema", file=file, field="schema_version",
-                         expected=pins.MANIFEST_SCHEMA, found=doc.get("schema_version") if isinstance(doc, dict) else doc)
+                         expected=pins.MANIFEST_SCHEMA, found=doc.get("schema_version"))
     dataset = doc.get("dataset")
     if not isinstance(dataset, dict):
         raise InputError("manifest has no dataset identity", file=file, field="dataset")

@@ -10,13 +10,13 @@ there).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from trace_lib.data.hub_access import EndpointCheck, hub_access
 from trace_lib.errors import InputError, UsageError
+from trace_lib.jsonio import NonFinite, loads_strict, strict_error
 from trace_lib.release.load import sha256_file
 from trace_lib.validation import pins
 from trace_lib.validation.canonical import canonical_bytes, write_bytes, write_json
@@ -101,9 +101,11 @@ def _answer_gt(raw: Any, *, file: str, field: str) -> dict[str, Any]:
     if not isinstance(raw, str):
         raise InputError("answer_gt is not JSON-encoded text", file=file, field=field)
     try:
-        answer = json.loads(raw)
-    except json.JSONDecodeError:
-        raise InputError("answer_gt is not valid JSON", file=file, field=field) from None
+        answer = loads_strict(raw)
+    except NonFinite:
+        raise InputError("answer_gt holds a non-finite number", file=file, field=field) from None
+    except ValueError as exc:  # not JSON, a repeated key, nested too deeply
+        raise InputError(f"answer_gt is not valid JSON ({strict_error(exc)})", file=file, field=field) from None
     if not isinstance(answer, dict):
         raise InputError("answer_gt must decode to an object", file=file, field=field)
     if not isinstance(answer.get("type"), str) or not answer["type"]:
@@ -142,6 +144,18 @@ def _store_image(output_root: Path, payload: bytes, *, file: str, field: str) ->
         "mime_type": seen["mime_type"],
         "relative_path": relative.as_posix(),
     }
+
+
+def _declared_size(declared: Any, *, file: str, field: str) -> tuple[int, int]:
+    """``(width, height)`` of an ``image_sizes`` entry: two integers (a null or text one is this line, not a
+    ``TypeError``)."""
+    if not isinstance(declared, dict):
+        raise InputError("invalid declared size", file=file, field=field)
+    size = (declared.get("width"), declared.get("height"))
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in size):
+        raise InputError("declared image size is not two integers (width, height)", file=file, field=field,
+                         found=size)
+    return size
 
 
 def _rows(parquet: Path, output_root: Path, expected_rows: int) -> list[dict[str, Any]]:
@@ -183,9 +197,7 @@ def _rows(parquet: Path, output_root: Path, expected_rows: int) -> list[dict[str
                 if not isinstance(payload, bytes) or not payload:
                     raise InputError("image has no embedded bytes", file=file, field=f"{at}.bytes")
                 image = _store_image(output_root, payload, file=file, field=at)
-                if not isinstance(declared, dict):
-                    raise InputError("invalid declared size", file=file, field=f"{where}.image_sizes[{j}]")
-                declared_size = (int(declared.get("width", -1)), int(declared.get("height", -1)))
+                declared_size = _declared_size(declared, file=file, field=f"{where}.image_sizes[{j}]")
                 if declared_size != (image["width"], image["height"]):
                     raise InputError("declared image size differs from the decoded size", file=file,
                                      field=f"{where}.image_sizes[{j}]", expected=(image["width"], image["height"]),

@@ -28,7 +28,7 @@ from trace_lib.scoring.score import scoring_lock
 from trace_lib.validation import pins
 from trace_lib.validation.canonical import (
     h1,
-    read_json,
+    read_json_object,
     read_jsonl,
     write_json,
     write_jsonl,
@@ -247,9 +247,7 @@ def load_generation(generation_dir: Path, *, model: ValidationModel, manifest: V
     rows = read_jsonl(path)
     if not rows:
         raise InputError("generation file is empty", file=str(path))
-    meta = read_json(meta_path)
-    if not isinstance(meta, dict):
-        raise InputError("run metadata is not an object", file=str(meta_path))
+    meta = read_json_object(meta_path)
     responses_sha = sha256_file(path)
     _check_metadata(meta, path=meta_path, model=model, manifest=manifest, suite=suite, prompt_sha=prompt_sha,
                     lines=len(rows), responses_sha=responses_sha)

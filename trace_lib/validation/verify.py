@@ -26,6 +26,7 @@ from typing import Any, Mapping, Sequence
 from urllib.parse import urlparse
 
 from trace_lib.errors import InputError, TraceReproError, UsageError
+from trace_lib.jsonio import json_object
 from trace_lib.preflight import validation_release
 from trace_lib.preflight.context import CheckContext
 from trace_lib.preflight.registry import require_group
@@ -33,7 +34,7 @@ from trace_lib.release import identity
 from trace_lib.release.load import sha256_file
 from trace_lib.release.locate import ReleaseRoot
 from trace_lib.validation import pins
-from trace_lib.validation.canonical import canonical_bytes, h1, read_json, read_jsonl
+from trace_lib.validation.canonical import canonical_bytes, h1, read_json, read_json_object, read_jsonl, read_text
 from trace_lib.validation.equivalence import check_equivalence_bridge
 from trace_lib.validation.extraction import ANSWER_TYPES
 from trace_lib.validation.generate import GenerationTarget, check_model_marker, run_contract
@@ -65,6 +66,11 @@ _SUITE_KEYS = {
 
 class VerificationError(InputError):
     """A verification check failed (one line: file, field, what differs)."""
+
+
+def _object(value: Any, *, file: str, field: str) -> dict[str, Any]:
+    """``value`` (a field the artifact must hold as an object) as a dict, else the finding naming the field."""
+    return json_object(value, file=file, field=field, error=VerificationError)
 
 
 def _require(condition: bool, message: str, *, file: str | None = None, field: str | None = None,
@@ -198,7 +204,7 @@ def verify_dataset(release: ReleaseRoot, suite: ValidationSuite, manifest_path: 
             equivalence = check_equivalence_bridge(release, suite, manifest.sha256)
         except InputError as exc:
             raise VerificationError(f"dataset equivalence failed: {exc.message}", file=exc.file) from None
-    media = manifest.document.get("media") or {}
+    media = _object(manifest.document.get("media"), file=file, field="media")
     _require(media.get("reencoded") is False and media.get("resized") is False, "media were re-encoded or resized",
              file=file, field="media")
     tasks: collections.Counter[str] = collections.Counter()
@@ -242,7 +248,7 @@ def verify_generation_model(release: ReleaseRoot, suite: ValidationSuite, data: 
     generation_dir = Path(generation_dir).expanduser().resolve()
     meta_path, responses, receipts = (generation_dir / "run_metadata.json", generation_dir / "responses.jsonl",
                                       generation_dir / "receipts")
-    meta = read_json(meta_path)
+    meta = read_json_object(meta_path)
     mf, rows = str(meta_path), len(manifest.rows)
     checks = {
         "schema_version": pins.GENERATION_RUN_SCHEMA, "status": "complete", "model_slug": slug, "served_model": slug,
@@ -403,7 +409,7 @@ def verify_scoring_model(release: ReleaseRoot, suite: ValidationSuite, data: Ver
     for result in results.values():
         _require(read_json(receipt_dir / f"{result['request_hash']}.json") == result,
                  "judge receipt differs from judge_results.jsonl", file=str(receipt_dir))
-    summary = read_json(score_dir / "summary.json")
+    summary = read_json_object(score_dir / "summary.json")
     overall = aggregate(scored, ("model_slug",))
     for key, fields in (("overall", ("model_slug",)), ("by_domain", ("model_slug", "domain")),
                         ("by_answer_type", ("model_slug", "answer_type"))):
@@ -413,10 +419,10 @@ def verify_scoring_model(release: ReleaseRoot, suite: ValidationSuite, data: Ver
              "by_task.jsonl differs", file=str(score_dir / "by_task.jsonl"))
     tasks = len({row["task"] for row in manifest.rows})
     markdown = summary_markdown(overall, {model.slug: model.label}, rows=len(manifest.rows), tasks=tasks)
-    _require((score_dir / "summary.md").read_text(encoding="utf-8") == markdown, "summary.md differs",
+    _require(read_text(score_dir / "summary.md") == markdown, "summary.md differs",
              file=str(score_dir / "summary.md"))
-    prov = summary.get("provenance") or {}
     pf = str(score_dir / "summary.json")
+    prov = _object(summary.get("provenance"), file=pf, field="provenance")
     expected_prov = {
         "schema_version": pins.SCORE_PROVENANCE_SCHEMA, "scoring_contract_version": pins.SCORING_CONTRACT_VERSION,
         "dataset_manifest": str(manifest.path), "dataset_manifest_sha256": manifest.sha256,
@@ -434,8 +440,9 @@ def verify_scoring_model(release: ReleaseRoot, suite: ValidationSuite, data: Ver
     for key, value in expected_prov.items():
         _require(prov.get(key) == value, "provenance differs", file=pf, field=f"provenance.{key}", expected=value,
                  found=prov.get(key))
-    files = prov.get("generation_files") or [{}]
-    _require(files[0].get("sha256") == sha256_file(layout.responses(model.slug)), "generation file hash differs",
+    files = prov.get("generation_files")
+    first = files[0] if isinstance(files, list) and files and isinstance(files[0], dict) else {}
+    _require(first.get("sha256") == sha256_file(layout.responses(model.slug)), "generation file hash differs",
              file=pf, field="provenance.generation_files")
     return overall[0]
 
