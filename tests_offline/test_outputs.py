@@ -170,3 +170,47 @@ def test_an_output_inside_an_input_tree_is_refused_through_links_too(tmp_path):
     for out in (tmp_path, tmp_path / "archive-2", tmp_path / "reports"):
         assert check_outside_inputs(out, inputs, flag="--out") == out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["alias", "archive"]
+
+
+def test_a_failed_block_takes_away_the_files_it_recorded_and_their_new_directories(tmp_path):
+    """``NewFiles``: what a failing block wrote (recorded before each write) goes, in a root that existed before
+    too, with the directories made for it; what was there before, and what was not recorded, stays."""
+    from trace_lib.outputs import no_empty_tree_left
+
+    root = tmp_path / "work"
+    (root / "media" / "aa").mkdir(parents=True)
+    (root / "media" / "aa" / "old.png").write_bytes(b"old")
+    with pytest.raises(OSError):
+        with no_empty_tree_left(root) as new:
+            new.add(root / "media" / "aa" / "old.png").write_bytes(b"old")  # there before: not recorded
+            target = new.add(root / "media" / "bb" / "new.png")
+            target.parent.mkdir(parents=True)
+            target.write_bytes(b"new")
+            (root / "kept.txt").write_text("not recorded")
+            raise OSError("disk full")
+    assert sorted(str(p.relative_to(root)) for p in root.rglob("*")) == [
+        "kept.txt", "media", "media/aa", "media/aa/old.png"]
+    with no_empty_tree_left(root) as new:  # a block that succeeds keeps what it wrote
+        new.add(root / "media" / "cc" / "x.png").parent.mkdir()
+        (root / "media" / "cc" / "x.png").write_bytes(b"x")
+    assert (root / "media" / "cc" / "x.png").is_file()
+
+
+def test_a_failed_atomic_write_removes_the_directories_it_made(tmp_path, monkeypatch):
+    """A report whose write fails (ENOSPC at its fsync) leaves no empty output directory behind (summarize's
+    default ``<campaign>/results`` was left so), for one file and for a set."""
+    import errno
+
+    from trace_lib.atomic import atomic_outputs
+
+    def fsync(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(OSError, match="No space left"):
+        write_text_atomic(tmp_path / "results" / "deep" / "summary.md", "x")
+    with pytest.raises(OSError, match="No space left"):
+        with atomic_outputs() as files:
+            with files.output(tmp_path / "a" / "summary.md") as handle:
+                handle.write(b"x")
+    assert list(tmp_path.iterdir()) == []

@@ -111,8 +111,8 @@ def test_write_slice_scores_writes_records_then_summary(tmp_path, stored):
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["records.jsonl", "scores.json"]
 
 
-@pytest.mark.parametrize("fault", ["records rename", "scores write"])
-def test_a_failed_rescore_leaves_the_old_records_and_scores_as_they_were(tmp_path, stored, monkeypatch, fault):
+def test_a_failed_rename_of_the_records_leaves_the_old_records_and_scores_as_they_were(tmp_path, stored,
+                                                                                        monkeypatch):
     import errno
     import os
 
@@ -128,22 +128,56 @@ def test_a_failed_rescore_leaves_the_old_records_and_scores_as_they_were(tmp_pat
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return real_replace(src, dst)
 
-    def failing_write(path, text):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    if fault == "records rename":
-        monkeypatch.setattr("trace_lib.atomic.os.replace", failing_replace)
-    else:
-        monkeypatch.setattr("trace_lib.scoring.score.write_text_atomic", failing_write)
+    monkeypatch.setattr("trace_lib.atomic.os.replace", failing_replace)
     again = score_slice(PROTOCOL, rows, responses_for_rows(rows, responses), ScoringContext(seed=43))
     with pytest.raises(OSError):
         write_slice_scores(out, again, PROTOCOL, seed=43, identity={"model": "m"})
     monkeypatch.undo()
     after = {p.name: p.read_bytes() for p in out.iterdir()}
-    if fault == "records rename":
-        assert after == before  # the receipt set aside is put back beside the records it names
-    else:  # the new records are in, the receipt not: no scores.json, so the slice is not taken as scored
-        assert sorted(after) == ["records.jsonl"]
+    assert after == before  # the receipt set aside is put back beside the records it names; no temp is left
+
+
+def test_a_full_disk_at_any_fsync_of_a_rescore_leaves_both_files_as_they_were(tmp_path, stored, monkeypatch):
+    """ENOSPC at each fsync of a rescore in turn: a rescore that fails leaves records.jsonl and scores.json byte for
+    byte as they were (the new receipt is written and fsynced before the records are replaced; its write after
+    their rename once left the slice with new records and no scores.json); one that goes through (a directory's
+    fsync is best effort) leaves a receipt naming its records."""
+    import errno
+    import hashlib
+    import os
+
+    rows, responses = stored
+    out = tmp_path / "out"
+    write_slice_scores(out, score_slice(PROTOCOL, rows, responses_for_rows(rows, responses), ScoringContext(seed=42)),
+                       PROTOCOL, seed=42, identity={"model": "m"})
+    again = score_slice(PROTOCOL, rows, responses_for_rows(rows, responses), ScoringContext(seed=43))
+    real_fsync, failed = os.fsync, 0
+    for nth in range(1, 8):
+        before = {p.name: p.read_bytes() for p in out.iterdir()}
+        calls = []
+
+        def fsync(fd, nth=nth, calls=calls):
+            calls.append(fd)
+            if len(calls) == nth:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return real_fsync(fd)
+
+        monkeypatch.setattr(os, "fsync", fsync)
+        try:
+            write_slice_scores(out, again, PROTOCOL, seed=43, identity={"model": "m"})
+            went_in = True
+        except OSError:
+            went_in, failed = False, failed + 1
+        monkeypatch.undo()
+        after = {p.name: p.read_bytes() for p in out.iterdir()}
+        if went_in:
+            receipt = json.loads(after["scores.json"])
+            assert receipt["records"]["sha256"] == hashlib.sha256(after["records.jsonl"]).hexdigest(), nth
+        else:
+            assert after == before, nth
+        if len(calls) < nth:
+            break
+    assert failed >= 3  # the receipt's and the records' bytes, and the records' own fsync at the rename
 
 
 def test_an_interrupted_write_leaves_nothing(tmp_path):

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, ContextManager, Iterable, Iterator
 
-from trace_lib.outputs import check_replaceable, ensure_parent
+from trace_lib.outputs import check_replaceable, ensure_parent, remove_empty
 
 #: Suffix of every temp file (a leftover one marks an interrupted write and is never a finished file).
 TEMP_SUFFIX = ".incomplete"
@@ -50,7 +50,7 @@ def _open_temp(path: Path, mode: str, encoding: str | None, newline: str | None)
             raise
 
 
-def _fsync_directory(directory: Path) -> None:
+def fsync_directory(directory: Path) -> None:
     """Make a rename in ``directory`` durable (best effort: some filesystems cannot open or fsync a directory)."""
     try:
         fd = os.open(directory, os.O_RDONLY)
@@ -71,33 +71,42 @@ class _Temp:
     target: Path
     path: Path
     handle: IO[Any]
+    made: list[Path]  # the directories made for it (removed again when it does not go in)
 
 
 @contextmanager
 def _filled_temp(path: Path, mode: str, encoding: str | None, newline: str | None, durable: bool,
                  caller: str) -> Iterator[_Temp]:
     """A new temp file beside ``path`` (checked replaceable, parents made), flushed and (``durable``) fsynced when
-    the block ends; any exception removes it and propagates, an ``OSError`` naming ``path``."""
+    the block ends; any exception removes it and the directories made for it, and propagates, an ``OSError``
+    naming ``path``."""
     if mode not in _MODES:
         raise ValueError(f"{caller}: mode must be one of {', '.join(_MODES)} (found {mode!r})")
     if "b" not in mode and encoding is None:
         encoding = "utf-8"
     check_replaceable(path)
-    ensure_parent(path)
-    tmp, handle = _open_temp(path, mode, encoding, newline)
+    made = ensure_parent(path)
+    try:
+        tmp, handle = _open_temp(path, mode, encoding, newline)
+    except BaseException:
+        remove_empty(made)
+        raise
     try:
         with handle:
-            yield _Temp(path, tmp, handle)
+            yield _Temp(path, tmp, handle, made)
             handle.flush()
             if durable:
                 os.fsync(handle.fileno())
     except BaseException as exc:
-        _discard(tmp, exc, path)
+        _discard(tmp, exc, path, made)
         raise
 
 
-def _discard(tmp: Path, exc: BaseException, path: Path) -> None:
+def _discard(tmp: Path, exc: BaseException, path: Path, made: list[Path]) -> None:
+    """Remove the temp file ``tmp`` of ``path`` and the directories made for it (a failed write leaves the disk as
+    it was, an empty output directory included)."""
     tmp.unlink(missing_ok=True)
+    remove_empty(made)
     if isinstance(exc, OSError) and exc.filename is None:
         exc.filename = str(path)  # a failed write/fsync names no file: name the one being written
 
@@ -123,10 +132,10 @@ def atomic_output(path: Path | str, mode: str = "wb", *, encoding: str | None = 
         check_replaceable(path)  # the path may have changed while the data was written
         os.replace(temp.path, path)
     except BaseException as exc:
-        _discard(temp.path, exc, path)
+        _discard(temp.path, exc, path, temp.made)
         raise
     if durable:
-        _fsync_directory(path.parent)
+        fsync_directory(path.parent)
 
 
 def write_bytes_atomic(path: Path | str, data: bytes) -> str:
@@ -193,6 +202,7 @@ class FileSet:
 
     def __init__(self) -> None:
         self._staged: list[tuple[Path, Path]] = []  # (temp, target), in the order written
+        self._made: list[Path] = []  # the directories made for them, deepest first per file
 
     @contextmanager
     def output(self, path: Path | str, mode: str = "wb", *, encoding: str | None = None) -> Iterator[IO[Any]]:
@@ -200,6 +210,7 @@ class FileSet:
         with _filled_temp(Path(path), mode, encoding, None, True, "FileSet.output") as temp:
             yield temp.handle
         self._staged.append((temp.path, temp.target))
+        self._made.extend(temp.made)
 
     def commit(self) -> None:
         """Put every staged file in place. Each target there is first linked (or copied) aside; if a rename
@@ -231,14 +242,17 @@ class FileSet:
                 if aside is not None:
                     aside.unlink(missing_ok=True)
         for directory in {target.parent for _, target in self._staged}:
-            _fsync_directory(directory)
+            fsync_directory(directory)
         self._staged.clear()
+        self._made.clear()
 
     def discard(self) -> None:
-        """Remove every staged temp file (the targets stay as they are)."""
+        """Remove every staged temp file and the directories made for them (the targets stay as they are)."""
         for tmp, _ in self._staged:
             tmp.unlink(missing_ok=True)
+        remove_empty(sorted(set(self._made), key=lambda d: -len(d.parts)))
         self._staged.clear()
+        self._made.clear()
 
 
 def _keep_aside(path: Path) -> Path | None:

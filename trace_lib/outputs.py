@@ -191,14 +191,21 @@ def file_name(name: str, *, flag: str) -> str:
     return name
 
 
-def ensure_parent(path: Path) -> None:
-    """Create ``path``'s missing parent directories (those under the directory the user named).
+def ensure_parent(path: Path) -> list[Path]:
+    """Create ``path``'s missing parent directories (those under the directory the user named); returns those it
+    created, deepest first, for :func:`remove_empty` when the write they were made for fails.
 
     Raises:
         UsageError: a component of the parent is not a directory.
     """
+    made: list[Path] = []
+    current = path.parent
+    while not current.exists() and not current.is_symlink() and current.parent != current:
+        made.append(current)
+        current = current.parent
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        return made
     except (FileExistsError, NotADirectoryError):
         raise _not_a_directory_parent(path, None) from None
     except OSError as exc:
@@ -207,22 +214,61 @@ def ensure_parent(path: Path) -> None:
         raise
 
 
+def remove_empty(directories: Iterable[Path]) -> None:
+    """``rmdir`` each of ``directories`` (deepest first, as :func:`ensure_parent` returns them) that is empty: what a
+    failed write made for itself goes again, a directory someone filled meanwhile stays."""
+    for directory in directories:
+        try:
+            os.rmdir(directory)
+        except OSError:
+            pass  # holds a file: kept
+
+
+class NewFiles:
+    """The files a block of :func:`no_empty_tree_left` creates under its root, named (:meth:`add`) before each is
+    written, so that a block that fails takes them away again, and the directories made for them."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.files: list[Path] = []
+        self.dirs: list[Path] = []
+
+    def add(self, path: Path | str) -> Path:
+        """Record ``path`` (about to be created) and its missing directories under the root; returns ``path``."""
+        path = Path(path).absolute()
+        if not path.exists():
+            self.files.append(path)
+        parent = path.parent
+        while parent != self.root and self.root in parent.parents and not parent.exists():
+            self.dirs.append(parent)
+            parent = parent.parent
+        return path
+
+    def remove(self) -> None:
+        """Remove every recorded file, then each recorded directory left empty (deepest first)."""
+        for path in self.files:
+            path.unlink(missing_ok=True)
+        remove_empty(sorted(set(self.dirs), key=lambda d: -len(d.parts)))
+
+
 @contextmanager
-def no_empty_tree_left(root: Path | str) -> Iterator[None]:
+def no_empty_tree_left(root: Path | str) -> Iterator[NewFiles]:
     """Run the block; afterwards remove the directories it created for ``root`` (``root`` and its missing
     parents, those that did not exist before) that hold no file, so a failed download leaves no empty data root.
-    Only empty directories are removed (``rmdir``), never a file."""
+    Only empty directories are removed (``rmdir``), never a file, except the new files the block recorded in the
+    :class:`NewFiles` it is given: a block that fails removes those first (a rejected input leaves nothing
+    half-written)."""
     root = Path(root).absolute()
     top = None
     current = root
     while not current.exists() and current.parent != current:
         top, current = current, current.parent
+    new = NewFiles(root)
     try:
-        yield
+        yield new
+    except BaseException:
+        new.remove()
+        raise
     finally:
         if top is not None and top.is_dir():
-            for directory, _, _ in sorted(os.walk(top), key=lambda entry: -len(Path(entry[0]).parts)):
-                try:
-                    os.rmdir(directory)
-                except OSError:
-                    pass  # holds a file: kept
+            remove_empty(Path(d) for d, _, _ in sorted(os.walk(top), key=lambda entry: -len(Path(entry[0]).parts)))

@@ -27,13 +27,12 @@ from pathlib import Path
 from typing import Any, ContextManager, Mapping, Sequence
 
 from trace_lib import __version__
-from trace_lib.atomic import atomic_output, temp_name, write_text_atomic
+from trace_lib.atomic import atomic_output, fsync_directory, temp_name
 from trace_lib.protocol import Protocol, Row, RowScore, ScoringContext, SliceScore
 from trace_lib.data.prompts import name_data_file
 from trace_lib.errors import InputError, JudgeError, MissingColumn
 from trace_lib.extraction.workbook import library_versions
 from trace_lib.filelock import locked_directory
-from trace_lib.outputs import check_replaceable
 from trace_lib.scoring.judge import Judge
 
 SCORES_SCHEMA = "trace-repro-slice-score-v1"
@@ -253,22 +252,28 @@ def _commit(
                             responses=responses, judge_url=judge_url, identity=identity, dropped_rows=dropped_rows)
     text = json.dumps(summary, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)  # fails before any write
     scores_path, records_path = out_dir / SCORES_FILE, out_dir / RECORDS_FILE
-    check_replaceable(scores_path)  # a FIFO or link there is refused before anything is written or removed
     aside: Path | None = None
-    try:
-        with atomic_output(records_path) as handle:  # a failure up to the rename leaves both files as they were
-            for line in lines:
-                handle.write((line + "\n").encode("utf-8"))
-            handle.flush()
-            os.fsync(handle.fileno())
-            aside = _set_aside(scores_path)  # the commit marker goes before the new records replace the old
+    records_in = False
+    try:  # both files are written and fsynced before anything is replaced: a full disk leaves both as they were
+        with atomic_output(scores_path, durable=False) as marker:  # a FIFO or link there is refused up front
+            marker.write((text + "\n").encode("utf-8"))
+            marker.flush()
+            os.fsync(marker.fileno())  # here, not after the records' rename: only renames are left by then
+            with atomic_output(records_path) as handle:
+                for line in lines:
+                    handle.write((line + "\n").encode("utf-8"))
+                handle.flush()
+                os.fsync(handle.fileno())
+                aside = _set_aside(scores_path)  # the commit marker goes before the new records replace the old
+            records_in = True  # the new marker's rename is all that is left
     except BaseException:
-        if aside is not None:
+        if aside is not None and not records_in:
             os.replace(aside, scores_path)  # the old records stand: so does the receipt that names them
         raise
-    if aside is not None:
-        aside.unlink(missing_ok=True)
-    write_text_atomic(scores_path, text + "\n")
+    finally:
+        if aside is not None and records_in:
+            aside.unlink(missing_ok=True)
+    fsync_directory(out_dir)
     return ScoredSlice(score=score, scores_path=scores_path, records_path=records_path, summary=summary)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from trace_lib.data.hub_access import EndpointCheck, hub_access
 from trace_lib.errors import InputError, UsageError
 from trace_lib.jsonio import NonFinite, loads_strict, strict_error
+from trace_lib.outputs import NewFiles, no_empty_tree_left
 from trace_lib.release.load import sha256_file
 from trace_lib.validation import pins
 from trace_lib.validation.canonical import canonical_bytes, write_bytes, write_json
@@ -119,7 +120,7 @@ def _answer_gt(raw: Any, *, file: str, field: str) -> dict[str, Any]:
     return answer
 
 
-def _store_image(output_root: Path, payload: bytes, *, file: str, field: str) -> dict[str, Any]:
+def _store_image(output_root: Path, payload: bytes, new: NewFiles, *, file: str, field: str) -> dict[str, Any]:
     import hashlib
 
     try:
@@ -134,7 +135,7 @@ def _store_image(output_root: Path, payload: bytes, *, file: str, field: str) ->
             raise InputError("a corrupt content-addressed image is in the way", file=str(target),
                              hint="delete it and prepare again")
     else:
-        write_bytes(target, payload)
+        write_bytes(new.add(target), payload)  # taken away again if a later row is refused
     return {
         "sha256": digest,
         "size_bytes": len(payload),
@@ -158,7 +159,7 @@ def _declared_size(declared: Any, *, file: str, field: str) -> tuple[int, int]:
     return size
 
 
-def _rows(parquet: Path, output_root: Path, expected_rows: int) -> list[dict[str, Any]]:
+def _rows(parquet: Path, output_root: Path, expected_rows: int, new: NewFiles) -> list[dict[str, Any]]:
     import pyarrow.parquet as pq
 
     file = str(parquet)
@@ -196,7 +197,7 @@ def _rows(parquet: Path, output_root: Path, expected_rows: int) -> list[dict[str
                 payload = embedded.get("bytes") if isinstance(embedded, dict) else None
                 if not isinstance(payload, bytes) or not payload:
                     raise InputError("image has no embedded bytes", file=file, field=f"{at}.bytes")
-                image = _store_image(output_root, payload, file=file, field=at)
+                image = _store_image(output_root, payload, new, file=file, field=at)
                 declared_size = _declared_size(declared, file=file, field=f"{where}.image_sizes[{j}]")
                 if declared_size != (image["width"], image["height"]):
                     raise InputError("declared image size differs from the decoded size", file=file,
@@ -237,7 +238,14 @@ def prepare_dataset(
     if digest != expected.file_sha256:
         raise InputError("parquet differs from the pinned dataset", file=str(parquet), field="sha256",
                          expected=expected.file_sha256, found=digest)
-    rows = _rows(parquet, output_root, expected.row_count)
+    with no_empty_tree_left(output_root) as new:  # a refused row leaves no image of the rows before it
+        rows = _rows(parquet, output_root, expected.row_count, new)
+        return _write_manifest(output_root, parquet, digest, rows, expected, new)
+
+
+def _write_manifest(output_root: Path, parquet: Path, digest: str, rows: list[dict[str, Any]],
+                    expected: pins.DatasetIdentity, new: NewFiles) -> PreparedDataset:
+    """Write the manifest of ``rows`` last (recorded in ``new``), re-load it with every image verified."""
     manifest = {
         "schema_version": pins.MANIFEST_SCHEMA,
         "dataset": {
@@ -258,7 +266,7 @@ def prepare_dataset(
         },
         "rows": rows,
     }
-    path = output_root / pins.MANIFEST_NAME
+    path = new.add(output_root / pins.MANIFEST_NAME)
     write_json(path, manifest)
     loaded = load_validation_manifest(path, expected=expected, verify_media=True)
     return _report(loaded)
