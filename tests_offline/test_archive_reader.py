@@ -180,3 +180,37 @@ def test_an_archive_json_that_is_a_fifo_or_not_strict_is_one_line(tmp_path):
     nan.write_text('{"score": NaN, "score": 1}')
     with pytest.raises(InputError, match="unreadable JSON"):
         _load_json(nan)
+
+
+@pytest.mark.parametrize("key, value, line", [
+    ("artifacts", -1, "artifacts: not a JSON array (found number)"),
+    ("artifacts", "abc", "artifacts: not a JSON array (found string)"),
+    ("metadata_files", 7, "metadata_files: not a JSON array (found number)"),
+    ("run_ids", 5, "run_ids: not a JSON array (found number)"),
+])
+def test_an_export_manifest_field_of_another_shape_is_one_line(archive, key, value, line):
+    """Iterating a number was a ``TypeError`` traceback (exit 1); a string was read a character at a time."""
+    import json
+
+    run_dir = archive.runs[0].root
+    manifest = run_dir / "metadata" / "manifest.json"
+    doc = json.loads(manifest.read_text())
+    doc[key] = value
+    manifest.write_text(json.dumps(doc))
+    with pytest.raises(InputError) as refused:
+        run = open_archive(run_dir).runs[0]
+        run.view()
+        run.run_id
+    assert refused.value.render() == f"{manifest}: {line}"
+
+
+def test_a_suite_view_that_is_not_an_object_is_one_line(archive):
+    import json
+
+    run_dir = archive.runs[0].root
+    suite_id = json.loads((run_dir / "metadata" / "manifest.json").read_text())["suite_id"]
+    view = run_dir / "metadata" / "suites" / f"{suite_id}.json"
+    view.write_text("[]")
+    with pytest.raises(InputError) as refused:
+        open_archive(run_dir).runs[0].view()
+    assert refused.value.render() == f"{view}: not a JSON object (found array)"

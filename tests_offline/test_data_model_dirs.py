@@ -176,3 +176,23 @@ def test_cli_prepare_models_needs_no_endpoint_for_a_model_in_place(tmp_path, rel
     assert missing.returncode == 1 and missing.stderr == (
         f"[prepare-models] n: error: HF_ENDPOINT {url}: cannot connect to the Hugging Face Hub endpoint "
         f"({REFUSED_REASON}); {ENDPOINT_HINT}\n")
+
+
+def test_a_fifo_anywhere_in_a_local_checkpoint_is_named_before_a_loader_or_a_registration_opens_it(tmp_path):
+    """A FIFO where a tokenizer file belongs would block the engine's loader for ever, and ``--register-local``
+    left it out of the revision it registered (exit 0): it is a problem of the directory, as one at config.json."""
+    import os
+
+    from trace_lib.data.model_dirs import local_model_problems
+
+    directory = tmp_path / "m"
+    (directory / "sub").mkdir(parents=True)
+    (directory / "config.json").write_text("{}")
+    (directory / "model.safetensors").write_bytes(b"w")
+    os.mkfifo(directory / "tokenizer.json")
+    (directory / "sub" / "gone.json").symlink_to(tmp_path / "absent")
+    assert local_model_problems(directory) == [f"{directory / 'sub' / 'gone.json'}: is a symbolic link, not a regular "
+                                               "file", f"{directory / 'tokenizer.json'}: is a FIFO, not a regular file"]
+    with pytest.raises(InputError, match="sub/gone.json: is a symbolic link"):
+        register_local(directory, slug="m", source=f"org/m@{'0' * 40}")
+    assert not (directory / MARKER_NAME).exists()

@@ -5,7 +5,7 @@
   than the parser's recursion allows (:class:`TooDeep`); all are ``ValueError``, which callers turn into their
   own one-line errors.
 - :func:`required` is the "this field must be present" lookup of release and manifest readers, :func:`json_object`
-  the "this document or field is an object" check.
+  and :func:`json_array` the "this document or field is an object / an array" checks.
 - :func:`outside_strings` is the one scan of JSON string state (a double quote toggles it, a backslash escapes
   inside strings) behind the reward scorer's brace finder and the strict reader's error positions.
 - Two canonical forms feed hashes, and both must stay byte-stable (sorted keys, compact separators, NaN refused):
@@ -157,6 +157,19 @@ def json_object(value: Any, *, file: str, field: str | None = None,
     """
     if not isinstance(value, dict):
         raise error(f"not a JSON object (found {json_type(value)})", file=file, field=field)
+    return value
+
+
+def json_array(value: Any, *, file: str, field: str | None = None,
+               error: type[TraceReproError] = InputError) -> list[Any]:
+    """``value`` when it is a JSON array, as :func:`json_object` checks an object (where iterating a number raised
+    ``TypeError`` and a string was taken one character at a time).
+
+    Raises:
+        InputError (or ``error``): ``FILE: FIELD: not a JSON array (found number)``.
+    """
+    if not isinstance(value, list):
+        raise error(f"not a JSON array (found {json_type(value)})", file=file, field=field)
     return value
 
 

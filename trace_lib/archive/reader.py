@@ -27,6 +27,7 @@ from trace_lib.archive.schema import (
     SliceAggregate, SliceKey,
 )
 from trace_lib.errors import InputError, UsageError
+from trace_lib.jsonio import json_array, json_object
 from trace_lib.release.load import sha256_file
 
 #: Environment variable / flag naming a fetched archive (trace_lib.options.ARCHIVE_ROOT).
@@ -83,7 +84,8 @@ class ArchiveRun:
 
     @property
     def run_id(self) -> str:
-        ids = self.manifest.get("run_ids") or [self.root.name]
+        ids = json_array(self.manifest.get("run_ids") or [self.root.name], file=str(self.root / MANIFEST_PATH),
+                         field="run_ids")
         return str(ids[0])
 
     @classmethod
@@ -96,7 +98,7 @@ class ArchiveRun:
                              expected=EXPORT_MANIFEST_VERSION,
                              found=manifest.get("schema_version") if isinstance(manifest, dict) else None)
         run = cls(Path(root), manifest)
-        for i, art in enumerate(manifest.get("artifacts") or []):
+        for i, art in enumerate(json_array(manifest.get("artifacts", []), file=str(path), field="artifacts")):
             try:
                 key = SliceKey(str(art["model_id"]), int(art["seed"]), str(art["benchmark_id"]))
                 ref = PartRef(str(art["config_name"]), key, int(art["rows"]), str(art["parquet_path"]),
@@ -124,10 +126,12 @@ class ArchiveRun:
         """The benchmarks this run covers, as its metadata says: ``metadata/suites/<suite_id>.json``
         ``benchmark_ids`` when the run lists that file, else the benchmarks of its parts (first-seen order)."""
         suite_id = self.manifest.get("suite_id")
-        listed = {str(f.get("path")) for f in self.manifest.get("metadata_files") or [] if isinstance(f, dict)}
+        files = json_array(self.manifest.get("metadata_files", []), file=str(self.root / MANIFEST_PATH),
+                           field="metadata_files")
+        listed = {str(f.get("path")) for f in files if isinstance(f, dict)}
         rel = f"metadata/suites/{suite_id}.json"
         if suite_id and rel in listed and (self.root / rel).is_file():
-            ids = _load_json(self.root / rel).get("benchmark_ids")
+            ids = json_object(_load_json(self.root / rel), file=str(self.root / rel)).get("benchmark_ids")
             if isinstance(ids, list) and ids:
                 return tuple(str(b) for b in ids)
         return tuple(dict.fromkeys(k.benchmark_id for k in self.parts))

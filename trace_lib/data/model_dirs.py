@@ -87,8 +87,9 @@ def _marker(slug: str, source: str, immutable: str, origin: str, hashes: dict[st
 
 def local_model_problems(directory: Path) -> list[str]:
     """What keeps ``directory`` from being loaded as a local checkpoint without reaching a hub or blocking: it is a
-    directory, and its ``config.json`` a regular file (a FIFO would block the loader, a missing one sends
-    transformers to the Hub). Checked even under ``--model-verify none``."""
+    directory, its ``config.json`` a regular file (a missing one sends transformers to the Hub) and so is every other
+    file in it (a FIFO, a tokenizer file say, would block the loader for ever; a dangling link would fail it; a
+    registered revision would leave it out). Checked even under ``--model-verify none``."""
     if not directory.is_dir():
         return [f"{directory}: model directory is missing (run 'trace-repro prepare-models' or pass --model with "
                 "the right LOCAL_PATH)"]
@@ -96,7 +97,9 @@ def local_model_problems(directory: Path) -> list[str]:
     if not config.is_file():
         problem = not_regular(config)
         return [f"{config}: {problem}" if problem else f"{directory}: config.json is missing"]
-    return []
+    return [f"{path}: {problem}" for path in sorted(directory.rglob("*"))
+            if not path.is_dir() and not _is_excluded(path.relative_to(directory))
+            and (problem := not_regular(path)) is not None]
 
 
 def _check_shape(directory: Path) -> list[str]:
