@@ -117,6 +117,20 @@ def test_weights_on_disk_count_over_the_config(tmp_path):
         model_size(tmp_path)
 
 
+@pytest.mark.timeout(30)
+def test_a_model_config_that_is_a_fifo_or_not_utf8_is_one_line(tmp_path):
+    """``--engines-per-group auto`` sizes the largest model from its config.json: a FIFO there blocked it for ever."""
+    import os
+
+    os.mkfifo(tmp_path / "config.json")
+    with pytest.raises(InputError, match="config.json: is a FIFO, not a regular file"):
+        model_size(tmp_path)
+    (tmp_path / "config.json").unlink()
+    (tmp_path / "config.json").write_bytes(b'{"a": "\xe9"}')
+    with pytest.raises(InputError, match="not UTF-8 text at byte offset 7"):
+        model_size(tmp_path)
+
+
 def test_the_campaign_choice_takes_the_fullest_gpu_and_the_largest_model(tmp_path):
     dirs = []
     for shape in ("3b", "7b"):

@@ -20,12 +20,12 @@ the 3B and the 7B shapes; on an 80 GB GPU, 2 for 3B and 1 for 7B.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 from trace_lib.errors import InputError
+from trace_lib.jsonio import loads_strict, strict_error
 
 MAX_ENGINES_PER_GPU = 2
 ENGINE_OVERHEAD_BYTES = 4 * 2**30
@@ -95,11 +95,14 @@ def model_size(model_dir: Path) -> ModelSize:
     Raises:
         InputError: no readable ``config.json``, or one without the layer fields.
     """
+    from trace_lib.decoding import read_text
+
     path = Path(model_dir) / "config.json"
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"model config unreadable ({type(exc).__name__})", file=str(path)) from None
+    try:  # as every input: a FIFO is one line, never opened (reading it blocked 'generate --engines-per-group auto')
+        config = loads_strict(read_text(path))
+    except (OSError, ValueError) as exc:
+        reason = strict_error(exc) if isinstance(exc, ValueError) else exc.strerror or type(exc).__name__
+        raise InputError(f"model config unreadable ({reason})", file=str(path)) from None
     try:
         weights = sum(p.stat().st_size for p in Path(model_dir).glob("*.safetensors"))
         weights = weights or config_parameters(config) * BYTES_PER_PARAMETER
