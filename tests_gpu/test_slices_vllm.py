@@ -77,7 +77,7 @@ def test_one_engine_serves_both_seeds_and_reruns_reuse_rows(runner):
     first = runner.run(runner.plan.slices[0])
     second = runner.run(runner.plan.slices[1])
     assert (first.generation.generated, first.generation.reused) == (0, ROWS)
-    assert second.generation.generated == ROWS
+    assert second.generation.generated + second.generation.reused == ROWS  # judging seed 42 may have run seed 43
     assert runner.engines.loads == [TINY_SLUG]
 
 
@@ -90,7 +90,7 @@ def test_streamed_slices_through_vllm_store_the_per_slice_rows(runner, release, 
 
     for slice_ in runner.plan.slices:
         runner.run(slice_)
-    streamed = dataclasses.replace(runner, campaign_root=tmp_path / "campaign", stream=None)
+    streamed = dataclasses.replace(runner, campaign_root=tmp_path / "campaign")  # no stream, no outcomes yet
     streamed.stream_ahead(streamed.plan.slices)
     outcomes = [streamed.run(s) for s in streamed.plan.slices]
     streamed.stream.close()

@@ -146,6 +146,21 @@ def test_the_engine_is_loaded_once_per_model_and_not_at_all_when_rows_are_stored
     assert backend.closed
 
 
+def test_a_replaced_runner_starts_a_session_of_its_own(setup, release, tmp_path):
+    """``dataclasses.replace(runner, campaign_root=...)`` (the GPU lane's streamed twin) shares the engines but not
+    the session: no outcome, dataset hash or stream of the first runner answers for the second's campaign."""
+    import dataclasses
+
+    plan, sources, rows = setup
+    backend = _backend(rows, "erqa", 37)
+    runner = _runner(plan, release, sources, backend)
+    assert runner.judged(plan.slices[0]).generation.generated == 400
+    twin = dataclasses.replace(runner, campaign_root=tmp_path / "twin")
+    outcome = twin.judged(plan.slices[0])
+    assert (outcome.generation.generated, twin.stream, runner.engines.loads) == (400, None, [MODEL])
+    assert outcome.generation.path.is_relative_to(tmp_path / "twin")  # not the first runner's outcome
+
+
 def test_an_out_of_tolerance_slice_explains_itself(setup, release):
     plan, sources, rows = setup
     outcome = _runner(plan, release, sources, _backend(rows, "erqa", 60)).judged(plan.slices[0])

@@ -198,9 +198,9 @@ class SliceRunner:
     ray_address: str | None = None  # engines are Ray actors (GPUs are the cluster's, not this host's)
     #: the session's scheduler generating ahead (None: per-slice generation); set by :meth:`stream_ahead`
     stream: StreamAhead | None = field(default=None, init=False)
-    _dataset_hashes: dict[Path, str] = field(default_factory=dict, repr=False)
-    _judge_checked: bool = field(default=False, repr=False)
-    _outcomes: dict[Any, SliceOutcome] = field(default_factory=dict, repr=False)  # slices run in this session
+    _dataset_hashes: dict[Path, str] = field(default_factory=dict, init=False, repr=False)  # per session: a
+    _judge_checked: bool = field(default=False, init=False, repr=False)  # dataclasses.replace copy starts afresh
+    _outcomes: dict[Any, SliceOutcome] = field(default_factory=dict, init=False, repr=False)  # run this session
 
     @classmethod
     def from_plan(
