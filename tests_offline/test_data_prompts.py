@@ -36,14 +36,20 @@ def _mmstar_with_a_bad_image(path: Path, rows: int = 3) -> Path:
     return path
 
 
-def test_generate_names_the_tsv_of_an_image_cell_that_does_not_decode(release, tmp_path):
-    tsv = _mmstar_with_a_bad_image(tmp_path / "data" / "MMStar.tsv")
+def _generate_mmstar(release, tmp_path: Path):  # noqa: ANN001, ANN202
+    """``generate`` of MMStar seed 43 from ``tmp_path/data`` against a stub server: the run and the server."""
     with OpenAIStubServer(lambda route, body: "B", model="tiny") as server:
         done = run_cli(["generate", "--trace-root", str(release.path), "--model", "tiny", str(tmp_path / "model"),
                         f"sha256set:{'1' * 64}", f"org/tiny@{'0' * 40}", "Tiny", "--seeds", "43",
                         "--benchmark", "mmstar", "--campaign-root", str(tmp_path / "campaign"),
                         "--data-root", str(tmp_path / "data"), "--backend", "openai", "--base-url", server.url,
                         "--unprepared-data", "--no-progress"])
+    return done, server
+
+
+def test_generate_names_the_tsv_of_an_image_cell_that_does_not_decode(release, tmp_path):
+    tsv = _mmstar_with_a_bad_image(tmp_path / "data" / "MMStar.tsv")
+    done, server = _generate_mmstar(release, tmp_path)
     assert done.returncode == 1, done.stderr  # the slice failed
     assert f"tiny-seed43-mmstar: error: {tsv}: {LINE}\n" in done.stderr
     assert server.requests == []  # nothing was sent for a dataset that cannot be read whole
@@ -89,12 +95,7 @@ def test_generate_names_a_column_the_data_file_lacks(release, tmp_path):
     """A TSV without the ``question`` column MMStar's prompt reads was a ``KeyError`` traceback that ended the whole
     run (exit 1): now the slice fails with one line naming the file, the benchmark, the row and the column."""
     tsv = _mmstar_without(tmp_path / "data" / "MMStar.tsv", "question")
-    with OpenAIStubServer(lambda route, body: "B", model="tiny") as server:
-        done = run_cli(["generate", "--trace-root", str(release.path), "--model", "tiny", str(tmp_path / "model"),
-                        f"sha256set:{'1' * 64}", f"org/tiny@{'0' * 40}", "Tiny", "--seeds", "43",
-                        "--benchmark", "mmstar", "--campaign-root", str(tmp_path / "campaign"),
-                        "--data-root", str(tmp_path / "data"), "--backend", "openai", "--base-url", server.url,
-                        "--unprepared-data", "--no-progress"])
+    done, server = _generate_mmstar(release, tmp_path)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert f"tiny-seed43-mmstar: error: {tsv}: mmstar.rows[0].question: {MISSING}\n" in done.stderr
     assert server.requests == []
