@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -52,3 +55,47 @@ def test_help_documents_the_exit_codes():
     assert result.returncode == 0
     for line in ("  2    usage:", "  3    system: the machine failed (ENOSPC", "130  interrupted"):
         assert line in result.stdout
+
+
+def _with_stdout(stdout: int, *argv: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env.pop("TRACE_REPRO_DEBUG", None)
+    return subprocess.run([sys.executable, "-m", "trace_lib", *argv], stdout=stdout, stderr=subprocess.PIPE,
+                          env=env, text=True, timeout=60)
+
+
+def test_a_reader_that_left_is_exit_141_never_a_silent_pass():
+    """``trace-repro ... | head`` under ``set -o pipefail``: the command never finished its output, so its exit
+    says so (141, as a shell reports SIGPIPE), where 0 passed a ``verify`` whose findings nobody saw."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line is written
+    try:
+        done = _with_stdout(write, "benchmarks")
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (ExitCode.READER_LEFT, "")
+    assert ExitCode.READER_LEFT == 141
+
+
+def test_a_broken_pipe_that_is_not_stdout_is_the_machines_error(monkeypatch, capsys):
+    """A ``BrokenPipeError`` of a pipe the command writes itself (a child's stdin, a socket) is one error line,
+    exit 3: only a reader of stdout leaving is 141."""
+    import argparse
+
+    from trace_lib.cli import main as cli_main
+
+    def run(args):
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+    parser = argparse.ArgumentParser()
+    parser.set_defaults(run=run)
+    monkeypatch.setattr(cli_main, "build_parser", lambda argv: parser)
+    assert cli_main.main([]) == ExitCode.SYSTEM
+    assert capsys.readouterr().err == "error: the machine failed: Broken pipe (EPIPE)\n"
+
+
+def test_stdout_to_a_file_or_a_pipe_still_read_has_no_reader_that_left(tmp_path):
+    with open(tmp_path / "out.txt", "w") as handle:
+        assert _with_stdout(handle.fileno(), "benchmarks").returncode == 0
+    assert "mmstar" in (tmp_path / "out.txt").read_text()
+    assert _with_stdout(subprocess.PIPE, "benchmarks").returncode == 0

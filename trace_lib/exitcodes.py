@@ -17,6 +17,8 @@ class ExitCode(enum.IntEnum):
         file handles, an engine that found its GPU's memory taken or died generating (one ``error:`` line naming
         the path, the GiB or the engine's line; what was written before stays consistent).
     INTERRUPTED: Ctrl-C (SIGINT).  TERMINATED: SIGTERM.
+    READER_LEFT: stdout was a pipe whose reader left before the command finished (``... | head``): its outcome is
+        unknown, so never OK; 128 + SIGPIPE, what a shell reports for a process that SIGPIPE ended.
     """
 
     OK = 0
@@ -24,6 +26,7 @@ class ExitCode(enum.IntEnum):
     USAGE = 2
     SYSTEM = 3
     INTERRUPTED = 130
+    READER_LEFT = 141
     TERMINATED = 143
 
 
@@ -45,7 +48,7 @@ EXIT_CODES_HELP = """exit codes:
        (ENOENT, EACCES, EPERM, EISDIR, ENOTDIR, EEXIST, EROFS, ...); one 'error:' line, nothing written
   3    system: the machine failed (ENOSPC disk full, EDQUOT, EFBIG, EIO, ENOMEM, EMFILE, ...; a GPU whose memory
        another process holds, an engine that died generating); one 'error:' line
-  130  interrupted (Ctrl-C)    143  terminated (SIGTERM)"""
+  130  interrupted (Ctrl-C)    141  stdout's reader left first (... | head)    143  terminated (SIGTERM)"""
 
 
 def exit_code_for(exc: OSError) -> ExitCode:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import select
 import sys
 from typing import Sequence
 
@@ -107,13 +108,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
-    except BrokenPipeError:  # `trace-repro ... | head`: the reader left; not an error of ours
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return int(ExitCode.OK)
+    except BrokenPipeError as exc:
+        if not stdout_reader_left():  # a pipe of the command's own (a child, a socket): the machine's error
+            return _os_error(exc, debug)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # `... | head`: no traceback at exit
+        return int(ExitCode.READER_LEFT)  # the command did not finish: never a silent 0
     except OSError as exc:
-        if debug:
-            raise
-        code = exit_code_for(exc)
-        what = "" if code == ExitCode.USAGE else "the machine failed: "
-        print(f"error: {what}{os_error_line(exc)}", file=sys.stderr)
-        return int(code)
+        return _os_error(exc, debug)
+
+
+def _os_error(exc: OSError, debug: bool) -> int:
+    """An OS error as one ``error:`` line and its exit code (USAGE for a bad path, else SYSTEM)."""
+    if debug:
+        raise exc
+    code = exit_code_for(exc)
+    what = "" if code == ExitCode.USAGE else "the machine failed: "
+    print(f"error: {what}{os_error_line(exc)}", file=sys.stderr)
+    return int(code)
+
+
+def stdout_reader_left() -> bool:
+    """Whether stdout is a pipe whose reader has closed it (``poll`` reports an error on it), as after
+    ``trace-repro ... | head``; False for anything else, a pipe still read, a file or a terminal."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll, no descriptor (a captured stdout)
+        return False
