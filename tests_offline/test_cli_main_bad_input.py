@@ -80,6 +80,7 @@ CASES = {
     "summarize --out file": (["summarize", "--campaign-root", "W/campaign", "--out", "W/a_file"], 2, "--out"),
     "summarize --stem escapes": (["summarize", "--campaign-root", "W/campaign", "--stem", "../../x"], 2, "--stem"),
     "summarize --stem empty": (["summarize", "--campaign-root", "W/campaign", "--stem", ""], 2, "--stem"),
+    "summarize --stem newline": (["summarize", "--campaign-root", "W/campaign", "--stem", "a\nb"], 2, "--stem"),
     "diagnose --out file": (["diagnose", "--campaign-root", "W/campaign", "--against", "W/campaign", "--out",
                              "W/a_file"], 2, "--out"),
     "diagnose without root": (["diagnose", "--against", "W/campaign"], 2, "no candidate run given"),

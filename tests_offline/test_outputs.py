@@ -100,7 +100,7 @@ def test_output_checks_create_nothing_and_accept_new_paths(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
 
 
-@pytest.mark.parametrize("name", ["", ".", "..", "../../x", "a/b", ".hidden", "x\0y"])
+@pytest.mark.parametrize("name", ["", ".", "..", "../../x", "a/b", ".hidden", "x\0y", "x\ny", "x\ty", "x\x7fy"])
 def test_a_file_name_flag_is_one_path_component(name):
     with pytest.raises(UsageError, match="--stem"):
         file_name(name, flag="--stem")

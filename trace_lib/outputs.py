@@ -182,12 +182,14 @@ def file_name(name: str, *, flag: str) -> str:
     """``name`` as the single path component a file inside an output directory may have.
 
     Raises:
-        UsageError: ``name`` is empty, ``.``/``..``, starts with a dot, or holds a path separator or NUL.
+        UsageError: ``name`` is empty, ``.``/``..``, starts with a dot, or holds a path separator, NUL or another
+            control character (a newline in a file name breaks every line-based listing of the directory).
     """
     seps = {os.sep, "/"} | ({os.altsep} if os.altsep else set())
-    if (not name or name in (".", "..") or name.startswith(".") or any(s in name for s in seps) or "\0" in name):
-        raise UsageError("must be a plain file name (no directory part, not empty, not starting with '.')",
-                         field=flag, found=name)
+    if (not name or name in (".", "..") or name.startswith(".") or any(s in name for s in seps)
+            or any(ord(c) < 0x20 or ord(c) == 0x7f for c in name)):
+        raise UsageError("must be a plain file name (no directory part or control character, not empty, not "
+                         "starting with '.')", field=flag, found=name)
     return name
 
 
