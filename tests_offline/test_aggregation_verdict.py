@@ -317,3 +317,67 @@ def test_a_cell_whose_seeds_exceed_its_rows_keeps_its_own_variance_on_a_noisy_be
     quiet, quiet_dof, quiet_evidence = _moderated(seeds_r, seeds_c, 2.0, 3.0)
     assert quiet_evidence["rows_excess_p"] > 0.3 and quiet_dof > 4
     assert 2.25 < quiet_evidence["q_moderated"] < 3.0 and quiet == pytest.approx(quiet_evidence["q_moderated"] - 2.0)
+
+
+# -- claims pair the two models' rows one by one ---------------------------------------------------------------------
+
+SPLITS = ("fintabnetqa", "vtabfact", "vwtq", "vwtq_syn")
+
+
+def _structured_rows(bench, model, n, *, shift=0):
+    """A whole TableVQA-Bench or WeMath cell of ``model`` as its scorer writes it (``shift`` moves its credits)."""
+    out = []
+    for seed in (42, 43, 44):
+        for i in range(n):
+            credit = float((i + seed + shift) % 3 != 0)
+            row = {"model_id": model, "seed": seed, "benchmark_id": bench, "index": str(i), "credit": credit}
+            if bench == "tablevqabench":
+                row["split"] = SPLITS[i % 4]
+                if row["split"] == "fintabnetqa":
+                    row["exact_score"] = int(credit and i % 5 != 0)
+            else:
+                row.update(key=("2steps_1", "2steps_2", "2steps_multi")[i % 3], problem_id=i // 3)
+            out.append(row)
+    return out
+
+
+@pytest.mark.parametrize("bench", ["tablevqabench", "wemath"])
+def test_a_structured_claim_is_the_difference_of_the_two_scores(release, canonical, bench):
+    n = canonical.rows(bench)
+    rows = _structured_rows(bench, TRACE, n) + _structured_rows(bench, BASE, n, shift=1)
+    by_id = _judge(release, canonical, CreditTable.from_records(rows)).by_id()
+    claim = by_id[f"{TRACE}-vs-{BASE}-{bench}"]
+    assert claim.estimate == pytest.approx(by_id[f"{TRACE}-{bench}"].estimate - by_id[f"{BASE}-{bench}"].estimate)
+
+
+@pytest.mark.parametrize(("bench", "change", "field", "detail"), [
+    ("tablevqabench", {"split": "vtabfact"}, "index 3.split", "(expected 'vwtq_syn', found 'vtabfact')"),
+    ("wemath", {"problem_id": 7}, "index 3.problem_id", "(expected 1, found 7)"),
+])
+def test_a_claim_whose_models_hold_other_dataset_rows_is_one_line(capsys, release, canonical, tmp_path, bench, change,
+                                                                 field, detail):
+    """The base model's copy of a dataset-row field (a split, a problem id) differs from the model's: a claim pairs
+    their rows one by one, so that is bad input naming the row, never a traceback (``paired linearisations need
+    the same units``) nor a delta over rows that are not the same."""
+    n = canonical.rows(bench)
+    base = _structured_rows(bench, BASE, n, shift=1)
+    for seed in range(3):
+        base[seed * n + 3].update(change)  # index 3 at every seed: the field stays one value per dataset row
+    path = tmp_path / "credits.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in _structured_rows(bench, TRACE, n) + base))
+    code, out, err = _verdict_cli(capsys, release, path)
+    assert (code, out) == (2, "")
+    assert err == (f"error: {path}: {BASE}/{bench} {field}: a field of the dataset row differs between {TRACE} and "
+                   f"{BASE} (a claim pairs the two models' rows one by one) {detail}\n")
+
+
+def test_a_claim_whose_models_score_other_rows_is_one_line(capsys, release, canonical, tmp_path):
+    n = canonical.rows("erqa")
+    rows = [{"model_id": m, "seed": s, "benchmark_id": "erqa", "index": str(i if m == TRACE or i else n),
+             "credit": float(i % 2)} for m in (TRACE, BASE) for s in (42, 43) for i in range(n)]
+    path = tmp_path / "credits.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, out, err = _verdict_cli(capsys, release, path)
+    assert (code, out) == (2, "")
+    assert err == (f"error: {path}: {BASE}/erqa.index: {BASE} scores other rows than {TRACE} (a claim pairs the two "
+                   f"models' rows one by one) (expected '0', found '1')\n")

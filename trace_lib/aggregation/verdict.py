@@ -34,7 +34,7 @@ import numpy as np
 
 from trace_lib.aggregation.budget import DEFAULT_ALPHA, check_alpha, sidak_level
 from trace_lib.aggregation.canonical import Canonical, Comparison, binomial_scale, load_canonical, mean
-from trace_lib.aggregation.credits import Cell, CreditTable
+from trace_lib.aggregation.credits import Cell, CreditTable, row_fields
 from trace_lib.linear_aggregate import Linear
 from trace_lib.errors import InputError, UsageError
 
@@ -626,6 +626,7 @@ def _judge_cells(canonical: Canonical, plan: VerdictPlan, rule: Rule, cells: Map
     verdicts: list[Verdict] = []
     scored: dict[tuple[str, str], Scored] = {}
     linears: dict[tuple[str, str], Linear] = {}
+    judged: dict[tuple[str, str], Cell] = {}
     seeds_wanted = set(plan.seeds)
     for model in plan.models:
         for bench in plan.benchmarks:
@@ -637,6 +638,7 @@ def _judge_cells(canonical: Canonical, plan: VerdictPlan, rule: Rule, cells: Map
                 continue
             linear = cell_linear(cell, source=credits_file)
             linears[(model, bench)] = linear
+            judged[(model, bench)] = cell
             can_seeds = canonical.benchmarks.get((model, bench))
             if not can_seeds:
                 continue  # no canonical score: scored, not judged
@@ -659,7 +661,7 @@ def _judge_cells(canonical: Canonical, plan: VerdictPlan, rule: Rule, cells: Map
                 verdicts.append(rule.judge(f"{model}-{bench}", "mean", sc, estimate=float(x.mean()), canonical=mu,
                                            reproduced_weight=1.0 / len(x), model_id=model, benchmark_id=bench))
     verdicts += _composites(canonical, plan, rule, scored)
-    verdicts += _claims(canonical, plan, rule, linears, scored, archive)
+    verdicts += _claims(canonical, plan, rule, linears, scored, archive, judged, credits_file)
     return VerdictSet(tuple(verdicts), rule, plan, {k: v.excess for k, v in scored.items()})
 
 
@@ -719,7 +721,8 @@ def _composites(canonical: Canonical, plan: VerdictPlan, rule: Rule,
 
 
 def _claims(canonical: Canonical, plan: VerdictPlan, rule: Rule, linears: Mapping[tuple[str, str], Linear],
-            scored: Mapping[tuple[str, str], Scored], archive: Mapping[tuple[str, str], Cell]) -> list[Verdict]:
+            scored: Mapping[tuple[str, str], Scored], archive: Mapping[tuple[str, str], Cell],
+            cells: Mapping[tuple[str, str], Cell], credits_file: str | None) -> list[Verdict]:
     out = []
     for comp in plan.comparisons(canonical):
         per_bench: dict[str, Scored] = {}
@@ -728,6 +731,7 @@ def _claims(canonical: Canonical, plan: VerdictPlan, rule: Rule, linears: Mappin
             can = comp.benchmarks.get(bench)
             if t is None or b is None or not can or t.seeds != b.seeds:
                 continue
+            check_paired_rows(cells[(comp.model_id, bench)], cells[(comp.base_model_id, bench)], source=credits_file)
             paired = linears[(comp.model_id, bench)].paired(linears[(comp.base_model_id, bench)])
             arch_t, arch_b = archive.get((comp.model_id, bench)), archive.get((comp.base_model_id, bench))
             v_r = unit_variance(paired)
@@ -757,6 +761,33 @@ def _claims(canonical: Canonical, plan: VerdictPlan, rule: Rule, linears: Mappin
             if s is not None:
                 out.append(_claim(rule, f"{comp.comparison_id}-{label}", s, can, comp, label))
     return out
+
+
+def check_paired_rows(model: Cell, base: Cell, *, source: str | None = None) -> None:
+    """A claim pairs its two models' rows unit by unit (``d_u[s] = y_T,u[s] - y_B,u[s]``): both cells must hold the
+    same dataset rows, and each field of the dataset row their benchmark's aggregate reads (a TableVQA-Bench split, a
+    WeMath key or problem id) the same value in both.
+
+    Raises:
+        InputError: the first row index or dataset-row field that differs (``source``, the credits file, named).
+    """
+    why = "(a claim pairs the two models' rows one by one)"
+    if model.index != base.index:
+        at = next((i for i, (a, b) in enumerate(zip(model.index, base.index)) if a != b), None)
+        expected, found = ((model.index[at], base.index[at]) if at is not None
+                           else (f"{len(model.index)} rows", f"{len(base.index)} rows"))
+        raise InputError(f"{base.model_id} scores other rows than {model.model_id} {why}", file=source,
+                         field=f"{base.model_id}/{base.benchmark_id}.index", expected=expected, found=found)
+    for spec in row_fields(model.benchmark_id):
+        if spec.per_row and spec.name in model.extra and spec.name in base.extra:
+            ours, theirs = model.extra[spec.name][:, 0], base.extra[spec.name][:, 0]
+            differ = [i for i, (a, b) in enumerate(zip(ours.tolist(), theirs.tolist())) if a != b]
+            if differ:
+                at = differ[0]
+                raise InputError(f"a field of the dataset row differs between {model.model_id} and "
+                                 f"{base.model_id} {why}", file=source,
+                                 field=f"{base.model_id}/{base.benchmark_id} index {base.index[at]}.{spec.name}",
+                                 expected=ours[at], found=theirs[at])
 
 
 def _claim(rule: Rule, test_id: str, s: Scored, can: Mapping[int, float], comp: Comparison, level: str) -> Verdict:
