@@ -101,9 +101,11 @@ ROW5 = f"row 5 ({TRACE}, seed 42, {{bench}}, index 4)"  # index 4 of seed 42: a 
                                        "'a string or a finite number', found [1])"),
     ("wemath", 3, {"problem_id": None}, f"{ROW4}.problem_id: required field is missing (wemath's aggregate reads "
                                         "it)"),
+    ("wemath", 3, {"problem_id": True}, f"{ROW4}.problem_id: value outside what wemath's scorer writes (expected "
+                                        "'a string or a finite number', found True)"),
 ], ids=["exact_score-5", "exact_score-0.5", "exact_score-true", "exact_score-missing",
         "exact_score-unread-row", "split-unknown", "split-missing", "key-number", "problem_id-list",
-        "problem_id-missing"])
+        "problem_id-missing", "problem_id-true"])
 def test_a_field_outside_its_domain_is_one_line_naming_file_row_and_field(capsys, release, rows_of, tmp_path,
                                                                           bench, at, change, message):
     rows = (_tablevqabench if bench == "tablevqabench" else _wemath)(rows_of(bench))
@@ -124,21 +126,22 @@ def test_a_parquet_credits_file_is_held_to_the_same_domains(capsys, release, row
                                               f"found {value})\n")
 
 
+@pytest.mark.parametrize("later", [1, 2], ids=["seed 43", "seed 44"])
 @pytest.mark.parametrize(("bench", "field", "other"), [("tablevqabench", "split", "vwtq"),
                                                        ("wemath", "key", "2steps_2"),
                                                        ("wemath", "problem_id", "p7")])
 def test_a_field_of_the_dataset_row_that_differs_between_seeds_is_refused(capsys, release, rows_of, tmp_path,
-                                                                          bench, field, other):
+                                                                          bench, field, other, later):
     n = rows_of(bench)
     rows = (_tablevqabench if bench == "tablevqabench" else _wemath)(n)
     first = rows[3][field]
-    rows[n + 3][field] = other  # seed 43's index 3: the aggregate reads seed 42's value only
+    rows[later * n + 3][field] = other  # a later seed's index 3: the aggregate reads seed 42's value only
     path = _write(tmp_path, rows)
     code, out, err = _verdict(capsys, release, path)
     assert (code, out) == (2, "")
-    assert err == (f"error: {path}: row {n + 4} ({TRACE}, seed 43, {bench}, index 3).{field}: a field of the dataset "
-                   f"row differs between seeds (the aggregate reads seed 42's) (expected {first!r}, found "
-                   f"{other!r})\n")
+    assert err == (f"error: {path}: row {later * n + 4} ({TRACE}, seed {SEEDS[later]}, {bench}, index 3).{field}: a "
+                   f"field of the dataset row differs between seeds (the aggregate reads seed 42's) (expected "
+                   f"{first!r}, found {other!r})\n")
 
 
 @pytest.mark.parametrize("data, line", [
@@ -153,3 +156,33 @@ def test_a_credits_file_that_is_not_utf8_names_the_byte(capsys, tmp_path, data, 
     path.write_bytes(data)
     assert main(["verdict", "--credits", str(path)]) == 2
     assert capsys.readouterr().err == f"error: {path}: {line}\n"
+
+
+
+def test_a_nan_cell_of_a_parquet_float_column_is_a_missing_value(capsys, release, rows_of, tmp_path):
+    """A float column may hold NaN where a row has no value (how pandas and numpy mark one): ``exact_score`` NaN on
+    every row that is not fintabnetqa, which the aggregate never reads, is judged; NaN where it reads it is named
+    as NaN."""
+    rows = _tablevqabench(rows_of("tablevqabench"))
+    for row in rows:
+        row.setdefault("exact_score", float("nan"))
+    code, out, err = _verdict(capsys, release, _write(tmp_path, rows, "parquet"))
+    assert code in (0, 1) and err == "" and f"{TRACE}-tablevqabench" in out
+    rows[4]["exact_score"] = float("nan")  # a fintabnetqa row
+    path = _write(tmp_path, rows, "parquet")
+    code, out, err = _verdict(capsys, release, path)
+    assert (code, out) == (2, "") and err == (
+        f"error: {path}: {ROW5.format(bench='tablevqabench')}.exact_score: required field is NaN (tablevqabench's "
+        "aggregate reads it on rows with split 'fintabnetqa')\n")
+
+
+def test_an_infinite_problem_id_in_a_parquet_file_is_refused(capsys, release, rows_of, tmp_path):
+    rows = _wemath(rows_of("wemath"))
+    for row in rows:
+        row["problem_id"] = float(row["problem_id"])  # a double column, as a pandas export of integer ids can be
+    rows[3]["problem_id"] = float("inf")
+    path = _write(tmp_path, rows, "parquet")
+    code, out, err = _verdict(capsys, release, path)
+    assert (code, out) == (2, "") and err == (
+        f"error: {path}: {ROW4.format(bench='wemath')}.problem_id: value outside what wemath's scorer writes "
+        "(expected 'a string or a finite number', found inf)\n")

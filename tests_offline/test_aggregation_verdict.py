@@ -12,7 +12,7 @@ from trace_lib.aggregation.canonical import load_canonical, mean
 from trace_lib.aggregation.credits import CreditTable
 from trace_lib.aggregation.verdict import VerdictPlan, judge_credits, release_seed_excess
 from trace_lib.cli.main import main
-from trace_lib.errors import InputError
+from trace_lib.errors import InputError, UsageError
 from trace_lib.testing.synthetic_credits import synthetic_credits
 
 pytestmark = pytest.mark.offline
@@ -55,6 +55,11 @@ def test_a_wide_margin_turns_inconclusive_into_reproduced(release, canonical):
     assert (tight.outcome, wide.outcome) == ("inconclusive", "reproduced")
     lo, hi = wide.interval
     assert -15.0 <= lo < wide.difference < hi <= 15.0 and tight.se == wide.se
+    from scipy.stats import norm
+
+    assert (hi - lo) / 2 == pytest.approx(norm.isf(0.05) * wide.se)  # the 90% interval: 5% on either side
+    with pytest.raises(UsageError, match="--margin: margin must be a positive number"):
+        _judge(release, canonical, credits, margin=0)
 
 
 def test_an_overdispersed_cell_is_flagged_seed_unstable_and_its_band_widens(release, canonical):
@@ -71,6 +76,12 @@ def test_an_overdispersed_cell_is_flagged_seed_unstable_and_its_band_widens(rele
     assert verdict.components["seed_excess_variance"] > 0 and verdict.components["dof"] is not None
     assert verdict.se > quiet.by_id()[f"{TRACE}-erqa"].se
     assert "seed-unstable: spread" in verdict.explain()
+    # (V + tau^2)(1/k + 1/3), each side with its own row-level variance; critical values Student t on the dof
+    c, tau2 = verdict.components, verdict.components["seed_excess_variance"]
+    assert verdict.se ** 2 == pytest.approx((c["row_variance"] + tau2) / 3 + (c["canonical_row_variance"] + tau2) / 3)
+    from scipy.stats import t
+
+    assert c["crit"] == pytest.approx(t.isf(verdict.per_test_alpha / 2, c["dof"]))
 
 
 def test_each_claim_is_judged_paired_by_row_and_seed(release, canonical):
@@ -118,6 +129,7 @@ def test_one_seed_uses_the_binomial_bound_and_says_so(release, canonical):
     assert verdict.components["variance_source"] == "binomial bound (one reproduced seed)"
     p = verdict.estimate / 100
     assert verdict.components["row_variance"] >= 1e4 * p * (1 - p) / 400 - 1e-9
+    assert f"{TRACE}-erqa" not in _judge(release, canonical, credits).by_id()  # one seed: no mean test
 
 
 def test_the_release_cells_show_seed_excess(canonical):
@@ -222,6 +234,14 @@ def _rows(n=400, **change):
     (_rows(seed=-1), "row 4.seed: seed is not an integer in 0..9223372036854775807 (found -1)"),
     (_rows(index={}), "row 4.index: index is not a string or an integer (found {})"),
     (_rows(model_id=5), "row 4.model_id: model_id is not a string (found 5)"),
+    (_rows(index=True), "row 4.index: index is not a string or an integer (found True)"),
+    (_rows(seed=True), "row 4.seed: seed is not an integer in 0..9223372036854775807 (found True)"),
+    (_rows(seed=42.5), "row 4.seed: seed is not an integer in 0..9223372036854775807 (found 42.5)"),
+    (_rows(seed="4_2"), "row 4.seed: seed is not an integer in 0..9223372036854775807 (found '4_2')"),  # int() reads it
+    (_rows(credit=True), "row 4.credit: credit is not a number (found True)"),
+    (_rows(credit="1"), "row 4.credit: credit is not a number (found '1')"),
+    (_rows() + [dict(r, seed=43) for r in _rows(index="400")],
+     "erqa.index: seed 43 holds 400 rows, seed 42 holds 400, or their indices differ"),  # as many rows, others
 ])
 def test_bad_credits_files_are_one_line_errors(capsys, release, tmp_path, rows, message):
     path = tmp_path / "bad.jsonl"
@@ -235,12 +255,31 @@ def test_bad_credits_files_are_one_line_errors(capsys, release, tmp_path, rows, 
     ("", "empty file: no credit rows"),
     ("[" * 100_000 + "]" * 100_000 + "\n", "line 1: not strict JSON (arrays or objects nested too deeply)"),
     ('{"model_id": "m", "seed": 42, "seed": 43}\n', "line 1: duplicate key 'seed'"),
+    ("\n[1, 2]\n", "row 1: a row is not an object"),
 ])
 def test_an_empty_deep_or_ambiguous_credits_file_is_one_line(capsys, release, tmp_path, text, message):
     path = tmp_path / "bad.jsonl"
     path.write_text(text)
     code, out, err = _verdict_cli(capsys, release, path)
     assert (code, out) == (2, "") and err.splitlines()[0] == f"error: {path}: {message}"
+
+
+def test_blank_lines_and_seed_zero_are_read_as_any_other(capsys, release, tmp_path):
+    path = tmp_path / "credits.jsonl"
+    path.write_text("\n" + "".join(json.dumps(r) + "\n\n" for r in _rows()) + "  \n")
+    table = CreditTable.read(path)
+    assert len(table) == 400 and _verdict_cli(capsys, release, path)[0] in (0, 1)
+    assert CreditTable.from_records([dict(r, seed=0) for r in _rows()]).seed.tolist() == [0] * 400
+
+
+def test_a_table_built_from_columns_is_held_to_the_same_checks():
+    """The library's own constructor (a campaign's records, synthetic credits) validates as a file does."""
+    columns = [np.array(["m", "m"], dtype=object), np.array([42, 42]), np.array(["erqa", "erqa"], dtype=object),
+               np.array(["0", "1"], dtype=object)]
+    with pytest.raises(InputError, match=r"credit: credit outside \[0, 1\] \(found nan\)"):
+        CreditTable(*columns, np.array([1.0, float("nan")]))
+    with pytest.raises(InputError, match="seed: column has 1 values, credit has 2"):
+        CreditTable(columns[0], columns[1][:1], *columns[2:], np.array([1.0, 0.0]))
 
 
 @pytest.mark.timeout(30)
@@ -381,3 +420,151 @@ def test_a_claim_whose_models_score_other_rows_is_one_line(capsys, release, cano
     assert (code, out) == (2, "")
     assert err == (f"error: {path}: {BASE}/erqa.index: {BASE} scores other rows than {TRACE} (a claim pairs the two "
                    f"models' rows one by one) (expected '0', found '1')\n")
+
+
+# -- the row-level variance and the seed-level excess -----------------------------------------------------------
+
+def test_the_row_variance_is_the_unbiased_per_row_variance_over_seeds_carried_to_the_canonical_mean(release,
+                                                                                                    canonical):
+    """V_R = sum_u w_u^2 s_u^2 with each row's sample variance over the seeds (ddof 1: unbiased); without the
+    archive, V_C is V_R scaled by the one-seed bounds at the two means (the reproduction 10 points below)."""
+    cell = (TRACE, "erqa")
+    mu = mean(canonical.benchmarks[cell])
+    credits = synthetic_credits(canonical, [cell], rng=np.random.default_rng(21), means={cell: mu - 10})
+    verdict = _judge(release, canonical, credits).by_id()[f"{TRACE}-erqa"]
+    rows = credits.cells()[cell].credits
+    n = rows.shape[0]
+    assert verdict.components["row_variance"] == pytest.approx((100 / n) ** 2 * rows.var(axis=1, ddof=1).sum())
+    p_r, p_c = rows.mean(), mu / 100
+    assert verdict.components["canonical_row_variance"] == pytest.approx(
+        verdict.components["row_variance"] * p_c * (1 - p_c) / (p_r * (1 - p_r)))
+
+
+def test_seeds_that_vary_where_rows_allow_none_are_seed_unstable():
+    """Rows that never change between seeds explain no seed spread: a canonical side whose seeds differ anyway has
+    infinite excess (p = 0), however small its spread."""
+    from trace_lib.aggregation.verdict import seed_excess
+
+    excess = seed_excess(np.array([50.0, 50.0, 50.0]), np.array([49.9, 50.0, 50.1]), 0.0)
+    assert (excess.p_value, excess.unstable, excess.dof) == (0.0, True, 4)
+
+
+def test_the_release_cells_are_tested_on_their_own_three_seeds(canonical):
+    from scipy.stats import chi2
+
+    model, bench, excess = next(e for e in release_seed_excess(canonical) if e[1] == "erqa")
+    seeds = np.array(list(canonical.benchmarks[(model, bench)].values()))
+    p = seeds.mean() / 100
+    bound = 1e4 * p * (1 - p) / canonical.rows(bench)
+    assert excess.dof == 2 and excess.spread == pytest.approx(seeds.std(ddof=1))
+    assert excess.p_value == pytest.approx(chi2.sf(2 * seeds.var(ddof=1) / bound, 2))
+
+
+def test_the_one_seed_bound_holds_each_unit_inside_its_range():
+    """Shifted to a higher canonical score, a group already at its upper bound stays there (no variance), never
+    past it (which would subtract variance)."""
+    from trace_lib.aggregation.verdict import one_seed_bound
+    from trace_lib.linear_aggregate import Linear
+
+    linear = Linear(0.0, np.array([50.0, 50.0]), np.array([[1.0], [0.0]]), np.ones(2), np.array([0, 1]))
+    assert linear.scores()[0] == 50.0
+    assert one_seed_bound(linear, shift_to=75.0, only_shifted=True) == pytest.approx(50.0 ** 2 * 0.25 * 0.75)
+
+
+# -- what is judged: the plan's seeds, composites over the same seeds, claims over paired seeds --------------------
+
+def test_seeds_outside_the_plan_are_not_judged(release, canonical):
+    credits = synthetic_credits(canonical, [(TRACE, "erqa")], seeds=(42, 43, 44, 45), rng=np.random.default_rng(22))
+    result = _judge(release, canonical, credits, plan=VerdictPlan((TRACE,), (42, 43, 44), ("erqa",)))
+    by_id = result.by_id()
+    assert f"{TRACE}-seed45-erqa" not in by_id and by_id[f"{TRACE}-erqa"].reproduced_seeds == 3
+
+
+def test_a_composite_or_claim_over_cells_of_other_seeds_is_not_judged(release, canonical):
+    """A category whose benchmarks were scored on other seeds, and a claim whose two models were, have no seed-paired
+    score: they are left out, and every cell is still judged on its own."""
+    members = canonical.suite.categories["Puzzles & Logic"]
+    full = synthetic_credits(canonical, [(TRACE, b) for b in members[1:]] + [(BASE, "erqa")],
+                             rng=np.random.default_rng(23))
+    short = synthetic_credits(canonical, [(TRACE, members[0]), (TRACE, "erqa")], seeds=(42, 43),
+                              rng=np.random.default_rng(24))
+    by_id = _judge(release, canonical, CreditTable.concat([full, short])).by_id()
+    assert f"{TRACE}-category[Puzzles & Logic]" not in by_id and f"{TRACE}-vs-{BASE}-erqa" not in by_id
+    assert {f"{TRACE}-{b}" for b in members} | {f"{TRACE}-erqa", f"{BASE}-erqa"} <= set(by_id)
+
+
+def test_a_seed_moving_every_benchmark_of_a_category_widens_the_category(release, canonical):
+    """Each benchmark's seeds vary as their rows allow, but one seed lifts all four together: the category's own
+    seed spread exceeds the sum of theirs, and that excess enters its variance (on its own dof)."""
+    members = canonical.suite.categories["Puzzles & Logic"]
+    rng = np.random.default_rng(25)
+    base_p = {(TRACE, b): np.full(canonical.rows(b), mean(canonical.benchmarks[(TRACE, b)]) / 100) for b in members}
+    tables = [synthetic_credits(canonical, list(base_p), seeds=(seed,), rng=rng,
+                                probabilities={k: np.clip(p + lift, 0, 1) for k, p in base_p.items()})
+              for seed, lift in ((42, 0.06), (43, -0.06), (44, 0.0))]
+    category = _judge(release, canonical, CreditTable.concat(tables)).by_id()[f"{TRACE}-category[Puzzles & Logic]"]
+    assert category.seed_unstable is not None and category.components["moderation_own_tau2"] > 0
+    assert category.components["seed_excess_variance"] > category.components["moderation_component_tau2"]
+
+
+def test_a_claim_with_the_paper_s_own_rows_takes_their_paired_variance(release, canonical):
+    bench = "erqa"
+    cells = [(BASE, bench), (TRACE, bench)]
+    credits = synthetic_credits(canonical, cells, rng=np.random.default_rng(26))
+    archive = synthetic_credits(canonical, cells, rng=np.random.default_rng(27))
+    claim = _judge(release, canonical, credits, archive_credits=archive).by_id()[f"{TRACE}-vs-{BASE}-{bench}"]
+    assert claim.components["variance_source"] == ("paired rows over 3 reproduced seeds + the archive's canonical "
+                                                   "rows")
+    arch = archive.cells()
+    paired = arch[(TRACE, bench)].credits - arch[(BASE, bench)].credits
+    expected = (100 / paired.shape[0]) ** 2 * paired.var(axis=1, ddof=1).sum()
+    assert claim.components["canonical_row_variance"] == pytest.approx(expected)
+
+
+
+# -- a claim's sign -------------------------------------------------------------------------------------------------
+
+def _claim_of(release, canonical, reproduced, canonical_delta, variance=4.0):
+    """A claim test on an exact score: ``reproduced`` per-seed deltas against ``canonical_delta`` at every
+    canonical seed, row-level variance ``variance`` on both sides (normal critical values: no seed excess)."""
+    from trace_lib.aggregation.verdict import Rule, Scored
+
+    rule = Rule.for_plan(canonical, VerdictPlan((BASE, TRACE), (42, 43, 44), ("erqa",)))
+    scored = Scored(np.array(reproduced), np.full(3, canonical_delta), variance, variance, "paired rows",
+                    seeds=(42, 43, 44))
+    agreement = rule.judge("claim", "claim", scored, estimate=float(np.mean(reproduced)), canonical=canonical_delta,
+                           reproduced_weight=1 / 3, model_id=TRACE, benchmark_id="erqa")
+    return agreement, rule.judge_sign(agreement, scored)
+
+
+def test_a_claim_s_sign_is_reproduced_only_beyond_its_one_sided_bound(release, canonical):
+    _, claim = _claim_of(release, canonical, [0.5, 0.5, 0.5], 3.0)  # the right sign, well inside the noise
+    assert claim.sign["outcome"] == "inconclusive" and claim.sign["lower_bound_toward_canonical"] < 0 < claim.estimate
+
+
+def test_a_significantly_opposite_sign_makes_the_claim_differ(release, canonical):
+    agreement, claim = _claim_of(release, canonical, [-3.4, -3.4, -3.4], 0.5)
+    assert agreement.outcome != "differs" and claim.sign["outcome"] == "differs" and claim.outcome == "differs"
+
+
+def test_planned_power_of_a_mean_counts_both_sides(release, canonical):
+    """A k-seed mean's predicted variance is one seed's times (1/k + 1/n): the canonical mean's n seeds count too."""
+    from trace_lib.aggregation.verdict import planned_power, predicted_seed_variance
+
+    tests = {t.test_id: t for t in planned_power(canonical, VerdictPlan((TRACE,), (42, 43), ("erqa",)))}
+    v = predicted_seed_variance(canonical, TRACE, "erqa")
+    assert tests[f"{TRACE}-erqa"].se == pytest.approx(np.sqrt(v * (1 / 2 + 1 / 3)))
+    assert tests[f"{TRACE}-seed42-erqa"].se == pytest.approx(np.sqrt(v * (1 + 1 / 3)))
+
+
+def test_a_full_suite_is_judged_overall_as_the_mean_of_its_benchmarks(release, canonical):
+    plain = [b for b in canonical.suite.keys if b not in ("tablevqabench", "wemath")]
+    rows = _structured_rows("tablevqabench", TRACE, canonical.rows("tablevqabench"))
+    rows += _structured_rows("wemath", TRACE, canonical.rows("wemath"))
+    credits = CreditTable.concat([CreditTable.from_records(rows),
+                                  synthetic_credits(canonical, [(TRACE, b) for b in plain],
+                                                    rng=np.random.default_rng(28))])
+    by_id = _judge(release, canonical, credits).by_id()
+    overall = by_id[f"{TRACE}-overall"]
+    assert overall.kind == "overall" and overall.canonical == pytest.approx(mean(canonical.overall[TRACE]))
+    assert overall.estimate == pytest.approx(np.mean([by_id[f"{TRACE}-{b}"].estimate for b in canonical.suite.keys]))
