@@ -521,6 +521,17 @@ def test_a_claim_with_the_paper_s_own_rows_takes_their_paired_variance(release, 
     assert claim.components["canonical_row_variance"] == pytest.approx(expected)
 
 
+def test_an_archive_whose_two_models_hold_other_rows_is_not_paired(release, canonical):
+    """The archive leaves out a slice's excluded rows: where the model and its base lost different ones, their
+    rows do not pair, so the claim's canonical side is carried as without an archive (it was a ValueError)."""
+    bench = "erqa"
+    cells = [(BASE, bench), (TRACE, bench)]
+    credits = synthetic_credits(canonical, cells, rng=np.random.default_rng(26))
+    archive = synthetic_credits(canonical, cells, rng=np.random.default_rng(27)).to_records()
+    archive = CreditTable.from_records(r for r in archive if (r["model_id"], r["index"]) != (BASE, "7"))
+    claim = _judge(release, canonical, credits, archive_credits=archive).by_id()[f"{TRACE}-vs-{BASE}-{bench}"]
+    assert claim.components["variance_source"] == "paired rows over 3 reproduced seeds"
+
 
 # -- a claim's sign -------------------------------------------------------------------------------------------------
 

@@ -739,7 +739,8 @@ def _claims(canonical: Canonical, plan: VerdictPlan, rule: Rule, linears: Mappin
             if v_r is None:
                 v_r, source = t.row_variance + b.row_variance, "binomial bound (one reproduced seed)"
             v_c = None
-            if arch_t is not None and arch_b is not None and arch_t.seeds == arch_b.seeds:
+            if (arch_t is not None and arch_b is not None and arch_t.seeds == arch_b.seeds
+                    and arch_t.index == arch_b.index):  # the archive's rows pair only where both hold the same
                 v_c = unit_variance(cell_linear(arch_t).paired(cell_linear(arch_b)))
             if v_c is None:  # carried to the canonical means like each model's own
                 v_c = carried_variance(v_r, t.row_variance + b.row_variance, t.canonical_variance + b.canonical_variance)
