@@ -193,3 +193,130 @@ def test_a_file_set_refuses_a_target_that_is_not_a_regular_file(tmp_path):
         _write_set([(a, b"new\n"), (fifo, b"png")])
     assert a.read_bytes() == b"old md\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "report.md", "report.png"]
+
+
+def _fsyncs(monkeypatch):
+    """Record each ``os.fsync``: ``("dir", path)`` for a directory, else ``("file", size at that moment)``."""
+    calls = []
+    real = os.fsync
+
+    def spy(fd):
+        st = os.fstat(fd)
+        calls.append(("dir", None) if stat.S_ISDIR(st.st_mode) else ("file", st.st_size))
+        return real(fd)
+
+    monkeypatch.setattr("trace_lib.atomic.os.fsync", spy)
+    return calls
+
+
+def test_a_durable_write_fsyncs_every_byte_then_the_directory_entry(tmp_path, monkeypatch):
+    """The data is flushed and fsynced before the rename, the directory after it; ``durable=False`` skips both."""
+    calls = _fsyncs(monkeypatch)
+    write_bytes_atomic(tmp_path / "a.bin", b"x" * 10)
+    assert calls == [("file", 10), ("dir", None)]
+    calls.clear()
+    with atomic_output(tmp_path / "b.bin", durable=False) as handle:
+        handle.write(b"y")
+    assert calls == [] and (tmp_path / "b.bin").read_bytes() == b"y"
+    from trace_lib.atomic import atomic_outputs
+
+    with atomic_outputs() as files:
+        with files.output(tmp_path / "c.bin") as handle:
+            handle.write(b"abc")
+    assert calls == [("file", 3), ("dir", None)]
+
+
+def test_a_failed_fsync_names_the_file_being_written(tmp_path, monkeypatch):
+    import errno
+
+    def failing(fd):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))  # names no file, as os.fsync's error does
+
+    monkeypatch.setattr("trace_lib.atomic.os.fsync", failing)
+    target = tmp_path / "out.json"
+    with pytest.raises(OSError) as failed:
+        write_bytes_atomic(target, b"{}")
+    assert failed.value.filename == str(target) and list(tmp_path.iterdir()) == []
+
+
+def test_text_is_utf_8_whatever_the_locale(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys; from trace_lib.atomic import atomic_output\n"
+            "with atomic_output(sys.argv[1], 'w') as handle:\n    handle.write('\\u00e9\\u03c0')\n")
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0",
+           "PYTHONIOENCODING": "ascii"}
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "t.txt")], env=env, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "t.txt").read_bytes() == "éπ".encode("utf-8")
+
+
+def test_a_temp_name_another_writer_holds_is_never_reused(tmp_path, monkeypatch):
+    """Two writers of one target draw their temp names at random; should a name be taken, the file there is left
+    alone and another name drawn."""
+    taken = tmp_path / ".out.txt.aaaaaaaa.incomplete"
+    taken.write_bytes(b"another writer's half")
+    names = iter(["aaaaaaaa", "bbbbbbbb"])
+    monkeypatch.setattr("trace_lib.atomic.secrets.token_hex", lambda n: next(names))
+    write_text_atomic(tmp_path / "out.txt", "mine")
+    assert (tmp_path / "out.txt").read_text() == "mine" and taken.read_bytes() == b"another writer's half"
+
+
+def test_a_file_set_that_fails_half_way_removes_the_new_files_it_put_in(tmp_path, monkeypatch):
+    """The first target did not exist: once the second rename fails, the first is removed again (nothing new is
+    left beside the old files)."""
+    import errno
+
+    new, old = tmp_path / "new.md", tmp_path / "old.json"
+    old.write_bytes(b"old\n")
+    real = os.replace
+
+    def failing(src, dst):
+        if str(dst) == str(old):
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return real(src, dst)
+
+    monkeypatch.setattr("trace_lib.atomic.os.replace", failing)
+    with pytest.raises(OSError):
+        _write_set([(new, b"new\n"), (old, b"new\n")])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.json"] and old.read_bytes() == b"old\n"
+    monkeypatch.setattr("trace_lib.atomic.os.replace", real)
+    _write_set([(new, b"new\n"), (old, b"new\n")])  # new files go in with the others
+    assert (new.read_bytes(), old.read_bytes()) == (b"new\n", b"new\n")
+
+
+def test_a_copy_aside_that_fails_leaves_no_partial_copy(tmp_path, monkeypatch):
+    import errno
+    import shutil
+
+    a, b = _old_pair(tmp_path)
+    monkeypatch.setattr("trace_lib.atomic.os.link", lambda *args: (_ for _ in ()).throw(
+        OSError(errno.EPERM, "no links here")))
+
+    def full_disk(src, dst):
+        with open(dst, "wb") as half:
+            half.write(b"ol")  # half a copy, then the disk is full
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(shutil, "copy2", full_disk)
+    with pytest.raises(OSError):
+        _write_set([(a, b"new\n"), (b, b"new\n")])
+    assert (a.read_bytes(), b.read_bytes()) == (b"old md\n", b"old json\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "report.md"]
+
+
+def test_staged_or_atomic_writes_into_the_set_when_given_one(tmp_path):
+    from trace_lib.atomic import atomic_outputs, staged_or_atomic
+
+    target = tmp_path / "plot.png"
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_outputs() as files:
+            with staged_or_atomic(target, into=files) as handle:
+                handle.write(b"png")
+            raise KeyboardInterrupt  # the set fails: its staged file never goes in
+    assert list(tmp_path.iterdir()) == []
+    with staged_or_atomic(target) as handle:
+        handle.write(b"png")
+    assert target.read_bytes() == b"png"
