@@ -307,6 +307,22 @@ def test_a_copy_aside_that_fails_leaves_no_partial_copy(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "report.md"]
 
 
+def test_a_target_swapped_for_a_fifo_after_it_was_staged_is_not_replaced(tmp_path):
+    from trace_lib.atomic import atomic_outputs
+    from trace_lib.errors import UsageError
+
+    a, b = _old_pair(tmp_path)
+    with pytest.raises(UsageError, match="a FIFO"):
+        with atomic_outputs() as files:
+            for path in (a, b):
+                with files.output(path) as handle:
+                    handle.write(b"new\n")
+            b.unlink()
+            os.mkfifo(b)  # the second target changes before the set goes in: nothing is replaced
+    assert a.read_bytes() == b"old md\n" and stat.S_ISFIFO(os.lstat(b).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "report.md"]
+
+
 def test_staged_or_atomic_writes_into_the_set_when_given_one(tmp_path):
     from trace_lib.atomic import atomic_outputs, staged_or_atomic
 

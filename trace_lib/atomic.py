@@ -214,12 +214,13 @@ class FileSet:
 
     def commit(self) -> None:
         """Put every staged file in place. Each target there is first linked (or copied) aside; if a rename
-        fails, the targets already replaced get their old files back (or are removed when there were none)."""
-        for _, target in self._staged:
-            check_replaceable(target)
+        fails, the targets already replaced get their old files back (or are removed when there were none). Any
+        failure (a target that is no longer a regular file included) removes every staged temp file."""
         asides: dict[Path, Path | None] = {}
         done: list[Path] = []
         try:
+            for _, target in self._staged:
+                check_replaceable(target)  # a target that changed since it was staged: nothing goes in
             for _, target in self._staged:
                 asides[target] = _keep_aside(target)
             for tmp, target in self._staged:
