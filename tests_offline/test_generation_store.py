@@ -100,10 +100,15 @@ def test_second_writer_is_refused(tmp_path):
 
 
 def test_append_refuses_a_row_twice(tmp_path):
-    with SliceStore.open(tmp_path / "s.jsonl", IDENTITY) as store:
+    path = tmp_path / "s.jsonl"
+    with SliceStore.open(path, IDENTITY) as store:
         store.append([row(0)])
         with pytest.raises(InputError, match="row already stored"):
             store.append([row(0)])
+        before = path.read_bytes()
+        with pytest.raises(InputError, match="row already stored"):
+            store.append([row(1), row(1, "another answer")])  # one batch holding a row twice: none of it written
+        assert path.read_bytes() == before and store.append([row(1)]) == 1
 
 
 def test_retain_drops_stale_rows_atomically(tmp_path):
@@ -206,3 +211,51 @@ def test_a_fifo_in_place_of_a_response_file_is_refused_without_opening_it(tmp_pa
         with pytest.raises(InputError, match="is a FIFO, not a regular file"):
             read(path)
     assert path.is_fifo()
+
+
+def test_a_header_line_that_is_not_json_is_corrupt(tmp_path):
+    """A whole first line that does not parse is a corrupt file, not one cut before its first line ended."""
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b"garbage\n")
+    with pytest.raises(InputError, match="line 1 is not a JSON object; the file is corrupt"):
+        load_responses(path)
+
+
+def test_a_corrupt_line_before_a_torn_tail_is_an_error_not_a_repair(tmp_path):
+    """Only the bytes after the last newline can be torn by a crash; a complete line that does not parse before
+    them is corruption, and resuming leaves the file as it is."""
+    path = _stored_file(tmp_path)
+    _edit_row(path, 4, lambda line: "garbage\n")
+    path.write_bytes(path.read_bytes() + b'{"kind":"row","row_k')
+    before = path.read_bytes()
+    for attempt in (load_responses, lambda p: SliceStore.open(p, IDENTITY)):
+        with pytest.raises(InputError, match="line 4 is not a JSON object"):
+            attempt(path)
+    assert path.read_bytes() == before
+
+
+def test_a_file_that_starts_with_a_row_or_holds_a_second_header_is_refused(tmp_path):
+    path = _stored_file(tmp_path)
+    lines = path.read_bytes().splitlines(keepends=True)
+    headless = tmp_path / "headless.jsonl"
+    headless.write_bytes(b"".join(lines[1:]))
+    with pytest.raises(InputError) as refused:
+        load_responses(headless)
+    assert refused.value.field == "line 1" and "first line is not a header" in str(refused.value)
+    joined = tmp_path / "joined.jsonl"
+    joined.write_bytes(b"".join(lines) * 2)  # two files concatenated
+    with pytest.raises(InputError) as refused:
+        load_responses(joined)
+    assert str(refused.value) == (f"{joined}: line 5.kind: unexpected line kind (expected 'row', found 'header')")
+
+
+def test_two_lines_for_one_row_are_refused_by_readers_and_by_resume(tmp_path):
+    path = _stored_file(tmp_path)
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines) + lines[2])  # row 1 again, as a last-wins reader would take it
+    with pytest.raises(InputError) as refused:
+        load_responses(path)
+    assert refused.value.field == row(1).row_key and "two lines for one row" in str(refused.value)
+    with pytest.raises(InputError, match="two lines for one row"):
+        SliceStore.open(path, IDENTITY)
+    assert not path.with_name(path.name + ".lock").exists()

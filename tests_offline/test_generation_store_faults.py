@@ -332,3 +332,52 @@ def test_a_failed_retain_leaves_the_file_and_the_store_usable(tmp_path, monkeypa
         with pytest.raises(Exception, match="not open for writing"):
             store.append([row(3)])
     assert [r.ordinal for r in load_responses(path)] == [0, 2]
+
+
+def test_short_writes_are_continued_where_they_stopped(tmp_path):
+    """A raw write may take fewer bytes than given (a signal, a pipe-like filesystem): the rest follows, none twice."""
+
+    class Short:
+        def __init__(self, real):
+            self.real = real
+
+        def write(self, data):
+            return self.real.write(bytes(data[:7]))
+
+        def __getattr__(self, name):
+            return getattr(self.real, name)
+
+    path = tmp_path / "s.jsonl"
+    with SliceStore.open(path, IDENTITY) as store:
+        store._file = Short(store._file)
+        assert store.append(BATCH) == 3
+    assert [r.response for r in load_responses(path)] == [r.response for r in BATCH]
+
+
+def test_the_repair_of_a_torn_line_and_the_roll_back_of_a_batch_are_made_durable(tmp_path, monkeypatch):
+    path = tmp_path / "s.jsonl"
+    with SliceStore.open(path, IDENTITY) as store:
+        store.append([row(0), row(1)])
+    good = len(path.read_bytes())
+    path.write_bytes(path.read_bytes() + b'{"kind":"ro')
+    sizes = []
+    real = os.fsync
+    monkeypatch.setattr("trace_lib.generation.store.os.fsync",
+                        lambda fd: (sizes.append(os.fstat(fd).st_size), real(fd))[1])
+    with SliceStore.open(path, IDENTITY) as store:
+        assert sizes == [good]  # cut back to the whole rows, then fsynced before anything is appended
+        inject(store, 5, enospc())
+        with pytest.raises(OSError):
+            store.append(BATCH)
+    assert sizes == [good, good]  # the torn batch cut off again, and that made durable too
+
+
+def test_a_ctrl_c_while_a_new_slice_opens_leaves_no_file(tmp_path, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("trace_lib.generation.store._check_header", interrupted)
+    path = tmp_path / "s.jsonl"
+    with pytest.raises(KeyboardInterrupt):
+        SliceStore.open(path, IDENTITY)
+    assert list(tmp_path.iterdir()) == []  # neither the header-only file nor its lock
