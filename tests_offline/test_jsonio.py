@@ -47,6 +47,9 @@ def test_required_names_the_file_and_the_field():
         required({}, "slug", file="f.json", where="models[2].")
     with pytest.raises(InputError, match="required field is missing"):
         required([], "slug", file="m.json", error=InputError)
+    for not_an_object in (None, "a slug", 5):  # a document of another shape: its field is missing, no TypeError
+        with pytest.raises(ReleaseFileError, match="slug: required field is missing"):
+            required(not_an_object, "slug", file="f.json")
 
 
 def test_an_integer_python_cannot_read_is_named_as_such():
@@ -68,3 +71,14 @@ def test_json_object_names_the_type_found(value, found):
     assert json_object({"a": 1}, file="f") == {"a": 1}
     with pytest.raises(ReleaseFileError):
         json_object([], file="f", error=ReleaseFileError)
+
+
+def test_outside_strings_follows_json_string_state_through_escapes():
+    """Quotes open and close strings (both are inside), a backslash escapes the next character inside one, and a
+    brace in a string is not structure."""
+    from trace_lib.jsonio import outside_strings
+
+    text = '{"a": "x\\"}{", "b": "c\\\\", "d": 1}'  # {"a": "x\"}{", "b": "c\\", "d": 1}
+    outside = "".join(char for _, char, out in outside_strings(text) if out)
+    assert outside == "{: , : , : 1}"
+    assert [i for i, char, out in outside_strings('"q"x') if out] == [3]

@@ -11,7 +11,7 @@ import pytest
 
 from trace_lib.atomic import atomic_output, write_text_atomic
 from trace_lib.errors import UsageError
-from trace_lib.outputs import check_output_dir, check_output_file, check_outside_inputs, file_name
+from trace_lib.outputs import check_output_dir, check_output_file, check_outside_inputs, file_name, not_regular
 from trace_lib.testing.cli_runner import run_cli
 
 pytestmark = pytest.mark.offline
@@ -87,6 +87,10 @@ def test_a_parent_that_is_a_file_is_one_line_and_nothing_is_created(tmp_path):
     for check in (check_output_dir, check_output_file):
         with pytest.raises(UsageError, match="regular file"):
             check(tmp_path / "file" / "sub" / "out", flag="--out")
+    with pytest.raises(UsageError) as refused:  # the line names the file in the way, not the path under it
+        check_output_dir(tmp_path / "file" / "sub", flag="--out")
+    assert refused.value.render() == (f"{tmp_path / 'file'}: --out: is a regular file, not a directory, so "
+                                      f"{tmp_path / 'file' / 'sub'} cannot be created under it")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 
 
@@ -214,3 +218,44 @@ def test_a_failed_atomic_write_removes_the_directories_it_made(tmp_path, monkeyp
             with files.output(tmp_path / "a" / "summary.md") as handle:
                 handle.write(b"x")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_what_is_not_a_regular_file_is_said_in_words(tmp_path):
+    """A missing path is nothing to report; a dangling link is a link (not a missing file); a path under a file
+    says why it cannot be there."""
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    assert not_regular(tmp_path / "file") is None and not_regular(tmp_path / "absent") is None
+    assert not_regular(tmp_path / "dangling") == "is a symbolic link, not a regular file"
+    assert not_regular(_fifo(tmp_path)) == "is a FIFO, not a regular file"
+    assert not_regular(tmp_path / "file" / "sub") == "Not a directory"
+
+
+def test_a_file_with_any_write_bit_may_be_replaced(tmp_path):
+    """Read-only on purpose means no write bit at all: a file only its group may write is still replaceable."""
+    target = tmp_path / "shared.json"
+    target.write_text("{}")
+    target.chmod(0o464)
+    assert write_text_atomic(target, "[]") and target.read_text() == "[]"
+
+
+def test_a_file_flag_naming_a_directory_is_refused_as_such(tmp_path):
+    for name in ("..", str(tmp_path / "..")):
+        with pytest.raises(UsageError) as refused:
+            check_output_file(name, flag="--out")
+        assert refused.value.render() == f"--out: names a directory, not a file (found {name!r})"
+
+
+@pytest.mark.parametrize(("read_only_fs", "reason"), [(True, "on a read-only filesystem"),
+                                                      (False, "not writable by this user")])
+def test_an_output_directory_that_cannot_be_written_says_why(tmp_path, monkeypatch, read_only_fs, reason):
+    """Checked before any work (as root every directory is writable, so the refusal is simulated)."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr("trace_lib.outputs.os.access", lambda path, mode: False)
+    flags = SimpleNamespace(f_flag=os.ST_RDONLY if read_only_fs else 0)
+    monkeypatch.setattr("trace_lib.outputs.os.statvfs", lambda path: flags)
+    with pytest.raises(UsageError) as refused:
+        check_output_dir(tmp_path / "new", flag="--out")
+    assert refused.value.render() == (f"{tmp_path}: --out: directory is {reason}, so {tmp_path / 'new'} cannot be "
+                                      "written")
