@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -14,7 +15,8 @@ import pytest
 from huggingface_hub import constants, hf_hub_download
 
 from trace_lib.data import hub_access
-from trace_lib.data.hub_access import ENDPOINT_HINT, EndpointCheck, hub_client, hub_timeouts
+from trace_lib.data.hub_access import (ENDPOINT_HINT, NO_HUB_HINT, EndpointCheck, hub_client, hub_timeouts,
+                                       reach_endpoint)
 from trace_lib.errors import InputError
 from trace_lib.testing.hub_server import REFUSED_REASON, LoopbackHub, refused_url
 
@@ -135,3 +137,88 @@ def test_hub_timeouts_last_for_the_block_only():
     assert (constants.HF_HUB_ETAG_TIMEOUT, constants.HF_HUB_DOWNLOAD_TIMEOUT) == before
     with hub_timeouts(None):
         assert (constants.HF_HUB_ETAG_TIMEOUT, constants.HF_HUB_DOWNLOAD_TIMEOUT) == before
+
+
+@pytest.mark.parametrize(("error", "line"), [
+    (httpx.ConnectError("[Errno 111] Connection refused"), "ConnectError: [Errno 111] Connection refused"),
+    (OSError("401 Client Error\nRepository Not Found for url"), "OSError: 401 Client Error"),  # its first line
+])
+def test_a_failed_hub_call_is_one_line_naming_what_was_fetched(error, line):
+    with pytest.raises(InputError) as refused:
+        with hub_access.hub_access("org/data@abc:file.tsv"):
+            raise error
+    assert str(refused.value) == f"org/data@abc:file.tsv: Hugging Face Hub download failed: {line}; {NO_HUB_HINT}"
+
+
+def test_an_endpoint_is_named_as_given_even_where_hf_endpoint_is_set(monkeypatch):
+    """The endpoint passed in is named as such (with its trailing slash dropped); only the default one, taken from
+    ``HF_ENDPOINT``, is named by the variable."""
+    url = refused_url()
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    with pytest.raises(InputError) as refused:
+        reach_endpoint(url + "/")
+    assert str(refused.value).startswith(f"{url}: cannot connect to the Hugging Face Hub endpoint (")
+    assert str(refused.value).endswith(f"; {ENDPOINT_HINT}")
+
+
+class _Session:
+    """``huggingface_hub.get_session()``'s stand-in: ``head`` records its arguments and raises ``error``."""
+
+    def __init__(self, error):
+        self.error, self.calls = error, []
+
+    def head(self, url, **kwargs):
+        self.calls.append((url, kwargs))
+        if self.error is not None:
+            raise self.error
+
+
+def _with_session(monkeypatch, error):
+    import huggingface_hub
+
+    session = _Session(error)
+    monkeypatch.setattr(huggingface_hub, "get_session", lambda: session)
+    return session
+
+
+def test_an_endpoint_that_accepts_no_connection_in_time_is_one_line(monkeypatch):
+    from huggingface_hub import constants
+
+    session = _with_session(monkeypatch, httpx.ConnectTimeout("timed out"))
+    with pytest.raises(InputError) as refused:
+        reach_endpoint("http://10.255.255.1")
+    timeout = float(constants.HF_HUB_ETAG_TIMEOUT)
+    assert str(refused.value) == (f"http://10.255.255.1: the Hugging Face Hub endpoint accepted no connection within "
+                                  f"{timeout:g} s (HF_HUB_ETAG_TIMEOUT); {ENDPOINT_HINT}")
+    [(url, kwargs)] = session.calls
+    assert url == "http://10.255.255.1/" and kwargs["timeout"].connect == timeout  # the Hub's own metadata timeout
+
+
+def test_an_endpoint_that_connected_then_failed_is_up(monkeypatch):
+    """A timeout or a broken answer after the connection: transient, left to the Hub's own retries."""
+    _with_session(monkeypatch, httpx.ReadTimeout("read timed out"))
+    assert reach_endpoint("http://hub.example") is None
+    _with_session(monkeypatch, httpx.RemoteProtocolError("server disconnected"))
+    assert reach_endpoint("http://hub.example") is None
+
+
+def test_a_redirect_is_an_answer_not_followed():
+    """Any HTTP answer means the endpoint is up: a redirect to somewhere that refuses connections is not followed."""
+    target = refused_url()
+
+    class Redirect(BaseHTTPRequestHandler):
+        def do_HEAD(self):  # noqa: N802
+            self.send_response(302)
+            self.send_header("Location", target + "/")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert reach_endpoint(f"http://127.0.0.1:{server.server_address[1]}") is None
+    finally:
+        server.shutdown()
+        server.server_close()

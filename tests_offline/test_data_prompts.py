@@ -129,3 +129,22 @@ def test_a_missing_column_is_still_a_key_error_for_code_that_handles_one():
     assert isinstance(missing.value, MissingColumn) and str(missing.value) == (
         "rows[7].hint: column is missing from the data file (the benchmark reads it); use the benchmark's own data "
         "file ('trace-repro prepare-data')")
+
+
+@pytest.mark.parametrize(("field", "named"), [
+    ("rows[5].image", "tinya.rows[5].image"),
+    ("tinya.rows[5].image", "tinya.rows[5].image"),  # already named by its benchmark: not twice
+    ("tinya[5]", "tinya[5]"),
+    ("tinya", "tinya"),
+    (None, "tinya"),  # no field: the benchmark alone
+    ("tinyab.options", "tinya.tinyab.options"),  # another key that only starts like this one's
+])
+def test_a_cell_error_is_named_once_by_benchmark_and_keeps_its_details(tmp_path, field, named):
+    def refuses(row, image_dir):
+        raise InputError("cell is not a list literal", field=field, expected="a list", found="[1,", hint="fix it")
+
+    protocol = replace(tiny_tsv_protocol("tinya"), build_prompt=refuses)
+    with pytest.raises(InputError) as refused:
+        build_row_prompt(protocol, {"index": 5}, tmp_path, source=tmp_path / "tinya.tsv")
+    assert refused.value.render() == (f"{tmp_path / 'tinya.tsv'}: {named}: cell is not a list literal (expected "
+                                      "'a list', found '[1,'); fix it")
