@@ -232,6 +232,13 @@ def test_manifest_round_trip_re_derives_hashes(prepared):
     (lambda doc: doc["datasets"]["tiny"].pop("alias"), "datasets.tiny", "missing field 'alias'"),
     (lambda doc: doc["datasets"]["tiny"]["files"][0].update(extra=1), "datasets.tiny", "wrong type"),
     (lambda doc: doc.pop("suite_sha256"), "suite_sha256, vlmevalkit_commit, data_root", "missing field"),
+    (lambda doc: doc.update(schema_version="trace-repro-datasets-v0"), "schema_version", "unknown manifest schema"),
+    (lambda doc: doc.update(view_snapshot_sha256="0" * 64), "view_snapshot_sha256",
+     "view snapshot does not re-derive"),
+    (lambda doc: doc["datasets"]["tiny"].update(dataset_snapshot_sha256="0" * 64),
+     "datasets.tiny.dataset_snapshot_sha256", "dataset snapshot does not re-derive"),
+    (lambda doc: doc["datasets"]["tiny"]["row_media"][1].update(media_set_sha256="0" * 64),
+     "datasets.tiny.row_media[1]", "row hashes do not re-derive"),
 ])
 def test_a_damaged_manifest_is_one_line_naming_where(prepared, damage, field, what):
     import json
@@ -252,6 +259,98 @@ def test_changed_image_is_found(prepared):
     image.write_bytes(image.read_bytes()[:-1] + b"\x00")
     problems = check_manifest(manifest, suite)
     assert problems == [f"datasets.tiny: {manifest.datasets['tiny'].media_files[0].path}: content changed (sha256 differs)"]
+    assert check_manifest(manifest, suite, rehash=False) == []  # the quick check (doctor) compares sizes only
+
+
+def test_every_problem_of_a_manifest_against_the_suite_and_the_disk_is_listed(prepared):
+    data_root, suite, manifest = prepared
+    entry = manifest.datasets["tiny"]
+    (data_root / "Tiny.tsv").write_bytes((data_root / "Tiny.tsv").read_bytes() + b"\n")
+    gone = data_root / entry.media_files[0].path
+    gone.unlink()
+    gone.mkdir()  # a directory where the image was
+    other = Suite(suite.suite_id, (*suite.benchmarks, replace(suite.benchmarks[0], key="other")), suite.categories,
+                  suite.routes, suite.generation, suite.vlmevalkit_commit, "d" * 64)
+    size = (data_root / "Tiny.tsv").stat().st_size
+    assert check_manifest(manifest, other, keys=["tiny", "other"]) == [
+        f"suite_sha256: manifest built for another suite (expected {'d' * 64}, found {suite.sha256})",
+        f"datasets.tiny: Tiny.tsv: size changed (expected {size - 1}, found {size})",
+        f"datasets.tiny: {entry.media_files[0].path}: file is missing",
+        "datasets.other: not prepared"]
+    assert check_manifest(manifest, other, keys=["tiny"])[-1].endswith(": file is missing")  # "other" not asked
+    short = with_entry(manifest, replace(entry, row_media=entry.row_media[:5]))
+    assert "datasets.tiny.rows: differs from the suite (expected 6, found 6)" in check_manifest(short, suite)
+
+
+def test_a_manifest_of_part_of_the_suite_has_no_dataset_revision(tmp_path):
+    """The view snapshot (and ``dataset_revision``) covers the whole suite: with a benchmark still to prepare there
+    is none, and the manifest still reads back."""
+    data_root = tmp_path / "data"
+    build_tiny_tsv(data_root / "Tiny.tsv", style="multi_image_mcq", rows=6)
+    two = _tiny_suite(6)
+    two = Suite(two.suite_id, (*two.benchmarks, replace(two.benchmarks[0], key="later")), two.categories, two.routes,
+                two.generation, two.vlmevalkit_commit, two.sha256)
+    source = ArtifactSource("tiny", "Tiny", "url", url="http://unused/Tiny.tsv")
+    partial = with_entry(new_manifest(two, data_root), build_dataset_entry(source, data_root, tiny_tsv_protocol("tiny"),
+                                                                           two))
+    assert not partial.complete and partial.view_snapshot_sha256 is None and partial.dataset_revision is None
+    write_manifest(manifest_path(data_root), partial)
+    assert load_manifest(manifest_path(data_root)).datasets.keys() == {"tiny"}
+
+
+def test_the_manifest_file_is_canonical_json_and_a_newline_and_keeps_its_creation_time(prepared):
+    import json
+
+    from trace_lib.jsonio import canonical_json_ascii
+
+    data_root, _, manifest = prepared
+    text = manifest_path(data_root).read_text()
+    assert text == canonical_json_ascii(json.loads(text)) + "\n"
+    again = with_entry(replace(manifest, created_at="2020-01-01T00:00:00+00:00"), manifest.datasets["tiny"])
+    assert again.created_at == "2020-01-01T00:00:00+00:00" and again.updated_at > again.created_at
+
+
+def test_a_row_count_note_needs_a_suite_count_to_differ_from():
+    from trace_lib.data.manifest import row_count_note
+
+    assert row_count_note("tiny", 5, None) is None and row_count_note("tiny", 6, 6) is None
+    assert row_count_note("tiny", 5, 6) == "tiny: 5 rows in the data root, the suite lists 6; hashed as found"
+
+
+def test_a_row_whose_prompt_has_no_image_is_refused(tmp_path):
+    from trace_lib.protocol import PromptItem
+
+    data_root = tmp_path / "data"
+    build_tiny_tsv(data_root / "Tiny.tsv", rows=6)
+    protocol = replace(tiny_tsv_protocol("tiny"), build_prompt=lambda row, image_dir: [PromptItem("text", "Q?")])
+    source = ArtifactSource("tiny", "Tiny", "url", url="http://unused/Tiny.tsv")
+    with pytest.raises(InputError) as refused:
+        build_dataset_entry(source, data_root, protocol, _tiny_suite(6))
+    assert refused.value.render() == f"{data_root / 'Tiny.tsv'}: tiny[0]: row has no image"
+
+
+def test_a_snapshot_s_download_cache_is_not_part_of_the_dataset(tmp_path):
+    """huggingface_hub keeps ``.cache`` metadata in a local_dir download: not the benchmark's bytes."""
+    data_root = tmp_path / "data"
+    build_tiny_tsv(data_root / "Tiny.tsv", style="multi_image_mcq", rows=6)
+    snapshot = data_root / "hf" / "Tiny"
+    (snapshot / "data").mkdir(parents=True)
+    (snapshot / "data" / "train.parquet").write_bytes(b"PAR1")
+    (snapshot / ".cache" / "huggingface").mkdir(parents=True)
+    (snapshot / ".cache" / "huggingface" / "train.parquet.metadata").write_text("etag\n")
+    source = ArtifactSource("tiny", "Tiny", "hf_snapshot", repo_id="org/tiny", revision="a" * 40, split="train")
+    counted = []
+    entry = build_dataset_entry(source, data_root, tiny_tsv_protocol("tiny"), _tiny_suite(6), progress=counted.append)
+    assert [f.path for f in entry.files] == ["Tiny.tsv", "hf/Tiny/data/train.parquet"]
+    assert sum(counted) == 6  # progress counts rows
+
+
+def test_a_data_root_reached_through_a_link_records_the_same_paths(prepared, tmp_path):
+    data_root, suite, manifest = prepared
+    (tmp_path / "alias").symlink_to(data_root)
+    source = ArtifactSource("tiny", "Tiny", "url", url="http://unused/Tiny.tsv")
+    entry = build_dataset_entry(source, tmp_path / "alias", tiny_tsv_protocol("tiny"), suite)
+    assert entry == manifest.datasets["tiny"]
 
 
 def test_row_count_must_equal_the_suite(tmp_path):
