@@ -372,8 +372,11 @@ def check_manifest(manifest: Manifest, suite: Suite, *, rehash: bool = True,
             problems.append(f"datasets.{key}: not prepared")
             continue
         expected = suite.benchmark(key).rows
-        if entry.rows != expected or len(entry.row_media) != expected:
+        if entry.rows != expected:
             problems.append(f"datasets.{key}.rows: differs from the suite (expected {expected}, found {entry.rows})")
+        elif len(entry.row_media) != expected:
+            problems.append(f"datasets.{key}.row_media: differs from the suite (expected {expected} rows, found "
+                            f"{len(entry.row_media)})")
         records: list[FileRecord | MediaRecord] = [*entry.files, *entry.media_files]
         for record in records:
             path = root / record.path
