@@ -252,3 +252,143 @@ def test_the_vllm_model_runner_is_recorded_and_v2_is_a_difference(release, monke
 
     assert model_runner_setting({MODEL_RUNNER_ENV: "0"}) == "v1"
     assert model_runner_setting({MODEL_RUNNER_ENV: "yes"}) == "yes"  # vLLM itself fails on it; recorded as found
+
+
+# -- torch's facts only once torch (and CUDA) are up; the release's pins read strictly ---------------------------
+
+def _fake_torch(*, initialized: bool, available: bool = True):
+    from types import SimpleNamespace
+
+    cuda = SimpleNamespace(is_initialized=lambda: initialized, is_available=lambda: available,
+                           device_count=lambda: 2, get_device_name=lambda index: "NVIDIA H100 80GB HBM3")
+    return SimpleNamespace(version=SimpleNamespace(cuda="12.8"), cuda=cuda)
+
+
+def test_the_gpu_is_read_only_once_cuda_is_initialised_or_probed(release, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch(initialized=False))
+    versions = engine_versions()
+    assert (versions.cuda, versions.gpu, versions.gpu_count) == ("12.8", None, None)  # CUDA not touched
+    assert engine_versions(probe=True).gpu == "NVIDIA H100 80GB HBM3"
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch(initialized=True))
+    assert (engine_versions().gpu, engine_versions().gpu_count) == ("NVIDIA H100 80GB HBM3", 2)
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch(initialized=True, available=False))
+    none = engine_versions()
+    assert (none.gpu, none.gpu_count) == (None, 0)
+    gpu_line = next(line for line in compare_to_paper(none, paper_engine(release)).render_lines()
+                    if line.startswith("gpu"))
+    assert gpu_line.split()[1:3] == ["none", "visible"]  # not "not checked": there is no GPU to check
+
+
+def test_an_unknown_paper_gpu_is_no_match_either_way(release):
+    paper = dataclasses.replace(paper_engine(release), gpu=None)
+    assert compare_to_paper(_engine("0.10.2", "2.8.0", "4.57.6", gpu="NVIDIA H100"), paper).gpu_matches_paper is None
+
+
+def test_a_version_pep_440_cannot_read_still_drops_its_local_label(release):
+    paper = paper_engine(release)
+    odd = paper.packages["transformers"] + "+local/build"  # not a PEP 440 version
+    record = compare_to_paper(_engine(paper.packages["vllm"], "2.8.0", odd), paper)
+    assert "transformers" not in [name for name, _, _ in record.differences]
+
+
+def _release_copy(release, tmp_path, edit):  # noqa: ANN001
+    import shutil
+
+    from trace_lib.release.locate import ReleaseRoot
+
+    shutil.copytree(release.file("rlvr"), tmp_path / "rlvr")
+    edit(tmp_path)
+    return ReleaseRoot(tmp_path)
+
+
+def test_a_requirements_file_without_an_engine_pin_is_named(release, tmp_path):
+    from trace_lib.errors import ReleaseFileError
+
+    def unpin_vllm(root):
+        path = root / identity.REQUIREMENTS_CU128
+        path.write_text(re.sub(r"^vllm==.*$", "vllm>=0.10", path.read_text(), flags=re.M))
+
+    copy = _release_copy(release, tmp_path, unpin_vllm)
+    with pytest.raises(ReleaseFileError) as refused:
+        paper_engine(copy)
+    assert str(refused.value) == f"{identity.REQUIREMENTS_CU128}: engine package not pinned with == (found ['vllm'])"
+    assert generation_engine(copy, "hf")["paper"] is None  # a generation still records its engine, uncompared
+
+
+def test_a_receipt_without_the_reference_cuda_leaves_it_unknown(release, tmp_path):
+    def drop_cuda(root):
+        path = root / identity.ENVIRONMENT_RECEIPT
+        doc = json.loads(path.read_text())
+        doc["reference_platform"].pop("cuda")
+        path.write_text(json.dumps(doc))
+
+    paper = paper_engine(_release_copy(release, tmp_path, drop_cuda))
+    assert paper.cuda is None and paper.gpu == paper_engine(release).gpu
+    assert "cuda" in compare_to_paper(_engine("0.10.2", "2.8.0", "4.57.6", cuda="12.8"), paper).unchecked
+
+
+def test_the_v2_model_runner_on_an_uncompared_engine_stays_unknown(release, tmp_path, monkeypatch):
+    from trace_lib.environment.engine import MODEL_RUNNER_ENV
+
+    monkeypatch.setenv(MODEL_RUNNER_ENV, "1")
+    copy = _release_copy(release, tmp_path, lambda root: (root / identity.REQUIREMENTS_CU128).unlink())
+    doc = generation_engine(copy, "vllm")
+    assert doc["matches_paper"] is None and {"name": "model_runner", "found": "v2", "paper": "v1"} in doc["differences"]
+
+
+class _Answers(BaseHTTPRequestHandler):
+    """``/version`` answers as ``status`` and ``body`` say (class attributes set per test)."""
+
+    status, body = 200, b"{}"
+
+    def do_GET(self):  # noqa: N802
+        self.send_response(self.status)
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args):  # noqa: D401
+        pass
+
+
+@pytest.mark.parametrize(("status", "body"), [(500, b'{"version": "0.24.0"}'), (200, b'{"version": 24}'),
+                                              (200, b"not json")])
+def test_an_endpoint_that_does_not_say_its_vllm_version_reports_none(status, body):
+    from trace_lib.environment.engine import remote_vllm_version
+
+    handler = type("Handler", (_Answers,), {"status": status, "body": body})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert remote_vllm_version(f"http://127.0.0.1:{server.server_address[1]}/v1") is None
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_pool_s_vllm_version_is_its_first_endpoint_s():
+    from trace_lib.environment.engine import remote_vllm_version
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _VersionHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        assert remote_vllm_version(f" {url}, http://127.0.0.1:9/v1") == "0.24.0"
+        assert remote_vllm_version("ftp://127.0.0.1/v1") is None and remote_vllm_version("http:///v1") is None
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_stored_engine_records_read_back_whatever_the_file_holds(release, tmp_path):
+    from trace_lib.environment.engine import engine_properties, read_stored_engine
+
+    garbage = tmp_path / "garbage.jsonl"
+    garbage.write_bytes(b"not json\n")
+    assert read_stored_engine(garbage) is None and read_stored_engine(tmp_path / "absent.jsonl") is None
+    assert campaign_engine_line({}) == "engine: no response files"
+    paper = paper_engine(release)
+    drifted = compare_to_paper(_engine("0.24.0", paper.packages["torch"], paper.packages["transformers"]),
+                               paper).to_json()
+    assert ("engine_drift", f"engine differs from the paper's (vllm 0.24.0 vs {paper.packages['vllm']})") in (
+        engine_properties(drifted))
