@@ -84,6 +84,28 @@ def test_progress_is_set_against_the_estimate():
     assert on_pace[1].endswith("1.20x the estimate")  # within 0.8-1.25: no advice
     assert compare_progress(est, Progress(1250, 2500, 1, 4, elapsed_s=(gen / 2 + rest / 4) * 1.3))[1].endswith(
         "(recalibrate: run the GPU benchmarks with --calibration)")
+    assert "100% of rows, 100% of slices scored" in compare_progress(est, Progress(0, 0, 0, 0, elapsed_s=None))[0]
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(89.4, "89 s"), (90, "1.5 min"), (5399, "90.0 min"), (5400, "1.50 h")])
+def test_durations_read_in_seconds_minutes_then_hours(seconds, text):
+    from trace_lib.campaign.estimate import format_duration
+
+    assert format_duration(seconds) == text
+
+
+def test_a_campaign_began_with_its_first_response_file(tmp_path):
+    from trace_lib.campaign.estimate import campaign_started_at
+    from trace_lib.generation.store import SliceIdentity, SliceStore, response_path
+
+    assert campaign_started_at(tmp_path) is None
+    stamps = {"a": "2026-12-02T10:00:00+00:00", "b": "2026-12-01T09:00:00+00:00", "c": "2026-12-03T08:00:00+00:00"}
+    for bench, stamp in stamps.items():
+        path = response_path(tmp_path, model="m", seed=42, benchmark=bench)
+        SliceStore.open(path, SliceIdentity(f"m-seed42-{bench}", "m", "a" * 40, 42, bench)).close()
+        header = json.loads(path.read_text())
+        path.write_text(json.dumps({**header, "created_at": stamp}) + "\n")
+    assert campaign_started_at(tmp_path) == pytest.approx(1796115600.0)  # 2026-12-01 09:00 UTC: the earliest
 
 
 def test_calibration_overrides_defaults_and_bad_values_name_the_field(tmp_path):
@@ -119,6 +141,8 @@ def test_calibration_overrides_defaults_and_bad_values_name_the_field(tmp_path):
     ('{"generation_3b": {"max_tokens": 0}}', "generation_3b.max_tokens", "not an integer from 1"),
     ("", None, "not JSON at line 1 column 1"),
     ('{"judge": {"requests_per_s": NaN}}', None, "non-finite number NaN"),
+    ('{"generation_7b": {"max_tokens": 1000001}}', "generation_7b.max_tokens", "not an integer from 1 to 1,000,000"),
+    ("[]", None, "not a JSON object"),
 ])
 def test_a_bad_calibration_file_is_one_line_naming_the_field(tmp_path, text, field, message):
     path = tmp_path / "calibration.json"
