@@ -42,8 +42,16 @@ def test_selection_keeps_suite_order(release, tmp_path):
     ({"deltas": ["justalabel"]}, "--delta: invalid delta"),
     ({"gpu_groups": "0,1;2", }, "GPU groups differ in size"),
     ({"gpu_groups": "0,1;2,3", "tensor_parallel_size": 4}, "tensor parallel size exceeds a GPU group"),
+    ({"seeds": ["\u0664\u0662"]}, "--seeds: invalid seed"),  # Arabic-Indic 42: int() reads it, upstream does not
+    ({"deltas": ["=trace-qwen2.5-vl-3b=qwen2.5-vl-3b-base"]}, "--delta: invalid delta"),  # no label
+    ({"models": [("m", "/m", f"sha256set:{'1' * 64}", f"org/m@{'0' * 40}", "M")], "model_ids": ["qwen2.5-vl-3b-base"]},
+     "--model-id: --model and --model-id cannot be combined"),
 ])
 def test_bad_plan_options_are_usage_errors(release, tmp_path, kwargs, message):
+    from trace_lib.campaign.models import parse_descriptors
+
+    if "models" in kwargs:
+        kwargs = {**kwargs, "models": parse_descriptors(kwargs["models"])}
     with pytest.raises(UsageError) as info:
         build_plan(release, model_root=tmp_path, **kwargs)
     assert message in info.value.render()
@@ -179,3 +187,48 @@ def test_shares_without_work_leave_no_gpu_running_two_engines_while_another_idle
     assert [[s.model for s in x] for x in side_by_side(full, 2)] == [["a"], ["a"], ["b"], ["b"]]
     assert side_by_side(full, 1) == full
     assert [[s.model for s in x] for x in side_by_side([c, b, a], 2)] == [["a"], ["b"], ["c"]]  # 2 + 1 slots
+
+
+def test_slices_are_model_major_then_seed_then_benchmark(release, tmp_path):
+    plan = build_plan(release, model_root=tmp_path, model_ids=["trace-qwen2.5-vl-3b", "qwen2.5-vl-3b-base"],
+                      seeds=["43", "42"], benchmarks=["mmstar", "chartqapro"])
+    models = [m.slug for m in plan.models]
+    assert [(s.model, s.seed, s.benchmark) for s in plan.slices] == [
+        (m, seed, b) for m in models for seed in (43, 42) for b in ("chartqapro", "mmstar")]
+    assert plan.model(models[1]) is plan.models[1]
+    with pytest.raises(KeyError):
+        plan.model("not-planned")
+
+
+def test_empty_selections_mean_the_release_s_defaults(release, tmp_path):
+    from trace_lib.campaign.plan import select_benchmarks
+
+    plan = build_plan(release, model_root=tmp_path, seeds=[], benchmarks=[])
+    assert plan.seeds == tuple(load_seeds(release)) and plan.benchmarks == load_suite(release).keys
+    assert select_benchmarks(load_suite(release), []) == load_suite(release).keys
+
+
+def test_the_run_tag_and_gpu_groups_come_from_the_environment_when_no_flag_names_them(release, tmp_path,
+                                                                                      monkeypatch):
+    from trace_lib.campaign.plan import GPU_GROUPS_ENV, RUN_TAG_ENV
+
+    monkeypatch.setenv(RUN_TAG_ENV, "nightly")
+    monkeypatch.setenv(GPU_GROUPS_ENV, "0,1;2,3")
+    plan = build_plan(release, model_root=tmp_path)
+    assert (plan.run_tag, plan.gpu_groups, plan.tp_size) == ("nightly", ((0, 1), (2, 3)), 2)
+    flagged = build_plan(release, model_root=tmp_path, run_tag="mine", gpu_groups="0,1", tensor_parallel_size=1)
+    assert (flagged.run_tag, flagged.gpu_groups, flagged.tp_size) == ("mine", ((0, 1),), 1)
+    assert "gpu_groups=0,1 (1 engine(s), tensor_parallel_size=1)" in flagged.render().splitlines()
+
+
+def test_print_config_names_the_judge_and_models_without_canonical_scores(release, tmp_path):
+    from trace_lib.campaign.models import parse_descriptors
+
+    judged = build_plan(release, model_root=tmp_path, benchmarks=["erqa"], seeds=["42"])
+    assert judged.judge is not None and f"judge={judged.judge.render().removeprefix('model=')}" in judged.render()
+    bare = build_plan(release, model_root=tmp_path, benchmarks=["erqa"], seeds=["42"], with_judge=False)
+    assert bare.judge is None and not [line for line in bare.render().splitlines() if line.startswith("judge=")]
+    mine = build_plan(release, benchmarks=["erqa"], seeds=["42"], models=parse_descriptors(
+        [("mine", str(tmp_path), f"sha256set:{'1' * 64}", f"org/mine@{'0' * 40}", "Mine")]))
+    lines = mine.render(mine.power(release)).splitlines()
+    assert "slice=mine-seed42-erqa rows=400 canonical=none (not a release model)" in lines
