@@ -74,3 +74,67 @@ def test_a_backend_option_that_is_not_a_finite_number_is_refused():
     for bad in ("temperature=NaN", "timeout=1e400", "top_p=-Infinity", "x=nan"):
         with _pytest.raises(UsageError, match="not a finite number"):  # a run's metadata cannot record it
             _backend_options(argparse.Namespace(backend_option=[bad]))
+
+
+def test_an_option_reads_the_flag_then_a_non_empty_variable_then_its_default():
+    import pytest as _pytest
+
+    from trace_lib.errors import UsageError
+
+    assert options.MARGIN.resolve(None, env={"TRACE_MARGIN": ""}) == 2.0  # set but empty: as unset
+    assert options.MARGIN.resolve(3.0, env={"TRACE_MARGIN": "5"}) == 3.0
+    for word in ("1", "true", "YES", "on"):
+        assert options.UNPINNED.resolve(None, env={"TRACE_UNPINNED": word}) is True
+    assert options.UNPINNED.resolve(None, env={"TRACE_UNPINNED": "0"}) is False
+    with _pytest.raises(UsageError) as bad:  # the range the flag would state, naming the variable
+        options.MARGIN.resolve(None, env={"TRACE_MARGIN": "-1"})
+    assert bad.value.render() == "TRACE_MARGIN: must be a finite number > 0 (found '-1')"
+    assert options.VALIDATION_BACKEND_ENV.read({"TRACE_VALIDATION_BACKEND": ""}) == "vllm"
+    assert not options.DEBUG_ENV.enabled({"TRACE_REPRO_DEBUG": "0"})
+
+
+def test_each_range_type_takes_its_bounds_and_no_more():
+    import pytest as _pytest
+
+    assert options.non_negative_seconds("0") == 0.0  # --slice-timeout 0: none
+    assert options.non_negative_int("0") == 0  # seed 0
+    assert options.unit_fraction("1") == 1.0  # all of a GPU's memory
+    assert options.engines_per_group("auto") == "auto" and options.engines_per_group("2") == 2
+    assert options.output_tokens("1000000") == 1_000_000
+    for parse, text in ((options.open_unit_number, "1"), (options.open_unit_number, "0"),
+                        (options.engines_per_group, "AUTO"), (options.output_tokens, "1000001"),
+                        (options.unit_fraction, "0")):
+        with _pytest.raises(options.BadValue, match=re.escape(f"(found {text!r})")):
+            parse(text)
+
+
+def test_gpu_groups_are_ascii_digits_and_at_least_one_group():
+    import pytest as _pytest
+
+    from trace_lib.errors import UsageError
+
+    with _pytest.raises(UsageError, match="--gpu-groups: no GPU group"):
+        options.parse_gpu_groups("   ")
+    with _pytest.raises(UsageError, match="--gpu-groups: invalid GPU group"):
+        options.parse_gpu_groups("\u00b2")  # a digit to str.isdigit, not to int()
+
+
+def test_a_directory_option_under_a_file_or_empty_in_the_environment(tmp_path, monkeypatch):
+    import pytest as _pytest
+
+    from trace_lib.errors import UsageError
+
+    (tmp_path / "file").write_text("x")
+    with _pytest.raises(UsageError) as refused:
+        options.check_directory(tmp_path / "file" / "campaign", field="--campaign-root")
+    assert refused.value.render() == (f"--campaign-root: runs under a file, not a directory (found "
+                                      f"'{tmp_path / 'file' / 'campaign'}')")
+    monkeypatch.setenv(options.MODEL_ROOT_ENV.name, "")
+    assert options.work_root(None, options.MODEL_ROOT_ENV.name, "models") == options.DEFAULT_WORK_DIR / "models"
+
+
+def test_tolerance_z_is_refused_where_evaluation_verdicts_are_made(release, capsys):
+    from trace_lib.cli.main import main
+
+    assert main(["plan", "--trace-root", str(release.path), "--tolerance-z", "2"]) == 2
+    assert "--tolerance-z: --tolerance-z no longer applies to evaluation verdicts" in capsys.readouterr().err
