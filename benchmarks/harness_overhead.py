@@ -15,8 +15,13 @@ a producer thread and queued in chunks while the engine already runs).
 ``--shape 3b`` uses a random-weight checkpoint with the 3B release's layer shapes (vLLM ``load_format="dummy"``).
 Target: ratio >= 0.97.
 
+``--paths raw,stream`` times only those paths (raw is always one), so a run of the same length holds more pairs.
+Each run also records the CPU seconds of this process and of the engine's processes (its children, read from
+``/proc``) and the machine's load, so a slow run can be told apart: the engine core's CPU slower for the same work
+(a contended or throttled core), or the same CPU and a longer wait (the GPU, or the feeding).
+
     python benchmarks/harness_overhead.py [--rows 2000] [--max-tokens 256] [--repeats 5] [--model DIR | --shape 3b]
-        [--input-workers N]
+        [--input-workers N] [--paths raw,harness,stream]
 """
 
 from __future__ import annotations
@@ -35,6 +40,40 @@ from campaign_throughput import empty_campaign_dirs  # noqa: E402
 
 TARGET = 0.97
 CONFIDENCE = 0.9
+PATHS = {"raw": "raw vllm.LLM.chat", "harness": "trace-repro vllm", "stream": "trace-repro stream"}
+
+
+def paths_arg(text: str) -> list[str]:
+    """``--paths``: a comma-separated subset of raw, harness and stream, in that order, raw always included."""
+    asked = {name.strip() for name in text.split(",") if name.strip()}
+    unknown = asked - set(PATHS)
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown path(s) {', '.join(sorted(unknown))} (choose from raw, harness, "
+                                         "stream)")
+    return [name for name in PATHS if name in asked or name == "raw"]
+
+
+def children_cpu_seconds(pid: int | None = None) -> float:
+    """User plus system CPU seconds of every live descendant of ``pid`` (this process by default), from ``/proc``:
+    the engine core and its helpers, which ``os.times`` does not count until they are waited for."""
+    pid = os.getpid() if pid is None else pid
+    parents: dict[int, list[tuple[int, float]]] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except OSError:  # gone since the listing
+            continue
+        parents.setdefault(int(fields[1]), []).append((int(entry.name), (int(fields[11]) + int(fields[12])) / tick))
+    total, todo = 0.0, [pid]
+    while todo:
+        for child, seconds in parents.get(todo.pop(), []):
+            total += seconds
+            todo.append(child)
+    return total
 
 
 def ratio_line(path: str, fastest_rows: float, fastest_tokens: float, paired: list[float]) -> str:
@@ -57,6 +96,8 @@ def main() -> int:
     parser.add_argument("--input-workers", type=int, default=0,
                         help="the harness renders in N processes (VLLMBackend input_workers; raw LLM.chat never does)")
     parser.add_argument("--work-dir", default=None, help="where to build model, data and campaigns (default: temp)")
+    parser.add_argument("--paths", type=paths_arg, default=list(PATHS),
+                        help="comma-separated paths to time: raw, harness, stream (default all; raw always)")
     args = parser.parse_args()
     os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
 
@@ -140,14 +181,19 @@ def main() -> int:
         assert result.ok and result.run.generated == len(rows)
         return elapsed, stored_tokens(campaign)
 
-    raw(), harness(), streamed()  # warm-up (CUDA graphs, caches, image files)
-    runs: dict[str, list[tuple[float, int]]] = {"raw vllm.LLM.chat": [], "trace-repro vllm": [],
-                                                "trace-repro stream": []}
+    timers = {"raw": raw, "harness": harness, "stream": streamed}
+    for path in args.paths:
+        timers[path]()  # warm-up (CUDA graphs, caches, image files)
+    runs: dict[str, list[tuple[float, int]]] = {PATHS[path]: [] for path in args.paths}
+    cpu: dict[str, list[tuple[float, float, float]]] = {name: [] for name in runs}
     adding: dict[str, float] = {}
     for _ in range(args.repeats):
-        for name, fn in zip(runs, (raw, harness, streamed)):
+        for path in args.paths:
+            name = PATHS[path]
             before = backend.loop_stats.snapshot()
-            runs[name].append(fn())
+            own, engine = time.process_time(), children_cpu_seconds()
+            runs[name].append(timers[path]())
+            cpu[name].append((time.process_time() - own, children_cpu_seconds() - engine, os.getloadavg()[0]))
             adding[name] = adding.get(name, 0.0) + backend.loop_stats.since(before).adding_s
     print(f"rows={len(rows)} max_tokens={args.max_tokens} repeats={args.repeats}")
     best = {}
@@ -158,9 +204,16 @@ def main() -> int:
         share = (f"; adding requests {adding[name] / sum(t for t, _ in timed):.0%} of the time"
                  if name in adding and adding[name] else "")
         print(f"{name:<19}: {best[name][0]:8.1f} rows/s {best[name][1]:9.0f} output tok/s  (runs: {listed}{share})")
+    for name, timed in runs.items():
+        listed = ", ".join(f"{own:.1f}/{engine:.1f}/{load:.1f}" for own, engine, load in cpu[name])
+        per_wall = [engine / seconds for (seconds, _), (_, engine, _) in zip(timed, cpu[name])]
+        print(f"{name:<19}: CPU s this process/engine processes/load per run: {listed}; engine CPU per wall second "
+              f"{min(per_wall):.2f}-{max(per_wall):.2f}")
     baseline = best["raw vllm.LLM.chat"]
     raw_times = [t for t, _ in runs["raw vllm.LLM.chat"]]
-    for name in ("trace-repro vllm", "trace-repro stream"):
+    for name in runs:
+        if name == PATHS["raw"]:
+            continue
         # random weights stop at <|im_end|> now and then, and where depends on batch numerics: output tokens may
         # vary between runs of the same requests, so the tokens/s ratio is printed beside the rows/s ratio
         paired = [r[0] / h[0] for r, h in zip(runs["raw vllm.LLM.chat"], runs[name])]
