@@ -330,6 +330,34 @@ def test_a_row_whose_prompt_has_no_image_is_refused(tmp_path):
     assert refused.value.render() == f"{data_root / 'Tiny.tsv'}: tiny[0]: row has no image"
 
 
+def test_a_refused_row_leaves_no_image_materialised_before_it(tmp_path):
+    """Rows 0-2 materialise their images, row 3 is refused: the images of rows 0-2 go again (with the image
+    directory made for them); one that was there before stays, and so does the data file."""
+    data_root = tmp_path / "data"
+    build_tiny_tsv(data_root / "Tiny.tsv", style="multi_image_mcq", rows=6)
+    tiny = tiny_tsv_protocol("tiny")
+    rows = tiny.load(data_root / "Tiny.tsv")
+
+    def refuses_row_3(row, image_dir):
+        if str(row["index"]) == str(rows[3]["index"]):
+            raise InputError("cell is not a list literal", field="rows[3].image")
+        return tiny.build_prompt(row, image_dir)
+
+    source = ArtifactSource("tiny", "Tiny", "url", url="http://unused/Tiny.tsv")
+    with pytest.raises(InputError, match=r"rows\[3\]\.image: cell is not a list literal"):
+        build_dataset_entry(source, data_root, replace(tiny, build_prompt=refuses_row_3), _tiny_suite(6))
+    assert sorted(p.relative_to(data_root).as_posix() for p in data_root.rglob("*")) == ["Tiny.tsv"]
+    kept = source.image_dir(data_root) / f"{rows[0]['index']}_0.png"
+    kept.parent.mkdir(parents=True)
+    kept.write_bytes(b"there before")
+    with pytest.raises(InputError):
+        build_dataset_entry(source, data_root, replace(tiny, build_prompt=refuses_row_3), _tiny_suite(6))
+    assert list(kept.parent.iterdir()) == [kept] and kept.read_bytes() == b"there before"
+    kept.unlink()  # not an image
+    entry = build_dataset_entry(source, data_root, tiny, _tiny_suite(6))  # a run that succeeds keeps its images
+    assert len(list(kept.parent.iterdir())) == 12 and len(entry.media_files) == 12
+
+
 def test_a_snapshot_s_download_cache_is_not_part_of_the_dataset(tmp_path):
     """huggingface_hub keeps ``.cache`` metadata in a local_dir download: not the benchmark's bytes."""
     data_root = tmp_path / "data"

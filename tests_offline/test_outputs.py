@@ -259,3 +259,27 @@ def test_an_output_directory_that_cannot_be_written_says_why(tmp_path, monkeypat
         check_output_dir(tmp_path / "new", flag="--out")
     assert refused.value.render() == (f"{tmp_path}: --out: directory is {reason}, so {tmp_path / 'new'} cannot be "
                                       "written")
+
+
+def test_a_recording_block_records_the_atomic_writes_under_its_root_only(tmp_path):
+    """``NewFiles.recording``: writers that know nothing of the block (``write_text_atomic`` here) have the files
+    they create under the root recorded, so a failure takes them away; a file replaced, one outside the root and
+    one written after the block stay."""
+    from trace_lib.outputs import no_empty_tree_left
+
+    root, outside = tmp_path / "images", tmp_path / "elsewhere.txt"
+    root.mkdir()
+    (root / "old.png").write_text("old")
+    with pytest.raises(OSError):
+        with no_empty_tree_left(root) as new, new.recording():
+            write_text_atomic(root / "deep" / "new.png", "new")
+            write_text_atomic(root / "old.png", "replaced")
+            write_text_atomic(outside, "not under the root")
+            raise OSError("disk full")
+    assert sorted(p.name for p in root.rglob("*")) == ["old.png"] and (root / "old.png").read_text() == "replaced"
+    assert outside.read_text() == "not under the root"
+    with no_empty_tree_left(root) as new, new.recording():
+        pass
+    write_text_atomic(root / "after.png", "x")
+    assert new.files == [] and (root / "after.png").exists()
+

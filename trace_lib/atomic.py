@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, ContextManager, Iterable, Iterator
 
-from trace_lib.outputs import check_replaceable, ensure_parent, remove_empty
+from trace_lib.outputs import check_replaceable, ensure_parent, record_new_file, remove_empty
 
 #: Suffix of every temp file (a leftover one marks an interrupted write and is never a finished file).
 TEMP_SUFFIX = ".incomplete"
@@ -85,6 +85,7 @@ def _filled_temp(path: Path, mode: str, encoding: str | None, newline: str | Non
     if "b" not in mode and encoding is None:
         encoding = "utf-8"
     check_replaceable(path)
+    record_new_file(path)  # before its directories are made, so a recording block knows them as new
     made = ensure_parent(path)
     try:
         tmp, handle = _open_temp(path, mode, encoding, newline)

@@ -24,6 +24,7 @@ import errno
 import os
 import stat
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -251,6 +252,28 @@ class NewFiles:
         for path in self.files:
             path.unlink(missing_ok=True)
         remove_empty(sorted(set(self.dirs), key=lambda d: -len(d.parts)))
+
+    @contextmanager
+    def recording(self) -> Iterator[NewFiles]:
+        """Within the block (in this thread), every file :mod:`trace_lib.atomic` creates under the root is recorded
+        as :meth:`add` records it: for writers that do not know they run inside a block (a protocol materialising
+        its images)."""
+        token = _RECORDING.set(self)
+        try:
+            yield self
+        finally:
+            _RECORDING.reset(token)
+
+
+_RECORDING: ContextVar[NewFiles | None] = ContextVar("trace_lib_new_files", default=None)
+
+
+def record_new_file(path: Path | str) -> None:
+    """Called by the atomic writers before they create ``path``: the :meth:`NewFiles.recording` active in this
+    context, if any and ``path`` lies under its root, records it."""
+    new = _RECORDING.get()
+    if new is not None and new.root in Path(path).absolute().parents:
+        new.add(path)
 
 
 @contextmanager

@@ -25,6 +25,7 @@ from trace_lib.data.prompts import build_row_prompt
 from trace_lib.data.rowhash import canonical_sha256, media_set_sha256, source_record_sha256, source_row_hash
 from trace_lib.errors import InputError
 from trace_lib.jsonio import canonical_json_ascii, required
+from trace_lib.outputs import no_empty_tree_left
 from trace_lib.release.load import load_json, sha256_file
 
 if TYPE_CHECKING:
@@ -193,13 +194,20 @@ def build_dataset_entry(
     source: ArtifactSource, data_root: Path, protocol: Protocol, suite: Suite, *, workers: int = 8,
     progress: Callable[[int], Any] | None = None,
 ) -> DatasetEntry:
-    """Load, prompt and hash one benchmark (images are materialised by the protocol's ``build_prompt``).
+    """Load, prompt and hash one benchmark (images are materialised by the protocol's ``build_prompt``); a failure
+    removes the images this call materialised (and the directories made for them), never one that was there.
 
     Raises:
         InputError: row count differs from the suite, a row without image, a cell that does not decode (naming
             the data file), an unreadable image, a file outside the data root.
     """
     data_root = Path(data_root)
+    with no_empty_tree_left(source.image_dir(data_root)) as new, new.recording():  # a refused row leaves no image
+        return _dataset_entry(source, data_root, protocol, suite, workers, progress)
+
+
+def _dataset_entry(source: ArtifactSource, data_root: Path, protocol: Protocol, suite: Suite, workers: int,
+                   progress: Callable[[int], Any] | None) -> DatasetEntry:
     data_path = source.local_path(data_root)
     image_dir = source.image_dir(data_root)
     rows = protocol.load(data_path)
