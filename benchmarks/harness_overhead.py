@@ -21,7 +21,7 @@ Each run also records the CPU seconds of this process and of the engine's proces
 (a contended or throttled core), or the same CPU and a longer wait (the GPU, or the feeding).
 
     python benchmarks/harness_overhead.py [--rows 2000] [--max-tokens 256] [--repeats 5] [--model DIR | --shape 3b]
-        [--input-workers N] [--paths raw,harness,stream]
+        [--input-workers N] [--paths raw,harness,stream] [--seconds S]
 """
 
 from __future__ import annotations
@@ -96,6 +96,8 @@ def main() -> int:
     parser.add_argument("--input-workers", type=int, default=0,
                         help="the harness renders in N processes (VLLMBackend input_workers; raw LLM.chat never does)")
     parser.add_argument("--work-dir", default=None, help="where to build model, data and campaigns (default: temp)")
+    parser.add_argument("--seconds", type=float, default=None,
+                        help="start no further repeat once the timed runs have taken this long (a call's time limit)")
     parser.add_argument("--paths", type=paths_arg, default=list(PATHS),
                         help="comma-separated paths to time: raw, harness, stream (default all; raw always)")
     args = parser.parse_args()
@@ -187,7 +189,11 @@ def main() -> int:
     runs: dict[str, list[tuple[float, int]]] = {PATHS[path]: [] for path in args.paths}
     cpu: dict[str, list[tuple[float, float, float]]] = {name: [] for name in runs}
     adding: dict[str, float] = {}
-    for _ in range(args.repeats):
+    started = time.perf_counter()
+    for repeat in range(args.repeats):
+        if repeat and args.seconds is not None and time.perf_counter() - started > args.seconds:
+            args.repeats = repeat
+            break
         for path in args.paths:
             name = PATHS[path]
             before = backend.loop_stats.snapshot()
