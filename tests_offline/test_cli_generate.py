@@ -173,3 +173,42 @@ def test_generate_reads_trace_model_verify_from_the_environment(release, tmp_pat
                  "--backend", "vllm"])
     assert code == 2 and "unknown --model-verify mode 'bogus'" in capsys.readouterr().err
     assert not (tmp_path / "c").exists()
+
+
+def test_a_stop_signal_python_discarded_while_workers_run_still_stops_them(monkeypatch):
+    """``supervise_workers`` waits by polling through :func:`trace_lib.interrupts.pause`: a Ctrl-C whose exception
+    Python discarded (here in a weakref callback) is raised by the next poll, and every worker is terminated
+    (``Popen.wait`` would have waited on)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    import weakref
+
+    import pytest
+
+    from trace_lib import interrupts
+    from trace_lib.cli.generate import supervise_workers
+
+    real_pause, started = interrupts.pause, []
+
+    def pause(seconds):
+        if not started:
+            class Thing:
+                pass
+
+            thing = Thing()
+            started.append(weakref.ref(thing, lambda _: signal.raise_signal(signal.SIGINT)))
+            del thing
+        real_pause(seconds)
+
+    monkeypatch.setattr(interrupts, "pause", pause)
+    popen, procs = subprocess.Popen, []
+    monkeypatch.setattr(subprocess, "Popen", lambda *a, **k: procs.append(popen(*a, **k)) or procs[-1])
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    start = time.monotonic()
+    with pytest.raises(interrupts.Interrupted):
+        with interrupts.stop_on_signals():
+            supervise_workers([(sleeper, "0"), (sleeper, "1")], rerun_alone=False)
+    assert time.monotonic() - start < 10 and len(procs) == 2 and all(p.poll() is not None for p in procs)
+    assert supervise_workers([([sys.executable, "-c", "raise SystemExit(0)"], "0")], rerun_alone=False) == 0

@@ -99,6 +99,38 @@ def test_sigterm_raises_like_ctrl_c_inside_the_block_only():
     assert signal.getsignal(signal.SIGTERM) is before
 
 
+def _signal_python_discards(signum: int) -> None:
+    """Deliver ``signum`` inside a weakref callback, where Python discards what the handler raises (as it does in
+    the import system's lock clean-up, where a judge serve's Ctrl-C was lost and its wait went on)."""
+    import weakref
+
+    class Thing:
+        pass
+
+    thing = Thing()
+    ref = weakref.ref(thing, lambda _: signal.raise_signal(signum))
+    del thing
+    assert ref() is None
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_a_signal_python_discarded_is_raised_by_the_next_wait_and_not_printed(sig, monkeypatch):
+    from types import SimpleNamespace
+
+    from trace_lib.interrupts import pause
+
+    reported: list = []
+    monkeypatch.setattr(sys, "unraisablehook", reported.append)
+    with pytest.raises(Interrupted) as info:
+        with stop_on_signals():
+            _signal_python_discards(sig)  # the handler's Interrupted goes nowhere ...
+            pause(30)  # ... and the wait raises it at once instead of sleeping
+    assert info.value.signum == sig and reported == []  # nor is it reported as ignored
+    with stop_on_signals():
+        sys.unraisablehook(SimpleNamespace(exc_value=ValueError("other")))  # anything else reaches the old hook
+    assert sys.unraisablehook == reported.append and [type(u.exc_value) for u in reported] == [ValueError]
+
+
 def test_request_timeout_needs_the_openai_backend(release, tmp_path, capsys):
     argv = _argv(release, tmp_path, "http://127.0.0.1:9/v1")
     argv[argv.index("openai")] = "hf"

@@ -155,7 +155,8 @@ def test_bad_gpu_groups_are_usage_errors(text):
         parse_gpu_groups(text)
 
 
-def test_ctrl_c_while_waiting_stops_every_server(release, env, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_a_stop_signal_while_waiting_stops_every_server(release, env, tmp_path, sig):
     port = free_port_run(1)
     environment = {**os.environ, "FAKE_VLLM_MODE": "hang", "PYTHONPATH": str(REPO)}
     command = [sys.executable, "-m", "trace_lib", "judge", "serve", "--trace-root", str(release.path),
@@ -172,19 +173,55 @@ def test_ctrl_c_while_waiting_stops_every_server(release, env, tmp_path):
         if not started.startswith("[judge] start") or not list(env["record"].glob("*.json")):
             process.kill()
             pytest.fail(f"the fake server never started: {started!r} {process.communicate(timeout=10)}")
-        process.send_signal(signal.SIGINT)
+        process.send_signal(sig)
         out, err = process.communicate(timeout=20)
     finally:
         if process.poll() is None:
             process.kill()
-    # 130, or death by SIGINT after the handler ran (CPython can re-raise SIGINT at exit): a shell reads both as 130
-    assert process.returncode in (130, -signal.SIGINT), err
+    # 128 + signum, or death by the signal after the handler ran (CPython can re-raise SIGINT at exit): a shell
+    # reads both as 128 + signum; SIGTERM killed the command and left its servers running
+    assert process.returncode in (128 + sig, -sig), err
     assert "interrupted: every server started was stopped" in err
     server_pid = json.loads(next(env["record"].glob("*.json")).read_text())["pid"]
     deadline = time.monotonic() + 5
     while not _gone(server_pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _gone(server_pid)
+
+
+def test_a_stop_signal_python_discarded_while_waiting_still_stops_every_server(release, env, monkeypatch):
+    """A Ctrl-C handled where Python discards the exception (here a weakref callback; in the lane, the import
+    system's lock clean-up) was lost, and the readiness wait went on to its timeout: the next poll raises it."""
+    import weakref
+
+    from trace_lib.interrupts import Interrupted, stop_on_signals
+
+    monkeypatch.setenv("FAKE_VLLM_MODE", "hang")
+    signalled = []
+
+    def not_ready(url, names):
+        if not signalled and list(env["record"].glob("*.json")):  # the server is up and in the pool
+            signalled.append(url)
+            class Thing:
+                pass
+
+            thing = Thing()
+            ref = weakref.ref(thing, lambda _: signal.raise_signal(signal.SIGINT))
+            del thing
+            assert ref() is None
+        return False
+
+    monkeypatch.setattr(jp, "_ready", not_ready)
+    start = time.monotonic()
+    with pytest.raises(Interrupted):
+        with stop_on_signals():
+            jp.start_pool(_spec(release, env, groups="0", ready_timeout_s=30), poll_s=0.05)
+    assert time.monotonic() - start < 15
+    pids = [json.loads(p.read_text())["pid"] for p in env["record"].glob("*.json")]
+    deadline = time.monotonic() + 5
+    while not all(_gone(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pids and all(_gone(pid) for pid in pids)
 
 
 def test_judge_serve_takes_a_memory_share_for_a_gpu_shared_with_generation(release, env, capsys):

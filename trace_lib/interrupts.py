@@ -13,6 +13,11 @@ the judge requests in flight at once; worker threads see the stop through :func:
 code for that signal, ``128 + signum`` (130 for SIGINT, 143 for SIGTERM). A second signal while stopping
 interrupts the clean-up too (the stores stay consistent; answers not yet flushed are generated again on resume).
 Only the main thread can install handlers; elsewhere the context manager does nothing.
+
+Python discards an exception raised where nothing can catch it (a weakref or ``__del__`` callback, the import
+system's lock clean-up): a signal handled at such a moment would be lost, and a wait would go on. So the block
+records every stop signal, :func:`pause` and :func:`raise_if_stopped` raise a recorded one again, and every wait
+of a long command polls through them; the discarded :class:`Interrupted` is not printed (``sys.unraisablehook``).
 """
 
 from __future__ import annotations
@@ -99,12 +104,20 @@ def stop_on_signals() -> Iterator[None]:
         yield
         return
     previous = {signum: signal.signal(signum, _handle) for signum in STOP_SIGNALS}
+    unraisable = sys.unraisablehook
+
+    def discarded(what: Any) -> None:
+        if not isinstance(what.exc_value, Interrupted):  # an Interrupted is recorded, and raised again by a wait
+            unraisable(what)
+
+    sys.unraisablehook = discarded
     _reset()
     try:
         yield
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        sys.unraisablehook = unraisable
         _reset()
 
 

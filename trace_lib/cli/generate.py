@@ -198,8 +198,13 @@ def supervise_workers(commands: list[tuple[list[str], str]], *, rerun_alone: boo
 
 def _wait_all(procs: list[subprocess.Popen]) -> list[int]:
     """Every process's exit code; Ctrl-C stops them all (terminate, wait) and goes on up."""
+    from trace_lib.interrupts import pause
+
     try:
-        return [p.wait() for p in procs]
+        for p in procs:
+            while p.poll() is None:
+                pause(0.2)  # not p.wait(): a stop signal Python discarded is raised here again
+        return [p.returncode for p in procs]
     except KeyboardInterrupt:
         for p in procs:
             p.terminate()

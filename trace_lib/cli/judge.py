@@ -80,11 +80,14 @@ def run_serve(args: argparse.Namespace) -> ExitCode:
                         port_start=args.port_start, host=args.host, chat_template=args.chat_template,
                         vllm=args.vllm, ready_timeout_s=args.ready_timeout, log_dir=_log_dir(args.log_dir),
                         gpu_memory_utilization=args.gpu_memory_utilization)
+    from trace_lib.interrupts import stop_on_signals
+
     try:
-        pool = jp.start_pool(spec, out=sys.stdout)
-    except KeyboardInterrupt:
+        with stop_on_signals():  # SIGTERM stops the servers started so far, as Ctrl-C does
+            pool = jp.start_pool(spec, out=sys.stdout)
+    except KeyboardInterrupt as exc:
         print("interrupted: every server started was stopped", file=sys.stderr)
-        return 130  # type: ignore[return-value]
+        return getattr(exc, "exit_code", 130)  # type: ignore[return-value]
     print(f"[judge] ready: {len(pool.servers)} endpoint(s); "
           f"stop with 'trace-repro judge stop --log-dir {spec.log_dir}'")
     print(f"--judge-url {pool.judge_url}")

@@ -34,6 +34,7 @@ from typing import Any, Mapping, Sequence
 from trace_lib.atomic import write_json_atomic, write_text_atomic
 from trace_lib.decoding import ascii_digits
 from trace_lib.errors import InputError, JudgeError, UsageError
+from trace_lib.interrupts import pause
 from trace_lib.outputs import check_replaceable
 from trace_lib.release import identity
 from trace_lib.release.load import sha256_file
@@ -388,7 +389,7 @@ def start_pool(spec: PoolSpec, *, poll_s: float = 1.0, out: Any = None) -> Pool:
                 raise JudgeError(f"judge server on port {server.port} not ready within {spec.ready_timeout_s:g} s",
                                  file=str(server.log), hint="see its log; raise --ready-timeout for slow disks")
             if waiting:
-                time.sleep(poll_s)
+                pause(poll_s)  # a stop signal Python discarded (see trace_lib.interrupts) is raised here again
     except BaseException:
         pool.processes = processes
         pool.stop(grace_s=5.0)
