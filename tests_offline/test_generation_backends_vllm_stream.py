@@ -153,3 +153,33 @@ def test_an_engine_core_killed_outright_ends_the_stream_instead_of_stalling_it(m
     assert caught.value.render().startswith(
         "vllm: m3b: the vllm engine stopped while it generated, after 20 answer(s) with 30 request(s) in flight "
         "(EngineDeadError: EngineCore encountered an issue.")
+
+
+def test_a_stop_signal_python_discarded_ends_the_stream_at_the_next_step(backend):
+    """A Ctrl-C handled where Python discards the exception (here a weakref callback during a step) still ends the
+    stream: the loop raises it again after the step, with the requests still held aborted."""
+    import signal
+    import weakref
+
+    from trace_lib.interrupts import Interrupted, stop_on_signals
+
+    llm, step = backend.llm, backend.llm.llm_engine.step
+
+    def discarding_step():
+        if llm.steps == 2:
+            class Thing:
+                pass
+
+            thing = Thing()
+            ref = weakref.ref(thing, lambda _: signal.raise_signal(signal.SIGINT))
+            del thing
+            assert ref() is None
+        return step()
+
+    llm.llm_engine.step = discarding_step
+    results = []
+    with pytest.raises(Interrupted):
+        with stop_on_signals():
+            for result in backend.generate_stream(RequestFeed.of([_request(i, 42) for i in range(600)])):
+                results.append(result)
+    assert llm.steps == 3 and len(results) == 3 * 40  # the step that was running answered; no step after it

@@ -28,6 +28,7 @@ from typing import Any, Iterator, Mapping
 from trace_lib.errors import BackendError, EngineStartError, EngineStoppedError, TraceReproError, UsageError
 from trace_lib.generation.backends.base import RequestFeed, create_backend, exception_line, stream_generate
 from trace_lib.generation.request import ChatRequest, GenerationResult
+from trace_lib.interrupts import raise_if_stopped
 
 
 def ends_the_actor(answer: BaseException) -> bool:
@@ -232,6 +233,7 @@ class RayEngines:
                         yield dataclasses.replace(answer, request_id=request.request_id)
             for ref in [r for r, i in polls.items() if i not in alive]:
                 polls.pop(ref)
+            raise_if_stopped()  # a stop signal Python discarded (trace_lib.interrupts) ends the run here
             time.sleep(0)
 
     def close(self) -> None:

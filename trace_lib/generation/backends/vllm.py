@@ -35,6 +35,7 @@ from trace_lib.generation.backends.vllm_liveness import waking_a_dead_engine
 from trace_lib.generation.backends.vllm_render import (VLLM_RENDERER, RenderWorkers, inject_into_sender_cache,
                                                        missing_vllm_support, sender_cache)
 from trace_lib.generation.request import ChatRequest, GenerationResult, RequestFailure
+from trace_lib.interrupts import raise_if_stopped
 
 #: The share of GPU memory one engine takes (upstream's generation-server flag); engines sharing a GPU split it.
 GPU_MEMORY_UTILIZATION = 0.90
@@ -288,6 +289,7 @@ class VLLMBackend:
                                                found=output.request_id)
                         answered += 1
                         yield _result(request.request_id, output)
+                    raise_if_stopped()  # a stop signal Python discarded (trace_lib.interrupts), after the answers
                     if by_id and not engine.has_unfinished_requests():
                         raise BackendError("engine finished without answering every request", field="vllm",
                                            expected=answered + len(by_id), found=answered)
