@@ -1,0 +1,44 @@
+"""benchmarks/harness_overhead.py's own arithmetic: the paths ``--paths`` selects and the engine processes' CPU."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import harness_overhead  # noqa: E402
+
+
+@pytest.mark.parametrize(("text", "paths"), [("stream", ["raw", "stream"]), ("stream,raw", ["raw", "stream"]),
+                                             ("harness, stream", ["raw", "harness", "stream"]), ("raw", ["raw"])])
+def test_paths_are_kept_in_run_order_with_raw_always_first(text, paths):
+    assert harness_overhead.paths_arg(text) == paths
+
+
+def test_an_unknown_path_is_refused_by_name():
+    with pytest.raises(argparse.ArgumentTypeError, match=r"unknown path\(s\) streamed \(choose from"):
+        harness_overhead.paths_arg("raw,streamed")
+
+
+def test_the_cpu_of_live_descendants_is_counted_and_not_that_of_other_processes():
+    """A child and its grandchild spinning for about a second each count; this process's own CPU does not."""
+    spin = "import time\nend = time.process_time() + 1.0\nwhile time.process_time() < end: pass\ntime.sleep(30)"
+    grandparent = f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {spin!r}]); exec({spin!r})"
+    child = subprocess.Popen([sys.executable, "-c", grandparent], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while harness_overhead.children_cpu_seconds() < 1.9 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert 1.9 <= harness_overhead.children_cpu_seconds() < 3.5
+        assert harness_overhead.children_cpu_seconds(child.pid) < harness_overhead.children_cpu_seconds()
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)  # the group this test started: child and grandchild
+        child.wait()
