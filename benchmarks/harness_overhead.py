@@ -17,8 +17,10 @@ Target: ratio >= 0.97.
 
 ``--paths raw,stream`` times only those paths (raw is always one), so a run of the same length holds more pairs.
 Each run also records the CPU seconds of this process and of the engine's processes (its children, read from
-``/proc``) and the machine's load, so a slow run can be told apart: the engine core's CPU slower for the same work
-(a contended or throttled core), or the same CPU and a longer wait (the GPU, or the feeding).
+``/proc``), its ``llm_engine.step()`` calls (each collects the outputs of the engine core's iterations since the
+last) and the machine's load, so a slow run can be told apart: the engine core's CPU slower for the same work (a
+contended or throttled core), more CPU for the same tokens (more iterations), or the same CPU and a longer wait
+(the GPU, or the feeding).
 
     python benchmarks/harness_overhead.py [--rows 2000] [--max-tokens 256] [--repeats 5] [--model DIR | --shape 3b]
         [--input-workers N] [--paths raw,harness,stream] [--seconds S]
@@ -32,6 +34,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -51,6 +54,19 @@ def paths_arg(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(f"unknown path(s) {', '.join(sorted(unknown))} (choose from raw, harness, "
                                          "stream)")
     return [name for name in PATHS if name in asked or name == "raw"]
+
+
+def count_engine_steps(engine: Any) -> list[int]:
+    """Count ``engine.step()`` calls in the returned one-item list (the instance's ``step`` is wrapped)."""
+    count = [0]
+    step = engine.step
+
+    def counted() -> Any:
+        count[0] += 1
+        return step()
+
+    engine.step = counted
+    return count
 
 
 def children_cpu_seconds(pid: int | None = None) -> float:
@@ -140,6 +156,7 @@ def main() -> int:
               gpu_memory_utilization=args.gpu_memory_utilization,
               limit_mm_per_prompt={"image": 24, "video": 3}, **dummy)
     backend = VLLMBackend(model_path=str(model_dir), served_name="tiny", llm=llm, input_workers=args.input_workers)
+    steps = count_engine_steps(llm.llm_engine)  # LLM.chat and the backend both call llm_engine.step()
     defaults = llm.model_config.get_diff_sampling_param()
 
     prepared = prepare_rows(rows, protocol, data / "images", served_name="tiny", generation=generation, seed=42)
@@ -188,6 +205,7 @@ def main() -> int:
         timers[path]()  # warm-up (CUDA graphs, caches, image files)
     runs: dict[str, list[tuple[float, int]]] = {PATHS[path]: [] for path in args.paths}
     cpu: dict[str, list[tuple[float, float, float]]] = {name: [] for name in runs}
+    stepped: dict[str, list[int]] = {name: [] for name in runs}
     adding: dict[str, float] = {}
     started = time.perf_counter()
     for repeat in range(args.repeats):
@@ -197,9 +215,10 @@ def main() -> int:
         for path in args.paths:
             name = PATHS[path]
             before = backend.loop_stats.snapshot()
-            own, engine = time.process_time(), children_cpu_seconds()
+            own, engine, before_steps = time.process_time(), children_cpu_seconds(), steps[0]
             runs[name].append(timers[path]())
             cpu[name].append((time.process_time() - own, children_cpu_seconds() - engine, os.getloadavg()[0]))
+            stepped[name].append(steps[0] - before_steps)
             adding[name] = adding.get(name, 0.0) + backend.loop_stats.since(before).adding_s
     print(f"rows={len(rows)} max_tokens={args.max_tokens} repeats={args.repeats}")
     best = {}
@@ -214,7 +233,8 @@ def main() -> int:
         listed = ", ".join(f"{own:.1f}/{engine:.1f}/{load:.1f}" for own, engine, load in cpu[name])
         per_wall = [engine / seconds for (seconds, _), (_, engine, _) in zip(timed, cpu[name])]
         print(f"{name:<19}: CPU s this process/engine processes/load per run: {listed}; engine CPU per wall second "
-              f"{min(per_wall):.2f}-{max(per_wall):.2f}")
+              f"{min(per_wall):.2f}-{max(per_wall):.2f}; llm_engine.step() calls per run "
+              f"{', '.join(map(str, stepped[name]))}")
     baseline = best["raw vllm.LLM.chat"]
     raw_times = [t for t, _ in runs["raw vllm.LLM.chat"]]
     for name in runs:

@@ -42,3 +42,12 @@ def test_the_cpu_of_live_descendants_is_counted_and_not_that_of_other_processes(
     finally:
         os.killpg(child.pid, signal.SIGKILL)  # the group this test started: child and grandchild
         child.wait()
+
+
+def test_engine_steps_are_counted_for_every_caller_of_the_instance():
+    from types import SimpleNamespace
+
+    engine = SimpleNamespace(step=lambda: ["out"])
+    count = harness_overhead.count_engine_steps(engine)
+    assert [engine.step() for _ in range(3)] == [["out"]] * 3 and count == [3]
+
