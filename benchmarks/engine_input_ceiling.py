@@ -48,47 +48,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _processes import cpu_seconds, descendants, process_table  # noqa: E402
 from _stack_samples import StackSampler, dump_once, report, why_no_dump  # noqa: E402
 
 
-def _proc_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (0.0 when it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _children() -> dict[int, tuple[int, str]]:
-    """Every process by pid: (parent pid, command name)."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            found[int(entry.name)] = (int(stat.rsplit(")", 1)[1].split()[1]), (entry / "comm").read_text().strip())
-        except OSError:
-            continue
-    return found
-
-
 def _engine_core_pids() -> list[int]:
-    """Child processes of this one whose command line names vLLM's engine core."""
-    return [pid for pid, (ppid, name) in _children().items() if ppid == os.getpid() and "Engine" in name]
-
-
-def _descendants() -> list[tuple[int, str]]:
-    """This process's descendants: (pid, command name)."""
-    table, found, frontier = _children(), [], [os.getpid()]
-    while frontier:
-        parent = frontier.pop()
-        for pid, (ppid, name) in table.items():
-            if ppid == parent:
-                found.append((pid, name))
-                frontier.append(pid)
-    return found
+    """Child processes of this one whose command name names vLLM's engine core."""
+    return [p.pid for p in process_table().values() if p.ppid == os.getpid() and "Engine" in p.name]
 
 
 class StallWatch:
@@ -113,11 +79,12 @@ class StallWatch:
                 continue
             print(f"\n[stall] nothing answered for {self.seconds:.0f} s; state: {self.describe()}", flush=True)
             faulthandler.dump_traceback(all_threads=True)
-            processes = _descendants()
-            dumps = dump_once([pid for pid, _ in processes], self.dump_dir)  # nvidia-smi has no handler: skipped
-            for pid, name in processes:
-                dump = dumps.get(pid, "(no dump handler)") or f"(nothing written: {why_no_dump(pid, self.dump_dir)})"
-                print(f"\n[stall] ===== pid {pid} ({name}) =====\n{dump}", flush=True)
+            processes = descendants()
+            dumps = dump_once([p.pid for p in processes], self.dump_dir)  # nvidia-smi has no handler: skipped
+            for p in processes:
+                dump = (dumps.get(p.pid, "(no dump handler)")
+                        or f"(nothing written: {why_no_dump(p.pid, self.dump_dir)})")
+                print(f"\n[stall] ===== pid {p.pid} ({p.name}) =====\n{dump}", flush=True)
             os._exit(3)
 
 
@@ -324,7 +291,7 @@ def main() -> int:
                 print(f"[{name}] started in {time.perf_counter() - t_start:.1f} s", flush=True)
             elif way != "in-thread":
                 raise SystemExit(f"unknown way {way!r} (in-thread, ahead, foreign, workers=N)")
-            core_before = sum(_proc_cpu_s(p) for p in cores)
+            core_before = sum(cpu_seconds(p) for p in cores)
             thread_before = time.thread_time()
             before = through.loop_stats.snapshot()
             if watch is not None:
@@ -345,7 +312,7 @@ def main() -> int:
             if watch is not None:
                 watch.progress(armed=False)
             thread_share = (time.thread_time() - thread_before) / seconds
-            core_share = (sum(_proc_cpu_s(p) for p in cores) - core_before) / seconds
+            core_share = (sum(cpu_seconds(p) for p in cores) - core_before) / seconds
             results[name] = (seconds, answered, tokens, busy.fraction, thread_share, core_share)
             print(f"[{name}] {answered} answered ({failures} failed) in {seconds:.1f} s: {answered / seconds:.1f} "
                   f"rows/s, {tokens / seconds:.0f} output tokens/s, GPU busy {busy.fraction:.2f}, engine thread "

@@ -39,6 +39,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _paired_ratio import median_interval, pairs_needed  # noqa: E402  (this directory)
+from _processes import descendants  # noqa: E402
 from campaign_throughput import empty_campaign_dirs  # noqa: E402
 
 TARGET = 0.97
@@ -70,34 +71,9 @@ def count_engine_steps(engine: Any) -> list[int]:
 
 
 def children_cpu_seconds(pid: int | None = None) -> float:
-    """User plus system CPU seconds of every live descendant of ``pid`` (this process by default), from ``/proc``:
-    the engine core and its helpers, which ``os.times`` does not count until they are waited for."""
-    pid = os.getpid() if pid is None else pid
-    parents: dict[int, list[tuple[int, float]]] = {}
-    tick = os.sysconf("SC_CLK_TCK")
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as handle:
-                fields = handle.read().rsplit(b")", 1)[1].split()
-        except OSError:  # gone since the listing
-            continue
-        parents.setdefault(int(fields[1]), []).append((int(entry.name), (int(fields[11]) + int(fields[12])) / tick))
-    total, todo = 0.0, [pid]
-    while todo:
-        for child, seconds in parents.get(todo.pop(), []):
-            total += seconds
-            todo.append(child)
-    return total
-
-
-def ratio_line(path: str, fastest_rows: float, fastest_tokens: float, paired: list[float]) -> str:
-    """One path's ratios to raw ``LLM.chat``: by the fastest runs, run by run, and the target's verdict on the pairs
-    (the line ``pool_paired_ratios.py`` reads back)."""
-    return (f"ratio {path:>6}/raw: fastest run rows/s {fastest_rows:.3f}, output tok/s {fastest_tokens:.3f}; "
-            f"run by run {', '.join(f'{r:.3f}' for r in paired)}; "
-            f"{median_interval(paired, CONFIDENCE).summary(TARGET, CONFIDENCE)}")
+    """User plus system CPU seconds of every live descendant of ``pid`` (this process by default): the engine core
+    and its helpers, which ``os.times`` does not count until they are waited for."""
+    return sum(process.cpu_s for process in descendants(pid))
 
 
 def main() -> int:

@@ -1,4 +1,5 @@
-"""benchmarks/harness_overhead.py's own arithmetic: the paths ``--paths`` selects and the engine processes' CPU."""
+"""benchmarks/harness_overhead.py's own arithmetic (the paths ``--paths`` selects, the engine processes' CPU, the
+steps counted) and benchmarks/_processes.py, the /proc reader it shares with engine_input_ceiling.py."""
 
 from __future__ import annotations
 
@@ -50,4 +51,24 @@ def test_engine_steps_are_counted_for_every_caller_of_the_instance():
     engine = SimpleNamespace(step=lambda: ["out"])
     count = harness_overhead.count_engine_steps(engine)
     assert [engine.step() for _ in range(3)] == [["out"]] * 3 and count == [3]
+
+
+def test_a_process_whose_name_holds_parentheses_and_spaces_is_read_whole(tmp_path):
+    """``/proc/<pid>/stat`` puts the command name in parentheses, and a name may hold ``) (`` itself."""
+    import _processes
+
+    odd = tmp_path / "a) (b c"
+    odd.symlink_to(sys.executable)
+    child = subprocess.Popen([str(odd), "-c", "import time; time.sleep(30)"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while (found := _processes.read_process(child.pid)) is None or found.name != "a) (b c":
+            assert time.monotonic() < deadline, found
+            time.sleep(0.05)
+        assert found.ppid == os.getpid() and found.cpu_s >= 0
+        assert child.pid in [p.pid for p in _processes.descendants()]
+        assert _processes.read_process(2**22 + 1) is None and _processes.cpu_seconds(2**22 + 1) == 0.0
+    finally:
+        child.kill()
+        child.wait()
 
