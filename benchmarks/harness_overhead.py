@@ -76,6 +76,14 @@ def children_cpu_seconds(pid: int | None = None) -> float:
     return sum(process.cpu_s for process in descendants(pid))
 
 
+def ratio_line(path: str, fastest_rows: float, fastest_tokens: float, paired: list[float]) -> str:
+    """One path's ratios to raw ``LLM.chat``: by the fastest runs, run by run, and the target's verdict on the pairs
+    (the line ``pool_paired_ratios.py`` reads back)."""
+    return (f"ratio {path:>6}/raw: fastest run rows/s {fastest_rows:.3f}, output tok/s {fastest_tokens:.3f}; "
+            f"run by run {', '.join(f'{r:.3f}' for r in paired)}; "
+            f"{median_interval(paired, CONFIDENCE).summary(TARGET, CONFIDENCE)}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=2000)

@@ -30,9 +30,11 @@ if "--served-model-name" in argv:
 port = int(value("--port"))
 record = os.environ.get("FAKE_VLLM_RECORD")
 if record:
-    with open(os.path.join(record, f"{port}.json"), "w") as handle:
+    partial = os.path.join(record, f".{port}.json.partial")  # renamed into place: a reader never sees half of it
+    with open(partial, "w") as handle:
         json.dump({"argv": argv, "pid": os.getpid(), "env": {k: os.environ.get(k) for k in (
             "CUDA_VISIBLE_DEVICES", "VLLM_PORT", "OMP_NUM_THREADS", "VLLM_WORKER_MULTIPROC_METHOD")}}, handle)
+    os.replace(partial, os.path.join(record, f"{port}.json"))
 mode = os.environ.get("FAKE_VLLM_MODE", "ok")
 print(f"INFO fake vllm serve on port {port} mode {mode}", flush=True)
 if mode == "crash":
