@@ -179,27 +179,22 @@ def test_a_stop_signal_python_discarded_while_workers_run_still_stops_them(monke
     """``supervise_workers`` waits by polling through :func:`trace_lib.interrupts.pause`: a Ctrl-C whose exception
     Python discarded (here in a weakref callback) is raised by the next poll, and every worker is terminated
     (``Popen.wait`` would have waited on)."""
-    import signal
     import subprocess
     import sys
     import time
-    import weakref
 
     import pytest
 
     from trace_lib import interrupts
     from trace_lib.cli.generate import supervise_workers
+    from trace_lib.testing.discarded_signal import signal_python_discards
 
     real_pause, started = interrupts.pause, []
 
     def pause(seconds):
         if not started:
-            class Thing:
-                pass
-
-            thing = Thing()
-            started.append(weakref.ref(thing, lambda _: signal.raise_signal(signal.SIGINT)))
-            del thing
+            started.append(seconds)
+            signal_python_discards()
         real_pause(seconds)
 
     monkeypatch.setattr(interrupts, "pause", pause)

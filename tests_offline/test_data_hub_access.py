@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import httpx
@@ -19,6 +19,7 @@ from trace_lib.data.hub_access import (ENDPOINT_HINT, NO_HUB_HINT, EndpointCheck
                                        reach_endpoint)
 from trace_lib.errors import InputError
 from trace_lib.testing.hub_server import REFUSED_REASON, LoopbackHub, refused_url
+from trace_lib.testing.loopback_http import serving
 
 pytestmark = pytest.mark.offline
 
@@ -215,10 +216,5 @@ def test_a_redirect_is_an_answer_not_followed():
         def log_message(self, *args):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        assert reach_endpoint(f"http://127.0.0.1:{server.server_address[1]}") is None
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Redirect) as url:
+        assert reach_endpoint(url) is None

@@ -5,10 +5,9 @@ kept snapshot serves, a refused one one line at once)."""
 from __future__ import annotations
 
 import hashlib
-import threading
 import time
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from types import MappingProxyType, SimpleNamespace
 
@@ -22,6 +21,7 @@ from trace_lib.data.prepare import ArtifactSource, fetch_artifact, load_artifact
 from trace_lib.errors import InputError
 from trace_lib.release.suite import Benchmark, Suite, load_suite
 from trace_lib.testing.hub_server import LoopbackHub, refused_url
+from trace_lib.testing.loopback_http import serving
 from trace_lib.testing.tiny_bench import build_tiny_tsv, tiny_tsv_protocol
 
 
@@ -47,12 +47,8 @@ def served(tmp_path):
             self.end_headers()
             self.wfile.write(data)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", www
-    server.shutdown()
-    server.server_close()
+    with serving(Handler) as url:
+        yield url, www
 
 
 def test_every_suite_benchmark_has_a_pinned_source(release):

@@ -7,8 +7,7 @@ import dataclasses
 import json
 import re
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -26,6 +25,7 @@ from trace_lib.environment.engine import (
 from trace_lib.errors import InputError
 from trace_lib.generation.store import SliceIdentity, SliceStore
 from trace_lib.release import identity
+from trace_lib.testing.loopback_http import serving
 
 
 def _pinned(release, name: str) -> str:
@@ -142,15 +142,9 @@ class _VersionHandler(BaseHTTPRequestHandler):
 
 
 def test_openai_engine_is_what_the_endpoint_reports(release):
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _VersionHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    with serving(_VersionHandler) as base:
+        url = f"{base}/v1"
         doc = generation_engine(release, "openai", base_url=url)
-    finally:
-        server.shutdown()
-        server.server_close()
     assert doc["vllm"] == "0.24.0" and doc["torch"] is None and doc["backend"] == "openai"
     assert doc["matches_paper"] is False and doc["endpoint"] == url
     silent = generation_engine(release, "openai", base_url="http://127.0.0.1:9/v1")
@@ -356,28 +350,16 @@ class _Answers(BaseHTTPRequestHandler):
 def test_an_endpoint_that_does_not_say_its_vllm_version_reports_none(status, body):
     from trace_lib.environment.engine import remote_vllm_version
 
-    handler = type("Handler", (_Answers,), {"status": status, "body": body})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        assert remote_vllm_version(f"http://127.0.0.1:{server.server_address[1]}/v1") is None
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(type("Handler", (_Answers,), {"status": status, "body": body})) as base:
+        assert remote_vllm_version(f"{base}/v1") is None
 
 
 def test_a_pool_s_vllm_version_is_its_first_endpoint_s():
     from trace_lib.environment.engine import remote_vllm_version
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _VersionHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-        assert remote_vllm_version(f" {url}, http://127.0.0.1:9/v1") == "0.24.0"
+    with serving(_VersionHandler) as base:
+        assert remote_vllm_version(f" {base}/v1, http://127.0.0.1:9/v1") == "0.24.0"
         assert remote_vllm_version("ftp://127.0.0.1/v1") is None and remote_vllm_version("http:///v1") is None
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_stored_engine_records_read_back_whatever_the_file_holds(release, tmp_path):

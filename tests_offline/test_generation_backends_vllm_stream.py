@@ -158,22 +158,14 @@ def test_an_engine_core_killed_outright_ends_the_stream_instead_of_stalling_it(m
 def test_a_stop_signal_python_discarded_ends_the_stream_at_the_next_step(backend):
     """A Ctrl-C handled where Python discards the exception (here a weakref callback during a step) still ends the
     stream: the loop raises it again after the step, with the requests still held aborted."""
-    import signal
-    import weakref
-
     from trace_lib.interrupts import Interrupted, stop_on_signals
+    from trace_lib.testing.discarded_signal import signal_python_discards
 
     llm, step = backend.llm, backend.llm.llm_engine.step
 
     def discarding_step():
         if llm.steps == 2:
-            class Thing:
-                pass
-
-            thing = Thing()
-            ref = weakref.ref(thing, lambda _: signal.raise_signal(signal.SIGINT))
-            del thing
-            assert ref() is None
+            signal_python_discards()
         return step()
 
     llm.llm_engine.step = discarding_step

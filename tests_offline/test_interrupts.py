@@ -18,6 +18,7 @@ from trace_lib.cli.main import main
 from trace_lib.generation.store import load_responses, response_path
 from trace_lib.interrupts import Interrupted, stop_on_signals
 from trace_lib.testing.child_pytest import child_pytest_argv, child_pytest_env
+from trace_lib.testing.discarded_signal import signal_python_discards
 from trace_lib.testing.openai_server import OpenAIStubServer
 from trace_lib.testing.tiny_bench import build_tiny_tsv
 
@@ -99,20 +100,6 @@ def test_sigterm_raises_like_ctrl_c_inside_the_block_only():
     assert signal.getsignal(signal.SIGTERM) is before
 
 
-def _signal_python_discards(signum: int) -> None:
-    """Deliver ``signum`` inside a weakref callback, where Python discards what the handler raises (as it does in
-    the import system's lock clean-up, where a judge serve's Ctrl-C was lost and its wait went on)."""
-    import weakref
-
-    class Thing:
-        pass
-
-    thing = Thing()
-    ref = weakref.ref(thing, lambda _: signal.raise_signal(signum))
-    del thing
-    assert ref() is None
-
-
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
 def test_a_signal_python_discarded_is_raised_by_the_next_wait_and_not_printed(sig, monkeypatch):
     from types import SimpleNamespace
@@ -123,7 +110,7 @@ def test_a_signal_python_discarded_is_raised_by_the_next_wait_and_not_printed(si
     monkeypatch.setattr(sys, "unraisablehook", reported.append)
     with pytest.raises(Interrupted) as info:
         with stop_on_signals():
-            _signal_python_discards(sig)  # the handler's Interrupted goes nowhere ...
+            signal_python_discards(sig)  # the handler's Interrupted goes nowhere ...
             pause(30)  # ... and the wait raises it at once instead of sleeping
     assert info.value.signum == sig and reported == []  # nor is it reported as ignored
     with stop_on_signals():

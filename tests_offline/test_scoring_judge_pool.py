@@ -192,9 +192,8 @@ def test_a_stop_signal_while_waiting_stops_every_server(release, env, tmp_path, 
 def test_a_stop_signal_python_discarded_while_waiting_still_stops_every_server(release, env, monkeypatch):
     """A Ctrl-C handled where Python discards the exception (here a weakref callback; in the lane, the import
     system's lock clean-up) was lost, and the readiness wait went on to its timeout: the next poll raises it."""
-    import weakref
-
     from trace_lib.interrupts import Interrupted, stop_on_signals
+    from trace_lib.testing.discarded_signal import signal_python_discards
 
     monkeypatch.setenv("FAKE_VLLM_MODE", "hang")
     signalled = []
@@ -202,13 +201,7 @@ def test_a_stop_signal_python_discarded_while_waiting_still_stops_every_server(r
     def not_ready(url, names):
         if not signalled and list(env["record"].glob("*.json")):  # the server is up and in the pool
             signalled.append(url)
-            class Thing:
-                pass
-
-            thing = Thing()
-            ref = weakref.ref(thing, lambda _: signal.raise_signal(signal.SIGINT))
-            del thing
-            assert ref() is None
+            signal_python_discards()
         return False
 
     monkeypatch.setattr(jp, "_ready", not_ready)
