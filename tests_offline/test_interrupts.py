@@ -257,3 +257,103 @@ def test_ctrl_c_in_the_pytest_score_phase_ends_the_hanging_judge_requests_at_onc
     # The judge holds every request until the test ends, so waiting for them would take the client's 120 s timeout
     # (and its retries); a pytest session's own teardown takes 6-7 s alone and 10-15 s on a loaded 2-core machine.
     assert took < 60, f"stopping took {took:.1f} s: the judge requests in flight were waited for"
+
+
+def test_a_block_puts_back_the_handlers_it_found_and_the_next_block_forgets_the_last_signal():
+    """Both handlers in place before a block are back after it; the next block neither raises the old signal nor
+    cuts a back-off short."""
+    from trace_lib.interrupts import pause, raise_if_stopped
+
+    def mine(signum: int, frame: object) -> None:
+        raise AssertionError("the block's own handler should have taken it")
+
+    previous = {signum: signal.signal(signum, mine) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with pytest.raises(Interrupted):
+            with stop_on_signals():
+                signal.raise_signal(signal.SIGINT)
+        assert [signal.getsignal(signum) for signum in previous] == [mine, mine]
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    with stop_on_signals():
+        raise_if_stopped()
+        started = time.monotonic()
+        pause(0.2)
+        assert time.monotonic() - started >= 0.15
+
+
+def test_outside_the_main_thread_the_blocks_do_nothing():
+    """Only the main thread can install handlers: elsewhere both blocks just run their body."""
+    from trace_lib.interrupts import signals_held
+
+    ran: list = []
+
+    def worker() -> None:
+        try:
+            with stop_on_signals():
+                with signals_held():
+                    ran.append("body")
+        except BaseException as exc:  # noqa: BLE001 - what a worker's block raised is the finding
+            ran.append(exc)
+
+    before = signal.getsignal(signal.SIGINT)
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join(timeout=10)
+    assert ran == ["body"] and signal.getsignal(signal.SIGINT) is before
+
+
+def test_signals_held_delivers_the_first_signal_after_the_block_to_the_handler_in_place():
+    """Inside the block SIGTERM and SIGINT wait (the block's body finishes); after it the handlers are back and the
+    first signal that came reaches them, once; a block without a signal delivers nothing."""
+    from trace_lib.interrupts import signals_held
+
+    done: list = []
+    with pytest.raises(Interrupted) as info:
+        with stop_on_signals():
+            with signals_held():
+                signal.raise_signal(signal.SIGTERM)
+                signal.raise_signal(signal.SIGINT)
+                done.append("written")
+            done.append("not reached")
+    assert (info.value.signum, info.value.args, done) == (signal.SIGTERM, (signal.SIGTERM,), ["written"])
+    seen: list = []
+
+    def mine(signum: int, frame: object) -> None:
+        seen.append(signum)
+
+    previous = signal.signal(signal.SIGINT, mine)
+    try:
+        with signals_held():
+            pass
+        assert seen == [] and signal.getsignal(signal.SIGINT) is mine
+        with signals_held():
+            signal.raise_signal(signal.SIGINT)
+            signal.raise_signal(signal.SIGINT)
+            assert seen == []
+        assert seen == [signal.SIGINT] and signal.getsignal(signal.SIGINT) is mine
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_a_cancel_hook_takes_the_first_signal_and_the_second_raises_and_a_back_off_ends_at_once():
+    """With a cancel hook registered the first signal only calls it (no raise), a second raises; a back-off that
+    starts after the first signal ends at once, raising it."""
+    from trace_lib.interrupts import cancel_on_stop, pause
+
+    cancelled: list = []
+    with pytest.raises(Interrupted) as info:
+        with stop_on_signals():
+            with cancel_on_stop(lambda: cancelled.append("cancel")):
+                signal.raise_signal(signal.SIGTERM)
+                assert cancelled == ["cancel"]
+                signal.raise_signal(signal.SIGINT)
+    assert cancelled == ["cancel"] and info.value.signum == signal.SIGINT
+    started = time.monotonic()
+    with pytest.raises(Interrupted) as info:
+        with stop_on_signals():
+            with cancel_on_stop(lambda: None):
+                signal.raise_signal(signal.SIGTERM)
+                pause(30)
+    assert info.value.signum == signal.SIGTERM and time.monotonic() - started < 10
