@@ -3,11 +3,12 @@ the file and the byte offset, for response files (store and plain), pids.txt, re
 
 from __future__ import annotations
 
+import codecs
 import shutil
 
 import pytest
 
-from trace_lib.decoding import decode, read_text
+from trace_lib.decoding import ascii_digits, decode, iter_lines, read_text
 from trace_lib.errors import InputError, ReleaseFileError
 from trace_lib.generation.store import load_header, load_responses
 from trace_lib.release import identity
@@ -71,6 +72,15 @@ def test_read_text_keeps_good_text_exact(tmp_path):
     assert read_text(tmp_path / "t") == "a\r\nü\n"
 
 
+def test_a_path_given_as_text_is_read_and_checked_as_a_path(tmp_path):
+    """Both readers take a ``str`` as well as a ``Path``; the check hands back a ``Path``."""
+    from trace_lib.decoding import check_input_file
+
+    (tmp_path / "t").write_bytes(b"x\n")
+    assert check_input_file(str(tmp_path / "t")) == tmp_path / "t"
+    assert (read_text(str(tmp_path / "t")), list(iter_lines(str(tmp_path / "t")))) == ("x\n", [(1, "x\n")])
+
+
 def test_an_input_that_is_a_fifo_is_refused_instead_of_blocking(tmp_path):
     import os
 
@@ -79,3 +89,49 @@ def test_an_input_that_is_a_fifo_is_refused_instead_of_blocking(tmp_path):
         read_text(tmp_path / "fifo")
     result = run_cli(["receipt", str(tmp_path / "fifo")])  # used to block forever on open()
     assert result.returncode == 2 and "a FIFO" in result.stderr
+
+
+def test_ascii_digits_takes_only_plain_ascii_numbers():
+    """One or more ASCII digits: not empty, not letters, not the superscript digits ``str.isdigit`` also takes."""
+    assert ascii_digits("0042") is True
+    assert [ascii_digits(text) for text in ("", "a", "4a", "²", "٣")] == [False] * 5
+
+
+def test_a_bom_is_refused_only_at_the_start_of_a_file_and_the_hint_says_how_to_save():
+    """A byte-order mark is a BOM only at byte offset 0 (later it is text to decode); each refusal ends with
+    what to do."""
+    assert decode(codecs.BOM_UTF8 + b"x", file="f.txt", offset=7) == "\ufeffx"
+    with pytest.raises(InputError) as bom:
+        decode(codecs.BOM_UTF8 + b"x", file="f.txt")
+    assert str(bom.value).endswith("; trace-repro reads UTF-8 without a BOM; save it as UTF-8 without BOM")
+    with pytest.raises(InputError) as bad:
+        decode(b"\xff", file="f.txt")
+    assert str(bad.value) == "f.txt: not UTF-8 text at byte offset 0 (bytes ff); save it as UTF-8"
+
+
+def test_the_error_class_the_caller_names_is_raised(tmp_path):
+    """``error=``: bad bytes and a FIFO are each raised as the caller's error class, named by ``name``."""
+    import os
+
+    (tmp_path / "t").write_bytes(b"\xff")
+    os.mkfifo(tmp_path / "fifo")
+    for path, what in ((tmp_path / "t", "not UTF-8 text"), (tmp_path / "fifo", "is a FIFO, not a regular file")):
+        with pytest.raises(ReleaseFileError) as info:
+            read_text(path, name="rlvr/x.json", error=ReleaseFileError)
+        assert str(info.value).startswith(f"rlvr/x.json: {what}"), str(info.value)
+
+
+def test_iter_lines_numbers_lines_from_one_and_gives_each_line_its_file_offset(tmp_path):
+    """Lines keep their newline and are numbered from 1; a bad byte's offset counts every line before it; a BOM
+    inside the file is not refused."""
+    import os
+
+    path = tmp_path / "lines.jsonl"
+    path.write_bytes(b"ab\n" + codecs.BOM_UTF8 + b"c\n")
+    assert list(iter_lines(path)) == [(1, "ab\n"), (2, "\ufeffc\n")]
+    path.write_bytes(b"ab\ncd\n\xff\n")
+    with pytest.raises(InputError, match=r"lines\.jsonl: not UTF-8 text at byte offset 6 \(bytes ff\)"):
+        list(iter_lines(path))
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(InputError, match="is a FIFO, not a regular file"):
+        next(iter_lines(tmp_path / "fifo"))
