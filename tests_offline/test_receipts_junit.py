@@ -157,3 +157,104 @@ def test_a_receipt_that_is_not_utf8_names_the_byte(tmp_path, capsys):
     code, out, err = receipt_in_process(capsys, str(path))
     assert (code, out) == (2, "")
     assert err == f"error: {path}: not UTF-8 text at byte offset 68 (bytes e9); save it as UTF-8\n"
+
+
+MIXED = """<testsuites><testsuite name="pytest">
+<testcase classname="t" name="test_ok"><properties><property name="markers" value="offline,slow"/>
+<property name="release_commit" value="abc"/><property name="sha256:a.json" value="1"/>
+<property name="verdict" value="differs"/><property name="verdict" value="reproduced"/></properties></testcase>
+<testcase name="test_bare"><properties><property name="markers" value=""/><property name="release_commit" value="def"/>
+<property name="sha256:a.json" value="2"/><property name="sha256:b.json" value="3"/>
+<property name="verdict" value="maybe"/></properties></testcase>
+<testcase classname="t" name="test_err"><error>first line
+
+second line</error></testcase>
+<testcase classname="t" name="test_skip"><skipped message="no GPU"/><properties><property name="markers" value="gpu"/>
+<property name="verdict" value="inconclusive"/></properties></testcase>
+</testsuite></testsuites>"""
+
+
+def test_a_receipt_reports_verdicts_markers_errors_and_a_mixed_release_identity(tmp_path):
+    """The last valid ``verdict`` of a test counts (an unknown one is ignored); an empty markers property is
+    ``(none)``, a missing one ``(unrecorded)``; an error's message is the first line of its text; a test without a
+    classname is named alone; release properties with several values are MIXED and differing hashes are named."""
+    path = tmp_path / "r.xml"
+    path.write_text(MIXED)
+    summary = load_junit(path)
+    assert summary.to_json() == {
+        "file": str(path), "status": "failed", "tests": 4,
+        "counts": {"passed": 2, "failed": 0, "error": 1, "skipped": 1},
+        "verdicts": {"reproduced": 1, "differs": 0, "inconclusive": 1},
+        "by_marker": {"(none)": {"passed": 1}, "(unrecorded)": {"error": 1}, "gpu": {"skipped": 1},
+                      "offline": {"passed": 1}, "slow": {"passed": 1}},
+        "release": {"release_commit": ["abc", "def"], "file_hashes": {"a.json": ["1", "2"], "b.json": ["3"]}},
+        "failures": [{"test": "t::test_err", "outcome": "error", "message": "first line"}]}
+    assert [(c.test_id, c.message, c.markers) for c in summary.cases] == [
+        ("t::test_ok", "", ("offline", "slow")), ("test_bare", "", ()), ("t::test_err", "first line", None),
+        ("t::test_skip", "no GPU", ("gpu",))]
+    assert summary.render_text().splitlines() == [
+        f"trace-repro receipt {path}: 4 tests: 2 passed, 0 failed, 1 error, 1 skipped",
+        "  verdicts: 1 reproduced, 0 differs, 1 inconclusive",
+        "  release_commit: MIXED ['abc', 'def']",
+        "  release files hashed: 2; differing between tests: a.json",
+        "by marker:",
+        "  (none)        1 passed",
+        "  (unrecorded)  1 error",
+        "  gpu           1 skipped",
+        "  offline       1 passed",
+        "  slow          1 passed",
+        "ERROR t::test_err: first line",
+        "status: failed"]
+    assert not summary.ok
+
+
+def _one_suite(tmp_path, cases: str) -> Path:
+    path = tmp_path / "r.xml"
+    path.write_text(f'<testsuite name="pytest">{cases}</testsuite>')
+    return path
+
+
+def test_an_inconclusive_verdict_is_not_a_pass_even_when_pytest_passed_it(tmp_path, capsys):
+    """Status ``inconclusive``, exit 1, and the line says how many verdicts could not tell; a release property
+    with one value is printed as it is, and no verdict line appears without verdicts."""
+    path = _one_suite(tmp_path, '<testcase classname="t" name="test_a"><properties>'
+                                '<property name="verdict" value="inconclusive"/>'
+                                '<property name="release_commit" value="abc"/></properties></testcase>')
+    summary = load_junit(path)
+    assert (summary.status, summary.ok) == ("inconclusive", False)
+    code, out, _ = receipt_in_process(capsys, str(path))
+    assert code == 1
+    assert out.splitlines()[1:3] == ["  verdicts: 0 reproduced, 0 differs, 1 inconclusive", "  release_commit: abc"]
+    assert out.splitlines()[-1] == "status: inconclusive (1 verdict(s) could not tell; not a pass)"
+    passed = load_junit(_one_suite(tmp_path, '<testcase name="test_a"/>'))
+    assert (passed.status, passed.ok) == ("ok", True)
+    assert "verdicts:" not in passed.render_text()
+
+
+def test_a_run_where_every_test_skipped_verified_nothing(tmp_path, capsys):
+    """No test passed: ``nothing verified`` with the number skipped, exit 1; no release identity recorded is said."""
+    path = _one_suite(tmp_path, '<testcase name="test_a"><skipped message="no GPU"/></testcase>'
+                                '<testcase name="test_b"><skipped>  </skipped></testcase>')
+    summary = load_junit(path)
+    assert (summary.status, summary.ok, [c.message for c in summary.cases]) == ("nothing verified", False,
+                                                                                ["no GPU", ""])
+    code, out, _ = receipt_in_process(capsys, str(path))
+    assert code == 1 and "  release identity: not recorded by any test" in out.splitlines()
+    assert out.splitlines()[-1] == "status: nothing verified (no test passed: 2 skipped)"
+
+
+def test_a_failure_beats_an_inconclusive_verdict_and_its_message_attribute_beats_its_text(tmp_path):
+    path = _one_suite(tmp_path, '<testcase classname="t" name="test_a"><failure message="short">long text'
+                                '</failure><properties><property name="verdict" value="inconclusive"/></properties>'
+                                '</testcase><testcase name="test_b"/>')
+    summary = load_junit(path)
+    assert summary.status == "failed"
+    assert [(c.outcome, c.message) for c in summary.failures] == [("failed", "short")]
+
+
+def test_a_receipt_path_under_a_file_is_one_error_line(tmp_path, capsys):
+    """An OS error reading the file is named with its reason, not a traceback."""
+    (tmp_path / "file").write_text("")
+    path = tmp_path / "file" / "r.xml"
+    code, _, err = receipt_in_process(capsys, str(path))
+    assert (code, err) == (2, f"error: {path}: cannot read file: Not a directory\n")
