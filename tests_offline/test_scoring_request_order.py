@@ -8,7 +8,7 @@ import random
 import pytest
 
 from trace_lib.scoring.judge import JUDGE_SERVED_NAME, OpenAIJudge, render_qwen3_no_think
-from trace_lib.scoring.request_order import ORDER_ENV, dispatch_order, prefix_order
+from trace_lib.scoring.request_order import ORDER_ENV, dispatch_order, enabled, prefix_order
 from trace_lib.testing.openai_server import OpenAIStubServer
 
 pytestmark = pytest.mark.offline
@@ -50,6 +50,15 @@ def test_the_switch_turns_ordering_off(monkeypatch):
     assert dispatch_order(prompts) == [1, 0, 2]
     monkeypatch.setenv(ORDER_ENV, "0")
     assert dispatch_order(prompts) == [0, 1, 2]
+
+
+@pytest.mark.parametrize(("value", "on"), [("0", False), (" Off ", False), ("FALSE", False), ("no", False),
+                                           ("1", True), ("yes", True), ("", True)])
+def test_the_switch_reads_the_words_for_off_in_any_case_and_anything_else_is_on(monkeypatch, value, on):
+    """``0``, ``false``, ``no`` and ``off`` (any case, spaces around) turn ordering off; anything else leaves it
+    on."""
+    monkeypatch.setenv(ORDER_ENV, value)
+    assert (enabled(), dispatch_order(["b", "a"])) == (on, [1, 0] if on else [0, 1])
 
 
 def _echo(route: str, body: dict) -> str:
