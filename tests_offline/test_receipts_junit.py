@@ -258,3 +258,20 @@ def test_a_receipt_path_under_a_file_is_one_error_line(tmp_path, capsys):
     path = tmp_path / "file" / "r.xml"
     code, _, err = receipt_in_process(capsys, str(path))
     assert (code, err) == (2, f"error: {path}: cannot read file: Not a directory\n")
+
+
+def test_a_failure_and_a_teardown_error_count_as_failed_and_only_verdict_properties_are_verdicts(tmp_path):
+    """The first of failure, error, skipped decides the outcome; a property of another name whose value looks like
+    a verdict is not one; the summary and its cases cannot be changed."""
+    import dataclasses
+
+    path = _one_suite(tmp_path, '<testcase name="test_a"><failure message="call"/><error message="teardown"/>'
+                                '<properties><property name="verdict" value="reproduced"/>'
+                                '<property name="note" value="differs"/></properties></testcase>')
+    summary = load_junit(path)
+    assert [(c.outcome, c.message) for c in summary.cases] == [("failed", "call")]
+    assert summary.verdicts == {"reproduced": 1, "differs": 0, "inconclusive": 0}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        summary.cases[0].outcome = "passed"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        summary.file = "other"
