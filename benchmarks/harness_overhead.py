@@ -16,14 +16,17 @@ a producer thread and queued in chunks while the engine already runs).
 Target: ratio >= 0.97.
 
 ``--paths raw,stream`` times only those paths (raw is always one), so a run of the same length holds more pairs.
+``stream-old`` is the stream path with the backend stepping after every add (``VLLMBackend.fill_before_step =
+False``, its loop up to run 41), timed beside today's in the same process.
 Each run also records the CPU seconds of this process and of the engine's processes (its children, read from
 ``/proc``), its ``llm_engine.step()`` calls (each collects the outputs of the engine core's iterations since the
 last) and the machine's load, so a slow run can be told apart: the engine core's CPU slower for the same work (a
 contended or throttled core), more CPU for the same tokens (more iterations), or the same CPU and a longer wait
-(the GPU, or the feeding).
+(the GPU, or the feeding). It records when each request reached the engine (``llm_engine.add_request``), from
+the run's start: the ramp-up is the time until the engine held ``max_num_seqs`` requests.
 
     python benchmarks/harness_overhead.py [--rows 2000] [--max-tokens 256] [--repeats 5] [--model DIR | --shape 3b]
-        [--input-workers N] [--paths raw,harness,stream] [--seconds S]
+        [--input-workers N] [--paths raw,harness,stream,stream-old] [--seconds S]
 """
 
 from __future__ import annotations
@@ -43,17 +46,20 @@ from _processes import descendants  # noqa: E402
 from campaign_throughput import empty_campaign_dirs  # noqa: E402
 
 TARGET = 0.97
+MAX_NUM_SEQS = 256  # the backend's default, both paths' engine
 CONFIDENCE = 0.9
-PATHS = {"raw": "raw vllm.LLM.chat", "harness": "trace-repro vllm", "stream": "trace-repro stream"}
+PATHS = {"raw": "raw vllm.LLM.chat", "harness": "trace-repro vllm", "stream": "trace-repro stream",
+         "stream-old": "trace-repro stream-old"}
 
 
 def paths_arg(text: str) -> list[str]:
-    """``--paths``: a comma-separated subset of raw, harness and stream, in that order, raw always included."""
+    """``--paths``: a comma-separated subset of raw, harness, stream and stream-old, in that order, raw always
+    included."""
     asked = {name.strip() for name in text.split(",") if name.strip()}
     unknown = asked - set(PATHS)
     if unknown:
-        raise argparse.ArgumentTypeError(f"unknown path(s) {', '.join(sorted(unknown))} (choose from raw, harness, "
-                                         "stream)")
+        raise argparse.ArgumentTypeError(f"unknown path(s) {', '.join(sorted(unknown))} (choose from "
+                                         f"{', '.join(PATHS)})")
     return [name for name in PATHS if name in asked or name == "raw"]
 
 
@@ -68,6 +74,28 @@ def count_engine_steps(engine: Any) -> list[int]:
 
     engine.step = counted
     return count
+
+
+def record_add_times(engine: Any) -> list[float]:
+    """Append the ``time.perf_counter()`` of each ``engine.add_request()`` call to the returned list (the
+    instance's ``add_request`` is wrapped; ``LLM.chat`` and the backend both add through it)."""
+    times: list[float] = []
+    add_request = engine.add_request
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        times.append(time.perf_counter())
+        return add_request(*args, **kwargs)
+
+    engine.add_request = recorded
+    return times
+
+
+def ramp_up(add_times: list[float], start: float, slots: int) -> tuple[float, float]:
+    """Seconds from ``start`` until the ``slots``-th request was added (all of them, if fewer) and until the
+    last one was."""
+    if not add_times:
+        return float("nan"), float("nan")
+    return add_times[min(slots, len(add_times)) - 1] - start, add_times[-1] - start
 
 
 def children_cpu_seconds(pid: int | None = None) -> float:
@@ -136,11 +164,12 @@ def main() -> int:
     slice_ = Slice("tiny", 42, "tiny")
 
     llm = LLM(model=str(model_dir), trust_remote_code=True, allowed_local_media_path=str(data.resolve()),
-              max_model_len=32768, max_num_seqs=256, max_num_batched_tokens=32768,
+              max_model_len=32768, max_num_seqs=MAX_NUM_SEQS, max_num_batched_tokens=32768,
               gpu_memory_utilization=args.gpu_memory_utilization,
               limit_mm_per_prompt={"image": 24, "video": 3}, **dummy)
     backend = VLLMBackend(model_path=str(model_dir), served_name="tiny", llm=llm, input_workers=args.input_workers)
     steps = count_engine_steps(llm.llm_engine)  # LLM.chat and the backend both call llm_engine.step()
+    add_times = record_add_times(llm.llm_engine)
     defaults = llm.model_config.get_diff_sampling_param()
 
     prepared = prepare_rows(rows, protocol, data / "images", served_name="tiny", generation=generation, seed=42)
@@ -172,24 +201,29 @@ def main() -> int:
         assert result.complete and result.generated == len(rows)
         return elapsed, stored_tokens(campaign)
 
-    def streamed() -> tuple[float, int]:
+    def streamed(fill_before_step: bool = True) -> tuple[float, int]:
         from trace_lib.campaign.scheduler import CampaignScheduler, SliceJob
 
         campaign = work / f"campaign-{next(counter)}"
         job = SliceJob(slice=slice_, protocol=protocol, load_rows=lambda: rows, image_dir=data / "images",
                        generation=generation, open_store=lambda: open_slice_store(campaign, slice_, model, generation))
-        start = time.perf_counter()
-        [result] = CampaignScheduler(backend).run([job])
-        elapsed = time.perf_counter() - start
+        backend.fill_before_step = fill_before_step
+        try:
+            start = time.perf_counter()
+            [result] = CampaignScheduler(backend).run([job])
+            elapsed = time.perf_counter() - start
+        finally:
+            backend.fill_before_step = True
         assert result.ok and result.run.generated == len(rows)
         return elapsed, stored_tokens(campaign)
 
-    timers = {"raw": raw, "harness": harness, "stream": streamed}
+    timers = {"raw": raw, "harness": harness, "stream": streamed, "stream-old": lambda: streamed(False)}
     for path in args.paths:
         timers[path]()  # warm-up (CUDA graphs, caches, image files)
     runs: dict[str, list[tuple[float, int]]] = {PATHS[path]: [] for path in args.paths}
     cpu: dict[str, list[tuple[float, float, float]]] = {name: [] for name in runs}
     stepped: dict[str, list[int]] = {name: [] for name in runs}
+    ramps: dict[str, list[tuple[float, float]]] = {name: [] for name in runs}
     adding: dict[str, float] = {}
     started = time.perf_counter()
     for repeat in range(args.repeats):
@@ -199,8 +233,10 @@ def main() -> int:
         for path in args.paths:
             name = PATHS[path]
             before = backend.loop_stats.snapshot()
-            own, engine, before_steps = time.process_time(), children_cpu_seconds(), steps[0]
+            own, engine, before_steps, added = time.process_time(), children_cpu_seconds(), steps[0], len(add_times)
+            begun = time.perf_counter()
             runs[name].append(timers[path]())
+            ramps[name].append(ramp_up(add_times[added:], begun, MAX_NUM_SEQS))
             cpu[name].append((time.process_time() - own, children_cpu_seconds() - engine, os.getloadavg()[0]))
             stepped[name].append(steps[0] - before_steps)
             adding[name] = adding.get(name, 0.0) + backend.loop_stats.since(before).adding_s
@@ -212,13 +248,18 @@ def main() -> int:
         listed = ", ".join(f"{t:.2f}s/{n} tok" for t, n in timed)
         share = (f"; adding requests {adding[name] / sum(t for t, _ in timed):.0%} of the time"
                  if name in adding and adding[name] else "")
-        print(f"{name:<19}: {best[name][0]:8.1f} rows/s {best[name][1]:9.0f} output tok/s  (runs: {listed}{share})")
+        print(f"{name:<22}: {best[name][0]:8.1f} rows/s {best[name][1]:9.0f} output tok/s  (runs: {listed}{share})")
     for name, timed in runs.items():
         listed = ", ".join(f"{own:.1f}/{engine:.1f}/{load:.1f}" for own, engine, load in cpu[name])
         per_wall = [engine / seconds for (seconds, _), (_, engine, _) in zip(timed, cpu[name])]
-        print(f"{name:<19}: CPU s this process/engine processes/load per run: {listed}; engine CPU per wall second "
+        print(f"{name:<22}: CPU s this process/engine processes/load per run: {listed}; engine CPU per wall second "
               f"{min(per_wall):.2f}-{max(per_wall):.2f}; llm_engine.step() calls per run "
               f"{', '.join(map(str, stepped[name]))}")
+    for name, ramp in ramps.items():
+        full, last = (sorted(values)[len(values) // 2] for values in zip(*ramp))
+        print(f"{name:<22}: requests in the engine, median of runs: the {MAX_NUM_SEQS}th after "
+              f"{1000 * full:.0f} ms, the last after {1000 * last:.0f} ms (the {MAX_NUM_SEQS}th per run, ms: "
+              f"{', '.join(f'{1000 * f:.0f}' for f, _ in ramp)})")
     baseline = best["raw vllm.LLM.chat"]
     raw_times = [t for t, _ in runs["raw vllm.LLM.chat"]]
     for name in runs:

@@ -175,3 +175,50 @@ def test_a_stop_signal_python_discarded_ends_the_stream_at_the_next_step(backend
             for result in backend.generate_stream(RequestFeed.of([_request(i, 42) for i in range(600)])):
                 results.append(result)
     assert llm.steps == 3 and len(results) == 3 * 40  # the step that was running answered; no step after it
+
+
+class _ProducingLLM(StubLLM):
+    """A stub whose producer readies the next ``chunk`` requests while each batch is being added (as the
+    campaign's producer thread does while the engine's thread renders), and records the engine's state."""
+
+    def __init__(self, feed: RequestFeed, requests: list[ChatRequest], chunk: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.feed, self.waiting, self.chunk = feed, list(requests), chunk
+        self.steps_at_add: list[int] = []
+        self.held_at_step: list[int] = []
+
+    def enqueue_chat(self, conversations, sampling_params, use_tqdm=False, mm_processor_kwargs=None):
+        ids = super().enqueue_chat(conversations, sampling_params, use_tqdm, mm_processor_kwargs)
+        self.steps_at_add.append(self.steps)
+        ready, self.waiting = self.waiting[:self.chunk], self.waiting[self.chunk:]
+        for request in ready:
+            self.feed.put(request)
+        if not self.waiting and ready:
+            self.feed.finish()
+        return ids
+
+    def _step(self):
+        self.held_at_step.append(len(self._pending))
+        return super()._step()
+
+
+@pytest.mark.parametrize("fill", [True, False])
+def test_requests_readied_while_a_batch_is_added_join_it_before_the_engine_is_stepped(monkeypatch, fill):
+    """While the engine holds fewer than max_num_seqs, the loop adds what the feed holds ready before it waits on a
+    step (a step only collects outputs); ``fill_before_step = False`` stepped after every add."""
+    monkeypatch.setitem(sys.modules, "vllm", stub_vllm_module())
+    from trace_lib.generation.backends.vllm import VLLMBackend
+
+    feed = RequestFeed(capacity=1000)
+    requests = [_request(i, 42) for i in range(100)]
+    for request in requests[:10]:
+        feed.put(request)
+    llm = _ProducingLLM(feed, requests[10:], chunk=10, per_step=40)
+    backend = VLLMBackend(model_path="stub", served_name="stub", llm=llm, max_num_seqs=64)
+    backend.fill_before_step = fill
+    results = list(backend.generate_stream(feed))
+    assert sorted(r.request_id for r in results) == sorted(r.request_id for r in requests)
+    if fill:  # seven chunks of ten before the first step: the seventh took the engine past its 64 slots
+        assert llm.steps_at_add[:7] == [0] * 7 and llm.steps_at_add[7] >= 1 and llm.held_at_step[0] == 70
+    else:
+        assert llm.steps_at_add[:3] == [0, 1, 2] and llm.held_at_step[0] == 10

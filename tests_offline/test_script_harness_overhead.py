@@ -72,3 +72,19 @@ def test_a_process_whose_name_holds_parentheses_and_spaces_is_read_whole(tmp_pat
         child.kill()
         child.wait()
 
+
+
+def test_the_stream_path_before_fill_before_step_is_a_path_of_its_own():
+    assert harness_overhead.paths_arg("stream-old,stream") == ["raw", "stream", "stream-old"]
+
+
+def test_each_add_is_timed_for_every_caller_and_the_ramp_up_read_from_the_times():
+    from types import SimpleNamespace
+
+    engine = SimpleNamespace(add_request=lambda request_id, prompt, params: request_id)
+    times = harness_overhead.record_add_times(engine)
+    assert [engine.add_request(str(i), "p", None) for i in range(3)] == ["0", "1", "2"] and len(times) == 3
+    assert times == sorted(times)
+    assert harness_overhead.ramp_up([10.5, 10.75, 11.0], 10.0, 2) == (0.75, 1.0)
+    assert harness_overhead.ramp_up([10.5, 10.75], 10.0, 256) == (0.75, 0.75)  # fewer requests than slots
+    assert all(value != value for value in harness_overhead.ramp_up([], 10.0, 2))  # NaN: nothing was added

@@ -125,6 +125,10 @@ class VLLMBackend:
     """
 
     name = "vllm"
+    #: Between steps, add every request the feed holds ready while the engine holds fewer than ``max_num_seqs``
+    #: (its batch has free slots; a step only collects outputs, the engine core runs on without it). False steps
+    #: after every add, the loop up to run 41 of docs/performance.md, which ``harness_overhead.py`` times beside it.
+    fill_before_step = True
 
     def __init__(
         self,
@@ -242,9 +246,10 @@ class VLLMBackend:
                         in_flight: int | None = None) -> Iterator[GenerationResult | RequestFailure]:
         """Answer every request of ``feed``, keeping up to ``in_flight`` (default ``4 x max_num_seqs``) requests
         in the engine: new requests are added while the engine runs, so rows of many slices (each with its own
-        seed) share the continuous batch; each finished request is yielded at once. A request the engine refuses
-        when it is added (vLLM raises ``ValueError``: a prompt longer than ``max_model_len``, an unusable image)
-        is yielded as a :class:`RequestFailure`; the others go on."""
+        seed) share the continuous batch, and while the engine holds fewer than ``max_num_seqs`` every request the
+        feed holds ready is added before the next step; each finished request is yielded at once. A request the
+        engine refuses when it is added (vLLM raises ``ValueError``: a prompt longer than ``max_model_len``, an
+        unusable image) is yielded as a :class:`RequestFailure`; the others go on."""
         engine = self.llm.llm_engine
         if engine.has_unfinished_requests():
             raise BackendError("engine already has unfinished requests", field="vllm")
@@ -256,6 +261,7 @@ class VLLMBackend:
             with waking_a_dead_engine(engine):  # an engine core killed outright: step() would wait for ever
                 while True:
                     unfinished = len(by_id) + len(rendering)
+                    batch: Sequence[ChatRequest] = ()
                     if not feed.finished and (unfinished <= target // 2 or target - unfinished >= self._max_num_seqs):
                         # at most max_num_seqs per call: the engine starts on the first ones while the rest are
                         # rendered and processed (images) between steps, or in the render workers
@@ -275,6 +281,9 @@ class VLLMBackend:
                         if rendering or not feed.finished:
                             continue
                         break
+                    if self.fill_before_step and batch and not feed.finished and \
+                            len(by_id) + len(rendering) < self._max_num_seqs:
+                        continue  # the batch has free slots: add what the producer readied meanwhile, then step
                     stepping = time.perf_counter()
                     outputs = engine.step()
                     self.loop_stats.stepping_s += time.perf_counter() - stepping
