@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 
 import pytest
 
@@ -211,14 +212,39 @@ def test_requests_readied_while_a_batch_is_added_join_it_before_the_engine_is_st
 
     feed = RequestFeed(capacity=1000)
     requests = [_request(i, 42) for i in range(100)]
-    for request in requests[:10]:
+    for request in requests[:16]:
         feed.put(request)
-    llm = _ProducingLLM(feed, requests[10:], chunk=10, per_step=40)
+    llm = _ProducingLLM(feed, requests[16:], chunk=16, per_step=40)
     backend = VLLMBackend(model_path="stub", served_name="stub", llm=llm, max_num_seqs=64)
     backend.fill_before_step = fill
     results = list(backend.generate_stream(feed))
     assert sorted(r.request_id for r in results) == sorted(r.request_id for r in requests)
-    if fill:  # seven chunks of ten before the first step: the seventh took the engine past its 64 slots
-        assert llm.steps_at_add[:7] == [0] * 7 and llm.steps_at_add[7] >= 1 and llm.held_at_step[0] == 70
+    if fill:  # four chunks of 16 before the first step, which came once the engine held its 64
+        assert llm.steps_at_add[:4] == [0] * 4 and llm.steps_at_add[4] >= 1 and llm.held_at_step[0] == 64
     else:
-        assert llm.steps_at_add[:3] == [0, 1, 2] and llm.held_at_step[0] == 10
+        assert llm.steps_at_add[:3] == [0, 1, 2] and llm.held_at_step[0] == 16
+
+
+def test_with_nothing_ready_the_engine_is_stepped_rather_than_the_feed_polled(backend):
+    """A producer that readies each next chunk only once the engine has stepped again: the loop, finding the feed
+    empty, steps (it does not spin on the feed while the engine has free slots)."""
+    feed = RequestFeed(capacity=1000)
+    requests = [_request(i, 42) for i in range(40)]
+    llm = backend.llm
+    results: list = []
+
+    def produce() -> None:
+        for start in range(0, len(requests), 8):
+            deadline = time.monotonic() + 10
+            while llm.steps < start // 8 and time.monotonic() < deadline:
+                time.sleep(0.001)
+            for request in requests[start:start + 8]:
+                feed.put(request)
+        feed.finish()
+
+    consumer = threading.Thread(target=lambda: results.extend(backend.generate_stream(feed)), daemon=True)
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+    consumer.start()
+    consumer.join(timeout=30)
+    assert not consumer.is_alive() and len(results) == 40 and llm.steps >= 4
