@@ -112,10 +112,10 @@ def test_a_stand_in_client_gets_a_check_that_never_connects(reaches):
 
 
 def test_a_timeout_names_where_it_came_from(monkeypatch):
-    timeouts: list[httpx.Timeout] = []
+    timeouts: list[float] = []
 
     class Session:
-        def head(self, url: str, *, timeout: httpx.Timeout, follow_redirects: bool) -> None:
+        def head(self, url: str, *, timeout: float, follow_redirects: bool) -> None:
             timeouts.append(timeout)
             raise httpx.ConnectTimeout("timed out")
 
@@ -126,7 +126,7 @@ def test_a_timeout_names_where_it_came_from(monkeypatch):
     with pytest.raises(InputError) as default:
         EndpointCheck("http://127.0.0.1:9").ensure()
     assert f"within {constants.HF_HUB_ETAG_TIMEOUT:g} s (HF_HUB_ETAG_TIMEOUT)" in str(default.value)
-    assert [t.connect for t in timeouts] == [0.25, float(constants.HF_HUB_ETAG_TIMEOUT)]
+    assert timeouts == [0.25, float(constants.HF_HUB_ETAG_TIMEOUT)]
 
 
 def test_hub_timeouts_last_for_the_block_only():
@@ -192,7 +192,7 @@ def test_an_endpoint_that_accepts_no_connection_in_time_is_one_line(monkeypatch)
     assert str(refused.value) == (f"http://10.255.255.1: the Hugging Face Hub endpoint accepted no connection within "
                                   f"{timeout:g} s (HF_HUB_ETAG_TIMEOUT); {ENDPOINT_HINT}")
     [(url, kwargs)] = session.calls
-    assert url == "http://10.255.255.1/" and kwargs["timeout"].connect == timeout  # the Hub's own metadata timeout
+    assert url == "http://10.255.255.1/" and kwargs["timeout"] == timeout  # the Hub's own metadata timeout
 
 
 def test_an_endpoint_that_connected_then_failed_is_up(monkeypatch):
@@ -218,3 +218,64 @@ def test_a_redirect_is_an_answer_not_followed():
 
     with serving(Redirect) as url:
         assert reach_endpoint(url) is None
+
+
+def _client_of(library: str):
+    """A real client of ``library``, as ``huggingface_hub.get_session()`` returns one: a ``requests.Session`` below
+    1.0, an ``httpx.Client`` in 1.x, an ``httpx2.Client`` in 2.x."""
+    module = pytest.importorskip(library, reason=f"{library} is not installed: no huggingface_hub of it to stand for")
+    return module.Session() if library == "requests" else module.Client()
+
+
+class _Redirect(BaseHTTPRequestHandler):
+    target = ""
+
+    def do_HEAD(self):  # noqa: N802
+        self.send_response(302)
+        self.send_header("Location", self.target + "/")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("library", ["requests", "httpx", "httpx2"])
+def test_every_client_huggingface_hub_has_had_reaches_an_endpoint_the_same_way(monkeypatch, library):
+    """A refused endpoint is one line naming it, and an answering one (a redirect to a refused port, not followed)
+    is up, through a real client of each library (loopback)."""
+    import huggingface_hub
+
+    client = _client_of(library)
+    monkeypatch.setattr(huggingface_hub, "get_session", lambda: client)
+    url = refused_url()
+    with pytest.raises(InputError) as refused:
+        reach_endpoint(url)
+    line = str(refused.value)
+    assert line.startswith(f"{url}: cannot connect to the Hugging Face Hub endpoint (") and "\n" not in line
+    assert REFUSED_REASON in line and line.endswith(f"; {ENDPOINT_HINT}")
+    monkeypatch.setattr(_Redirect, "target", refused_url())
+    with serving(_Redirect) as answering:
+        assert reach_endpoint(answering) is None
+
+
+@pytest.mark.parametrize("library", ["requests", "httpx", "httpx2"])
+def test_each_librarys_errors_mean_the_same_for_the_endpoint(monkeypatch, library):
+    """Each library's own exceptions: no connection in time, no connection, and a failure after connecting."""
+    module = pytest.importorskip(library, reason=f"{library} is not installed: its exceptions cannot be raised")
+    errors = module.exceptions if library == "requests" else module
+    outcomes = {}
+    for name in ("ConnectTimeout", "ReadTimeout"):
+        _with_session(monkeypatch, getattr(errors, name)("timed out"))
+        try:
+            outcomes[name] = reach_endpoint("http://hub.example", timeout=0.5)
+        except InputError as exc:
+            outcomes[name] = str(exc)
+    refusal = errors.ConnectionError if library == "requests" else errors.ConnectError
+    _with_session(monkeypatch, refusal("[Errno 111] Connection refused"))
+    with pytest.raises(InputError, match=r"cannot connect to the Hugging Face Hub endpoint \(\[Errno 111\]"):
+        reach_endpoint("http://hub.example")
+    assert "accepted no connection within 0.5 s (HF_HUB_ETAG_TIMEOUT)" in outcomes["ConnectTimeout"]
+    assert outcomes["ReadTimeout"] is None  # connected: left to the Hub's own retries
+    with pytest.raises(InputError, match=r"^org/x: Hugging Face Hub download failed: ConnectTimeout: timed out; "):
+        with hub_access.hub_access("org/x"):
+            raise errors.ConnectTimeout("timed out")

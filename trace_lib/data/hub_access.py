@@ -6,7 +6,7 @@ naming what was being fetched, so a machine without network gets an explanation 
 
 An endpoint that refuses or accepts no connection is told apart before the first network request
 (:func:`reach_endpoint`): ``hf_hub_download`` retries a failed metadata request as transient (``http_backoff``
-counts ``httpx.ConnectError`` a network error: five retries after 1, 2, 4, 8 and 8 s), so a dead endpoint took
+counts a connection error a network error: five retries after 1, 2, 4, 8 and 8 s), so a dead endpoint took
 about 24 s per file to fail, and a blackholed one minutes. Once the endpoint has answered, the Hub's own retries
 stay for what is transient (429, 5xx, a timeout while it answers). Every Hub download path (``fetch-runs``,
 ``prepare-data``, ``prepare-models``, ``train prepare``, ``validation prepare --download``) goes through one
@@ -17,9 +17,11 @@ machine (never for a file the HF cache or a complete local copy serves), and nev
 from __future__ import annotations
 
 import copy
+import importlib
 import os
 import threading
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 from trace_lib.errors import InputError
@@ -31,15 +33,48 @@ ENDPOINT_HINT = "check the endpoint (HF_ENDPOINT), the network and any proxy, or
 ETAG_TIMEOUT_ENV = "HF_HUB_ETAG_TIMEOUT"
 
 
-def _hub_error_types() -> tuple[type[BaseException], ...]:
-    types: list[type[BaseException]] = [OSError]
-    try:  # huggingface_hub >= 1.0 raises httpx errors for transport failures
-        import httpx
+@dataclass(frozen=True)
+class _TransportErrors:
+    """What the HTTP library of ``huggingface_hub``'s client may raise, by what it means for an endpoint:
+    ``requests`` (huggingface_hub < 1.0, the paper's environment), ``httpx`` (1.x) and ``httpx2`` (2.x), whichever
+    are installed."""
 
-        types.append(httpx.HTTPError)
+    no_connection_in_time: tuple[type[BaseException], ...]  # checked first: requests' subclasses its refusal
+    no_connection: tuple[type[BaseException], ...]  # refused, no route to the host, a name that does not resolve
+    any: tuple[type[BaseException], ...]  # every transport error, also after the connection
+
+
+def _transport_errors() -> _TransportErrors:
+    in_time: list[type[BaseException]] = []
+    refused: list[type[BaseException]] = []
+    every: list[type[BaseException]] = []
+    for name in ("httpx", "httpx2"):
+        try:
+            library = importlib.import_module(name)
+        except ImportError:
+            continue
+        in_time.append(library.ConnectTimeout)
+        refused.append(library.ConnectError)
+        every.append(library.HTTPError)
+    try:
+        from requests import exceptions
     except ImportError:
         pass
-    return tuple(types)
+    else:
+        in_time.append(exceptions.ConnectTimeout)
+        refused.append(exceptions.ConnectionError)
+        every.append(exceptions.RequestException)
+    return _TransportErrors(tuple(in_time), tuple(refused), tuple(every))
+
+
+def _hub_error_types() -> tuple[type[BaseException], ...]:
+    return (OSError, *_transport_errors().any)
+
+
+def _follows_redirects_by(session: Any) -> str:
+    """The keyword that turns redirects off for ``session``'s ``head``: ``allow_redirects`` for a ``requests``
+    session (huggingface_hub < 1.0), ``follow_redirects`` for ``httpx`` and ``httpx2`` clients."""
+    return "allow_redirects" if type(session).__module__.partition(".")[0] == "requests" else "follow_redirects"
 
 
 @contextmanager
@@ -66,22 +101,23 @@ def reach_endpoint(endpoint: str | None = None, *, timeout: float | None = None,
         InputError: the connection was refused, the host has no route or no address, or no connection was accepted
             within the timeout (one line naming the endpoint, and ``HF_ENDPOINT`` when it came from there).
     """
-    import httpx
     from huggingface_hub import constants, get_session
 
     url = (endpoint or constants.ENDPOINT).rstrip("/")
     field = f"HF_ENDPOINT {url}" if endpoint is None and os.environ.get("HF_ENDPOINT") else url
     seconds = float(constants.HF_HUB_ETAG_TIMEOUT if timeout is None else timeout)
+    errors = _transport_errors()
+    session = get_session()
     try:
-        get_session().head(url + "/", timeout=httpx.Timeout(seconds), follow_redirects=False)
-    except httpx.ConnectError as exc:  # refused, no route to the host, a name that does not resolve
+        session.head(url + "/", timeout=seconds, **{_follows_redirects_by(session): False})
+    except errors.no_connection_in_time:
+        raise InputError(f"the Hugging Face Hub endpoint accepted no connection within {seconds:g} s "
+                         f"({timeout_from})", field=field, hint=ENDPOINT_HINT) from None
+    except errors.no_connection as exc:
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise InputError(f"cannot connect to the Hugging Face Hub endpoint ({reason})", field=field,
                          hint=ENDPOINT_HINT) from None
-    except httpx.ConnectTimeout:
-        raise InputError(f"the Hugging Face Hub endpoint accepted no connection within {seconds:g} s "
-                         f"({timeout_from})", field=field, hint=ENDPOINT_HINT) from None
-    except httpx.HTTPError:
+    except errors.any:
         pass  # connected (a timeout or a broken answer after that): transient, left to the Hub's own retries
 
 
