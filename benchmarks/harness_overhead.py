@@ -16,8 +16,6 @@ a producer thread and queued in chunks while the engine already runs).
 Target: ratio >= 0.97.
 
 ``--paths raw,stream`` times only those paths (raw is always one), so a run of the same length holds more pairs.
-``stream-old`` is the stream path with the backend stepping after every add (``VLLMBackend.fill_before_step =
-False``, its loop up to run 41), timed beside today's in the same process.
 Each run also records the CPU seconds of this process and of the engine's processes (its children, read from
 ``/proc``), its ``llm_engine.step()`` calls (each collects the outputs of the engine core's iterations since the
 last) and the machine's load, so a slow run can be told apart: the engine core's CPU slower for the same work (a
@@ -26,7 +24,7 @@ contended or throttled core), more CPU for the same tokens (more iterations), or
 the run's start: the ramp-up is the time until the engine held ``max_num_seqs`` requests.
 
     python benchmarks/harness_overhead.py [--rows 2000] [--max-tokens 256] [--repeats 5] [--model DIR | --shape 3b]
-        [--input-workers N] [--paths raw,harness,stream,stream-old] [--seconds S]
+        [--input-workers N] [--paths raw,harness,stream] [--seconds S]
 """
 
 from __future__ import annotations
@@ -48,13 +46,11 @@ from campaign_throughput import empty_campaign_dirs  # noqa: E402
 TARGET = 0.97
 MAX_NUM_SEQS = 256  # the backend's default, both paths' engine
 CONFIDENCE = 0.9
-PATHS = {"raw": "raw vllm.LLM.chat", "harness": "trace-repro vllm", "stream": "trace-repro stream",
-         "stream-old": "trace-repro stream-old"}
+PATHS = {"raw": "raw vllm.LLM.chat", "harness": "trace-repro vllm", "stream": "trace-repro stream"}
 
 
 def paths_arg(text: str) -> list[str]:
-    """``--paths``: a comma-separated subset of raw, harness, stream and stream-old, in that order, raw always
-    included."""
+    """``--paths``: a comma-separated subset of raw, harness and stream, in that order, raw always included."""
     asked = {name.strip() for name in text.split(",") if name.strip()}
     unknown = asked - set(PATHS)
     if unknown:
@@ -201,23 +197,19 @@ def main() -> int:
         assert result.complete and result.generated == len(rows)
         return elapsed, stored_tokens(campaign)
 
-    def streamed(fill_before_step: bool = True) -> tuple[float, int]:
+    def streamed() -> tuple[float, int]:
         from trace_lib.campaign.scheduler import CampaignScheduler, SliceJob
 
         campaign = work / f"campaign-{next(counter)}"
         job = SliceJob(slice=slice_, protocol=protocol, load_rows=lambda: rows, image_dir=data / "images",
                        generation=generation, open_store=lambda: open_slice_store(campaign, slice_, model, generation))
-        backend.fill_before_step = fill_before_step
-        try:
-            start = time.perf_counter()
-            [result] = CampaignScheduler(backend).run([job])
-            elapsed = time.perf_counter() - start
-        finally:
-            backend.fill_before_step = True
+        start = time.perf_counter()
+        [result] = CampaignScheduler(backend).run([job])
+        elapsed = time.perf_counter() - start
         assert result.ok and result.run.generated == len(rows)
         return elapsed, stored_tokens(campaign)
 
-    timers = {"raw": raw, "harness": harness, "stream": streamed, "stream-old": lambda: streamed(False)}
+    timers = {"raw": raw, "harness": harness, "stream": streamed}
     for path in args.paths:
         timers[path]()  # warm-up (CUDA graphs, caches, image files)
     runs: dict[str, list[tuple[float, int]]] = {PATHS[path]: [] for path in args.paths}

@@ -203,10 +203,9 @@ class _ProducingLLM(StubLLM):
         return super()._step()
 
 
-@pytest.mark.parametrize("fill", [True, False])
-def test_requests_readied_while_a_batch_is_added_join_it_before_the_engine_is_stepped(monkeypatch, fill):
+def test_requests_readied_while_a_batch_is_added_join_it_before_the_engine_is_stepped(monkeypatch):
     """While the engine holds fewer than max_num_seqs, the loop adds what the feed holds ready before it waits on a
-    step (a step only collects outputs); ``fill_before_step = False`` stepped after every add."""
+    step (a step only collects outputs), and steps once the engine holds max_num_seqs."""
     monkeypatch.setitem(sys.modules, "vllm", stub_vllm_module())
     from trace_lib.generation.backends.vllm import VLLMBackend
 
@@ -216,13 +215,10 @@ def test_requests_readied_while_a_batch_is_added_join_it_before_the_engine_is_st
         feed.put(request)
     llm = _ProducingLLM(feed, requests[16:], chunk=16, per_step=40)
     backend = VLLMBackend(model_path="stub", served_name="stub", llm=llm, max_num_seqs=64)
-    backend.fill_before_step = fill
     results = list(backend.generate_stream(feed))
     assert sorted(r.request_id for r in results) == sorted(r.request_id for r in requests)
-    if fill:  # four chunks of 16 before the first step, which came once the engine held its 64
-        assert llm.steps_at_add[:4] == [0] * 4 and llm.steps_at_add[4] >= 1 and llm.held_at_step[0] == 64
-    else:
-        assert llm.steps_at_add[:3] == [0, 1, 2] and llm.held_at_step[0] == 16
+    # four chunks of 16 before the first step, which came once the engine held its 64
+    assert llm.steps_at_add[:4] == [0] * 4 and llm.steps_at_add[4] >= 1 and llm.held_at_step[0] == 64
 
 
 def test_with_nothing_ready_the_engine_is_stepped_rather_than_the_feed_polled(backend):

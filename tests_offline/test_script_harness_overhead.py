@@ -74,10 +74,6 @@ def test_a_process_whose_name_holds_parentheses_and_spaces_is_read_whole(tmp_pat
 
 
 
-def test_the_stream_path_before_fill_before_step_is_a_path_of_its_own():
-    assert harness_overhead.paths_arg("stream-old,stream") == ["raw", "stream", "stream-old"]
-
-
 def test_each_add_is_timed_for_every_caller_and_the_ramp_up_read_from_the_times():
     from types import SimpleNamespace
 

@@ -125,11 +125,6 @@ class VLLMBackend:
     """
 
     name = "vllm"
-    #: Between steps, add every request the feed holds ready while the engine holds fewer than ``max_num_seqs``
-    #: (its batch has free slots; a step only collects outputs, the engine core runs on without it). False steps
-    #: after every add, the loop up to run 41 of docs/performance.md, which ``harness_overhead.py`` times beside it.
-    fill_before_step = True
-
     def __init__(
         self,
         *,
@@ -281,9 +276,10 @@ class VLLMBackend:
                         if rendering or not feed.finished:
                             continue
                         break
-                    if self.fill_before_step and batch and not feed.finished and \
-                            len(by_id) + len(rendering) < self._max_num_seqs:
-                        continue  # the batch has free slots: add what the producer readied meanwhile, then step
+                    if batch and not feed.finished and len(by_id) + len(rendering) < self._max_num_seqs:
+                        # free batch slots: add what the producer readied meanwhile first (a step only collects
+                        # outputs; the engine core runs on without it)
+                        continue
                     stepping = time.perf_counter()
                     outputs = engine.step()
                     self.loop_stats.stepping_s += time.perf_counter() - stepping
