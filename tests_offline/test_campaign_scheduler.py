@@ -433,3 +433,255 @@ def test_a_stream_that_fails_before_any_row_leaves_no_file_it_created(data, tmp_
     assert files == ["generation/seed_43/fake-model/tinyb.jsonl"]
     results = CampaignScheduler(FakeStreamBackend(), chunk=3).run(jobs(tmp_path, data, generation))
     assert all(r.ok for r in results)
+
+
+# -- mutation-testing pass: behaviours no earlier test pinned ----------------------------------------------------
+
+def test_a_store_that_fails_to_open_fails_only_its_slice(data, tmp_path, generation):
+    from trace_lib.errors import InputError
+
+    def refuse():
+        raise InputError("store is locked by another run", field="tinyb/42")
+
+    todo = jobs(tmp_path, data, generation)
+    todo[1] = dataclasses.replace(todo[1], open_store=refuse)
+    results = CampaignScheduler(FakeStreamBackend()).run(todo)
+    assert [r.ok for r in results] == [True, False, True, True]
+    assert results[1].error.render() == "tinyb/42: store is locked by another run"
+
+
+def test_a_rerun_with_nothing_to_generate_releases_every_store_and_counts_it(data, tmp_path, generation):
+    import io
+
+    from trace_lib.campaign.scheduler import CampaignProgress
+
+    CampaignScheduler(FakeStreamBackend()).run(jobs(tmp_path, data, generation))
+    stream, total = io.StringIO(), sum(ROWS[s.benchmark] for s in SLICES)
+    progress = CampaignProgress("fake-model", expected_rows=total, slices=len(SLICES), interval_s=3600,
+                                stream=stream)
+    results = CampaignScheduler(FakeStreamBackend(), progress=progress).run(jobs(tmp_path, data, generation))
+    assert all(r.ok for r in results)
+    last = stream.getvalue().splitlines()[-1]
+    assert last.startswith(f"[generate] fake-model: 4/4 slices, {total}/{total} rows ({total} reused), ")
+    for job in jobs(tmp_path, data, generation):  # every store lock was released: each opens again
+        job.open_store().close()
+
+
+def test_a_slice_whose_rows_fail_to_load_releases_its_store_and_leaves_no_file(data, tmp_path, generation):
+    from trace_lib.errors import InputError
+
+    def broken():
+        raise InputError("table is truncated", field="tinyb.tsv")
+
+    todo = jobs(tmp_path, data, generation)
+    todo[1] = dataclasses.replace(todo[1], load_rows=broken)
+    results = CampaignScheduler(FakeStreamBackend()).run(todo)
+    assert [r.ok for r in results] == [True, False, True, True]
+    assert not response_path(tmp_path, model=MODEL.slug, seed=42, benchmark="tinyb").exists()
+    jobs(tmp_path, data, generation)[1].open_store().close()  # its lock was released
+
+
+def test_a_slice_with_no_rows_completes_empty(data, tmp_path, generation):
+    todo = jobs(tmp_path, data, generation)
+    todo[1] = dataclasses.replace(todo[1], load_rows=lambda: [])
+    results = CampaignScheduler(FakeStreamBackend()).run(todo)
+    assert all(r.ok for r in results) and (results[1].run.rows, results[1].run.generated) == (0, 0)
+
+
+def test_a_row_count_that_differs_from_the_manifest_fails_the_slice_before_anything_is_sent(data, tmp_path,
+                                                                                           generation):
+    from types import SimpleNamespace
+
+    [job] = jobs(tmp_path, data, generation, slices=SLICES[:1])
+    manifest = SimpleNamespace(key="tinya", row_media=[])  # what ManifestCheck.row_count reads of an entry
+    backend = FakeStreamBackend()
+    [result] = CampaignScheduler(backend).run([dataclasses.replace(job, dataset=manifest, data_root=data)])
+    assert result.error.render() == "tinya: row count differs from the dataset manifest (expected 0, found 10)"
+    assert backend.answered == 0
+
+
+def test_a_stop_while_preparing_prepares_no_further_row(data, tmp_path, generation):
+    [job] = jobs(tmp_path, data, generation, slices=SLICES[:1])
+    build, built = job.protocol.build_prompt, []
+    scheduler = CampaignScheduler(FakeStreamBackend(), chunk_rows=1)
+
+    def build_prompt(row, image_dir):  # noqa: ANN001, ANN202 - the run is stopped while row 3 is prepared
+        built.append(int(row["index"]))
+        if built[-1] == 3:
+            scheduler.stop()
+        return build(row, image_dir)
+
+    [result] = scheduler.run([_with_build_prompt(job, build_prompt)])
+    assert built == [0, 1, 2, 3]
+    assert not result.ok and "generation stopped" in result.error.render()
+
+
+def test_a_stop_from_on_complete_ends_the_other_slices_as_stopped(data, tmp_path, generation):
+    scheduler = CampaignScheduler(FakeStreamBackend(window=1), on_complete=lambda result: scheduler.stop())
+    results = scheduler.run(jobs(tmp_path, data, generation))
+    assert results[0].ok and results[0].run.generated == ROWS["tinya"]
+    assert [r.error.render() for r in results[1:]] == [
+        "fake: generation stopped; re-run to generate the missing rows"] * 3
+
+
+class _AnswersStored(FakeStreamBackend):
+    """Answers, before the request it was sent, one request for a row already stored (``stored``, a row key)."""
+
+    def __init__(self, stored: str) -> None:
+        super().__init__()
+        self.stored = stored
+
+    def generate_stream(self, feed):  # noqa: ANN001, ANN201
+        for result in super().generate_stream(feed):
+            yield dataclasses.replace(result, request_id=f"0|{self.stored}")
+            yield result
+
+
+def test_an_answer_to_a_row_already_stored_is_refused(data, tmp_path, generation):
+    first = jobs(tmp_path, data, generation, slices=SLICES[:1])
+    CampaignScheduler(_SkipFirst(FakeStreamBackend(), "0|00000003:")).run(first)
+    path = response_path(tmp_path, model=MODEL.slug, seed=42, benchmark="tinya")
+    stored = load_responses(path)
+    [result] = CampaignScheduler(_AnswersStored(stored[0].row_key)).run(jobs(tmp_path, data, generation,
+                                                                            slices=SLICES[:1]))
+    assert result.error.render().startswith("fake: backend answered a request it was not sent (found '0|00000000:")
+    assert load_responses(path) == stored
+
+
+class _RefusedThenAnswered(FakeStreamBackend):
+    """Reports the third request as refused, then answers it anyway."""
+
+    def generate_stream(self, feed):  # noqa: ANN001, ANN201
+        from trace_lib.generation.request import RequestFailure
+
+        for number, result in enumerate(super().generate_stream(feed)):
+            if number == 2:
+                yield RequestFailure(result.request_id, "refused")
+            yield result
+
+
+def test_an_answer_after_a_failure_of_the_same_request_is_detected(data, tmp_path, generation):
+    results = CampaignScheduler(_RefusedThenAnswered(), batch_size=64).run(jobs(tmp_path, data, generation))
+    assert not any(r.ok for r in results)
+    assert results[0].error.render().startswith("fake: backend answered a request twice (found '0|00000002:")
+
+
+class _CountsStoredRows(FakeStreamBackend):
+    """One request at a time; before each answer, records how many rows the first slice's file holds."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(window=1)
+        self.path, self.seen = path, []
+
+    def generate_stream(self, feed):  # noqa: ANN001, ANN201
+        for result in super().generate_stream(feed):
+            if result.request_id.startswith("0|"):
+                self.seen.append(len(load_responses(self.path)) if self.path.exists() else 0)
+            yield result
+
+
+def test_answers_are_made_durable_every_flush_interval_not_only_per_batch(data, tmp_path, generation):
+    path = response_path(tmp_path, model=MODEL.slug, seed=42, benchmark="tinya")
+    backend = _CountsStoredRows(path)
+    [result] = CampaignScheduler(backend, batch_size=1000, flush_interval_s=0.0).run(
+        jobs(tmp_path, data, generation, slices=SLICES[:1]))
+    assert result.ok and backend.seen == list(range(ROWS["tinya"]))  # each answer stored before the next came
+
+
+def test_a_slice_answered_before_its_row_failed_to_prepare_is_handed_over_at_the_next_flush(data, tmp_path,
+                                                                                           generation):
+    """Row 6 of tinya/42 fails to prepare only after rows 0-5 are answered and stored: the slice is complete
+    with its error at the next flush check, before the slices still generating end (not only when the run ends)."""
+    from trace_lib.errors import InputError
+
+    fifth_stored = threading.Event()
+    first, *others = jobs(tmp_path, data, generation)
+    build = first.protocol.build_prompt
+
+    def build_prompt(row, image_dir):  # noqa: ANN001, ANN202
+        if int(row["index"]) == 6:
+            assert fifth_stored.wait(10), "row 5 was never answered"
+            raise InputError("prompt image does not exist", field="tinya[6]")
+        return build(row, image_dir)
+
+    class _Signalling(FakeStreamBackend):
+        def generate_stream(self, feed):  # noqa: ANN001, ANN201
+            for result in super().generate_stream(feed):
+                yield result  # resumed once the writer has taken this answer
+                if result.request_id.startswith("0|00000005:"):
+                    fifth_stored.set()
+
+    done = []
+    CampaignScheduler(_Signalling(window=1), chunk_rows=3, flush_interval_s=0.0, on_complete=done.append).run(
+        [_with_build_prompt(first, build_prompt), *others])
+    assert done[0].slice == SLICES[0] and done[0].error.render() == "tinya[6]: prompt image does not exist"
+
+
+class _RecordsClose(FakeStreamBackend):
+    def __init__(self, **kwargs) -> None:  # noqa: ANN003
+        super().__init__(**kwargs)
+        self.closed = False
+
+    def generate_stream(self, feed):  # noqa: ANN001, ANN201
+        try:
+            yield from super().generate_stream(feed)
+        finally:
+            self.closed = True
+
+
+def test_the_engine_stream_is_closed_before_the_failed_slices_are_handed_over(data, tmp_path, generation):
+    backend = _RecordsClose(window=4, unknown_after=5)
+    closed_when_handed = []
+    CampaignScheduler(backend, on_complete=lambda r: closed_when_handed.append(backend.closed)).run(
+        jobs(tmp_path, data, generation))
+    assert closed_when_handed == [True] * len(SLICES)
+
+
+def test_an_interrupt_propagates_and_hands_over_no_unfinished_slice(data, tmp_path, generation):
+    done = []
+    with pytest.raises(KeyboardInterrupt):
+        CampaignScheduler(_CrashAfterFirstSlice(KeyboardInterrupt()), on_complete=done.append).run(
+            jobs(tmp_path, data, generation))
+    assert [r.slice for r in done] == [SLICES[0]] and done[0].ok
+
+
+class _RefusesSlot(FakeStreamBackend):
+    def __init__(self, slot: str) -> None:
+        super().__init__()
+        self.slot = slot
+
+    def generate_stream(self, feed):  # noqa: ANN001, ANN201
+        from trace_lib.generation.request import RequestFailure
+
+        for result in super().generate_stream(feed):
+            yield RequestFailure(result.request_id, "refused") if result.request_id.startswith(self.slot) else result
+
+
+def test_a_slice_whose_every_request_was_refused_leaves_no_response_file(data, tmp_path, generation):
+    results = CampaignScheduler(_RefusesSlot("1|")).run(jobs(tmp_path, data, generation))
+    assert [r.ok for r in results] == [True, False, True, True]
+    assert results[1].error.render().startswith("fake: 7 request(s) failed; first '00000000:")
+    assert not response_path(tmp_path, model=MODEL.slug, seed=42, benchmark="tinyb").exists()
+
+
+def test_chunk_rows_below_one_queues_one_row_at_a_time(data, tmp_path, generation):
+    [result] = CampaignScheduler(FakeStreamBackend(), chunk_rows=0).run(jobs(tmp_path, data, generation,
+                                                                             slices=SLICES[:1]))
+    assert result.ok and result.run.generated == ROWS["tinya"]
+
+
+def test_progress_eta_counts_reused_rows_as_done(monkeypatch):
+    import io
+    from types import SimpleNamespace
+
+    import trace_lib.campaign.scheduler as scheduler_module
+    from trace_lib.campaign.scheduler import CampaignProgress
+
+    now = [100.0]
+    monkeypatch.setattr(scheduler_module, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    progress = CampaignProgress("m", expected_rows=10 + 5 + 3723, slices=2, stream=io.StringIO())
+    assert progress.line().endswith("0.0 rows/s, 0 output tokens/s, ETA unknown")
+    now[0] += 10.0
+    progress.update(generated=10, reused=5, tokens=70)
+    assert progress.line() == ("[generate] m: 0/2 slices, 15/3738 rows (5 reused), 1.0 rows/s, "
+                               "7 output tokens/s, ETA 1:02:03")
