@@ -231,3 +231,107 @@ def test_judge_serve_takes_a_memory_share_for_a_gpu_shared_with_generation(relea
         assert argv.count("--gpu-memory-utilization") == 1
     finally:
         main(["judge", "stop", "--log-dir", str(env["logs"]), "--grace", "5"])
+
+
+# -- mutation-testing pass: behaviours no earlier test pinned ----------------------------------------------------
+
+def test_process_identity_reads_start_time_group_and_session_and_a_zombie_is_gone():
+    me = jp.process_identity(os.getpid())
+    assert me.start_ticks > 0 and (me.pgid, me.sid) == (os.getpgrp(), os.getsid(0))
+    child = subprocess.Popen(["true"])
+    try:
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the child never exited"
+            time.sleep(0.01)
+        assert jp.process_identity(child.pid) is None  # exited, not yet reaped: gone, not a server
+    finally:
+        child.wait()
+
+
+def test_the_callers_own_pid_is_refused_even_where_it_leads_no_group(monkeypatch):
+    monkeypatch.setattr(jp.os, "getpgrp", lambda: 2 ** 22 + 1)  # a caller that does not lead its process group
+    with pytest.raises(InputError, match=f"pid {os.getpid()} would signal the caller's own process group"):
+        jp.check_pid(os.getpid())
+
+
+def test_a_group_leader_that_leads_no_session_is_not_owned(tmp_path):
+    process = subprocess.Popen([sys.executable, "-c", "import os, time; os.setpgid(0, 0); print(flush=True); "
+                                "time.sleep(30)"], stdout=subprocess.PIPE)  # its own group, the caller's session
+    try:
+        process.stdout.readline()  # it has left the caller's group
+        server = jp.observe_server(process.pid, 18100, "0", tmp_path / "log")
+        assert server.start_ticks is not None and not jp.owned(server, boot=jp.boot_id())
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_a_release_without_a_record_of_the_chat_template_still_serves_it(tmp_path):
+    from types import SimpleNamespace
+
+    (tmp_path / "rlvr/examples/prompts").mkdir(parents=True)
+    (tmp_path / jp.CHAT_TEMPLATE_REL).write_text("{{ messages }}")
+    (tmp_path / identity.RELEASE_FILES).write_text(json.dumps({"files": []}))
+    assert jp.release_chat_template(SimpleNamespace(path=tmp_path)) == tmp_path / jp.CHAT_TEMPLATE_REL
+
+
+def test_judge_weights_need_a_config_and_bin_weights_will_do(tmp_path):
+    (tmp_path / "model.bin").write_bytes(b"w")
+    with pytest.raises(InputError, match=r"judge weights missing \(no config.json\)"):
+        jp.check_weights(tmp_path)
+    (tmp_path / "config.json").write_text("{}")
+    jp.check_weights(tmp_path)
+
+
+def test_extra_args_end_the_serve_command_and_a_multiproc_method_set_by_the_user_is_kept(tmp_path):
+    spec = jp.PoolSpec(model_root=tmp_path, gpu_groups=("0",), log_dir=tmp_path, chat_template=None,
+                       extra_args=("--enforce-eager",))
+    assert jp.serve_command(spec, 0)[-1] == "--enforce-eager"
+    assert jp.serve_environment(spec, 0, base={})["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn"
+    kept = jp.serve_environment(spec, 0, base={"VLLM_WORKER_MULTIPROC_METHOD": "fork"})
+    assert kept["VLLM_WORKER_MULTIPROC_METHOD"] == "fork"
+
+
+def test_a_stale_endpoints_file_is_gone_while_the_pool_starts(release, env, monkeypatch):
+    env["logs"].mkdir()
+    (env["logs"] / "endpoints.txt").write_text("http://127.0.0.1:1/v1\n")  # an earlier pool's
+    seen = []
+    monkeypatch.setattr(jp, "_ready", lambda url, names: seen.append((env["logs"] / "endpoints.txt").exists()) or True)
+    pool = jp.start_pool(_spec(release, env, groups="0"), poll_s=0.05)
+    try:
+        assert seen == [False] and (env["logs"] / "endpoints.txt").read_text() == pool.urls[0] + "\n"
+    finally:
+        pool.stop(grace_s=5.0)
+
+
+def test_a_server_that_ends_on_sigterm_is_not_killed_and_the_stop_removes_the_endpoints(tmp_path):
+    from trace_lib.testing.cli_runner import run_cli
+
+    process = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        jp.write_records(tmp_path, [jp.observe_server(process.pid, 18100, "0", tmp_path / "log")], jp.boot_id())
+        (tmp_path / "endpoints.txt").write_text("http://127.0.0.1:18100/v1\n")
+        result = run_cli(["judge", "stop", "--log-dir", str(tmp_path), "--grace", "5"])
+        assert result.returncode == 0 and "stopped 1 server(s)" in result.stdout, result.stderr
+        assert f"[judge] stop pid={process.pid}" in result.stdout and "[judge] kill" not in result.stdout
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["pids.txt"]
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_pids_file_blank_lines_are_skipped_and_a_bad_port_is_one_line(tmp_path):
+    (tmp_path / "pids.txt").write_text("\n4242 18100 0 endpoint.log\n\n")
+    assert [(s.pid, s.port) for s in jp.read_pids(tmp_path)] == [(4242, 18100)]
+    (tmp_path / "pids.txt").write_text("4242 18l00 0 endpoint.log\n")
+    with pytest.raises(InputError, match="not 'pid port group log'"):
+        jp.read_pids(tmp_path)
+
+
+def test_pool_spec_refuses_a_zero_timeout_and_a_missing_chat_template(release, env):
+    with pytest.raises(UsageError, match="must be positive"):
+        _spec(release, env, ready_timeout_s=0)
+    with pytest.raises(InputError, match="no such chat template"):
+        jp.pool_spec(release, judge_model=env["weights"], gpu_groups="0", chat_template=env["template"].parent / "x",
+                     log_dir=env["logs"])
