@@ -335,3 +335,13 @@ def test_pool_spec_refuses_a_zero_timeout_and_a_missing_chat_template(release, e
     with pytest.raises(InputError, match="no such chat template"):
         jp.pool_spec(release, judge_model=env["weights"], gpu_groups="0", chat_template=env["template"].parent / "x",
                      log_dir=env["logs"])
+
+
+def test_the_last_servers_port_may_be_65535_but_not_beyond(release, env):
+    def spec(groups, port):  # noqa: ANN001, ANN202
+        return jp.pool_spec(release, judge_model=env["weights"], gpu_groups=groups, port_start=port,
+                            chat_template=env["template"], log_dir=env["logs"])
+
+    assert spec("0 1", 65534).urls()[-1].endswith(":65535/v1") and spec("0", 65535).port(0) == 65535
+    with pytest.raises(UsageError, match="not a port"):
+        spec("0 1", 65535)

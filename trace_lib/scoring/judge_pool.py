@@ -596,7 +596,7 @@ def pool_spec(
     from trace_lib.scoring.judge import JUDGE_SLUG
 
     groups = tuple(cuda_visible_devices(group) for group in parse_gpu_groups(gpu_groups))  # one per server
-    if not 1 <= port_start <= 65535 - len(groups):
+    if not 1 <= port_start <= 65536 - len(groups):  # server i listens on port_start + i
         raise UsageError("not a port", field="--port-start", found=port_start)
     if not ready_timeout_s > 0:
         raise UsageError("must be positive", field="--ready-timeout", found=ready_timeout_s)
