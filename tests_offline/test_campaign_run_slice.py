@@ -401,3 +401,112 @@ def test_a_late_stream_crash_keeps_the_slices_already_completed(setup, release):
     assert "generation stopped" in stream.results[countbench].error.render()
     assert runner.stream.result(erqa).generated == 400
     runner.close()
+
+
+# -- mutation-testing pass: behaviours no earlier test pinned ----------------------------------------------------
+
+def test_backend_options_pass_the_request_timeout_and_the_device(setup):
+    from trace_lib.campaign.run_slice import backend_options
+
+    plan, _, _ = setup
+    assert backend_options("openai", plan, base_url="http://127.0.0.1:9/v1", request_timeout=7.5) == {
+        "base_url": "http://127.0.0.1:9/v1", "timeout_s": 7.5}
+    assert backend_options("openai", plan, base_url="http://127.0.0.1:9/v1") == {"base_url": "http://127.0.0.1:9/v1"}
+    assert backend_options("hf", plan, device="cuda:1") == {"device": "cuda:1"}
+
+
+def test_the_engine_of_the_previous_model_is_closed_when_another_model_needs_one(setup):
+    plan, _, rows = setup
+    other = ModelDescriptor("other", "/nonexistent", "1" * 40, f"org/other@{'1' * 40}", "Other")
+    backends = {MODEL: _backend(rows, "erqa", 37), "other": _backend(rows, "erqa", 37)}
+    pool = EnginePool(lambda model: backends[model.slug])
+    assert pool.get(plan.model(MODEL)) is backends[MODEL] and pool.get(plan.model(MODEL)) is backends[MODEL]
+    assert pool.get(other) is backends["other"]
+    assert backends[MODEL].closed and not backends["other"].closed and pool.loads == [MODEL, "other"]
+
+
+def test_blockers_an_openai_ray_or_stored_slice_does_not_have(setup, release, toy, tmp_path):
+    plan, sources, rows = setup
+    erqa = plan.slices[0]
+    served = _runner(plan, release, sources, None)
+    served.backend_kind = "openai"
+    (tmp_path / "models" / MODEL).rmdir()
+    assert served.blocker(erqa, served.protocol(erqa)) is None  # the model is served elsewhere: no directory
+    (tmp_path / "models" / MODEL).mkdir()
+    gpu = _runner(plan, release, sources, None, cuda_available=lambda: False, ray_address="ray://head:10001")
+    gpu.backend_kind = "vllm"
+    assert gpu.blocker(erqa, gpu.protocol(erqa)) is None  # the GPUs are the Ray cluster's
+    _runner(plan, release, sources, _backend(rows, "erqa", 37)).run(erqa)
+    gpu.ray_address = None
+    assert gpu.responses_complete(erqa) and gpu.blocker(erqa, gpu.protocol(erqa)) is None  # nothing to generate
+    toy("erqa", judge="always")
+    assert gpu.blocker(erqa, gpu.protocol(erqa), need_judge=False) is None  # --phase generate scores nothing
+
+
+def test_responses_are_complete_only_with_every_planned_row_and_a_readable_file(setup, release):
+    from trace_lib.generation.store import response_path
+
+    plan, sources, rows = setup
+    runner = _runner(plan, release, sources, _backend(rows, "erqa", 37))
+    erqa = plan.slices[0]
+    runner.run(erqa)
+    path = response_path(plan.campaign_root, model=erqa.model, seed=erqa.seed, benchmark=erqa.benchmark)
+    header, *lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(header + b"".join(lines[:-1]))
+    assert not runner.responses_complete(erqa)  # 399 of 400 rows
+    path.write_bytes(b"not a response file\n")
+    assert not runner.responses_complete(erqa)
+
+
+class _CountingJudge:
+    def __init__(self) -> None:
+        self.checks = 0
+
+    def check(self) -> None:
+        self.checks += 1
+
+
+def test_the_judge_is_checked_once_per_session_and_only_for_a_judge_route(setup, release, toy):
+    plan, sources, rows = setup
+    judge = _CountingJudge()
+    runner = _runner(plan, release, sources, None, judge=judge)
+    runner._check_judge(runner.protocol(plan.slices[0]))  # noqa: SLF001 - erqa's toy route needs no judge
+    assert judge.checks == 0
+    toy("erqa", judge="always")
+    for _ in range(2):
+        runner._check_judge(runner.protocol(plan.slices[0]))  # noqa: SLF001
+    assert judge.checks == 1
+
+
+def test_an_empty_cuda_visible_devices_means_no_gpu_without_asking_torch(monkeypatch):
+    from trace_lib.campaign.run_slice import _cuda_available
+
+    torch = types.ModuleType("torch")
+    torch.cuda = types.SimpleNamespace(is_available=lambda: True)
+    monkeypatch.setitem(sys.modules, "torch", torch)  # a torch that would say yes
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert _cuda_available() is False
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert _cuda_available() is True
+
+
+def test_an_openai_engine_needs_no_model_directory_and_model_verify_is_checked(setup, release):
+    plan, _, _ = setup
+    runner = SliceRunner.from_plan(release, plan, backend="openai", base_url="http://127.0.0.1:9/v1",
+                                   campaign_root=plan.campaign_root, model_verify="deep", allow_unprepared=True)
+    assert runner.engines.get(plan.model(MODEL)).name == "openai"  # the directory holds no config.json
+    runner.close()
+    with pytest.raises(UsageError, match="--model-verify: invalid model verification"):
+        SliceRunner.from_plan(release, plan, backend="hf", campaign_root=plan.campaign_root, model_verify="full")
+
+
+def test_properties_count_generated_and_reused_rows_and_a_slice_without_canonical_says_so(setup, release,
+                                                                                          monkeypatch):
+    plan, sources, rows = setup
+    _runner(plan, release, sources, _backend(rows, "erqa", 37)).run(plan.slices[0])
+    runner = _runner(plan, release, sources, _backend(rows, "erqa", 37))
+    monkeypatch.delitem(runner.verdicts.specs, plan.slices[0].id)
+    outcome = runner.judged(plan.slices[0])
+    props = dict(outcome.properties())
+    assert (props["rows_generated"], props["rows_reused"]) == ("0", "400")
+    assert outcome.verdict_reason == props["verdict_reason"] == f"no canonical score for model {MODEL}"
