@@ -403,8 +403,6 @@ def test_a_late_stream_crash_keeps_the_slices_already_completed(setup, release):
     runner.close()
 
 
-# -- mutation-testing pass: behaviours no earlier test pinned ----------------------------------------------------
-
 def test_backend_options_pass_the_request_timeout_and_the_device(setup):
     from trace_lib.campaign.run_slice import backend_options
 

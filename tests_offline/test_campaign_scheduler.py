@@ -435,8 +435,6 @@ def test_a_stream_that_fails_before_any_row_leaves_no_file_it_created(data, tmp_
     assert all(r.ok for r in results)
 
 
-# -- mutation-testing pass: behaviours no earlier test pinned ----------------------------------------------------
-
 def test_a_store_that_fails_to_open_fails_only_its_slice(data, tmp_path, generation):
     from trace_lib.errors import InputError
 

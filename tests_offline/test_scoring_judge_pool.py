@@ -233,8 +233,6 @@ def test_judge_serve_takes_a_memory_share_for_a_gpu_shared_with_generation(relea
         main(["judge", "stop", "--log-dir", str(env["logs"]), "--grace", "5"])
 
 
-# -- mutation-testing pass: behaviours no earlier test pinned ----------------------------------------------------
-
 def test_process_identity_reads_start_time_group_and_session_and_a_zombie_is_gone():
     me = jp.process_identity(os.getpid())
     assert me.start_ticks > 0 and (me.pgid, me.sid) == (os.getpgrp(), os.getsid(0))
