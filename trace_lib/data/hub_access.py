@@ -6,7 +6,7 @@ naming what was being fetched, so a machine without network gets an explanation 
 
 An endpoint that refuses or accepts no connection is told apart before the first network request
 (:func:`reach_endpoint`): ``hf_hub_download`` retries a failed metadata request as transient (``http_backoff``
-counts a connection error a network error: five retries after 1, 2, 4, 8 and 8 s), so a dead endpoint took
+counts a connection error as a network error: five retries after 1, 2, 4, 8 and 8 s), so a dead endpoint took
 about 24 s per file to fail, and a blackholed one minutes. Once the endpoint has answered, the Hub's own retries
 stay for what is transient (429, 5xx, a timeout while it answers). Every Hub download path (``fetch-runs``,
 ``prepare-data``, ``prepare-models``, ``train prepare``, ``validation prepare --download``) goes through one

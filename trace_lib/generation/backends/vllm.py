@@ -125,6 +125,7 @@ class VLLMBackend:
     """
 
     name = "vllm"
+
     def __init__(
         self,
         *,
