@@ -23,7 +23,7 @@ ROWS = 8
 
 class _Stubs:
     """The model and judge stubs, each answer delayed by what ``delay`` holds (set per phase of a test); with
-    ``hold_last`` the model's ``hold_last``-th request waits (at most 3 s) until the judge has been asked, and
+    ``hold_last`` the model's ``hold_last``-th request waits (at most 1.5 s) until the judge has been asked, and
     ``judged_before_last`` says whether it was (judging overlapped generation)."""
 
     def __init__(self, hold_last: int | None = None) -> None:
@@ -40,7 +40,7 @@ class _Stubs:
             self._count += 1
             last = self._count == self.hold_last
         if last:
-            self.judged_before_last = self.asked.wait(3.0)
+            self.judged_before_last = self.asked.wait(1.5)
         return sc.model_answer(route, body, self.delay["model"])
 
     def _judge(self, route, body):  # noqa: ANN001, ANN202

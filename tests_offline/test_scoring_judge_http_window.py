@@ -30,7 +30,7 @@ def _judge(url: str, concurrency: int, **kwargs) -> OpenAIJudge:
 def _mean_running(tmp_path, name: str, *, jobs: int, max_jobs: int) -> float:
     """24 slices of 3 rows (a per-slice window of 4 slices offers at most 12 of the engine's 16 slots)."""
     campaign = build_judged_campaign(tmp_path / name, benchmarks=BENCHMARKS, seeds=(42, 43, 44), rows=3)
-    with SimulatedEngine(toy_judge_answer, max_num_seqs=SLOTS, service_s=0.25) as engine:
+    with SimulatedEngine(toy_judge_answer, max_num_seqs=SLOTS, service_s=0.1) as engine:
         score_judged_campaign(campaign, _judge(engine.url, SLOTS + SLOTS // 2), jobs=jobs, max_jobs=max_jobs)
         stats = engine.stats
     assert stats.prompts == campaign.prompts

@@ -247,7 +247,7 @@ REPLACING_IN_C = textwrap.dedent("""
 
 def _why_a_replaced_handler_writes_nothing(code: str, tmp_path: Path) -> str:
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                             env=_with_stall_dump(tmp_path))
+                             env=_with_stall_dump(tmp_path, TRACE_STALL_WATCH_S="0.1"))
     try:
         assert child.stdout.readline().strip() == "ready"
         deadline = time.monotonic() + 10

@@ -5,7 +5,7 @@
   processes can be read one by one. A daemon thread appends to ``<pid>.handler.txt`` each handler that later
   replaces faulthandler's for ``SIGUSR1`` (then the dumps stop): a Python one (the signal module's view), or one
   installed below Python (the C handler's address, read with ``sigaction`` and named with ``dladdr`` where the C
-  library allows);
+  library allows), every ``$TRACE_STALL_WATCH_S`` seconds (2 by default);
 - with ``$TRACE_STACK_SAMPLE_HZ``, samples the process's own threads that often from a daemon thread
   (``sys._current_frames``, no signal) while the file ``sampling`` exists in that directory, appending each sample
   to ``<pid>.samples.txt`` in faulthandler's format after a ``# sample`` line (the file is created empty at start:
@@ -111,9 +111,14 @@ if _dump_dir:
         _dump_file = open(os.path.join(_dump_dir, f"{os.getpid()}.txt"), "w")  # noqa: SIM115 - kept open
         faulthandler.register(signal.SIGUSR1, file=_dump_file, all_threads=True)
         _c_level = _c_handler()
+        try:
+            _watch_s = float(os.environ.get("TRACE_STALL_WATCH_S") or 2.0)
+        except ValueError:
+            _watch_s = 2.0
+        _watch_s = min(max(_watch_s, 0.05), 3600.0) if _watch_s == _watch_s else 2.0  # NaN: the default
         threading.Thread(target=_watch_handler, name="trace-stall-dump-watch", daemon=True,
                          args=(os.path.join(_dump_dir, f"{os.getpid()}.handler.txt"), signal.getsignal(signal.SIGUSR1),
-                               _c_level, _c_level[0]() if _c_level else None)).start()
+                               _c_level, _c_level[0]() if _c_level else None, _watch_s)).start()
     except OSError:
         pass
     try:
