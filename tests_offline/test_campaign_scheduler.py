@@ -5,7 +5,7 @@ mid-campaign then resume (nothing lost or duplicated)."""
 from __future__ import annotations
 
 import dataclasses
-
+import errno
 import json
 import os
 import subprocess
@@ -613,6 +613,45 @@ def test_a_slice_answered_before_its_row_failed_to_prepare_is_handed_over_at_the
     CampaignScheduler(_Signalling(window=1), chunk_rows=3, flush_interval_s=0.0, on_complete=done.append).run(
         [_with_build_prompt(first, build_prompt), *others])
     assert done[0].slice == SLICES[0] and done[0].error.render() == "tinya[6]: prompt image does not exist"
+
+
+def test_a_slice_whose_rows_the_last_flush_lost_ends_with_the_disk_error(data, tmp_path, generation):
+    """Rows 0-5 of tinya/42 are answered and still buffered when row 6 fails to prepare; the final flush then
+    hits a full disk. The slice is handed over with the disk's error (its answers are gone), not completed as if
+    only row 6 had failed, and the run re-raises that error."""
+    from trace_lib.errors import InputError
+    from trace_lib.testing.faulty_file import enospc, inject
+
+    fifth_taken = threading.Event()
+    [first] = jobs(tmp_path, data, generation, slices=SLICES[:1])
+    build = first.protocol.build_prompt
+
+    def build_prompt(row, image_dir):  # noqa: ANN001, ANN202
+        if int(row["index"]) == 6:
+            assert fifth_taken.wait(10), "row 5 was never answered"
+            raise InputError("prompt image does not exist", field="tinya[6]")
+        return build(row, image_dir)
+
+    def open_store():  # noqa: ANN202
+        store = first.open_store()
+        inject(store, 0, enospc())  # the first append from now on fails
+        return store
+
+    class _Signalling(FakeStreamBackend):
+        def generate_stream(self, feed):  # noqa: ANN001, ANN201
+            for result in super().generate_stream(feed):
+                yield result
+                if result.request_id.startswith("0|00000005:"):
+                    fifth_taken.set()
+
+    done = []
+    job = dataclasses.replace(_with_build_prompt(first, build_prompt), open_store=open_store)
+    with pytest.raises(OSError) as raised:
+        CampaignScheduler(_Signalling(window=1), chunk_rows=3, batch_size=1000, flush_interval_s=1e9,
+                          on_complete=done.append).run([job])
+    assert raised.value.errno == errno.ENOSPC
+    assert [r.slice for r in done] == SLICES[:1] and done[0].error is raised.value
+    assert not response_path(tmp_path, model=MODEL.slug, seed=42, benchmark="tinya").exists()  # no row stored
 
 
 class _RecordsClose(FakeStreamBackend):
