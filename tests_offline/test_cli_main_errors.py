@@ -111,6 +111,18 @@ def test_train_prepare_without_the_hub_is_one_line_and_leaves_nothing(tmp_path, 
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
+def test_a_malformed_hf_endpoint_is_one_line_and_leaves_nothing(tmp_path, release):
+    """huggingface_hub raised ValueError (a traceback) while importing under HF_ENDPOINT=http://[::1."""
+    env = {**os.environ, "HF_ENDPOINT": "http://[::1", "TRACE_ROOT": str(release.path),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run([sys.executable, "-m", "trace_lib", "train", "prepare", "--config", MODEL, "--input-dir",
+                           "inputs", "--cache-dir", "cache"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert _one_error_line(proc.stderr).startswith("error: HF_ENDPOINT http://[::1: not a Hugging Face Hub endpoint")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
 def test_validation_prepare_download_without_the_hub_leaves_nothing(tmp_path, release):
     pytest.importorskip("huggingface_hub", reason="validation prepare --download uses huggingface_hub")
     proc = _offline_cli(release, tmp_path, "validation", "prepare", "--download", "--work-dir", "work")

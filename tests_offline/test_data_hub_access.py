@@ -279,3 +279,18 @@ def test_each_librarys_errors_mean_the_same_for_the_endpoint(monkeypatch, librar
     with pytest.raises(InputError, match=r"^org/x: Hugging Face Hub download failed: ConnectTimeout: timed out; "):
         with hub_access.hub_access("org/x"):
             raise errors.ConnectTimeout("timed out")
+
+
+@pytest.mark.parametrize("endpoint", ["notaurl", "ftp://hub", "http://", "http://[::1", "http://127.0.0.1:99999"])
+def test_a_malformed_endpoint_is_one_line_naming_it_before_any_connection(endpoint, monkeypatch, reaches):
+    """huggingface_hub parses HF_ENDPOINT at import (a malformed one was a ValueError traceback from that import) or
+    fails each request later: an active check refuses it when it is made, naming where it came from."""
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)
+    with pytest.raises(InputError) as refused:
+        EndpointCheck()
+    assert refused.value.render().startswith(f"HF_ENDPOINT {endpoint}: not a Hugging Face Hub endpoint: ")
+    monkeypatch.delenv("HF_ENDPOINT")
+    with pytest.raises(InputError, match=r"not a Hugging Face Hub endpoint"):
+        EndpointCheck(endpoint)
+    EndpointCheck(endpoint, active=False)  # a stand-in client's check reads no endpoint
+    assert reaches == []

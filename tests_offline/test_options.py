@@ -61,6 +61,18 @@ def test_a_url_option_is_an_http_url_the_client_can_open(capsys):
     assert exit_.value.code == 2 and "--judge-url: not a URL" in capsys.readouterr().err
 
 
+def test_url_problem_takes_only_the_schemes_asked_for_and_a_file_url_needs_no_host():
+    assert options.url_problem("https://huggingface.co") is None and options.url_problem("http://[::1]:8/v1") is None
+    assert options.url_problem("file:///srv/raw") == "must be an http(s) URL with a host"
+    assert options.url_problem("file:///srv/raw", schemes=("http", "https", "file")) is None
+    assert options.url_problem("HTTPS://Host/x") is None  # a scheme is case-insensitive
+    for bad, reason in (("notaurl", "must be an http(s) URL with a host"), ("http://", "must be"),
+                        ("http://[::1", "not a URL: Invalid IPv6 URL"), ("http://h:x/", "not a URL: Port"),
+                        ("http://h:65536/", "not a URL: Port out of range")):
+        assert (options.url_problem(bad) or "").startswith(reason), bad
+    assert options.url_problem("ftp://h", what="a raw-file host") == "must be a raw-file host"
+
+
 def test_a_backend_option_that_is_not_a_finite_number_is_refused():
     import argparse
 

@@ -112,6 +112,16 @@ def test_unreachable_host_lists_every_file(tmp_path):
     assert all("download failed" in p for p in info.value.problems)
 
 
+@pytest.mark.parametrize("base_url", ["notaurl", "ftp://host/raw", "http://", "http://[::1", "http://h:99999"])
+def test_a_base_url_no_client_can_open_is_one_line_before_anything_is_made(tmp_path, base_url):
+    from trace_lib.errors import UsageError
+
+    wanted = r"^--base-url: (must be an http\(s\) URL with a host or a file URL|not a URL)"
+    with pytest.raises(UsageError, match=wanted):
+        fetch_release(tmp_path / "r", base_url=base_url)
+    assert list(tmp_path.iterdir()) == []
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "TRACE_ROOT"}
     return subprocess.run([sys.executable, "-m", "trace_lib", "fetch-release", *args], capture_output=True,

@@ -102,22 +102,34 @@ def positive_int(text: str) -> int:
     return _number(text, int, "an integer >= 1", lambda v: v >= 1)
 
 
-def http_urls(text: str) -> str:
-    """One or more comma-separated ``http(s)://HOST[:PORT]/...`` URLs (a judge pool, a served model), each one a
-    URL the client can open: a malformed one (``http://[::1``) is this line, not the client's traceback."""
+def url_problem(text: str, *, schemes: Sequence[str] = ("http", "https"),
+                what: str = "an http(s) URL with a host") -> str | None:
+    """Why ``text`` is not a URL of one of ``schemes`` that a client can open, or None: it must parse, carry a port
+    in range if any, and name a host (a ``file`` URL needs none). ``what`` describes the URL wanted in the reason.
+    A malformed one (``http://[::1``) is this reason, not a client's ``ValueError`` traceback."""
     from urllib.parse import urlsplit
 
+    try:
+        url = urlsplit(text)
+        url.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+    except ValueError as exc:
+        return f"not a URL: {exc}"
+    scheme = url.scheme.lower()
+    if scheme not in schemes or (scheme != "file" and not url.hostname):
+        return f"must be {what}"
+    return None
+
+
+def http_urls(text: str) -> str:
+    """One or more comma-separated ``http(s)://HOST[:PORT]/...`` URLs (a judge pool, a served model), each one a
+    URL the client can open (:func:`url_problem`)."""
     parts = [part.strip() for part in str(text).split(",") if part.strip()]
     if not parts:
         raise BadValue(f"must be an http(s) URL (found {text!r})")
     for part in parts:
-        try:
-            url = urlsplit(part)
-            url.port  # noqa: B018 - raises ValueError for a port that is not a number in range
-        except ValueError as exc:
-            raise BadValue(f"not a URL: {exc} (found {part!r})") from None
-        if url.scheme not in ("http", "https") or not url.hostname:
-            raise BadValue(f"must be an http(s) URL with a host (found {part!r})")
+        problem = url_problem(part)
+        if problem is not None:
+            raise BadValue(f"{problem} (found {part!r})")
     return text
 
 

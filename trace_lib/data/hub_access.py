@@ -90,6 +90,23 @@ def hub_access(what: str) -> Iterator[None]:
                          hint=NO_HUB_HINT) from None
 
 
+def check_endpoint_url(url: str, *, field: str) -> None:
+    """Refuse an endpoint that is not an ``http(s)`` URL with a host (:func:`~trace_lib.options.url_problem`), in one
+    line naming ``field``. ``huggingface_hub`` parses ``HF_ENDPOINT`` when it is imported, and a malformed one
+    (``http://[::1``, port 99999) is a ``ValueError`` from deep inside that import; one without a scheme fails each
+    request later.
+
+    Raises:
+        InputError: ``url`` is not such a URL.
+    """
+    from trace_lib.options import url_problem
+
+    problem = url_problem(url)
+    if problem is not None:
+        raise InputError(f"not a Hugging Face Hub endpoint: {problem}", field=field,
+                         hint="give the Hub's URL, e.g. https://huggingface.co (HF_ENDPOINT unset: that one)")
+
+
 def reach_endpoint(endpoint: str | None = None, *, timeout: float | None = None,
                    timeout_from: str = ETAG_TIMEOUT_ENV) -> None:
     """Check that the Hub ``endpoint`` (default: ``HF_ENDPOINT`` or huggingface.co, as ``huggingface_hub`` resolves
@@ -135,11 +152,18 @@ class EndpointCheck:
     ``endpoint`` None: ``HF_ENDPOINT`` or huggingface.co, as ``huggingface_hub`` resolves it; :meth:`api` is a client
     for the same endpoint. ``timeout`` None: ``HF_HUB_ETAG_TIMEOUT``; ``timeout_from`` names a given one in the error
     line (e.g. ``"--timeout"``). ``active`` False: never connects (the client is a stand-in, not ``huggingface_hub``'s).
-    One instance serves one command and all its threads.
+    One instance serves one command and all its threads. An active check refuses at once a malformed endpoint
+    (``HF_ENDPOINT`` or ``endpoint``; :func:`check_endpoint_url`).
     """
 
     def __init__(self, endpoint: str | None = None, *, timeout: float | None = None,
                  timeout_from: str = ETAG_TIMEOUT_ENV, active: bool = True) -> None:
+        if active:  # before anything imports huggingface_hub, which parses HF_ENDPOINT at import
+            configured = os.environ.get("HF_ENDPOINT")
+            if configured:
+                check_endpoint_url(configured, field=f"HF_ENDPOINT {configured}")
+            if endpoint:
+                check_endpoint_url(endpoint, field=endpoint)
         self.endpoint = endpoint
         self.timeout = timeout
         self.timeout_from = timeout_from

@@ -87,10 +87,11 @@ def fetch_release(
         FetchError: any file failed (HTTP error, unreachable host, hash mismatch); lists every failure.
     """
     root = Path(dest).expanduser()
-    scheme = base_url.split("://", 1)[0].lower() if "://" in base_url else ""
-    if scheme not in ("http", "https", "file"):
-        raise UsageError("not an http(s) or file URL", field="--base-url", found=base_url)
-    from trace_lib.options import MAX_SECONDS
+    from trace_lib.options import MAX_SECONDS, url_problem
+
+    problem = url_problem(base_url, schemes=("http", "https", "file"), what="an http(s) URL with a host or a file URL")
+    if problem is not None:
+        raise UsageError(problem, field="--base-url", found=base_url)
 
     if not 0 < timeout <= MAX_SECONDS:  # inf or NaN too: a deadline past the clock's range is a traceback
         raise UsageError(f"must be a number of seconds > 0 and at most {MAX_SECONDS:,}", field="--timeout",
