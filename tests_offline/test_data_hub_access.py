@@ -294,3 +294,21 @@ def test_a_malformed_endpoint_is_one_line_naming_it_before_any_connection(endpoi
         EndpointCheck(endpoint)
     EndpointCheck(endpoint, active=False)  # a stand-in client's check reads no endpoint
     assert reaches == []
+
+
+@pytest.mark.parametrize("variable", hub_access.HUB_TIMEOUT_VARIABLES)
+@pytest.mark.parametrize("value", ["abc", "", "1.5", "nan", "-5", "99999999999"])
+def test_a_hub_timeout_huggingface_hub_cannot_parse_is_one_line_naming_it(variable, value, monkeypatch, reaches):
+    """huggingface_hub reads both timeouts with int() at import: these were ValueError or OverflowError tracebacks."""
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(InputError) as refused:
+        EndpointCheck()
+    assert refused.value.render().startswith(f"{variable}: huggingface_hub needs a whole number of seconds from 0 ")
+    assert f"found {value!r}" in refused.value.render() and reaches == []
+
+
+@pytest.mark.parametrize("value", ["0", " 7 ", "10000000"])
+def test_a_hub_timeout_it_parses_is_accepted(value, monkeypatch):
+    for variable in hub_access.HUB_TIMEOUT_VARIABLES:
+        monkeypatch.setenv(variable, value)
+    EndpointCheck()

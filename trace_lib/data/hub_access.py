@@ -107,6 +107,36 @@ def check_endpoint_url(url: str, *, field: str) -> None:
                          hint="give the Hub's URL, e.g. https://huggingface.co (HF_ENDPOINT unset: that one)")
 
 
+#: The timeouts huggingface_hub reads with ``int()`` when it is imported (0: its default of 10 s).
+HUB_TIMEOUT_VARIABLES = ("HF_HUB_ETAG_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT")
+
+
+def check_hub_environment() -> None:
+    """Refuse, in one line naming the variable, what ``huggingface_hub`` cannot parse when it is imported, where it
+    is a ``ValueError`` or ``OverflowError`` traceback: ``HF_ENDPOINT`` (:func:`check_endpoint_url`) and the
+    timeouts of :data:`HUB_TIMEOUT_VARIABLES` (a whole number of seconds; ``1.5``, ``nan`` or ``-5`` are not).
+
+    Raises:
+        InputError: such a variable is set to a value ``huggingface_hub`` cannot use.
+    """
+    from trace_lib.options import MAX_SECONDS
+
+    endpoint = os.environ.get("HF_ENDPOINT")
+    if endpoint:
+        check_endpoint_url(endpoint, field=f"HF_ENDPOINT {endpoint}")
+    for name in HUB_TIMEOUT_VARIABLES:
+        value = os.environ.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = int(value)
+        except ValueError:
+            seconds = -1
+        if not 0 <= seconds <= MAX_SECONDS:
+            raise InputError(f"huggingface_hub needs a whole number of seconds from 0 to {MAX_SECONDS:,} "
+                             f"(0: its default; found {value!r})", field=name, hint="e.g. 10, or unset it")
+
+
 def reach_endpoint(endpoint: str | None = None, *, timeout: float | None = None,
                    timeout_from: str = ETAG_TIMEOUT_ENV) -> None:
     """Check that the Hub ``endpoint`` (default: ``HF_ENDPOINT`` or huggingface.co, as ``huggingface_hub`` resolves
@@ -153,15 +183,13 @@ class EndpointCheck:
     for the same endpoint. ``timeout`` None: ``HF_HUB_ETAG_TIMEOUT``; ``timeout_from`` names a given one in the error
     line (e.g. ``"--timeout"``). ``active`` False: never connects (the client is a stand-in, not ``huggingface_hub``'s).
     One instance serves one command and all its threads. An active check refuses at once a malformed endpoint
-    (``HF_ENDPOINT`` or ``endpoint``; :func:`check_endpoint_url`).
+    (``endpoint``, :func:`check_endpoint_url`) or Hub variable (:func:`check_hub_environment`).
     """
 
     def __init__(self, endpoint: str | None = None, *, timeout: float | None = None,
                  timeout_from: str = ETAG_TIMEOUT_ENV, active: bool = True) -> None:
-        if active:  # before anything imports huggingface_hub, which parses HF_ENDPOINT at import
-            configured = os.environ.get("HF_ENDPOINT")
-            if configured:
-                check_endpoint_url(configured, field=f"HF_ENDPOINT {configured}")
+        if active:  # before anything imports huggingface_hub, which parses its variables at import
+            check_hub_environment()
             if endpoint:
                 check_endpoint_url(endpoint, field=endpoint)
         self.endpoint = endpoint
