@@ -111,15 +111,23 @@ def test_train_prepare_without_the_hub_is_one_line_and_leaves_nothing(tmp_path, 
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
-def test_a_malformed_hf_endpoint_is_one_line_and_leaves_nothing(tmp_path, release):
-    """huggingface_hub raised ValueError (a traceback) while importing under HF_ENDPOINT=http://[::1."""
-    env = {**os.environ, "HF_ENDPOINT": "http://[::1", "TRACE_ROOT": str(release.path),
+@pytest.mark.parametrize(("variables", "line"), [
+    ({"HF_ENDPOINT": "http://[::1"}, "error: HF_ENDPOINT http://[::1: not a Hugging Face Hub endpoint"),
+    ({"HF_ENDPOINT": "http://127.0.0.1:9", "HTTPS_PROXY": "http://[::1", "HTTP_PROXY": "http://[::1"},
+     "error: HF_ENDPOINT http://127.0.0.1:9: the Hugging Face Hub client cannot be made from this environment"),
+], ids=["endpoint", "proxy"])
+def test_a_malformed_hub_variable_is_one_line_and_leaves_nothing(tmp_path, release, variables, line):
+    """Tracebacks before: huggingface_hub's import parsing HF_ENDPOINT (ValueError), its httpx client parsing a
+    proxy variable (InvalidURL)."""
+    env = {**os.environ, **variables, "TRACE_ROOT": str(release.path),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    for name in ("HF_HUB_OFFLINE", "NO_PROXY", "no_proxy"):
+        env.pop(name, None)
     proc = subprocess.run([sys.executable, "-m", "trace_lib", "train", "prepare", "--config", MODEL, "--input-dir",
                            "inputs", "--cache-dir", "cache"], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 2, proc.stderr
-    assert _one_error_line(proc.stderr).startswith("error: HF_ENDPOINT http://[::1: not a Hugging Face Hub endpoint")
+    assert _one_error_line(proc.stderr).startswith(line)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 

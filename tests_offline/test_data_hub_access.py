@@ -312,3 +312,20 @@ def test_a_hub_timeout_it_parses_is_accepted(value, monkeypatch):
     for variable in hub_access.HUB_TIMEOUT_VARIABLES:
         monkeypatch.setenv(variable, value)
     EndpointCheck()
+
+
+@pytest.mark.parametrize("error", [httpx.InvalidURL("Invalid port: ':1'"), ValueError("bad port"),
+                                   ImportError("Using SOCKS proxy, but the 'socksio' package is not installed."),
+                                   FileNotFoundError(2, "No such file or directory")],
+                         ids=["invalid-url", "value", "socks", "ca-file"])
+def test_a_client_the_environment_cannot_make_is_one_line(error, monkeypatch):
+    """httpx builds its proxies and TLS context when huggingface_hub makes its client: a proxy variable that is not
+    a URL, a SOCKS proxy without socksio or a missing SSL_CERT_FILE was a traceback there."""
+    def get_session():  # noqa: ANN202
+        raise error
+
+    monkeypatch.setattr("huggingface_hub.get_session", get_session)
+    with pytest.raises(InputError) as refused:
+        reach_endpoint(refused_url())
+    assert "the Hugging Face Hub client cannot be made from this environment" in refused.value.render()
+    assert hub_access.CLIENT_HINT in refused.value.render()

@@ -29,6 +29,8 @@ from trace_lib.errors import InputError
 NO_HUB_HINT = ("this step needs the Hugging Face Hub (network, and HF_HUB_OFFLINE unset); "
                "run it on a machine that can reach the Hub")
 ENDPOINT_HINT = "check the endpoint (HF_ENDPOINT), the network and any proxy, or run this where the Hub can be reached"
+CLIENT_HINT = ("check the proxy variables (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY) and SSL_CERT_FILE; "
+               "a SOCKS proxy needs httpx[socks]")
 #: What names the metadata timeout in an error line when no timeout is given.
 ETAG_TIMEOUT_ENV = "HF_HUB_ETAG_TIMEOUT"
 
@@ -42,12 +44,14 @@ class _TransportErrors:
     no_connection_in_time: tuple[type[BaseException], ...]  # checked first: requests' subclasses its refusal
     no_connection: tuple[type[BaseException], ...]  # refused, no route to the host, a name that does not resolve
     any: tuple[type[BaseException], ...]  # every transport error, also after the connection
+    no_client: tuple[type[BaseException], ...]  # the client could not be made from the environment (a proxy URL)
 
 
 def _transport_errors() -> _TransportErrors:
     in_time: list[type[BaseException]] = []
     refused: list[type[BaseException]] = []
     every: list[type[BaseException]] = []
+    no_client: list[type[BaseException]] = [ValueError, ImportError, OSError]  # a port, httpx[socks], a CA file
     for name in ("httpx", "httpx2"):
         try:
             library = importlib.import_module(name)
@@ -56,6 +60,7 @@ def _transport_errors() -> _TransportErrors:
         in_time.append(library.ConnectTimeout)
         refused.append(library.ConnectError)
         every.append(library.HTTPError)
+        no_client.append(library.InvalidURL)
     try:
         from requests import exceptions
     except ImportError:
@@ -64,7 +69,7 @@ def _transport_errors() -> _TransportErrors:
         in_time.append(exceptions.ConnectTimeout)
         refused.append(exceptions.ConnectionError)
         every.append(exceptions.RequestException)
-    return _TransportErrors(tuple(in_time), tuple(refused), tuple(every))
+    return _TransportErrors(tuple(in_time), tuple(refused), tuple(every), tuple(no_client))
 
 
 def _hub_error_types() -> tuple[type[BaseException], ...]:
@@ -146,7 +151,8 @@ def reach_endpoint(endpoint: str | None = None, *, timeout: float | None = None,
 
     Raises:
         InputError: the connection was refused, the host has no route or no address, or no connection was accepted
-            within the timeout (one line naming the endpoint, and ``HF_ENDPOINT`` when it came from there).
+            within the timeout (one line naming the endpoint, and ``HF_ENDPOINT`` when it came from there); or the
+            client cannot be made (a proxy variable that is not a URL, a SOCKS proxy without ``socksio``).
     """
     from huggingface_hub import constants, get_session
 
@@ -154,7 +160,12 @@ def reach_endpoint(endpoint: str | None = None, *, timeout: float | None = None,
     field = f"HF_ENDPOINT {url}" if endpoint is None and os.environ.get("HF_ENDPOINT") else url
     seconds = float(constants.HF_HUB_ETAG_TIMEOUT if timeout is None else timeout)
     errors = _transport_errors()
-    session = get_session()
+    try:
+        session = get_session()  # httpx builds its proxies from the environment here
+    except errors.no_client as exc:
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InputError(f"the Hugging Face Hub client cannot be made from this environment ({type(exc).__name__}: "
+                         f"{reason})", field=field, hint=CLIENT_HINT) from None
     try:
         session.head(url + "/", timeout=seconds, **{_follows_redirects_by(session): False})
     except errors.no_connection_in_time:
