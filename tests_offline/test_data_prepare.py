@@ -511,3 +511,23 @@ def test_a_forced_snapshot_that_fails_to_go_in_leaves_the_old_one_whole(tmp_path
     _replace_directory(new, old)
     assert (old / "data" / "train.parquet").read_bytes() == b"new" and sorted(p.name for p in tmp_path.iterdir()) == [
         "EvoChart"]
+
+
+def test_a_datasets_variable_it_cannot_parse_at_import_is_one_line(tmp_path):
+    """datasets reads HF_DATASETS_IN_MEMORY_MAX_SIZE with float() when it is imported: 'abc' was a traceback."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("datasets", reason="the table builders read Hugging Face datasets")
+    code = ("from pathlib import Path; from trace_lib.data.hf_tables import build_table; from trace_lib.errors "
+            "import InputError\ntry:\n    build_table('countqa', Path('s'), 'test', Path('t.tsv'), Path('i'))\n"
+            "except InputError as exc:\n    print(exc.render())")
+    env = {**os.environ, "HF_DATASETS_IN_MEMORY_MAX_SIZE": "abc",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
+                                                       os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert done.stdout.startswith("countqa: the datasets library cannot be imported in this environment ("), done.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

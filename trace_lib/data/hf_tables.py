@@ -100,6 +100,9 @@ def build_table(key: str, snapshot_dir: Path, split: str, table_path: Path, imag
         except ImportError as exc:
             raise InputError(f"the datasets library is not importable ({exc})", field=key,
                              hint="install the 'eval' extra") from None
+        except ValueError as exc:  # a variable it parses at import (HF_DATASETS_IN_MEMORY_MAX_SIZE=abc)
+            raise InputError(f"the datasets library cannot be imported in this environment ({exc})", field=key,
+                             hint="check the HF_DATASETS_* variables") from None
         try:
             examples = load_dataset(str(snapshot_dir), split=split)
         except Exception as exc:  # datasets raises many types for unreadable repositories
