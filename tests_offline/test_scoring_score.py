@@ -317,3 +317,195 @@ def test_a_fifo_at_the_scoring_lock_is_refused_and_left(tmp_path, response_file)
         _score_to(out, rows, path)
     assert err.value.errno == errno.EEXIST and "not a regular lock file" in str(err.value)
     assert (out / ".scoring.lock").is_fifo() and sorted(p.name for p in out.iterdir()) == [".scoring.lock"]
+
+
+# -- records, receipts and the header checks, behaviour by behaviour -------------------------------------------
+
+def test_values_json_cannot_hold_are_recorded_as_their_text():
+    from decimal import Decimal
+    from pathlib import PurePosixPath
+
+    record = RowScore("3", PurePosixPath("a/b.png"), 1.0, detail={"weight": Decimal("1.5")})
+    assert record_to_dict(record)["extracted"] == "a/b.png"
+    assert record_to_dict(record)["detail"] == {"weight": "1.5"}
+
+
+def test_the_hint_names_the_first_missing_row_and_how_to_finish(stored):
+    rows, responses = stored
+    changed = [dict(r) for r in rows]
+    for i in (3, 7):
+        changed[i]["question"] += " (edited)"
+    with pytest.raises(InputError) as err:
+        responses_for_rows(changed, responses)
+    assert "found 18" in err.value.message
+    assert err.value.hint.startswith("first missing row 00000003:3:")
+    assert "finish generation (it resumes), or pass the dataset the responses were generated from" in err.value.hint
+
+
+def test_a_response_for_an_unknown_row_names_that_row_key(stored):
+    rows, responses = stored
+    with pytest.raises(InputError) as err:
+        responses_for_rows(rows, responses + [replace(responses[-1], row_key="stray-key")])
+    assert err.value.field == "row_key stray-key"
+    assert err.value.hint == "the dataset changed since generation, or --dataset names another file"
+
+
+def test_a_protocol_that_scores_another_benchmark_breaks_its_contract(stored):
+    rows, _ = stored
+    other = replace(PROTOCOL, score=lambda r, s, c: SliceScore("mathvista", 0.0, len(r), tuple(
+        RowScore(str(i), None, 0.0) for i in range(len(r)))))
+    with pytest.raises(RuntimeError, match=r"^protocol mmstar returned a score for 'mathvista'$"):
+        score_slice(other, rows, [None] * 20, ScoringContext(seed=42))
+
+
+def test_a_protocol_with_fewer_records_than_rows_breaks_its_contract(stored):
+    rows, _ = stored
+    short = replace(PROTOCOL, score=lambda r, s, c: SliceScore("mmstar", 0.0, len(r), tuple(
+        RowScore(str(i), None, 0.0) for i in range(len(r) - 1))))
+    with pytest.raises(RuntimeError, match="scored 20 rows with 19 records for 20 rows"):
+        score_slice(short, rows, [None] * 20, ScoringContext(seed=42))
+
+
+def test_a_missing_column_names_the_data_file_and_the_benchmark(stored):
+    from trace_lib.errors import MissingColumn
+
+    rows, _ = stored
+
+    def missing(r, s, c):  # noqa: ANN001, ANN202
+        raise MissingColumn("answer", index=3)
+
+    with pytest.raises(InputError) as err:
+        score_slice(replace(PROTOCOL, score=missing), rows, [None] * 20, ScoringContext(seed=42), source="MMStar.tsv")
+    assert (err.value.file, err.value.field) == ("MMStar.tsv", "mmstar.rows[3].answer")
+
+
+def test_a_missing_column_that_already_names_its_file_is_raised_as_it_is(stored):
+    from trace_lib.errors import MissingColumn
+
+    rows, _ = stored
+    raised = MissingColumn("answer", index=3, file="own.tsv")
+
+    def missing(r, s, c):  # noqa: ANN001, ANN202
+        raise raised
+
+    with pytest.raises(MissingColumn) as err:
+        score_slice(replace(PROTOCOL, score=missing), rows, [None] * 20, ScoringContext(seed=42), source="MMStar.tsv")
+    assert err.value is raised and err.value.field == "rows[3].answer"
+
+
+def test_a_summary_counts_no_dropped_rows_unless_told(tmp_path, stored):
+    from trace_lib.scoring.score import build_summary
+
+    rows, responses = stored
+    result = score_slice(PROTOCOL, rows, responses_for_rows(rows, responses), ScoringContext(seed=42))
+    assert build_summary(result, PROTOCOL, seed=42, records_sha256="0" * 64)["dropped_rows"] == 0
+    assert write_slice_scores(tmp_path / "out", result, PROTOCOL, seed=42).summary["dropped_rows"] == 0
+    told = write_slice_scores(tmp_path / "told", result, PROTOCOL, seed=42, dropped_rows=2)
+    assert json.loads(told.scores_path.read_text())["dropped_rows"] == 2
+
+
+def test_records_are_written_with_sorted_keys_and_utf8_text(tmp_path):
+    import hashlib
+
+    records = (RowScore("0", "café", 1.0, detail={"z": 1, "a": "ü"}),
+               RowScore("1", "naïve", 0.0, detail={"a": "ü", "z": 1}))
+    scored = write_slice_scores(tmp_path / "out", SliceScore("mmstar", 50.0, 2, records), PROTOCOL, seed=42)
+    data = scored.records_path.read_bytes()
+    assert data.decode("utf-8").splitlines() == [
+        '{"detail": {"a": "ü", "z": 1}, "extracted": "café", "fallback": false, "index": "0", "judge_calls": 0, '
+        '"score": 1.0}',
+        '{"detail": {"a": "ü", "z": 1}, "extracted": "naïve", "fallback": false, "index": "1", "judge_calls": 0, '
+        '"score": 0.0}',
+    ]
+    assert scored.summary["records"]["sha256"] == hashlib.sha256(data).hexdigest()
+
+
+def test_a_rescore_into_a_scored_directory_leaves_only_the_two_files(tmp_path, stored):
+    rows, responses = stored
+    out = tmp_path / "out"
+    texts = responses_for_rows(rows, responses)
+    write_slice_scores(out, score_slice(PROTOCOL, rows, texts, ScoringContext(seed=42)), PROTOCOL, seed=42)
+    again = write_slice_scores(out, score_slice(PROTOCOL, rows, texts, ScoringContext(seed=43)), PROTOCOL, seed=43)
+    assert sorted(p.name for p in out.iterdir()) == ["records.jsonl", "scores.json"]
+    assert json.loads(again.scores_path.read_text())["seed"] == 43
+
+
+def test_a_failed_rename_of_the_new_receipt_leaves_the_new_records_without_the_old_receipt(tmp_path, stored,
+                                                                                           monkeypatch):
+    """The old scores.json is moved aside before the records are replaced: once they are, a failure leaves the
+    slice unscored (no receipt naming other records) and no temp file."""
+    import errno
+    import os
+
+    rows, responses = stored
+    out = tmp_path / "out"
+    texts = responses_for_rows(rows, responses)
+    first = write_slice_scores(out, score_slice(PROTOCOL, rows, texts, ScoringContext(seed=42)), PROTOCOL, seed=42,
+                               identity={"model": "m"})
+    real_replace = os.replace
+
+    def failing_replace(src, dst):  # noqa: ANN001, ANN202
+        if str(dst) == str(first.scores_path):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_replace(src, dst)
+
+    changed = replace(PROTOCOL.score(rows, texts, ScoringContext(seed=43)), records=tuple(
+        replace(r, detail={"rescored": True}) for r in first.score.records))
+    monkeypatch.setattr("trace_lib.atomic.os.replace", failing_replace)
+    with pytest.raises(OSError):
+        write_slice_scores(out, changed, PROTOCOL, seed=43, identity={"model": "m"})
+    monkeypatch.undo()
+    assert sorted(p.name for p in out.iterdir()) == ["records.jsonl"]
+    assert all(json.loads(line)["detail"] == {"rescored": True}
+               for line in first.records_path.read_text().splitlines())
+
+
+def test_scores_live_under_scoring_seed_model_benchmark(tmp_path):
+    from trace_lib.scoring.score import scores_dir
+
+    expected = tmp_path / "scoring" / "seed_43" / "m" / "mmstar"
+    assert scores_dir(tmp_path, model="m", seed=43, benchmark="mmstar") == expected
+
+
+def _with_header(path, **fields):  # noqa: ANN001, ANN003, ANN202
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    header = json.loads(lines[0])
+    header.update(fields)
+    path.write_text(json.dumps(header) + "\n" + "".join(lines[1:]), encoding="utf-8")
+    return path
+
+
+def test_a_file_read_as_another_seed_is_refused_before_anything_is_written(tmp_path, response_file):
+    rows, path = response_file
+    with pytest.raises(InputError) as err:
+        _score_to(tmp_path / "out", rows, path, seed=43)
+    assert (err.value.field, err.value.expected, err.value.found) == ("header.seed", 43, 42)
+    assert err.value.message == "the response file holds another seed than the slice it is read as"
+    assert not (tmp_path / "out").exists()
+    assert _score_to(tmp_path / "out", rows, path, seed=42, model="m").summary["seed"] == 42
+
+
+def test_a_file_read_as_another_model_is_refused(tmp_path, response_file):
+    rows, path = response_file
+    with pytest.raises(InputError) as err:
+        _score_to(tmp_path / "out", rows, path, model="other")
+    assert (err.value.field, err.value.expected, err.value.found) == ("header.model", "other", "m")
+    assert err.value.message == "the response file holds another model than the slice it is read as"
+
+
+def test_another_benchmarks_responses_are_refused(tmp_path):
+    rows = toy_rows(5, seed=1)
+    path = write_response_file(tmp_path / "r.jsonl", model="m", seed=42, benchmark="mathvista", rows=rows,
+                               texts=toy_responses(rows, 0.5))
+    with pytest.raises(InputError) as err:
+        _score_to(tmp_path / "out", rows, path)
+    assert (err.value.field, err.value.expected, err.value.found) == ("header.benchmark", "mmstar", "mathvista")
+    assert err.value.message == "responses belong to another benchmark"
+
+
+def test_responses_from_random_weights_are_marked_in_the_summary(tmp_path, response_file):
+    rows, path = response_file
+    plain = _score_to(tmp_path / "plain", rows, path)
+    assert "random_weights" not in plain.summary
+    marked = _score_to(tmp_path / "out", rows, _with_header(path, engine={"random_weights": True}))
+    assert json.loads(marked.scores_path.read_text())["random_weights"] is True
