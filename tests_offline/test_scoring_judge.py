@@ -267,3 +267,155 @@ def test_climb_ladder_reasks_only_what_check_rejects():
     ladders = climb_ladder(ask, 3, [1, 2, 4], check=lambda rung, i, r: None if rung >= i else "no")
     assert asked == [(0, 1, [0, 1, 2]), (1, 2, [1, 2]), (2, 4, [2])]
     assert [len(rungs) for rungs in ladders] == [1, 2, 3] and ladders[2][-1].problem is None
+
+
+class _ScriptedTransport:
+    """A transport answering ``answer(url, body)`` (raise CallFailed to fail); records every post's timeout."""
+
+    concurrency = 2
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.timeouts: list[tuple[str, float]] = []
+        self.cancelled = False
+
+    def post(self, url, body, *, timeout_s, model=None, weight=1):
+        from trace_lib.scoring.judge_http import Answer
+
+        self.timeouts.append((url.split("/v1/", 1)[-1], timeout_s))
+        return Answer(self.answer(url, body), 0.0)
+
+    def cancel_all(self):
+        self.cancelled = True
+
+
+def _failing(kind):
+    def answer(url, body):
+        raise judge_mod.CallFailed(kind, f"{kind} failure")
+
+    return answer
+
+
+def _recording_sleeps(client, monkeypatch):
+    sleeps: list[float] = []
+    monkeypatch.setattr(client, "_sleep", sleeps.append)
+    return sleeps
+
+
+def test_complete_backs_off_exponentially_up_to_eight_seconds_between_attempts(monkeypatch):
+    client = OpenAIJudge("http://127.0.0.1:9/v1", attempts=7, transport=_ScriptedTransport(_failing("server")))
+    sleeps = _recording_sleeps(client, monkeypatch)
+    with pytest.raises(JudgeError, match="judge failed after 7 attempts"):
+        client.complete(["q"])
+    assert sleeps == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0]  # none after the last attempt
+    assert client.transport.timeouts == [("completions", 120.0)] * 7
+
+
+def test_chat_defaults_to_five_attempts_with_pauses_under_two_seconds_and_a_330_second_timeout(monkeypatch):
+    client = OpenAIJudge("http://127.0.0.1:9/v1", transport=_ScriptedTransport(_failing("server")))
+    sleeps = _recording_sleeps(client, monkeypatch)
+    assert client.chat(["q"]) == [JudgeReply(VLMEVAL_FAIL_MSG, None, ok=False, failure="server")]
+    assert client.transport.timeouts == [("chat/completions", 330.0)] * 5
+    assert len(sleeps) == 4 and all(0 <= s < 2.0 for s in sleeps)
+
+
+def test_an_empty_judge_url_is_refused():
+    with pytest.raises(JudgeError) as info:
+        OpenAIJudge(" , ")
+    assert (info.value.message, info.value.field) == ("no judge URL given", "--judge-url")
+    assert info.value.hint == "pass --judge-url or set TRACE_JUDGE_URL"
+
+
+@pytest.mark.parametrize(
+    ("failures", "broken"),
+    [([], False), (["server", "timeout"], True), (["server", None], False), (["server", "context_length"], False),
+     (["garbled"], False), (["empty", "rejected"], False)],
+)
+def test_a_first_round_failed_only_when_no_reply_is_usable_and_none_failed_for_its_own_request(failures, broken):
+    replies = [JudgeReply("A") if kind is None else JudgeReply(VLMEVAL_FAIL_MSG, ok=False, failure=kind)
+               for kind in failures]
+    assert judge_mod.first_round_failed(replies) is broken
+
+
+def test_callable_judge_defaults_match_the_judge_interface():
+    fake = CallableJudge(lambda prompt, transport, settings: "A")
+    fake.chat(["q"])
+    fake.complete(["q"])
+    assert [settings for _, _, settings in fake.calls] == [
+        {"max_tokens": 256, "temperature": 0.0},
+        {"max_tokens": 256, "temperature": 0.0, "top_p": 1.0, "system": None},
+    ]
+
+
+def test_the_ladder_sends_greedy_settings_by_default():
+    fake = CallableJudge(lambda prompt, transport, settings: "A")
+    complete_with_ladder(fake, ["q"])
+    assert fake.calls == [("q", "completions", {"max_tokens": 256, "temperature": 0.0, "top_p": 1.0,
+                                                 "system": None})]
+
+
+def test_an_unresolved_ladder_names_the_prompt_the_ceiling_and_the_last_answer():
+    fake = _LadderJudge(lambda p, n: ("fine" if p == "ok" else "maybe " * 30, "stop"))
+    with pytest.raises(JudgeError) as info:
+        complete_with_ladder(fake, ["ok", "q", "r"], validator=lambda text: text == "fine")
+    assert info.value.message.endswith("for 2 prompt(s)")
+    assert (info.value.field, info.value.expected) == ("prompt #1", "a valid answer within 1024 tokens")
+    assert info.value.found == ("maybe " * 30).strip()[:80]
+
+
+def test_batches_hold_at_most_the_character_cap_and_restart_counting_after_each():
+    lengths = [6, 4, 10, 5, 5, 1, 9, 1]
+    batches = judge_mod._batches(["x" * n for n in lengths], batch_size=64, max_chars=10)
+    assert batches == [[0, 1], [2], [3, 4], [5, 6], [7]]
+
+
+def test_the_client_counts_the_calls_waiting_for_replies(stub):
+    client = _fast(stub.url)
+    seen = []
+    stub.responder = lambda route, body: seen.append(client.callers) or "yes"
+    assert client.callers == 0
+    client.complete(["q"])
+    assert seen == [1] and client.callers == 0
+
+
+def test_a_stopped_call_waits_for_the_exchanges_still_running():
+    import threading
+    import time
+
+    client = OpenAIJudge("http://127.0.0.1:9/v1", concurrency=2, transport=_ScriptedTransport(_failing("server")))
+    started, finished = threading.Event(), []
+
+    def fn(item):
+        if item == 0:
+            started.wait(5)
+            raise KeyboardInterrupt
+        started.set()
+        time.sleep(0.3)
+        finished.append(item)
+        return item
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            client._map(fn, [0, 1], [(0, 1), (0, 1)])
+        assert client.transport.cancelled and finished == [1]
+    finally:
+        client.close()
+
+
+def test_close_cancels_queued_requests_without_waiting_for_the_running_one():
+    import threading
+    import time
+
+    client = OpenAIJudge("http://127.0.0.1:9/v1", concurrency=1, transport=_ScriptedTransport(_failing("server")))
+    release = threading.Event()
+    lane = client._lane(0)
+    running = lane.submit(release.wait, 5)
+    queued = lane.submit(lambda: "ran")
+    try:
+        begun = time.monotonic()
+        client.close()
+        assert time.monotonic() - begun < 2 and not running.done()
+        assert queued.cancelled()
+    finally:
+        release.set()
+    assert running.result(timeout=5) is True
