@@ -319,8 +319,6 @@ def test_a_fifo_at_the_scoring_lock_is_refused_and_left(tmp_path, response_file)
     assert (out / ".scoring.lock").is_fifo() and sorted(p.name for p in out.iterdir()) == [".scoring.lock"]
 
 
-# -- records, receipts and the header checks, behaviour by behaviour -------------------------------------------
-
 def test_values_json_cannot_hold_are_recorded_as_their_text():
     from decimal import Decimal
     from pathlib import PurePosixPath
