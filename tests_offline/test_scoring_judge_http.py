@@ -8,11 +8,28 @@ of the first round with 5xx) are one-line fatal errors. Request bodies are byte-
 from __future__ import annotations
 
 import json
+import socket
+import threading
+import time
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from trace_lib.errors import JudgeError
+from trace_lib.scoring import judge_http
+from trace_lib.scoring.judge_http import (
+    CallFailed,
+    JudgeTransport,
+    JudgeWindow,
+    _connect_reason,
+    classify_status,
+    models_url,
+    probe,
+    raise_fd_limit,
+    shared_transport,
+)
 from trace_lib.scoring.mcq_judge import McqItem, extract_options
 from trace_lib.scoring.judge import (
     JUDGE_SERVED_NAME,
@@ -21,7 +38,13 @@ from trace_lib.scoring.judge import (
     complete_with_ladder,
     render_qwen3_no_think,
 )
-from trace_lib.testing.openai_server import CONTEXT_LENGTH_MESSAGE, OpenAIStubServer, StubHTTPError, StubRaw
+from trace_lib.testing.openai_server import (
+    CONTEXT_LENGTH_MESSAGE,
+    OpenAIStubServer,
+    StubDrop,
+    StubHTTPError,
+    StubRaw,
+)
 
 pytestmark = pytest.mark.offline
 
@@ -262,3 +285,410 @@ def test_a_reply_containing_the_failure_text_is_not_an_answer(stub):
     reply = _fast(stub.url, chat_attempts=2).chat(["judge this: ECHOFAIL"])[0]
     assert (reply.ok, reply.text, reply.failure) == (False, VLMEVAL_FAIL_MSG, "empty")
     assert len(stub.requests) == 2
+
+
+@pytest.mark.parametrize("marker", ["GARBLED", "EMPTY"])
+def test_a_first_round_of_only_garbled_or_empty_replies_falls_back_instead_of_failing(stub, marker):
+    items = _items([f"{marker} one", f"{marker} two"])
+    options = extract_options(items, judge=_fast(stub.url, chat_attempts=1), use_judge=True, benchmark="mmstar",
+                              seed=42)
+    assert all(o.fallback and o.method == "fallback" for o in options)
+
+
+# -- the transport itself ---------------------------------------------------------------------------------------
+
+@contextmanager
+def _http(answer):
+    """A loopback HTTP/1.1 server answering ``answer(method, path) -> (status, bytes)``; yields its base URL and
+    the list of (method, path, headers) it received."""
+    seen: list[tuple[str, str, dict[str, str]]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def _answer(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            seen.append((self.command, self.path, dict(self.headers)))
+            status, data = answer(self.command, self.path)
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = _answer
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextmanager
+def _trickler(seconds: float = 5.0):
+    """A server that answers headers and then one byte every 0.1 s for ``seconds`` (no read ever times out)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    stop = threading.Event()
+
+    def trickle() -> None:
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            return
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
+        ends = time.monotonic() + seconds
+        while time.monotonic() < ends and not stop.wait(0.1):
+            try:
+                conn.sendall(b" ")
+            except OSError:
+                break
+        conn.close()
+
+    threading.Thread(target=trickle, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1/completions"
+    finally:
+        stop.set()
+        listener.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _until(condition, timeout_s: float = 5.0) -> None:
+    ends = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < ends, "condition not reached"
+        time.sleep(0.005)
+
+
+@pytest.mark.parametrize("status,message,kind", [
+    (400, "This model's maximum context length is 8192 tokens", "context_length"),
+    (400, "prompt exceeds the context length", "context_length"),
+    (400, "request exceeds the maximum model length of 8192", "context_length"),
+    (400, "prompt plus max_tokens is above max_model_len=8192", "context_length"),
+    (400, "the prompt is too long", "context_length"),
+    (400, "temperature must be non-negative", "rejected"),
+    (422, "unprocessable", "rejected"),
+    (499, "client closed", "rejected"),
+    (408, "request timeout", "server"),
+    (429, "too many requests", "server"),
+    (500, "boom", "server"),
+    (503, "maximum context length", "server"),
+])
+def test_an_http_error_answer_is_classified_by_status_and_message(status, message, kind):
+    payload = json.dumps({"error": {"message": message, "code": status}}).encode()
+    failure = classify_status(status, payload, url="http://h:1/v1", model="m")
+    assert isinstance(failure, CallFailed)
+    assert (failure.kind, failure.reason) == (kind, f"HTTP {status}: {message}")
+
+
+@pytest.mark.parametrize("payload,reason", [
+    (b"  <html>502 Bad Gateway</html>\n", "HTTP 502: <html>502 Bad Gateway</html>"),
+    (b"\xffbad gateway", "HTTP 502: \ufffdbad gateway"),
+    (b"x" * 250, "HTTP 502: " + "x" * 200),
+    (json.dumps({"error": {"message": "m" * 400}}).encode(), "HTTP 502: " + "m" * 300),
+    (json.dumps({"error": "e" * 400}).encode(), "HTTP 502: " + "e" * 300),
+    (json.dumps({"error": {"message": None}}).encode(), "HTTP 502"),
+    (json.dumps({"message": "top level"}).encode(), "HTTP 502: top level"),
+    (json.dumps(["message"]).encode(), "HTTP 502"),
+    (json.dumps("a message").encode(), "HTTP 502"),
+    (b"", "HTTP 502"),
+])
+def test_an_error_answers_reason_quotes_its_message_shortened(payload, reason):
+    assert classify_status(502, payload, url="http://h:1/v1", model="m").reason == reason
+
+
+def test_a_404_naming_the_model_is_a_configuration_error_for_that_model():
+    payload = json.dumps({"error": {"message": "The model `judge` does not exist."}}).encode()
+    error = classify_status(404, payload, url="http://h:1/v1", model="judge")
+    assert isinstance(error, JudgeError) and error.field == "--judge-url http://h:1/v1"
+    assert (error.expected, error.found) == ("judge", "HTTP 404: The model `judge` does not exist.")
+    assert "does not serve the requested judge model" in error.message
+
+
+def test_a_404_not_about_the_model_says_the_url_is_not_an_endpoint():
+    error = classify_status(404, b'{"error": "not found"}', url="http://h:1/x", model="judge")
+    assert isinstance(error, JudgeError) and error.field == "--judge-url http://h:1/x"
+    assert error.message == "judge URL is not an OpenAI endpoint (HTTP 404: not found)"
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_refused_credentials_are_a_configuration_error(status):
+    error = classify_status(status, b'{"error": {"message": "bad key"}}', url="http://h:1/v1", model="judge")
+    assert isinstance(error, JudgeError) and error.field == "--judge-url http://h:1/v1"
+    assert error.message == f"judge refused the credentials (HTTP {status}: bad key)"
+
+
+def test_a_fresh_window_is_empty_and_counts_what_it_holds():
+    window = JudgeWindow(0)
+    assert (window.capacity, window.in_flight, window.waiting, window.peak, window.load) == (1, 0, 0, 0, 0)
+    window = JudgeWindow(3)
+    with window.hold(2):
+        assert (window.in_flight, window.peak, window.load) == (2, 2, 2)
+    with window.hold(7):  # above the capacity: the whole window
+        assert window.in_flight == 3
+    assert (window.in_flight, window.waiting, window.peak, window.load) == (0, 0, 3, 0)
+
+
+def test_a_window_serves_requests_in_arrival_order_even_when_a_later_one_would_fit():
+    window = JudgeWindow(2)
+    order: list[str] = []
+
+    def take(name: str, weight: int) -> None:
+        with window.hold(weight):
+            order.append(name)
+
+    with window.hold(1):
+        big = threading.Thread(target=take, args=("big", 2))
+        big.start()
+        _until(lambda: window.waiting == 2)
+        small = threading.Thread(target=take, args=("small", 1))
+        small.start()
+        _until(lambda: window.waiting == 3 or bool(order))
+        time.sleep(0.05)
+        assert order == [] and window.load == 4
+    big.join(5)
+    small.join(5)
+    assert order == ["big", "small"] and window.load == 0
+
+
+class _Limits:
+    """A stand-in for ``resource``'s open-files limit."""
+
+    def __init__(self, soft: int, hard: int, fail: bool = False) -> None:
+        self.soft, self.hard, self.fail = soft, hard, fail
+        self.calls: list[tuple[int, int]] = []
+
+    def getrlimit(self, which: int) -> tuple[int, int]:
+        return self.soft, self.hard
+
+    def setrlimit(self, which: int, limits: tuple[int, int]) -> None:
+        if self.fail:
+            raise ValueError("not allowed")
+        self.calls.append(limits)
+        self.soft = limits[0]
+
+
+@pytest.mark.parametrize("soft,hard,needed,fail,now,calls", [
+    (1024, 4096, 100, False, 1024, []),
+    (1024, 4096, 1024, False, 1024, []),
+    (1024, 4096, 2000, False, 2000, [(2000, 4096)]),
+    (1024, 4096, 10000, False, 4096, [(4096, 4096)]),
+    (1024, "inf", 10000, False, 10000, [(10000, "inf")]),
+    ("inf", "inf", 10000, False, "inf", []),
+    (1024, 4096, 2000, True, 1024, []),
+])
+def test_the_open_files_limit_is_raised_to_what_is_needed_never_lowered(monkeypatch, soft, hard, needed, fail, now,
+                                                                        calls):
+    import resource
+
+    inf = resource.RLIM_INFINITY
+    value = {"inf": inf}.get
+    limits = _Limits(value(soft, soft), value(hard, hard), fail)
+    monkeypatch.setattr(resource, "getrlimit", limits.getrlimit)
+    monkeypatch.setattr(resource, "setrlimit", limits.setrlimit)
+    assert raise_fd_limit(needed) == value(now, now)
+    assert limits.calls == [(value(a, a), value(b, b)) for a, b in calls]
+
+
+def test_each_endpoint_has_one_window_and_raises_the_open_files_limit_for_all(monkeypatch):
+    needed: list[int] = []
+    monkeypatch.setattr(judge_http, "raise_fd_limit", needed.append)
+    transport = JudgeTransport(concurrency=3)
+    one = transport.window("http://a:1/v1/completions")
+    assert transport.window("http://a:1/v1/chat/completions") is one and one.capacity == 3
+    other = transport.window("http://a:2/v1/completions")
+    assert other is not one
+    assert transport.windows() == {"http://a:1": one, "http://a:2": other}
+    assert needed == [2 * 3 + 256, 2 * 3 * 2 + 256]
+    assert JudgeTransport().concurrency == 192
+
+
+@pytest.mark.parametrize("api_key,authorization", [("sk-local", "Bearer sk-local"), ("k2", "Bearer k2"), (None, None)])
+def test_requests_send_json_and_the_bearer_key(api_key, authorization):
+    with _http(lambda method, path: (200, b'{"ok": 1}')) as (base, seen):
+        transport = JudgeTransport(api_key=api_key)
+        assert transport.post(f"{base}/v1/completions", {"a": 1}, timeout_s=5).data == {"ok": 1}
+        transport.close()
+    headers = {k.lower(): v for k, v in seen[0][2].items()}
+    assert headers["content-type"] == "application/json" and headers.get("authorization") == authorization
+
+
+@pytest.mark.parametrize("status", [200, 201, 299])
+def test_every_2xx_answer_is_parsed(status):
+    with _http(lambda method, path: (status, b'{"ok": 2}')) as (base, _):
+        assert JudgeTransport().get(f"{base}/v1/models", timeout_s=5).data == {"ok": 2}
+
+
+def test_a_2xx_answer_that_is_not_json_is_garbled():
+    with _http(lambda method, path: (200, b"<html>")) as (base, _):
+        with pytest.raises(CallFailed) as failed:
+            JudgeTransport().get(f"{base}/v1/models", timeout_s=5)
+    assert (failed.value.kind, failed.value.reason) == ("garbled", "answer is not JSON")
+
+
+def _dropping(drops: int):
+    count = {"n": 0}
+
+    def responder(route: str, body: dict) -> str:
+        count["n"] += 1
+        if count["n"] <= drops:
+            raise StubDrop()
+        return "fine"
+
+    return OpenAIStubServer(responder)
+
+
+def test_a_request_the_server_closed_without_answering_is_sent_again_twice():
+    with _dropping(2) as server:
+        answer = JudgeTransport().post(f"{server.url}/chat/completions", {"messages": []}, timeout_s=5)
+        assert answer.data["choices"][0]["message"]["content"] == "fine" and len(server.requests) == 3
+
+
+def test_a_server_closing_every_attempt_fails_as_server_after_three_sends():
+    with _dropping(99) as server:
+        with pytest.raises(CallFailed) as failed:
+            JudgeTransport().post(f"{server.url}/chat/completions", {"messages": []}, timeout_s=5)
+        assert len(server.requests) == 3
+    assert failed.value.kind == "server"
+    assert failed.value.reason == "RemoteProtocolError: Server disconnected without sending a response."
+
+
+def test_after_a_timed_out_exchange_the_threads_next_request_is_resent_as_usual():
+    transport = JudgeTransport()
+    with _trickler() as url, pytest.raises(CallFailed) as failed:
+        transport.post(url, {}, timeout_s=0.5)
+    assert (failed.value.kind, failed.value.reason) == ("timeout", "no complete answer within 0.5 s")
+    with _dropping(1) as server:
+        answer = transport.post(f"{server.url}/chat/completions", {"messages": []}, timeout_s=5)
+        assert answer.data["choices"][0]["message"]["content"] == "fine" and len(server.requests) == 2
+
+
+def test_the_watchdog_ends_only_the_late_threads_exchange():
+    """One thread's exchange past its deadline is ended near it; another thread's slow exchange within its own
+    deadline is untouched (answered on its first send)."""
+    transport = JudgeTransport()
+    outcome: dict[str, object] = {}
+
+    def late(url: str) -> None:
+        started = time.monotonic()
+        try:
+            transport.post(url, {}, timeout_s=0.5)
+        except CallFailed as exc:
+            outcome["late"] = (exc.kind, time.monotonic() - started < 3)
+
+    def slow(route: str, body: dict) -> str:
+        time.sleep(1.5)
+        return "slow"
+
+    with OpenAIStubServer(slow) as server, _trickler(6.0) as url:
+        thread = threading.Thread(target=late, args=(url,))
+        thread.start()
+        answer = transport.post(f"{server.url}/chat/completions", {"messages": []}, timeout_s=10)
+        thread.join(10)
+        assert answer.data["choices"][0]["message"]["content"] == "slow" and len(server.requests) == 1
+    assert outcome == {"late": ("timeout", True)}
+
+
+def test_one_tls_context_serves_every_threads_client(monkeypatch):
+    import httpx
+
+    built: list[object] = []
+    original = httpx.create_ssl_context
+    monkeypatch.setattr(httpx, "create_ssl_context", lambda *a, **k: built.append(1) or original(*a, **k))
+    transport = JudgeTransport()
+    with _http(lambda method, path: (200, b"{}")) as (base, seen):
+        threads = [threading.Thread(target=transport.get, args=(f"{base}/v1/models",), kwargs={"timeout_s": 5})
+                   for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+        assert len(seen) == 2
+    assert built == [1]
+
+
+def test_nothing_listening_is_a_refused_connection():
+    with pytest.raises(CallFailed) as failed:
+        JudgeTransport().get(f"http://127.0.0.1:{_free_port()}/v1/models", timeout_s=5)
+    assert (failed.value.kind, failed.value.reason) == ("connection", "connection refused")
+
+
+@pytest.mark.parametrize("text,reason", [
+    ("[Errno 111] Connection refused", "connection refused"),
+    ("errno 111", "connection refused"),
+    ("[Errno -2] Name or service not known", "unknown host"),
+    ("nodename nor servname provided", "unknown host"),
+    ("getaddrinfo failed", "unknown host"),
+    ("y" * 300, "y" * 200),
+    ("", "OSError"),
+])
+def test_a_connect_failure_is_named_shortly(text, reason):
+    assert _connect_reason(OSError(text) if text else OSError()) == reason
+
+
+@pytest.mark.parametrize("raw,error", [("abc", "not an integer"), ("0", "must be at least 1")])
+def test_the_shared_transports_window_must_be_a_positive_integer(monkeypatch, raw, error):
+    monkeypatch.setattr(judge_http, "_shared", None)
+    monkeypatch.setenv("TRACE_JUDGE_CONCURRENCY", raw)
+    with pytest.raises(JudgeError, match=error) as failed:
+        shared_transport()
+    assert (failed.value.field, failed.value.found) == ("TRACE_JUDGE_CONCURRENCY", raw)
+
+
+def test_the_shared_transport_is_made_once_with_the_configured_window(monkeypatch):
+    monkeypatch.setattr(judge_http, "_shared", None)
+    monkeypatch.setenv("TRACE_JUDGE_CONCURRENCY", "7")
+    transport = shared_transport()
+    assert transport.concurrency == 7 and shared_transport() is transport
+
+
+@pytest.mark.parametrize("base", ["http://h:1", "http://h:1/", " http://h:1/v1 ", "http://h:1/v1/",
+                                  "http://h:1/v1/completions", "http://h:1/v1/chat/completions/"])
+def test_the_models_url_of_every_way_to_name_an_endpoint(base):
+    assert models_url(base) == "http://h:1/v1/models"
+
+
+def test_probing_nothing_listening_says_the_judge_is_unreachable_and_how_to_start_it():
+    base = f"http://127.0.0.1:{_free_port()}"
+    with pytest.raises(JudgeError) as failed:
+        probe(base, "judge", timeout_s=5, transport=JudgeTransport())
+    assert failed.value.message == "judge unreachable (connection refused)"
+    assert failed.value.field == f"--judge-url {base}"
+    assert failed.value.hint == "start the judge ('trace-repro judge serve') or pass the URL that serves it"
+
+
+@pytest.mark.parametrize("listed,found", [(b'{"data": []}', "no models"), (b'["judge"]', "no models"),
+                                          (b'{"data": [{"id": "a"}, "judge", {"id": "b"}]}', "a, b")])
+def test_probing_an_endpoint_serving_other_models_names_them(listed, found):
+    with _http(lambda method, path: (200, listed)) as (base, seen):
+        with pytest.raises(JudgeError) as failed:
+            probe(base, "judge", transport=JudgeTransport())
+        assert seen[0][1] == "/v1/models"
+    assert (failed.value.expected, failed.value.found) == ("judge", found)
+
+
+def test_probing_an_endpoint_serving_the_model_passes():
+    with _http(lambda method, path: (200, b'{"data": [{"id": "x"}, {"id": "judge"}]}')) as (base, _):
+        probe(base, "judge", transport=JudgeTransport())
+
+
+def test_a_transport_failures_reason_is_its_type_and_message_in_200_characters():
+    with pytest.raises(CallFailed) as failed:
+        JudgeTransport().get(f"{'x' * 250}://127.0.0.1:9/v1/models", timeout_s=5)
+    assert failed.value.kind == "server" and len(failed.value.reason) == 200
+    assert failed.value.reason.startswith("UnsupportedProtocol: ")
