@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import threading
+import time
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from trace_lib.benchmarks.protocol import PromptItem
 from trace_lib.errors import BackendError
-from trace_lib.generation.backends.base import create_backend
+from trace_lib.generation.backends.base import RequestsFailed, create_backend
 from trace_lib.generation.request import build_eval_request
 from trace_lib.release.suite import load_suite
 from trace_lib.testing.openai_server import OpenAIStubServer, StubHTTPError
@@ -165,3 +169,215 @@ def test_an_empty_answer_with_no_usage_is_a_real_row(requests):
         backend = create_backend("openai", model_path="unused", served_name="m", base_url=server.url)
         [result] = list(backend.generate(requests[:1]))
     assert (result.text, result.finish_reason, result.completion_tokens) == ("", "length", None)
+
+
+# -- construction, transport and retry policy ------------------------------------------------------------------
+
+def _backend(base_url: str, **options):  # noqa: ANN003, ANN202
+    return create_backend("openai", model_path="unused", served_name="m", base_url=base_url, **options)
+
+
+@contextmanager
+def _raw_server(status: int, data: bytes):
+    """A loopback server answering every POST with ``status`` and ``data``; yields its ``/v1`` URL and the
+    headers of every request it received."""
+    seen: list[dict[str, str]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            seen.append({k.lower(): v for k, v in self.headers.items()})
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_defaults_are_five_attempts_300_s_and_32_requests_per_endpoint():
+    one = _backend("http://127.0.0.1:1/v1")
+    assert (one.max_attempts, one.timeout_s, one.retry_sleep_cap_s, one.concurrency) == (5, 300.0, 5.0, 32)
+    assert _backend("http://127.0.0.1:1/v1,http://127.0.0.1:2/v1").concurrency == 64
+    assert _backend("http://127.0.0.1:1/v1", concurrency=3, max_attempts=1).concurrency == 3
+
+
+@pytest.mark.parametrize("base_url,endpoints", [
+    ("http://h/v1", ["http://h:80/v1/chat/completions"]),
+    ("https://h/v1/", ["https://h:443/v1/chat/completions"]),
+    ("http://h:8000/RELAY/", ["http://h:8000/RELAY/chat/completions"]),
+    ("http://a:1/v1, ,http://b:2/v1", ["http://a:1/v1/chat/completions", "http://b:2/v1/chat/completions"]),
+])
+def test_base_urls_name_their_chat_completions_endpoints(base_url, endpoints):
+    assert [str(e) for e in _backend(base_url).endpoints] == endpoints
+
+
+def test_an_https_endpoint_is_reached_over_tls():
+    import http.client
+
+    backend = _backend("https://h/v1,http://h/v1")
+    assert type(backend._connection(backend.endpoints[0])) is http.client.HTTPSConnection
+    assert type(backend._connection(backend.endpoints[1])) is http.client.HTTPConnection
+    backend.close()
+
+
+@pytest.mark.parametrize("options,field,message", [
+    ({"base_url": "ftp://h/v1"}, "--base-url", "not an http(s) base URL"),
+    ({"base_url": "http:///v1"}, "--base-url", "not an http(s) base URL"),
+    ({"base_url": " , "}, "--base-url", "no endpoint given"),
+    ({"base_url": "http://h/v1", "max_attempts": 0}, "max_attempts", "must be at least 1"),
+    ({"base_url": "http://h/v1", "timeout_s": 0}, "--request-timeout", "must be a positive number of seconds"),
+    ({"base_url": "http://h/v1", "timeout_s": float("nan")}, "--request-timeout",
+     "must be a positive number of seconds"),
+])
+def test_bad_options_are_usage_errors_naming_the_option(options, field, message):
+    from trace_lib.errors import UsageError
+
+    with pytest.raises(UsageError) as info:
+        create_backend("openai", model_path="unused", served_name="m", **options)
+    assert (info.value.field, info.value.message) == (field, message)
+
+
+@pytest.mark.parametrize("api_key,env,authorization", [
+    ("k1", "env-key", "Bearer k1"), (None, "env-key", "Bearer env-key"), (None, None, "Bearer EMPTY"),
+])
+def test_requests_are_json_with_the_bearer_key(requests, monkeypatch, api_key, env, authorization):
+    if env is None:
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    else:
+        monkeypatch.setenv("OPENAI_API_KEY", env)
+    with _raw_server(200, _completion(content="B").payload) as (url, seen):
+        assert [r.text for r in _backend(url, api_key=api_key).generate(requests[:1])] == ["B"]
+    assert (seen[0]["content-type"], seen[0]["authorization"]) == ("application/json", authorization)
+
+
+def test_an_http_500_is_retried(requests):
+    answers = iter([StubHTTPError(500), None])
+
+    def responder(route, body):
+        error = next(answers)
+        if error is not None:
+            raise error
+        return "ok"
+
+    with OpenAIStubServer(responder, model="m") as server:
+        assert [r.text for r in _backend(server.url, retry_sleep_cap_s=0.0).generate(requests[:1])] == ["ok"]
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("status,shown,prefix", [(503, 200, "gave up after 1 attempts: "), (404, 300, "")])
+def test_a_failed_requests_reason_names_the_endpoint_status_and_the_answers_head(requests, status, shown, prefix):
+    with _raw_server(status, b"x" * 500) as (url, _):
+        with pytest.raises(RequestsFailed) as info:
+            list(_backend(url, max_attempts=1).generate(requests[:1]))
+    assert info.value.field == "openai"
+    assert info.value.failures == {
+        requests[0].request_id: f"{prefix}{url}/chat/completions: HTTP {status}: {b'x' * shown!r}"}
+
+
+@pytest.mark.parametrize("doc,reason", [
+    ([list(range(100))], f"not a chat completion: {str([list(range(100))])[:200]}"),
+    ({"choices": [{"message": {"content": "B"}, "finish_reason": "stop"}],
+      "usage": {"prompt_tokens": 1, "completion_tokens": 0}},
+     "malformed chat completion: text with 0 completion tokens"),
+])
+def test_a_malformed_answers_reason(requests, doc, reason):
+    with _raw_server(200, json.dumps(doc).encode()) as (url, _):
+        with pytest.raises(RequestsFailed) as info:
+            list(_backend(url, max_attempts=1).generate(requests[:1]))
+    assert info.value.failures == {requests[0].request_id: f"gave up after 1 attempts: {reason}"}
+
+
+def test_requests_start_round_robin_over_the_endpoints(requests):
+    with OpenAIStubServer(lambda route, body: "a", model="m") as one, \
+            OpenAIStubServer(lambda route, body: "b", model="m") as two:
+        texts = [r.text for r in _backend(f"{one.url},{two.url}", concurrency=1).generate(requests[:6])]
+    assert sorted(texts) == ["a"] * 3 + ["b"] * 3 and len(one.requests) == len(two.requests) == 3
+
+
+class _RecordedSleeps(threading.Event):
+    """An event whose waits return at once (never set), recording each timeout."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[float] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(timeout)
+        return False
+
+
+@pytest.mark.parametrize("attempts,cap,sleeps", [(5, None, [0.25, 0.5, 0.75, 1.0]), (4, 0.6, [0.25, 0.5, 0.6]),
+                                                 (1, None, [])])
+def test_retries_sleep_a_quarter_second_more_each_time_up_to_the_cap(requests, attempts, cap, sleeps):
+    def down(route, body):
+        raise StubHTTPError(502)
+
+    with OpenAIStubServer(down, model="m") as server:
+        options = {"max_attempts": attempts} | ({} if cap is None else {"retry_sleep_cap_s": cap})
+        backend = _backend(server.url, **options)
+        backend._cancelled = _RecordedSleeps()
+        with pytest.raises(RequestsFailed):
+            list(backend.generate(requests[:1]))
+    assert backend._cancelled.waits == sleeps and len(server.requests) == attempts
+
+
+def test_a_cancelled_backend_sends_no_new_attempt(requests):
+    from trace_lib.generation.backends.openai import _Cancelled
+
+    with OpenAIStubServer(lambda route, body: "ok", model="m") as server:
+        backend = _backend(server.url)
+        backend._cancelled.set()
+        with pytest.raises(_Cancelled):
+            backend._one(requests[0])
+        time.sleep(0.3)  # a request sent would have arrived by now
+        assert server.requests == []
+
+
+def test_a_timed_out_connection_is_closed_and_the_retry_opens_a_new_one(requests):
+    calls: list[int] = []
+
+    def slow_first(route, body):
+        calls.append(1)
+        if len(calls) == 1:
+            time.sleep(1.0)
+        return "ok"
+
+    with OpenAIStubServer(slow_first, model="m") as server:
+        backend = _backend(server.url, timeout_s=0.3, retry_sleep_cap_s=0.0, concurrency=1)
+        for result in backend.generate(requests[:1]):
+            closed = [conn.sock is None for conn in backend._all_conns]
+    assert result.text == "ok" and closed == [True, False] and len(server.requests) == 2
+
+
+def test_stopping_early_ends_the_requests_in_flight_at_once_without_retries(requests):
+    def answer(route, body):
+        if body["messages"][0]["content"][1]["text"] != "question 0":
+            time.sleep(6)
+        return "ok"
+
+    with OpenAIStubServer(answer, model="m") as server:
+        backend = _backend(server.url, concurrency=4)
+        results = backend.generate(requests[:4])
+        first = next(results)
+        deadline = time.monotonic() + 5
+        while len(server.requests) < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        started = time.monotonic()
+        results.close()
+        took = time.monotonic() - started
+        time.sleep(0.3)
+        assert first.request_id == requests[0].request_id and took < 3 and len(server.requests) == 4
+        assert [r.text for r in backend.generate(requests[:1])] == ["ok"]  # the next call is not cancelled
