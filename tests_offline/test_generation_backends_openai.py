@@ -6,7 +6,6 @@ import json
 import threading
 import time
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -15,6 +14,7 @@ from trace_lib.errors import BackendError
 from trace_lib.generation.backends.base import RequestsFailed, create_backend
 from trace_lib.generation.request import build_eval_request
 from trace_lib.release.suite import load_suite
+from trace_lib.testing.loopback_http import answering
 from trace_lib.testing.openai_server import OpenAIStubServer, StubHTTPError
 
 
@@ -171,40 +171,16 @@ def test_an_empty_answer_with_no_usage_is_a_real_row(requests):
     assert (result.text, result.finish_reason, result.completion_tokens) == ("", "length", None)
 
 
-# -- construction, transport and retry policy ------------------------------------------------------------------
-
 def _backend(base_url: str, **options):  # noqa: ANN003, ANN202
     return create_backend("openai", model_path="unused", served_name="m", base_url=base_url, **options)
 
 
 @contextmanager
 def _raw_server(status: int, data: bytes):
-    """A loopback server answering every POST with ``status`` and ``data``; yields its ``/v1`` URL and the
-    headers of every request it received."""
-    seen: list[dict[str, str]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def do_POST(self) -> None:  # noqa: N802
-            self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            seen.append({k.lower(): v for k, v in self.headers.items()})
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1", seen
-    finally:
-        server.shutdown()
-        server.server_close()
+    """A loopback server answering every request with ``status`` and ``data``; yields its ``/v1`` URL and what it
+    saw of each request (:func:`~trace_lib.testing.loopback_http.answering`)."""
+    with answering(lambda method, path: (status, data)) as (base, seen):
+        yield f"{base}/v1", seen
 
 
 def test_the_defaults_are_five_attempts_300_s_and_32_requests_per_endpoint():
@@ -260,7 +236,7 @@ def test_requests_are_json_with_the_bearer_key(requests, monkeypatch, api_key, e
         monkeypatch.setenv("OPENAI_API_KEY", env)
     with _raw_server(200, _completion(content="B").payload) as (url, seen):
         assert [r.text for r in _backend(url, api_key=api_key).generate(requests[:1])] == ["B"]
-    assert (seen[0]["content-type"], seen[0]["authorization"]) == ("application/json", authorization)
+    assert (seen[0][2]["content-type"], seen[0][2]["authorization"]) == ("application/json", authorization)
 
 
 def test_an_http_500_is_retried(requests):

@@ -12,7 +12,6 @@ import socket
 import threading
 import time
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -38,6 +37,8 @@ from trace_lib.scoring.judge import (
     complete_with_ladder,
     render_qwen3_no_think,
 )
+from trace_lib.testing.hub_server import refused_url
+from trace_lib.testing.loopback_http import answering
 from trace_lib.testing.openai_server import (
     CONTEXT_LENGTH_MESSAGE,
     OpenAIStubServer,
@@ -295,42 +296,6 @@ def test_a_first_round_of_only_garbled_or_empty_replies_falls_back_instead_of_fa
     assert all(o.fallback and o.method == "fallback" for o in options)
 
 
-# -- the transport itself ---------------------------------------------------------------------------------------
-
-@contextmanager
-def _http(answer):
-    """A loopback HTTP/1.1 server answering ``answer(method, path) -> (status, bytes)``; yields its base URL and
-    the list of (method, path, headers) it received."""
-    seen: list[tuple[str, str, dict[str, str]]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def _answer(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            seen.append((self.command, self.path, dict(self.headers)))
-            status, data = answer(self.command, self.path)
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        do_GET = do_POST = _answer
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", seen
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 @contextmanager
 def _trickler(seconds: float = 5.0):
     """A server that answers headers and then one byte every 0.1 s for ``seconds`` (no read ever times out)."""
@@ -360,12 +325,6 @@ def _trickler(seconds: float = 5.0):
     finally:
         stop.set()
         listener.close()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _until(condition, timeout_s: float = 5.0) -> None:
@@ -520,22 +479,22 @@ def test_each_endpoint_has_one_window_and_raises_the_open_files_limit_for_all(mo
 
 @pytest.mark.parametrize("api_key,authorization", [("sk-local", "Bearer sk-local"), ("k2", "Bearer k2"), (None, None)])
 def test_requests_send_json_and_the_bearer_key(api_key, authorization):
-    with _http(lambda method, path: (200, b'{"ok": 1}')) as (base, seen):
+    with answering(lambda method, path: (200, b'{"ok": 1}')) as (base, seen):
         transport = JudgeTransport(api_key=api_key)
         assert transport.post(f"{base}/v1/completions", {"a": 1}, timeout_s=5).data == {"ok": 1}
         transport.close()
-    headers = {k.lower(): v for k, v in seen[0][2].items()}
+    headers = seen[0][2]
     assert headers["content-type"] == "application/json" and headers.get("authorization") == authorization
 
 
 @pytest.mark.parametrize("status", [200, 201, 299])
 def test_every_2xx_answer_is_parsed(status):
-    with _http(lambda method, path: (status, b'{"ok": 2}')) as (base, _):
+    with answering(lambda method, path: (status, b'{"ok": 2}')) as (base, _):
         assert JudgeTransport().get(f"{base}/v1/models", timeout_s=5).data == {"ok": 2}
 
 
 def test_a_2xx_answer_that_is_not_json_is_garbled():
-    with _http(lambda method, path: (200, b"<html>")) as (base, _):
+    with answering(lambda method, path: (200, b"<html>")) as (base, _):
         with pytest.raises(CallFailed) as failed:
             JudgeTransport().get(f"{base}/v1/models", timeout_s=5)
     assert (failed.value.kind, failed.value.reason) == ("garbled", "answer is not JSON")
@@ -611,7 +570,7 @@ def test_one_tls_context_serves_every_threads_client(monkeypatch):
     original = httpx.create_ssl_context
     monkeypatch.setattr(httpx, "create_ssl_context", lambda *a, **k: built.append(1) or original(*a, **k))
     transport = JudgeTransport()
-    with _http(lambda method, path: (200, b"{}")) as (base, seen):
+    with answering(lambda method, path: (200, b"{}")) as (base, seen):
         threads = [threading.Thread(target=transport.get, args=(f"{base}/v1/models",), kwargs={"timeout_s": 5})
                    for _ in range(2)]
         for thread in threads:
@@ -624,7 +583,7 @@ def test_one_tls_context_serves_every_threads_client(monkeypatch):
 
 def test_nothing_listening_is_a_refused_connection():
     with pytest.raises(CallFailed) as failed:
-        JudgeTransport().get(f"http://127.0.0.1:{_free_port()}/v1/models", timeout_s=5)
+        JudgeTransport().get(f"{refused_url()}/v1/models", timeout_s=5)
     assert (failed.value.kind, failed.value.reason) == ("connection", "connection refused")
 
 
@@ -664,7 +623,7 @@ def test_the_models_url_of_every_way_to_name_an_endpoint(base):
 
 
 def test_probing_nothing_listening_says_the_judge_is_unreachable_and_how_to_start_it():
-    base = f"http://127.0.0.1:{_free_port()}"
+    base = refused_url()
     with pytest.raises(JudgeError) as failed:
         probe(base, "judge", timeout_s=5, transport=JudgeTransport())
     assert failed.value.message == "judge unreachable (connection refused)"
@@ -675,7 +634,7 @@ def test_probing_nothing_listening_says_the_judge_is_unreachable_and_how_to_star
 @pytest.mark.parametrize("listed,found", [(b'{"data": []}', "no models"), (b'["judge"]', "no models"),
                                           (b'{"data": [{"id": "a"}, "judge", {"id": "b"}]}', "a, b")])
 def test_probing_an_endpoint_serving_other_models_names_them(listed, found):
-    with _http(lambda method, path: (200, listed)) as (base, seen):
+    with answering(lambda method, path: (200, listed)) as (base, seen):
         with pytest.raises(JudgeError) as failed:
             probe(base, "judge", transport=JudgeTransport())
         assert seen[0][1] == "/v1/models"
@@ -683,7 +642,7 @@ def test_probing_an_endpoint_serving_other_models_names_them(listed, found):
 
 
 def test_probing_an_endpoint_serving_the_model_passes():
-    with _http(lambda method, path: (200, b'{"data": [{"id": "x"}, {"id": "judge"}]}')) as (base, _):
+    with answering(lambda method, path: (200, b'{"data": [{"id": "x"}, {"id": "judge"}]}')) as (base, _):
         probe(base, "judge", transport=JudgeTransport())
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Iterator
+from typing import Callable, Iterator
 
 
 @contextmanager
@@ -21,3 +21,34 @@ def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+#: What :func:`answering` records of each request: its method, path and headers (names lower-cased).
+Seen = tuple[str, str, dict[str, str]]
+
+
+@contextmanager
+def answering(answer: Callable[[str, str], tuple[int, bytes]]) -> Iterator[tuple[str, list[Seen]]]:
+    """Serve ``answer(method, path) -> (status, body)`` for GET and POST over HTTP/1.1 keep-alive (the request body
+    is read and dropped); yields the base URL and the list of requests seen so far."""
+    seen: list[Seen] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def _answer(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            seen.append((self.command, self.path, {k.lower(): v for k, v in self.headers.items()}))
+            status, data = answer(self.command, self.path)
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = _answer  # noqa: N815
+
+    with serving(Handler) as url:
+        yield url, seen
