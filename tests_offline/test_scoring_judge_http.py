@@ -8,7 +8,6 @@ of the first round with 5xx) are one-line fatal errors. Request bodies are byte-
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from contextlib import contextmanager
@@ -38,7 +37,7 @@ from trace_lib.scoring.judge import (
     render_qwen3_no_think,
 )
 from trace_lib.testing.hub_server import refused_url
-from trace_lib.testing.loopback_http import answering
+from trace_lib.testing.loopback_http import answering, trickling
 from trace_lib.testing.openai_server import (
     CONTEXT_LENGTH_MESSAGE,
     OpenAIStubServer,
@@ -298,33 +297,9 @@ def test_a_first_round_of_only_garbled_or_empty_replies_falls_back_instead_of_fa
 
 @contextmanager
 def _trickler(seconds: float = 5.0):
-    """A server that answers headers and then one byte every 0.1 s for ``seconds`` (no read ever times out)."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    stop = threading.Event()
-
-    def trickle() -> None:
-        try:
-            conn, _ = listener.accept()
-        except OSError:
-            return
-        conn.recv(65536)
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
-        ends = time.monotonic() + seconds
-        while time.monotonic() < ends and not stop.wait(0.1):
-            try:
-                conn.sendall(b" ")
-            except OSError:
-                break
-        conn.close()
-
-    threading.Thread(target=trickle, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1/completions"
-    finally:
-        stop.set()
-        listener.close()
+    """A completions URL whose server sends a byte every 0.1 s for ``seconds`` (no read ever times out)."""
+    with trickling(every_s=0.1, for_s=seconds) as base:
+        yield f"{base}/v1/completions"
 
 
 def _until(condition, timeout_s: float = 5.0) -> None:

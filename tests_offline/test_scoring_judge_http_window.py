@@ -5,7 +5,6 @@ survives a judge that drops connections or never answers (trace_lib/testing/sim_
 from __future__ import annotations
 
 import collections
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -13,6 +12,7 @@ import pytest
 
 from trace_lib.scoring.judge import OpenAIJudge
 from trace_lib.scoring.judge_http import CallFailed, JudgeTransport
+from trace_lib.testing.loopback_http import trickling
 from trace_lib.testing.sim_engine import SimulatedEngine, build_judged_campaign, score_judged_campaign
 from trace_lib.testing.synthetic_campaign import toy_judge_answer
 
@@ -114,29 +114,9 @@ def test_a_dropped_answer_and_a_hung_request_are_retried_within_their_timeouts()
 def test_every_request_ends_by_its_deadline_even_when_the_server_trickles():
     """A server that sends a byte every 0.2 s never trips a read timeout of 1 s: the watchdog ends the exchange
     at its deadline, as a timeout."""
-    import socket
-
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    stop = threading.Event()
-
-    def trickle() -> None:
-        conn, _ = listener.accept()
-        conn.recv(65536)
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
-        while not stop.wait(0.2):
-            try:
-                conn.sendall(b" ")
-            except OSError:
-                break
-        conn.close()
-
-    threading.Thread(target=trickle, daemon=True).start()
     transport = JudgeTransport(concurrency=4)
-    started = time.monotonic()
-    with pytest.raises(CallFailed) as failed:
-        transport.post(f"http://127.0.0.1:{listener.getsockname()[1]}/v1/completions", {}, timeout_s=1.0)
-    stop.set()
-    listener.close()
+    with trickling(every_s=0.2, for_s=30.0) as base:
+        started = time.monotonic()
+        with pytest.raises(CallFailed) as failed:
+            transport.post(f"{base}/v1/completions", {}, timeout_s=1.0)
     assert failed.value.kind == "timeout" and time.monotonic() - started < 3

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import socket
 import threading
+import time
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Iterator
@@ -52,3 +54,35 @@ def answering(answer: Callable[[str, str], tuple[int, bytes]]) -> Iterator[tuple
 
     with serving(Handler) as url:
         yield url, seen
+
+
+@contextmanager
+def trickling(*, every_s: float = 0.1, for_s: float = 5.0) -> Iterator[str]:
+    """A server that answers one connection's request with a 200 header promising 1,000 bytes, then sends one byte
+    every ``every_s`` for ``for_s`` (no read waits longer than ``every_s``); yields its base URL."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    stop = threading.Event()
+
+    def trickle() -> None:
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            return
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
+            ends = time.monotonic() + for_s
+            while time.monotonic() < ends and not stop.wait(every_s):
+                try:
+                    conn.sendall(b" ")
+                except OSError:
+                    break
+
+    threading.Thread(target=trickle, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        listener.close()
