@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from trace_lib.errors import InputError
+from trace_lib.options import MAX_SECONDS, url_problem
 
 NO_HUB_HINT = ("this step needs the Hugging Face Hub (network, and HF_HUB_OFFLINE unset); "
                "run it on a machine that can reach the Hub")
@@ -104,8 +105,6 @@ def check_endpoint_url(url: str, *, field: str) -> None:
     Raises:
         InputError: ``url`` is not such a URL.
     """
-    from trace_lib.options import url_problem
-
     problem = url_problem(url)
     if problem is not None:
         raise InputError(f"not a Hugging Face Hub endpoint: {problem}", field=field,
@@ -124,8 +123,6 @@ def check_hub_environment() -> None:
     Raises:
         InputError: such a variable is set to a value ``huggingface_hub`` cannot use.
     """
-    from trace_lib.options import MAX_SECONDS
-
     endpoint = os.environ.get("HF_ENDPOINT")
     if endpoint:
         check_endpoint_url(endpoint, field=f"HF_ENDPOINT {endpoint}")
