@@ -81,6 +81,7 @@ def _stub_vllm(monkeypatch, tmp_path, made: list) -> None:
     monkeypatch.setitem(sys.modules, "vllm", module)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the engine start locks
     monkeypatch.delenv("TRACE_VLLM_LOAD_FORMAT", raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # one GPU named: counting them would import torch
 
 
 def test_an_engine_is_created_with_upstreams_generation_server_defaults(monkeypatch, tmp_path):
