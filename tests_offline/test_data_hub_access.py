@@ -281,7 +281,8 @@ def test_each_librarys_errors_mean_the_same_for_the_endpoint(monkeypatch, librar
             raise errors.ConnectTimeout("timed out")
 
 
-@pytest.mark.parametrize("endpoint", ["notaurl", "ftp://hub", "http://", "http://[::1", "http://127.0.0.1:99999"])
+@pytest.mark.parametrize("endpoint", ["notaurl", "ftp://hub", "http://", "http://[::1", "http://127.0.0.1:99999"],
+                         ids=["no-scheme", "ftp", "no-host", "bad-ipv6", "port-out-of-range"])
 def test_a_malformed_endpoint_is_one_line_naming_it_before_any_connection(endpoint, monkeypatch, reaches):
     """huggingface_hub parses HF_ENDPOINT at import (a malformed one was a ValueError traceback from that import) or
     fails each request later: an active check refuses it when it is made, naming where it came from."""
@@ -297,7 +298,8 @@ def test_a_malformed_endpoint_is_one_line_naming_it_before_any_connection(endpoi
 
 
 @pytest.mark.parametrize("variable", hub_access.HUB_TIMEOUT_VARIABLES)
-@pytest.mark.parametrize("value", ["abc", "", "1.5", "nan", "-5", "99999999999"])
+@pytest.mark.parametrize("value", ["abc", "", "1.5", "nan", "-5", "99999999999"],
+                         ids=["word", "empty", "fraction", "nan", "negative", "overflow"])
 def test_a_hub_timeout_huggingface_hub_cannot_parse_is_one_line_naming_it(variable, value, monkeypatch, reaches):
     """huggingface_hub reads both timeouts with int() at import: these were ValueError or OverflowError tracebacks."""
     monkeypatch.setenv(variable, value)
@@ -307,7 +309,7 @@ def test_a_hub_timeout_huggingface_hub_cannot_parse_is_one_line_naming_it(variab
     assert f"found {value!r}" in refused.value.render() and reaches == []
 
 
-@pytest.mark.parametrize("value", ["0", " 7 ", "10000000"])
+@pytest.mark.parametrize("value", ["0", " 7 ", "10000000"], ids=["zero-default", "padded", "largest"])
 def test_a_hub_timeout_it_parses_is_accepted(value, monkeypatch):
     for variable in hub_access.HUB_TIMEOUT_VARIABLES:
         monkeypatch.setenv(variable, value)

@@ -112,7 +112,8 @@ def test_unreachable_host_lists_every_file(tmp_path):
     assert all("download failed" in p for p in info.value.problems)
 
 
-@pytest.mark.parametrize("base_url", ["notaurl", "ftp://host/raw", "http://", "http://[::1", "http://h:99999"])
+@pytest.mark.parametrize("base_url", ["notaurl", "ftp://host/raw", "http://", "http://[::1", "http://h:99999"],
+                         ids=["no-scheme", "ftp", "no-host", "bad-ipv6", "port-out-of-range"])
 def test_a_base_url_no_client_can_open_is_one_line_before_anything_is_made(tmp_path, base_url):
     from trace_lib.errors import UsageError
 
