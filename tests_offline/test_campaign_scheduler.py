@@ -586,19 +586,17 @@ def test_answers_are_made_durable_every_flush_interval_not_only_per_batch(data, 
     assert result.ok and backend.seen == list(range(ROWS["tinya"]))  # each answer stored before the next came
 
 
-def test_a_slice_answered_before_its_row_failed_to_prepare_is_handed_over_at_the_next_flush(data, tmp_path,
-                                                                                           generation):
-    """Row 6 of tinya/42 fails to prepare only after rows 0-5 are answered and stored: the slice is complete
-    with its error at the next flush check, before the slices still generating end (not only when the run ends)."""
+def _row_6_fails_once_row_5_is_answered(job: SliceJob) -> tuple[SliceJob, type[FakeStreamBackend]]:
+    """``job`` with a prompt builder whose row 6 fails (a missing image) only after the backend's answer to row 5
+    of slot 0 was taken by the writer, and the backend class that signals that answer."""
     from trace_lib.errors import InputError
 
-    fifth_stored = threading.Event()
-    first, *others = jobs(tmp_path, data, generation)
-    build = first.protocol.build_prompt
+    fifth_taken = threading.Event()
+    build = job.protocol.build_prompt
 
     def build_prompt(row, image_dir):  # noqa: ANN001, ANN202
         if int(row["index"]) == 6:
-            assert fifth_stored.wait(10), "row 5 was never answered"
+            assert fifth_taken.wait(10), "row 5 was never answered"
             raise InputError("prompt image does not exist", field="tinya[6]")
         return build(row, image_dir)
 
@@ -607,11 +605,20 @@ def test_a_slice_answered_before_its_row_failed_to_prepare_is_handed_over_at_the
             for result in super().generate_stream(feed):
                 yield result  # resumed once the writer has taken this answer
                 if result.request_id.startswith("0|00000005:"):
-                    fifth_stored.set()
+                    fifth_taken.set()
 
+    return _with_build_prompt(job, build_prompt), _Signalling
+
+
+def test_a_slice_answered_before_its_row_failed_to_prepare_is_handed_over_at_the_next_flush(data, tmp_path,
+                                                                                           generation):
+    """Row 6 of tinya/42 fails to prepare only after rows 0-5 are answered and stored: the slice is complete
+    with its error at the next flush check, before the slices still generating end (not only when the run ends)."""
+    first, *others = jobs(tmp_path, data, generation)
+    failing, backend = _row_6_fails_once_row_5_is_answered(first)
     done = []
-    CampaignScheduler(_Signalling(window=1), chunk_rows=3, flush_interval_s=0.0, on_complete=done.append).run(
-        [_with_build_prompt(first, build_prompt), *others])
+    CampaignScheduler(backend(window=1), chunk_rows=3, flush_interval_s=0.0, on_complete=done.append).run(
+        [failing, *others])
     assert done[0].slice == SLICES[0] and done[0].error.render() == "tinya[6]: prompt image does not exist"
 
 
@@ -619,36 +626,20 @@ def test_a_slice_whose_rows_the_last_flush_lost_ends_with_the_disk_error(data, t
     """Rows 0-5 of tinya/42 are answered and still buffered when row 6 fails to prepare; the final flush then
     hits a full disk. The slice is handed over with the disk's error (its answers are gone), not completed as if
     only row 6 had failed, and the run re-raises that error."""
-    from trace_lib.errors import InputError
     from trace_lib.testing.faulty_file import enospc, inject
 
-    fifth_taken = threading.Event()
     [first] = jobs(tmp_path, data, generation, slices=SLICES[:1])
-    build = first.protocol.build_prompt
-
-    def build_prompt(row, image_dir):  # noqa: ANN001, ANN202
-        if int(row["index"]) == 6:
-            assert fifth_taken.wait(10), "row 5 was never answered"
-            raise InputError("prompt image does not exist", field="tinya[6]")
-        return build(row, image_dir)
+    failing, backend = _row_6_fails_once_row_5_is_answered(first)
 
     def open_store():  # noqa: ANN202
         store = first.open_store()
         inject(store, 0, enospc())  # the first append from now on fails
         return store
 
-    class _Signalling(FakeStreamBackend):
-        def generate_stream(self, feed):  # noqa: ANN001, ANN201
-            for result in super().generate_stream(feed):
-                yield result
-                if result.request_id.startswith("0|00000005:"):
-                    fifth_taken.set()
-
     done = []
-    job = dataclasses.replace(_with_build_prompt(first, build_prompt), open_store=open_store)
     with pytest.raises(OSError) as raised:
-        CampaignScheduler(_Signalling(window=1), chunk_rows=3, batch_size=1000, flush_interval_s=1e9,
-                          on_complete=done.append).run([job])
+        CampaignScheduler(backend(window=1), chunk_rows=3, batch_size=1000, flush_interval_s=1e9,
+                          on_complete=done.append).run([dataclasses.replace(failing, open_store=open_store)])
     assert raised.value.errno == errno.ENOSPC
     assert [r.slice for r in done] == SLICES[:1] and done[0].error is raised.value
     assert not response_path(tmp_path, model=MODEL.slug, seed=42, benchmark="tinya").exists()  # no row stored
