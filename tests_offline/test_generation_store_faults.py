@@ -53,7 +53,10 @@ def _stored_once(path: Path, count: int) -> None:
 
 
 @pytest.mark.parametrize("error", [enospc, KeyboardInterrupt], ids=["enospc", "sigint"])
-def test_a_fault_at_every_byte_of_a_batch_leaves_the_file_as_it_was(tmp_path, error):
+def test_a_fault_at_every_byte_of_a_batch_leaves_the_file_as_it_was(tmp_path, monkeypatch, error):
+    # fsync changes nothing this process reads back, and 2 x 1,093 offsets of real fsyncs took most of the lane's
+    # longest test; that the batch's fsync is made, and rolled back when it fails, is the next test's.
+    monkeypatch.setattr(os, "fsync", lambda fd: None)
     for offset in range(BATCH_BYTES + 1):
         path = tmp_path / f"{offset}.jsonl"
         with SliceStore.open(path, IDENTITY) as store:
