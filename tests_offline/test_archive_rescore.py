@@ -4,17 +4,18 @@ differences are named row by row; unreplayable judge requests void the score ins
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from trace_lib.archive.reader import open_archive
-from trace_lib.archive.rescore import rescore_slice
+from trace_lib.archive.rescore import EXACT, rescore_slice
 from trace_lib.benchmarks.protocol import ScoringContext
 from trace_lib.benchmarks.registry import get_protocol
 from trace_lib.data.rowhash import source_row_hash
-from trace_lib.errors import InputError
+from trace_lib.errors import InputError, JudgeError
 from trace_lib.scoring.judge import CallableJudge
 from trace_lib.testing.archive_writer import SampleSpec, SliceSpec, write_archive_run
 
@@ -171,3 +172,75 @@ def test_a_recorded_vlmevalkit_failure_text_replays_as_a_failed_call():
     judge = ReplayJudge({(None, "p"): VLMEVAL_FAIL_MSG, (None, "q"): "B"}, ReplayStats())
     failed, good = judge.chat(["p", "q"])
     assert (failed.ok, good.ok, good.text) == (False, True, "B")
+
+
+def test_a_failing_live_judge_raises_instead_of_voiding_the_score(tmp_path, rows):
+    protocol, paper, samples = _paper_slice(rows)
+    archive, key = _archive(tmp_path, samples, paper.score)
+
+    def down(*_):  # noqa: ANN202
+        raise JudgeError("judge endpoint down")
+
+    with pytest.raises(JudgeError, match="judge endpoint down"):
+        rescore_slice(archive, key, protocol, rows, canonical=paper.score, judge=CallableJudge(down))
+
+
+def test_a_delta_of_exactly_the_tolerance_is_exact_and_one_ulp_more_is_not(tmp_path, rows):
+    protocol, paper, samples = _paper_slice(rows)
+    archive, key = _archive(tmp_path, samples, paper.score)
+    out = rescore_slice(archive, key, protocol, rows, canonical=paper.score)
+    edge = replace(out, score=0.0, canonical=EXACT)
+    assert abs(edge.delta) == EXACT and edge.ok
+    assert not replace(out, score=0.0, canonical=math.nextafter(EXACT, 1.0)).ok
+
+
+def test_extraction_agreement_counts_each_compared_row_once_by_default(tmp_path, rows):
+    protocol, paper, samples = _paper_slice(rows)
+    samples[1] = replace(samples[1], extraction_value="D")
+    samples[2] = replace(samples[2], extraction_status="ambiguous")
+    archive, key = _archive(tmp_path, samples, paper.score)
+    out = rescore_slice(archive, key, protocol, rows, canonical=paper.score)
+    assert (out.extraction_agree, out.extraction_compared, out.extraction_note) == (6, 7, None)
+    props = dict(out.properties())
+    assert props["rows_extraction_agree"] == "6/7" and "extraction_compared" not in props
+
+
+def test_only_the_first_five_differing_rows_are_kept(tmp_path, rows):
+    protocol, paper, samples = _paper_slice(rows)
+    samples[:6] = [replace(s, score=1.0 - s.score) for s in samples[:6]]
+    archive, key = _archive(tmp_path, samples, paper.score)
+    out = rescore_slice(archive, key, protocol, rows, canonical=paper.score)
+    assert (out.score_agree, out.score_compared) == (2, 8)
+    assert [d.source_index for d in out.first_diffs] == ["10", "11", "12", "13", "14"]
+
+
+def test_excluded_and_unscored_rows_are_not_compared(tmp_path, rows):
+    protocol, paper, samples = _paper_slice(rows)
+    samples[3] = replace(samples[3], excluded=True, score=1.0 - samples[3].score)
+    samples[4] = replace(samples[4], score=None)
+    archive, key = _archive(tmp_path, samples, paper.score)
+    out = rescore_slice(archive, key, protocol, rows, canonical=paper.score)
+    assert (out.score_agree, out.score_compared, out.first_diffs) == (6, 6, ()) and out.ok
+
+
+def test_a_voided_slice_compares_no_rows(tmp_path, rows):
+    protocol, paper, samples = _paper_slice(rows, judged=False)
+    archive, key = _archive(tmp_path, samples, paper.score)
+    out = rescore_slice(archive, key, protocol, rows, canonical=paper.score)
+    assert out.score is None and (out.rows, out.first_diffs) == (8, ())
+    assert (out.score_agree, out.score_compared, out.extraction_agree, out.extraction_compared) == (0, 0, 0, 0)
+    props = dict(out.properties())
+    assert (props["rows_score_agree"], props["rows_extraction_agree"]) == ("0/0", "0/0")
+
+
+def test_the_row_mismatch_refusal_names_the_file_the_slice_the_counts_and_the_first_missing_row(tmp_path, rows):
+    protocol, paper, samples = _paper_slice(rows)
+    archive, key = _archive(tmp_path, samples, paper.score)
+    edited = [dict(r, question="edited") if i in (2, 5) else r for i, r in enumerate(rows)]
+    first = f"00000002:12:{source_row_hash(edited[2])[:16]}"
+    with pytest.raises(InputError) as err:
+        rescore_slice(archive, key, protocol, edited, canonical=paper.score, dataset="data/mmstar.tsv")
+    assert str(err.value) == (
+        "data/mmstar.tsv: the archive's rows differ from the dataset for m-seed42-mmstar: 2 dataset row(s) without "
+        f"an archived response, 2 archived row(s) not in the dataset; first: {first}; the dataset is not the "
+        "paper's (prepare-data at the pinned revision) or rows were edited")
