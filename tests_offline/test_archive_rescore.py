@@ -244,3 +244,24 @@ def test_the_row_mismatch_refusal_names_the_file_the_slice_the_counts_and_the_fi
         "data/mmstar.tsv: the archive's rows differ from the dataset for m-seed42-mmstar: 2 dataset row(s) without "
         f"an archived response, 2 archived row(s) not in the dataset; first: {first}; the dataset is not the "
         "paper's (prepare-data at the pinned revision) or rows were edited")
+
+
+def test_an_extraction_only_divergence_is_listed_and_makes_the_slice_differ(tmp_path, rows):
+    """Row 10's archived extraction is edited and its score is not: the score stays exact, the extraction is the
+    first differing row and the slice's verdict is ``differs``."""
+    protocol, paper, samples = _paper_slice(rows)
+    samples[0] = replace(samples[0], extraction_value="D")
+    archive, key = _archive(tmp_path, samples, paper.score)
+    out = rescore_slice(archive, key, protocol, rows, canonical=paper.score)
+    assert out.ok and not out.extractions_agree and (out.score_agree, out.score_compared) == (8, 8)
+    assert [d.render() for d in out.first_diffs] == ["extraction@10: archive 'D' vs trace-repro 'A'"]
+    assert dict(out.properties())["verdict"] == "differs"
+    assert "7/8 extractions agree; first differing rows: extraction@10" in out.explain()
+
+
+def test_a_row_differing_in_both_stages_lists_both(tmp_path, rows):
+    protocol, paper, samples = _paper_slice(rows, tamper_row=1)
+    samples[1] = replace(samples[1], extraction_value="C")
+    archive, key = _archive(tmp_path, samples, paper.score)
+    out = rescore_slice(archive, key, protocol, rows, canonical=paper.score)
+    assert [(d.stage, d.source_index) for d in out.first_diffs] == [("score", "11"), ("extraction", "11")]

@@ -73,3 +73,29 @@ def test_an_out_inside_what_it_reads_is_one_line_before_any_slice(world, tmp_pat
         f"error: {out}: --out: lies inside the {what} this command reads ({tree}); outputs are never written into "
         "an input; name a directory outside it\n"))
     assert not (out / "archive-verify.md").exists()
+
+
+def test_a_slice_whose_extractions_alone_differ_is_not_proven(tmp_path):
+    """Scores exact, identity not checked, one archived extraction read differently: the slice's problem names the
+    extraction, it is not proven, and the table shows the count in bold."""
+    from types import SimpleNamespace
+
+    from trace_lib.archive.lane import ArchiveSliceResult
+    from trace_lib.archive.provenance import SourceCheck
+    from trace_lib.archive.rescore import RescoreOutcome, RowDiff
+    from trace_lib.archive.schema import SliceKey
+    from trace_lib.archive.verify import render_markdown, verify_slices
+
+    key = SliceKey(MODEL, 42, "mathverse")
+    rescore = RescoreOutcome(key, 8, 62.5, 62.5, 62.5, 8, 8, 7, 8, (RowDiff("10", "extraction", "D", "A"),), "replay")
+    result = ArchiveSliceResult(rescore, None, SourceCheck(RUN, "0" * 64, True, RUN), "no data root")
+    lane = SimpleNamespace(blocker=lambda slice_: None, run=lambda slice_: result)
+    [proof] = verify_slices(lane, [key])
+    assert (proof.scores_exact, proof.extractions, proof.extractions_agree, proof.proven) == (True, "7/8", False,
+                                                                                                False)
+    assert "7/8 extractions agree; first differing rows: extraction@10: archive 'D' vs trace-repro 'A'" in (
+        proof.problem)
+    assert f"| {key.id} | {RUN} | yes | yes | **7/8** | 62.5000 |" in render_markdown([proof], archive="a")
+    exact = ArchiveSliceResult(RescoreOutcome(key, 8, 62.5, 62.5, 62.5, 8, 8, 8, 8, (), "replay"), None,
+                               result.source)
+    assert exact.failure() is None

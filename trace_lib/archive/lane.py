@@ -42,12 +42,12 @@ class ArchiveSliceResult:
 
     def failure(self) -> str | None:
         """One line naming what differs and what the lane was given (None when everything checked is exact)."""
-        problems = []
-        if not self.rescore.ok:
-            if self.source.pinned or self.rescore.score is None:
-                problems.append(self.rescore.explain())
+        problems, rescore = [], self.rescore
+        if not rescore.ok or not rescore.extractions_agree:
+            if self.source.pinned or rescore.score is None or rescore.ok:
+                problems.append(rescore.explain())
             else:
-                problems.append(f"re-scored {self.rescore.score!r} vs canonical {self.rescore.canonical!r}")
+                problems.append(f"re-scored {rescore.score!r} vs canonical {rescore.canonical!r}")
         if self.identity is not None and not self.identity.ok:
             problems.append(self.identity.explain())
         if not problems:

@@ -5,7 +5,8 @@ Per slice (:func:`rescore_slice`): the archived responses are aligned to the dat
 use (the decoding seed seeds the same deterministic fallbacks; judge routes use a live judge or
 :mod:`trace_lib.archive.replay_judge`), and compared with the release's canonical seed score (|Δ| ≤ 1e-9, no
 tolerance: the responses are the paper's). Per row it counts agreement with the archived extraction and score and
-keeps the first differing rows for the receipt.
+keeps the first differing rows, of either stage, for the receipt: an extraction that differs where the score agrees
+is a divergence too (the extractor is claimed exact), so the slice is exact only when both agree.
 """
 
 from __future__ import annotations
@@ -65,7 +66,13 @@ class RescoreOutcome:
 
     @property
     def ok(self) -> bool:
+        """The re-score equals the canonical seed score (see ``extractions_agree`` for the other stage)."""
         return self.delta is not None and abs(self.delta) <= EXACT
+
+    @property
+    def extractions_agree(self) -> bool:
+        """Every archived extraction compared reads the same as trace-repro's (vacuous when none is compared)."""
+        return self.extraction_agree == self.extraction_compared
 
     def explain(self) -> str:
         if self.score is None and self.replay is not None:
@@ -85,7 +92,8 @@ class RescoreOutcome:
                  ("canonical", repr(self.canonical)), ("delta", repr(self.delta)),
                  ("rows_score_agree", f"{self.score_agree}/{self.score_compared}"),
                  ("rows_extraction_agree", f"{self.extraction_agree}/{self.extraction_compared}"),
-                 ("judge_mode", self.judge_mode), ("verdict", "exact" if self.ok else "differs")]
+                 ("judge_mode", self.judge_mode),
+                 ("verdict", "exact" if self.ok and self.extractions_agree else "differs")]
         props += [(f"first_diff[{i}]", d.render()) for i, d in enumerate(self.first_diffs)]
         if self.extraction_note:
             props.append(("extraction_compared", self.extraction_note))
@@ -183,5 +191,7 @@ def rescore_slice(
             e_n += 1
             if extraction_key(rec.extracted) == extraction_key(a.extraction_value()):
                 e_agree += 1
+            elif len(diffs) < FIRST_DIFFS:
+                diffs.append(RowDiff(a.source_index, "extraction", a.extraction_value(), rec.extracted))
     return RescoreOutcome(key, len(archived), score, aggregate.score, canonical, s_agree, s_n, e_agree, e_n,
                           tuple(diffs), mode, stats, None if compare_extraction else NOT_COMPARABLE_NOTE)

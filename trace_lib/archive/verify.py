@@ -20,7 +20,8 @@ SCHEMA_VERSION = "trace-repro-archive-verify-v1"
 
 @dataclass(frozen=True)
 class SliceProof:
-    """One slice: what is proven (``scores_exact``, ``rows_identical``), by which run, and what is left."""
+    """One slice: what is proven (``scores_exact``, ``extractions``, ``rows_identical``), by which run, and what is
+    left."""
 
     slice: str
     run_id: str | None
@@ -29,6 +30,8 @@ class SliceProof:
     canonical: float | None = None
     archived: float | None = None
     scores_exact: bool | None = None  # None: not checked (see problem)
+    extractions: str | None = None  # "k/n" archived extractions trace-repro reads the same (n = 0: none compared)
+    extractions_agree: bool | None = None
     rows_identical: str | None = None  # "k/n" over ``fields``
     identity_ok: bool | None = None
     fields: tuple[str, ...] = ()
@@ -39,7 +42,7 @@ class SliceProof:
 
     @property
     def proven(self) -> bool:
-        return bool(self.scores_exact) and bool(self.identity_ok)
+        return bool(self.scores_exact) and bool(self.extractions_agree) and bool(self.identity_ok)
 
 
 def verify_slices(lane: ArchiveLane, keys: Iterable[SliceKey]) -> list[SliceProof]:
@@ -63,6 +66,7 @@ def verify_slices(lane: ArchiveLane, keys: Iterable[SliceKey]) -> list[SliceProo
         proofs.append(SliceProof(
             key.id, result.source.run_id, "yes" if result.source.pinned else result.source.describe(),
             rescored=r.score, canonical=r.canonical, archived=r.archived_score, scores_exact=r.ok,
+            extractions=f"{r.extraction_agree}/{r.extraction_compared}", extractions_agree=r.extractions_agree,
             rows_identical=None if ident is None else f"{ident.identical}/{ident.compared}",
             identity_ok=None if ident is None else ident.ok, fields=() if ident is None else ident.fields,
             not_compared={} if ident is None else dict(ident.not_compared),
@@ -92,16 +96,19 @@ def render_markdown(proofs: Sequence[SliceProof], *, archive: str) -> str:
     lines = [
         "# trace-repro archive verify", "",
         f"- archive: {archive}",
-        f"- proven on this CPU: {proven}/{len(proofs)} slices (scores exact and every row identical in every "
-        "hash field compared)",
+        f"- proven on this CPU: {proven}/{len(proofs)} slices (scores exact, every archived extraction read the "
+        "same and every row identical in every hash field compared)",
         f"- left to a GPU: {LEFT_TO_GPU}", "",
-        "| slice | run | source artifact | scores exact | re-scored | canonical | rows identical | hash fields |",
-        "|---|---|---|---|---|---|---|---|",
+        "| slice | run | source artifact | scores exact | extractions agree | re-scored | canonical | rows identical "
+        "| hash fields |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for p in proofs:
         source = "yes" if p.source_artifact == "yes" else ("-" if p.source_artifact == "-" else "**no**")
-        lines.append(f"| {p.slice} | {p.run_id or '-'} | {source} | {_mark(p.scores_exact)} | {_num(p.rescored)} | "
-                     f"{_num(p.canonical)} | {p.rows_identical or '-'} | {len(p.fields) or '-'} |")
+        extractions = "-" if p.extractions is None else (p.extractions if p.extractions_agree
+                                                          else f"**{p.extractions}**")
+        lines.append(f"| {p.slice} | {p.run_id or '-'} | {source} | {_mark(p.scores_exact)} | {extractions} | "
+                     f"{_num(p.rescored)} | {_num(p.canonical)} | {p.rows_identical or '-'} | {len(p.fields) or '-'} |")
     details = [p for p in proofs if p.problem or p.not_compared or p.notes or p.source_artifact not in ("yes", "-")]
     if details:
         lines += ["", "## Details", ""]
