@@ -48,7 +48,7 @@ def _doc() -> dict:
     }
 
 
-def _release(tmp_path, release, doc: dict) -> ReleaseRoot:
+def _release(tmp_path, release, doc: object) -> ReleaseRoot:
     """A release root holding the session release's suite and ``doc`` as its ``results.json``."""
     (tmp_path / identity.RESULTS).parent.mkdir(parents=True)
     shutil.copyfile(release.file(identity.SUITE), tmp_path / identity.SUITE)
@@ -181,3 +181,22 @@ def test_a_malformed_entry_is_one_line_naming_results_json_and_the_field(tmp_pat
         load_canonical(_release(tmp_path, release, doc))
     assert (caught.value.file, caught.value.field, str(caught.value)) == (identity.RESULTS, field,
                                                                            f"{identity.RESULTS}: {field}: {message}")
+
+
+@pytest.mark.parametrize(("edit", "field", "found"), [
+    pytest.param(_set(None, "scores", "category_scores"), "scores.category_scores", "NoneType", id="null-scores"),
+    pytest.param(_set(5, "comparisons"), "comparisons", "int", id="comparisons-a-number"),
+])
+def test_scores_or_comparisons_that_are_not_a_list_are_one_line_naming_the_field(tmp_path, release, edit, field,
+                                                                                   found):
+    doc = _doc()
+    edit(doc)
+    with pytest.raises(ReleaseFileError) as caught:
+        load_canonical(_release(tmp_path, release, doc))
+    assert str(caught.value) == f"{identity.RESULTS}: {field}: not a list (found {found!r})"
+
+
+def test_results_json_that_is_not_an_object_is_one_line_naming_the_file(tmp_path, release):
+    with pytest.raises(ReleaseFileError) as caught:
+        load_canonical(_release(tmp_path, release, []))
+    assert str(caught.value) == f"{identity.RESULTS}: document must be a JSON object (found 'list')"

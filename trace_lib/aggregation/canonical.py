@@ -101,6 +101,8 @@ def _per_seed(doc: Any, name: str, keys: tuple[str, ...]) -> dict[Any, dict[int,
         entries = doc["scores"][name]
     except (KeyError, TypeError):
         raise ReleaseFileError("required field is missing", file=identity.RESULTS, field=where) from None
+    if not isinstance(entries, list):
+        raise ReleaseFileError("not a list", file=identity.RESULTS, field=where, found=type(entries).__name__)
     out: dict[Any, dict[int, float]] = {}
     for i, entry in enumerate(entries):
         try:
@@ -124,11 +126,17 @@ def load_canonical(release: ReleaseRoot) -> Canonical:
     """The canonical per-seed scores and comparisons of ``release``.
 
     Raises:
-        ReleaseFileError: a score or comparison entry lacks a field.
+        ReleaseFileError: the document is not an object, a list of scores or comparisons is not a list, or an entry
+            lacks a field.
     """
     doc = release.read_json(identity.RESULTS)
+    if not isinstance(doc, dict):
+        raise ReleaseFileError("document must be a JSON object", file=identity.RESULTS, found=type(doc).__name__)
+    entries = doc.get("comparisons") or []
+    if not isinstance(entries, list):
+        raise ReleaseFileError("not a list", file=identity.RESULTS, field="comparisons", found=type(entries).__name__)
     comparisons = []
-    for i, entry in enumerate(doc.get("comparisons") or []):
+    for i, entry in enumerate(entries):
         where = f"comparisons[{i}]"
         try:
             model, base = str(entry["model_id"]), str(entry["base_model_id"])
