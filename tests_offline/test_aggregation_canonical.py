@@ -49,11 +49,13 @@ def _doc() -> dict:
 
 
 def _release(tmp_path, release, doc: object) -> ReleaseRoot:
-    """A release root holding the session release's suite and ``doc`` as its ``results.json``."""
-    (tmp_path / identity.RESULTS).parent.mkdir(parents=True)
-    shutil.copyfile(release.file(identity.SUITE), tmp_path / identity.SUITE)
-    (tmp_path / identity.RESULTS).write_text(json.dumps(doc))
-    return ReleaseRoot(tmp_path)
+    """A release root holding the session release's suite and ``doc`` as its ``results.json``, one level below
+    ``tmp_path`` (a release directly in a test's directory is discovered by the in-process pytest runs beside it)."""
+    root = tmp_path / "release"
+    (root / identity.RESULTS).parent.mkdir(parents=True)
+    shutil.copyfile(release.file(identity.SUITE), root / identity.SUITE)
+    (root / identity.RESULTS).write_text(json.dumps(doc))
+    return ReleaseRoot(root)
 
 
 def test_scores_are_keyed_by_model_and_benchmark_or_category_and_overall_by_model(tmp_path, release):
