@@ -24,9 +24,8 @@ def test_unwritable(campaign):
 """
 
 
-def test_an_os_error_in_a_lane_test_is_one_line_naming_the_path(pytester, monkeypatch, release):
+def test_an_os_error_in_a_lane_test_is_one_line_naming_the_path(pytester, monkeypatch):
     monkeypatch.delenv("TRACE_REPRO_DEBUG", raising=False)
-    monkeypatch.setenv("TRACE_ROOT", str(release.path))  # not whatever a neighbouring test left beside this one
     pytester.makepyfile(test_lane=LANE_TEST)
     result = pytester.runpytest_inprocess("-p", "trace_lib.pytest_plugin", "-q",
                                           "-W", "ignore::pytest.PytestUnknownMarkWarning")
@@ -54,12 +53,10 @@ BAD_OPTIONS = {
 
 
 @pytest.mark.parametrize(("argv", "needle"), BAD_OPTIONS.values(), ids=BAD_OPTIONS.keys())
-def test_a_bad_option_is_one_line_at_configure_time_with_exit_4(pytester, monkeypatch, release, argv, needle):
+def test_a_bad_option_is_one_line_at_configure_time_with_exit_4(pytester, monkeypatch, argv, needle):
     for name in ("TRACE_CAMPAIGN_ROOT", "TRACE_ARCHIVE_ROOT", "TRACE_BACKEND", "TRACE_SCHEDULE",
-                 "TRACE_MODEL_VERIFY", "TRACE_GPU_GROUPS"):
+                 "TRACE_MODEL_VERIFY", "TRACE_GPU_GROUPS"):  # TRACE_ROOT stays the session's (conftest)
         monkeypatch.delenv(name, raising=False)
-    # the session's release: discovery would take a release another test left in a directory beside this one
-    monkeypatch.setenv("TRACE_ROOT", str(release.path))
     blocker = pytester.path / "a_file"
     blocker.write_text("x")
     argv = [str(blocker) if a == "FILE" else a for a in argv]

@@ -89,7 +89,7 @@ def test_summary_counts_outcomes_markers_and_release(junit_file, release):
                                  "slow": {"passed": 1}}
     assert [(c.test_id.split("::")[-1], c.message) for c in summary.failures] == [
         ("test_fails", "AssertionError: numbers differ")]
-    assert summary.release["release_root"] == [str(release.path)]
+    assert summary.release["release_root"] == [release.label]
     assert "rlvr/evaluation/trace_eval/suite.v1.json" in summary.release["file_hashes"]
     assert not summary.ok
 

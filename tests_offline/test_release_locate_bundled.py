@@ -39,6 +39,13 @@ def test_bundled_copy_is_the_last_resort_and_says_so(monkeypatch):
         locate_release(None, env={}, bundled=False)
 
 
+def test_the_bundled_copy_named_by_flag_or_environment_is_still_called_the_bundled_snapshot():
+    named = (locate_release(str(BUNDLED_PATH), env={}), locate_release(str(BUNDLED_PATH / "rlvr"), env={}),
+             locate_release(None, env={"TRACE_ROOT": str(BUNDLED_PATH)}))
+    for found in named:
+        assert found.path == BUNDLED_PATH and found.label == BUNDLED_LABEL, found.source
+
+
 def test_a_checkout_beats_the_bundled_copy_and_is_named_by_its_path(release, tmp_path, monkeypatch):
     from preflight_support import copy_data_files
 

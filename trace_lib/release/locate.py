@@ -41,8 +41,8 @@ class ReleaseRoot:
 
     @property
     def is_bundled(self) -> bool:
-        """True for the package's own pinned snapshot (no checkout was found or named)."""
-        return self.source == BUNDLED_SOURCE
+        """True for the package's own pinned snapshot, whether nothing else was found or it was named."""
+        return self.source == BUNDLED_SOURCE or self.path == BUNDLED_PATH
 
     @property
     def label(self) -> str:
