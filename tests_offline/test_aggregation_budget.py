@@ -11,6 +11,7 @@ import pytest
 from trace_lib import options
 from trace_lib.aggregation.budget import (
     Criterion,
+    check_alpha,
     family_rate,
     normal_two_sided_quantile,
     sidak_level,
@@ -19,6 +20,7 @@ from trace_lib.aggregation.budget import (
 )
 from trace_lib.aggregation.moderation import digamma, fit_variance_prior, trigamma, trigamma_inverse
 from trace_lib.campaign.plan import build_plan
+from trace_lib.errors import UsageError
 from trace_lib.validation.tolerance import validation_criterion
 
 pytestmark = pytest.mark.offline
@@ -71,6 +73,56 @@ def test_validation_budget_spreads_alpha_over_the_eight_models(release):
     crit = validation_criterion(release)
     assert crit.family_size == 8 and crit.binomial_z() == pytest.approx(normal_two_sided_quantile(sidak_level(0.05, 8)))
     assert validation_criterion(release, z=3.0).binomial_z() == 3.0
+
+
+@pytest.mark.parametrize("dof", [0, -1.0, math.nan])
+def test_a_t_tail_needs_a_positive_dof(dof):
+    with pytest.raises(ValueError, match=rf"^dof must be positive, got {dof}$"):
+        t_two_sided_tail(2.0, dof)
+
+
+@pytest.mark.parametrize("a", [0.0, 1.0, -0.1])
+def test_a_t_quantile_needs_a_level_strictly_inside_zero_and_one(a):
+    with pytest.raises(ValueError, match=rf"^level must be in \(0, 1\), got {a}$"):
+        t_two_sided_quantile(a, 5)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0, 1.5, -0.05, math.nan, math.inf, "0.05", None])
+def test_alpha_outside_the_open_unit_interval_is_a_usage_error_of_the_alpha_flag(alpha):
+    with pytest.raises(UsageError) as info:
+        check_alpha(alpha)
+    assert info.value.message == "alpha must be a number in (0, 1)"
+    assert info.value.field == "--alpha" and info.value.found is alpha
+    with pytest.raises(UsageError):
+        Criterion.from_alpha(alpha, 3)
+
+
+def test_alpha_inside_the_unit_interval_is_returned_as_a_float():
+    assert check_alpha(0.05) == 0.05 and type(check_alpha(0.05)) is float
+
+
+@pytest.mark.parametrize("z", [0, 0.0, -1.0, math.nan, math.inf, "3"])
+def test_a_fixed_z_that_is_not_a_positive_number_is_a_usage_error_of_the_z_flag(z):
+    with pytest.raises(UsageError) as info:
+        Criterion.from_z(z, 3)
+    assert (info.value.message, info.value.field) == ("z must be a positive number", "--tolerance-z")
+
+
+def test_a_fixed_z_is_one_test_unless_a_family_is_given():
+    crit = Criterion.from_z(2.0)
+    assert crit.family_size == 1 and crit.family_text == "1 tests" and crit.alpha == pytest.approx(crit.per_test_alpha)
+
+
+def test_a_family_of_zero_counts_as_one_test_and_a_sure_test_gives_a_sure_family():
+    assert family_rate(0.05, 0) == pytest.approx(0.05) and sidak_level(0.05, 0) == pytest.approx(0.05)
+    assert family_rate(1.0, 5) == 1.0  # the level is clipped below 1 before its log
+
+
+def test_pool_t_is_the_t_quantile_with_dof_and_the_normal_one_without():
+    crit = Criterion.from_alpha(0.05, 8)
+    normal = normal_two_sided_quantile(sidak_level(0.05, 8))
+    assert crit.pool_t(16) == t_two_sided_quantile(sidak_level(0.05, 8), 16) > normal
+    assert crit.pool_t(0) == crit.pool_t(math.inf) == crit.binomial_z() == normal
 
 
 # -- the moderation prior (trace_lib.aggregation.moderation, on scipy) ------------------------------------------
