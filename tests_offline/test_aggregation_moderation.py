@@ -29,6 +29,13 @@ def test_digamma_and_trigamma_need_a_positive_argument(x):
         trigamma(x)
 
 
+def test_trigamma_inverse_of_a_value_below_its_bracket_is_infinite_not_a_root_finding_error():
+    """An excess of the fit in (0, trigamma(e**30)) means no spread between the cells' variances: d0 = inf."""
+    edge = trigamma(math.exp(30.0))
+    assert trigamma_inverse(5e-14) == trigamma_inverse(edge) == math.inf
+    assert math.isclose(trigamma_inverse(2.0 * edge), math.exp(29.3), rel_tol=0.01)
+
+
 @pytest.mark.parametrize("y", [0.0, -0.5, math.nan])
 def test_trigamma_inverse_needs_a_positive_value(y):
     with pytest.raises(ValueError, match=rf"^trigamma_inverse needs y > 0, got {y}$"):

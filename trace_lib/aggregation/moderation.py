@@ -59,11 +59,13 @@ def trigamma(x: float) -> float:
 
 def trigamma_inverse(y: float) -> float:
     """``x > 0`` with ``trigamma(x) = y`` for ``y > 0`` (``scipy.optimize.brentq`` on ``log x``; trigamma is
-    decreasing)."""
+    decreasing); ``inf`` where the root lies beyond ``e**30`` (``y`` under about 9.4e-14), the limit as ``y -> 0``."""
     from scipy.optimize import brentq
 
     if not y > 0:
         raise ValueError(f"trigamma_inverse needs y > 0, got {y}")
+    if y <= trigamma(math.exp(30.0)):
+        return math.inf
     return math.exp(brentq(lambda u: trigamma(math.exp(u)) - y, -30.0, 30.0, xtol=1e-14))
 
 
