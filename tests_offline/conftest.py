@@ -92,11 +92,3 @@ def hf_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     cache = tmp_path / "hf-cache"
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
     return cache
-
-
-@pytest.fixture(autouse=True)
-def _session_release_in_env(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each offline test, and what it starts, finds the session's release through ``TRACE_ROOT``: discovery would
-    take whatever release another test left in a directory beside its own. Tests of discovery delete it first."""
-    if "offline" in request.keywords:
-        monkeypatch.setenv("TRACE_ROOT", str(request.getfixturevalue("release").path))

@@ -24,8 +24,11 @@ def test_unwritable(campaign):
 """
 
 
-def test_an_os_error_in_a_lane_test_is_one_line_naming_the_path(pytester, monkeypatch):
+# In-process runs work in a directory beside other tests' (tmp_path_factory): release discovery would take a
+# release copy one of them left there, so each run below names the session's release.
+def test_an_os_error_in_a_lane_test_is_one_line_naming_the_path(pytester, monkeypatch, release):
     monkeypatch.delenv("TRACE_REPRO_DEBUG", raising=False)
+    monkeypatch.setenv("TRACE_ROOT", str(release.path))
     pytester.makepyfile(test_lane=LANE_TEST)
     result = pytester.runpytest_inprocess("-p", "trace_lib.pytest_plugin", "-q",
                                           "-W", "ignore::pytest.PytestUnknownMarkWarning")
@@ -53,10 +56,11 @@ BAD_OPTIONS = {
 
 
 @pytest.mark.parametrize(("argv", "needle"), BAD_OPTIONS.values(), ids=BAD_OPTIONS.keys())
-def test_a_bad_option_is_one_line_at_configure_time_with_exit_4(pytester, monkeypatch, argv, needle):
+def test_a_bad_option_is_one_line_at_configure_time_with_exit_4(pytester, monkeypatch, release, argv, needle):
     for name in ("TRACE_CAMPAIGN_ROOT", "TRACE_ARCHIVE_ROOT", "TRACE_BACKEND", "TRACE_SCHEDULE",
-                 "TRACE_MODEL_VERIFY", "TRACE_GPU_GROUPS"):  # TRACE_ROOT stays the session's (conftest)
+                 "TRACE_MODEL_VERIFY", "TRACE_GPU_GROUPS"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TRACE_ROOT", str(release.path))
     blocker = pytester.path / "a_file"
     blocker.write_text("x")
     argv = [str(blocker) if a == "FILE" else a for a in argv]
