@@ -99,3 +99,86 @@ def test_a_slice_whose_extractions_alone_differ_is_not_proven(tmp_path):
     exact = ArchiveSliceResult(RescoreOutcome(key, 8, 62.5, 62.5, 62.5, 8, 8, 8, 8, (), "replay"), None,
                                result.source)
     assert exact.failure() is None
+
+
+def test_a_blocked_slice_is_not_run_a_slice_error_is_its_problem_and_a_run_id_error_raises():
+    """A slice the lane blocks is reported "not checked: <blocker>" without running it; a slice whose run raises a
+    TraceReproError carries the error's one line as its problem; an error naming --run-id (several runs hold the
+    slice) is not a per-slice problem: verify_slices raises it."""
+    from types import SimpleNamespace
+
+    from trace_lib.archive.schema import SliceKey
+    from trace_lib.archive.verify import SliceProof, verify_slices
+    from trace_lib.errors import InputError, UsageError
+
+    blocked, broken = SliceKey(MODEL, 42, "mathverse"), SliceKey(MODEL, 43, "mathverse")
+
+    def run(slice_):
+        assert slice_.seed == 43, "a blocked slice was run"
+        raise InputError("rows differ from the dataset", file="MathVerse.tsv")
+
+    lane = SimpleNamespace(blocker=lambda slice_: "dataset missing: mathverse" if slice_.seed == 42 else None, run=run)
+    assert verify_slices(lane, [blocked, broken]) == [
+        SliceProof(blocked.id, None, "-", problem="not checked: dataset missing: mathverse"),
+        SliceProof(broken.id, None, "-", problem="MathVerse.tsv: rows differ from the dataset")]
+    ambiguous = UsageError("held by 2 runs", field="--run-id")
+
+    def held_twice(slice_):
+        raise ambiguous
+
+    with pytest.raises(UsageError) as info:
+        verify_slices(SimpleNamespace(blocker=lambda slice_: None, run=held_twice), [broken])
+    assert info.value is ambiguous
+
+
+def test_an_exact_slice_whose_identity_was_not_checked_says_why_and_is_not_proven():
+    """Scores and extractions exact but no identity report: the problem is "identity not checked: <why>", the rows
+    and hash fields are "-", and an unpinned run's source artifact is its sentence (bold "no" in the table)."""
+    from types import SimpleNamespace
+
+    from trace_lib.archive.lane import ArchiveSliceResult
+    from trace_lib.archive.provenance import SourceCheck
+    from trace_lib.archive.rescore import RescoreOutcome
+    from trace_lib.archive.schema import SliceKey
+    from trace_lib.archive.verify import render_markdown, verify_slices
+
+    key = SliceKey(MODEL, 42, "mathverse")
+    source = SourceCheck("copy", "0" * 64, False, RUN)
+    result = ArchiveSliceResult(RescoreOutcome(key, 8, 62.5, 62.5, 62.5, 8, 8, 8, 8, (), "replay"), None, source,
+                                "no data root")
+    [proof] = verify_slices(SimpleNamespace(blocker=lambda slice_: None, run=lambda slice_: result), [key])
+    assert result.failure() is None and proof.problem == "identity not checked: no data root"
+    assert (proof.scores_exact, proof.extractions_agree, proof.identity_ok, proof.proven) == (True, True, None, False)
+    assert (proof.rows_identical, proof.fields, proof.not_compared, proof.notes) == (None, (), {}, ())
+    assert (proof.run_id, proof.source_artifact) == ("copy", source.describe())
+    markdown = render_markdown([proof], archive="a")
+    assert f"| {key.id} | copy | **no** | yes | 8/8 | 62.5000 | 62.5000 | - | - |" in markdown
+    assert f"\n- {key.id}: identity not checked: no data root\n" in markdown
+
+
+def test_markdown_details_list_each_problem_unpinned_source_field_not_compared_and_note_of_only_those_slices():
+    """The Details section has, per slice in order: its problem, else the sentence of a source artifact that is
+    not the release's; then each hash field not compared (sorted by name) and each note. A clean slice adds
+    nothing, and a table of only clean slices has no Details section. The source column is yes, "-" (not
+    checked) or bold no."""
+    from trace_lib.archive.verify import SliceProof, render_markdown
+
+    proven = dict(scores_exact=True, extractions="0/0", extractions_agree=True, rows_identical="5/5",
+                  identity_ok=True, fields=HASH_FIELDS)
+    clean = SliceProof("s-clean", RUN, "yes", **proven)
+    skipped = SliceProof("s-skipped", None, "-", problem="not checked: dataset missing")
+    unpinned = SliceProof("s-unpinned", "copy", "this archive run (copy) is not the release's source artifact",
+                          **proven)
+    partial = SliceProof("s-partial", RUN, "yes", **dict(proven, fields=HASH_FIELDS[2:]),
+                         not_compared={"source_row_sha256": "why row", "dataset_sha256": "why dataset"},
+                         notes=("5 rows",))
+    table, details = render_markdown([clean, skipped, unpinned, partial], archive="a").split("\n## Details\n\n")
+    assert details.splitlines() == [
+        "- s-skipped: not checked: dataset missing",
+        "- s-unpinned: this archive run (copy) is not the release's source artifact",
+        "- s-partial: dataset_sha256 not compared: why dataset",
+        "- s-partial: source_row_sha256 not compared: why row",
+        "- s-partial: note: 5 rows"]
+    assert f"| s-clean | {RUN} | yes | yes | 0/0 |" in table and "| s-unpinned | copy | **no** | yes |" in table
+    assert "| s-skipped | - | - | - | - | - | - | - | - |" in table and f"| 5/5 | {len(HASH_FIELDS) - 2} |" in table
+    assert "## Details" not in render_markdown([clean], archive="a")
