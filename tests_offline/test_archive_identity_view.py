@@ -125,7 +125,9 @@ def test_a_view_benchmark_missing_from_the_data_root_says_which_and_checks_the_o
     lane = ArchiveLane.create(release, data_root=tmp_path / "data", archive_root=str(archive))
     identity = lane.run(Slice(MODEL, 42, "erqa")).identity
     assert identity.ok and set(identity.not_compared) == {"dataset_sha256", "prompt_contract_sha256"}
-    assert "blink" in identity.not_compared["dataset_sha256"] and len(identity.fields) == 6
+    assert identity.not_compared["dataset_sha256"] == (
+        f"the run's dataset view is not all here (blink: {lane.dataset_path('blink')}: not in the data root)")
+    assert len(identity.fields) == 6
 
 
 def test_every_hash_field_is_compared_on_its_own(tmp_path, release):

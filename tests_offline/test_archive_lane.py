@@ -161,3 +161,32 @@ def test_the_skip_hint_never_fetches_into_a_run_directory(tmp_path):
     shutil.copytree(run_dir, outside)
     hint = _in_process(release, outside, data).blocker(missing)
     assert f"--dest {outside}" not in hint and "run directory outside a fetch-runs layout" in hint
+
+
+def test_the_blocker_names_parts_not_fetched_then_a_missing_dataset_and_never_blocks_a_slice_two_runs_hold(tmp_path):
+    """One run holding the slice: a part file absent is "archive parts not fetched for <slice>: <parts> (<fetch
+    hint>)"; with its parts there, a dataset absent from the data root is "dataset missing: ...". A slice two runs
+    hold is never blocked, even with parts and dataset missing (run() fails on it in one line); a benchmark the
+    release has no data source for is a one-line InputError naming benchmark_id."""
+    from trace_lib.archive.schema import SliceKey
+    from trace_lib.errors import InputError
+    from trace_lib.slices import Slice
+
+    release, archive, data = _world(tmp_path)
+    lane = _in_process(release, archive, data)
+    key = SliceKey(MODEL, 42, "mmstar")
+    [run] = [r for r in lane.archive.runs if r.run_id == RUN]
+    run.part_path(run.parts[key]["extractions"]).unlink()
+    assert lane.blocker(Slice(MODEL, 42, "mmstar")) == (
+        f"archive parts not fetched for {key.id}: extractions ({lane.archive.fetch_hint(key)})")
+    dataset = lane.dataset_path("mmstar")
+    dataset.rename(tmp_path / "moved.tsv")
+    assert lane.blocker(Slice(MODEL, 43, "mmstar")) == (
+        f"dataset missing: mmstar ({dataset}); the archive holds no questions or answers")
+    shutil.copytree(archive / "runs" / RUN, archive / "runs" / "copy")
+    manifest = archive / "runs" / "copy" / "metadata" / "manifest.json"
+    manifest.write_text(manifest.read_text().replace(f'"run_ids":["{RUN}"]', '"run_ids":["copy"]'))
+    assert _in_process(release, archive, data).blocker(Slice(MODEL, 42, "mmstar")) is None
+    with pytest.raises(InputError) as info:
+        lane.dataset_path("nope")
+    assert info.value.render() == "benchmark_id: no data source for benchmark 'nope' in the release"
