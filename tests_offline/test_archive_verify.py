@@ -153,12 +153,12 @@ def test_an_exact_slice_whose_identity_was_not_checked_says_why_and_is_not_prove
     assert (proof.run_id, proof.source_artifact) == ("copy", source.describe())
     markdown = render_markdown([proof], archive="a")
     assert f"| {key.id} | copy | **no** | yes | 8/8 | 62.5000 | 62.5000 | - | - |" in markdown
-    assert f"\n- {key.id}: identity not checked: no data root\n" in markdown
+    assert f"\n- {key.id}: identity not checked: no data root\n- {key.id}: {source.describe()}\n" in markdown
 
 
 def test_markdown_details_list_each_problem_unpinned_source_field_not_compared_and_note_of_only_those_slices():
-    """The Details section has, per slice in order: its problem, else the sentence of a source artifact that is
-    not the release's; then each hash field not compared (sorted by name) and each note. A clean slice adds
+    """The Details section has, per slice in order: its problem, and the sentence of a source artifact that is
+    not the release's unless the problem already says it; then each hash field not compared (sorted by name) and each note. A clean slice adds
     nothing, and a table of only clean slices has no Details section. The source column is yes, "-" (not
     checked) or bold no."""
     from trace_lib.archive.verify import SliceProof, render_markdown
@@ -172,10 +172,13 @@ def test_markdown_details_list_each_problem_unpinned_source_field_not_compared_a
     partial = SliceProof("s-partial", RUN, "yes", **dict(proven, fields=HASH_FIELDS[2:]),
                          not_compared={"source_row_sha256": "why row", "dataset_sha256": "why dataset"},
                          notes=("5 rows",))
-    table, details = render_markdown([clean, skipped, unpinned, partial], archive="a").split("\n## Details\n\n")
+    said = SliceProof("s-said", "copy", unpinned.source_artifact, problem="differs: " + unpinned.source_artifact)
+    table, details = render_markdown([clean, skipped, unpinned, said, partial], archive="a").split(
+        "\n## Details\n\n")
     assert details.splitlines() == [
         "- s-skipped: not checked: dataset missing",
         "- s-unpinned: this archive run (copy) is not the release's source artifact",
+        "- s-said: differs: this archive run (copy) is not the release's source artifact",
         "- s-partial: dataset_sha256 not compared: why dataset",
         "- s-partial: source_row_sha256 not compared: why row",
         "- s-partial: note: 5 rows"]

@@ -115,8 +115,8 @@ def render_markdown(proofs: Sequence[SliceProof], *, archive: str) -> str:
     for p in details:
         if p.problem:
             lines.append(f"- {p.slice}: {p.problem}")
-        elif p.source_artifact not in ("yes", "-"):
-            lines.append(f"- {p.slice}: {p.source_artifact}")
+        if p.source_artifact not in ("yes", "-") and p.source_artifact not in (p.problem or ""):
+            lines.append(f"- {p.slice}: {p.source_artifact}")  # an unpinned run is said even beside a problem
         for name, why in sorted(p.not_compared.items()):
             lines.append(f"- {p.slice}: {name} not compared: {why}")
         for note in p.notes:
