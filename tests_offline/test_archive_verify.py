@@ -158,9 +158,9 @@ def test_an_exact_slice_whose_identity_was_not_checked_says_why_and_is_not_prove
 
 def test_markdown_details_list_each_problem_unpinned_source_field_not_compared_and_note_of_only_those_slices():
     """The Details section has, per slice in order: its problem, and the sentence of a source artifact that is
-    not the release's unless the problem already says it; then each hash field not compared (sorted by name) and each note. A clean slice adds
-    nothing, and a table of only clean slices has no Details section. The source column is yes, "-" (not
-    checked) or bold no."""
+    not the release's unless the problem already says it; then each hash field not compared (sorted by name) and
+    each note. A clean slice adds nothing, and a table of only clean slices has no Details section. The source
+    column is yes, "-" (not checked) or bold no."""
     from trace_lib.archive.verify import SliceProof, render_markdown
 
     proven = dict(scores_exact=True, extractions="0/0", extractions_agree=True, rows_identical="5/5",
