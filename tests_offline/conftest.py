@@ -44,6 +44,18 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
         pytest.fail(f"{item.nodeid}: offline test imported {', '.join(new)}", pytrace=False)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    """A test that leaves a release directly in its ``tmp_path`` fails: release discovery looks beside the working
+    directory, so an in-process or child run of another test in a sibling directory would take it."""
+    from trace_lib.release import identity
+
+    tmp_path = getattr(item, "funcargs", {}).get("tmp_path")
+    if isinstance(tmp_path, Path) and (tmp_path / identity.SUITE).is_file():
+        pytest.fail(f"{item.nodeid}: left a release directly in tmp_path ({identity.SUITE}); put it in a "
+                    "subdirectory, where no other test's release discovery reaches", pytrace=False)
+
+
 def _is_loopback(address: object) -> bool:
     import ipaddress
 

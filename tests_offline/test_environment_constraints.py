@@ -84,7 +84,7 @@ def test_duplicates_merge_and_conflicts_name_file_and_line(release, tmp_path):
 def test_markers_hashes_and_continuations_are_kept(release, tmp_path):
     extra = ('foo==1.0; python_version < "3.11" \\\n    --hash=sha256:' + "a" * 64 + "\n"
              'foo==2.0; python_version >= "3.11"\n')
-    copy = _copy(release, tmp_path, {identity.EVAL_REQUIREMENTS: extra})
+    copy = _copy(release, tmp_path / "release", {identity.EVAL_REQUIREMENTS: extra})
     text = render_constraints(copy, build_constraints(copy, "eval"), command="x")
     assert f'foo==1.0; python_version < "3.11" --hash=sha256:{"a" * 64}  # {identity.EVAL_REQUIREMENTS}:1' in text
     assert 'foo==2.0; python_version >= "3.11"' in text
@@ -97,7 +97,7 @@ def test_markers_hashes_and_continuations_are_kept(release, tmp_path):
     ("pkg @ https://example.org/pkg.whl\n", "URL requirements"),
 ])
 def test_bad_lines_are_one_error_naming_file_and_line(release, tmp_path, capsys, text, found):
-    copy = _copy(release, tmp_path, {identity.EVAL_REQUIREMENTS: "absl-py==2.5.0\n" + text})
+    copy = _copy(release, tmp_path / "release", {identity.EVAL_REQUIREMENTS: "absl-py==2.5.0\n" + text})
     out = tmp_path / "paper.txt"
     code = main(["env", "constraints", "--trace-root", str(copy.path), "--out", str(out)])
     err = capsys.readouterr().err

@@ -172,9 +172,10 @@ def test_a_release_without_pins_records_the_engine_uncompared(release, tmp_path)
     from trace_lib.environment.engine import engine_drift_text
     from trace_lib.release.locate import ReleaseRoot
 
-    shutil.copytree(release.file("rlvr"), tmp_path / "rlvr")
-    (tmp_path / identity.REQUIREMENTS_CU128).unlink()
-    doc = generation_engine(ReleaseRoot(tmp_path), "hf")
+    copy = tmp_path / "release"
+    shutil.copytree(release.file("rlvr"), copy / "rlvr")
+    (copy / identity.REQUIREMENTS_CU128).unlink()
+    doc = generation_engine(ReleaseRoot(copy), "hf")
     assert doc["paper"] is None and doc["matches_paper"] is None and doc["backend"] == "hf"
     assert engine_drift_text(doc) == (f"engine not compared with the paper's ({identity.REQUIREMENTS_CU128}: "
                                       "file is missing)")
@@ -290,9 +291,10 @@ def _release_copy(release, tmp_path, edit):  # noqa: ANN001
 
     from trace_lib.release.locate import ReleaseRoot
 
-    shutil.copytree(release.file("rlvr"), tmp_path / "rlvr")
-    edit(tmp_path)
-    return ReleaseRoot(tmp_path)
+    copy = tmp_path / "release"
+    shutil.copytree(release.file("rlvr"), copy / "rlvr")
+    edit(copy)
+    return ReleaseRoot(copy)
 
 
 def test_a_requirements_file_without_an_engine_pin_is_named(release, tmp_path):

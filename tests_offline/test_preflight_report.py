@@ -59,4 +59,4 @@ def test_unpinned_skips_only_the_identity_group(reference_copy):
 @pytest.fixture
 def reference_copy(release, tmp_path):
     """A data-only copy of the release under test (its canonical data files only)."""
-    return ReleaseRoot(copy_data_files(release, tmp_path))
+    return ReleaseRoot(copy_data_files(release, tmp_path / "release"))

@@ -307,7 +307,7 @@ def _corrupt(value: Any, delta: float) -> Any:
 
 @pytest.fixture(scope="module")
 def fuzz_copy(release, tmp_path_factory):
-    root = copy_data_files(release, tmp_path_factory.mktemp("fuzz"))
+    root = copy_data_files(release, tmp_path_factory.mktemp("fuzz") / "release")
     original = json.loads((root / identity.RESULTS).read_text())
     return root, original, _score_leaves(original)
 
@@ -406,7 +406,7 @@ def _node_paths(doc: Any, path: tuple = ()) -> list[tuple]:
 
 @pytest.fixture(scope="module")
 def structure_copy(release, tmp_path_factory):
-    root = copy_data_files(release, tmp_path_factory.mktemp("structure"))
+    root = copy_data_files(release, tmp_path_factory.mktemp("structure") / "release")
     texts = {rel: (root / rel).read_text() for rel in sorted(identity.CANONICAL_SHA256) if rel.endswith(".json")}
     return root, texts, {rel: _node_paths(json.loads(text))[1:] for rel, text in texts.items()}
 

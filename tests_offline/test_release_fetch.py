@@ -76,10 +76,11 @@ def test_fetch_writes_a_release_that_passes_the_pinned_check(server, tmp_path):
 
 
 def test_fetch_keeps_verified_files_and_only_downloads_the_rest(server, tmp_path):
-    fetch_release(tmp_path, base_url=server.url)
-    (tmp_path / identity.SUITE).unlink()
+    dest = tmp_path / "release"
+    fetch_release(dest, base_url=server.url)
+    (dest / identity.SUITE).unlink()
     server.requests.clear()
-    report = fetch_release(tmp_path, base_url=server.url)
+    report = fetch_release(dest, base_url=server.url)
     assert server.requests == [identity.SUITE] and report.downloaded == 1
 
 
@@ -144,13 +145,14 @@ def test_cli_success_and_failure(server, tmp_path):
 def test_a_canonical_path_that_is_not_a_regular_file_is_refused_before_any_download(server, tmp_path, kind):
     from trace_lib.errors import UsageError
 
-    target = tmp_path / identity.SUITE
+    dest = tmp_path / "release"
+    target = dest / identity.SUITE
     target.parent.mkdir(parents=True)
     elsewhere = tmp_path / "elsewhere.json"
     elsewhere.write_text("mine")
     os.mkfifo(target) if kind == "fifo" else target.symlink_to(elsewhere)
     with pytest.raises(UsageError) as refused:
-        fetch_release(tmp_path, base_url=server.url)
+        fetch_release(dest, base_url=server.url)
     assert refused.value.file == str(target) and server.requests == []
     assert elsewhere.read_text() == "mine" and (target.is_symlink() or kind == "fifo")
 

@@ -30,7 +30,7 @@ def tiny_model(tmp_path_factory):
 def short_release(release, tmp_path_factory):
     from trace_lib.validation.tiny import release_variant
 
-    return release_variant(release, tmp_path_factory.mktemp("release"), generation={"max_tokens": 32})
+    return release_variant(release, tmp_path_factory.mktemp("release") / "release", generation={"max_tokens": 32})
 
 
 def _abstain(route: str, body: dict) -> str:

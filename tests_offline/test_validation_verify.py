@@ -23,7 +23,8 @@ _FILES = (identity.SUITE, identity.VALIDATION_SUITE, identity.VALIDATION_RESULTS
           identity.RESULTS)
 
 
-def _copy(release: ReleaseRoot, dest: Path) -> ReleaseRoot:
+def _copy(release: ReleaseRoot, tmp_path: Path) -> ReleaseRoot:
+    dest = tmp_path / "release"  # below the test's directory: in it, discovery from a sibling test could find it
     for rel in _FILES:
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
