@@ -256,7 +256,7 @@ def test_bad_credits_files_are_one_line_errors(capsys, release, tmp_path, rows, 
     ("[" * 100_000 + "]" * 100_000 + "\n", "line 1: not strict JSON (arrays or objects nested too deeply)"),
     ('{"model_id": "m", "seed": 42, "seed": 43}\n', "line 1: duplicate key 'seed'"),
     ("\n[1, 2]\n", "row 1: a row is not an object"),
-])
+], ids=["empty", "nested-100000-deep", "duplicate-key", "not-an-object"])  # the deep one's own id was 200 kB long
 def test_an_empty_deep_or_ambiguous_credits_file_is_one_line(capsys, release, tmp_path, text, message):
     path = tmp_path / "bad.jsonl"
     path.write_text(text)
