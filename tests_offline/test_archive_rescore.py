@@ -259,6 +259,21 @@ def test_an_extraction_only_divergence_is_listed_and_makes_the_slice_differ(tmp_
     assert "7/8 extractions agree; first differing rows: extraction@10" in out.explain()
 
 
+def test_row_score_differences_that_cancel_make_the_slice_differ(tmp_path, rows):
+    """One credited row archived as 0 and one uncredited row as 1: the slice score is exact, the extractions agree,
+    and still the verdict is ``differs`` with both rows listed."""
+    protocol, paper, samples = _paper_slice(rows)
+    right = next(i for i, r in enumerate(paper.records) if r.score == 1.0)
+    wrong = next(i for i, r in enumerate(paper.records) if r.score == 0.0)
+    for i in (right, wrong):
+        samples[i] = replace(samples[i], score=1.0 - samples[i].score)
+    archive, key = _archive(tmp_path, samples, paper.score)
+    out = rescore_slice(archive, key, protocol, rows, canonical=paper.score)
+    assert (out.ok, out.extractions_agree, out.row_scores_agree, out.exact) == (True, True, False, False)
+    assert sorted(d.source_index for d in out.first_diffs) == sorted(samples[i].source_index for i in (right, wrong))
+    assert dict(out.properties())["verdict"] == "differs" and "rows 6/8 scores" in out.explain()
+
+
 def test_a_row_differing_in_both_stages_lists_both(tmp_path, rows):
     protocol, paper, samples = _paper_slice(rows, tamper_row=1)
     samples[1] = replace(samples[1], extraction_value="C")

@@ -39,6 +39,30 @@ def test_exact_validation_rescore(tmp_path):
     assert not bad.ok and "vs canonical 75.0" in bad.explain()
 
 
+def test_row_scores_that_differ_but_cancel_make_the_validation_slice_differ(tmp_path):
+    """The archive credits rows 0 and 2 where trace-repro credits 0 and 1: the accuracy is 50.0 on both sides, but
+    the verdict is "differs" and the failure names both rows."""
+    from types import SimpleNamespace
+
+    from trace_lib.archive.validation import ValidationArchiveResult
+
+    samples = tuple(SampleSpec(str(i), i, hashes.text_sha256(str(i)), "p", text, judge_output=out,
+                               score=float(i in (0, 2))) for i, (text, out) in enumerate(RESPONSES))
+    write_archive_run(tmp_path / "runs" / "v", "v", [SliceSpec("m", 42, BENCH, samples, 50.0)])
+    out = rescore_validation(open_archive(tmp_path), "m", ROWS, canonical=50.0, benchmark_id=BENCH)
+    assert (out.ok, out.row_scores_agree, out.exact) == (True, False, False)
+    assert dict(out.properties())["verdict"] == "differs"
+    failure = ValidationArchiveResult(out, None).failure()
+    assert "rows 2/4 agree" in failure and "score@1: archive 0.0 vs trace-repro 1" in failure, failure
+    assert "score@2: archive 1.0 vs trace-repro 0" in failure
+    exact = rescore_validation(_archive(tmp_path / "e"), "m", ROWS, canonical=50.0, benchmark_id=BENCH)
+    assert exact.exact and dict(exact.properties())["verdict"] == "exact"
+    assert ValidationArchiveResult(exact, None).failure() is None
+    differing = SimpleNamespace(ok=False, explain=lambda: "prompt identity: 3/4 rows identical")
+    assert ValidationArchiveResult(exact, differing).failure() == "prompt identity: 3/4 rows identical"
+    assert ValidationArchiveResult(out, differing).failure().endswith("; prompt identity: 3/4 rows identical")
+
+
 def test_rows_not_covering_the_dataset_are_refused(tmp_path):
     from trace_lib.errors import InputError
 

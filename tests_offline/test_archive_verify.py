@@ -95,10 +95,40 @@ def test_a_slice_whose_extractions_alone_differ_is_not_proven(tmp_path):
                                                                                                 False)
     assert "7/8 extractions agree; first differing rows: extraction@10: archive 'D' vs trace-repro 'A'" in (
         proof.problem)
-    assert f"| {key.id} | {RUN} | yes | yes | **7/8** | 62.5000 |" in render_markdown([proof], archive="a")
+    assert f"| {key.id} | {RUN} | yes | yes | 8/8 | **7/8** | 62.5000 |" in render_markdown([proof], archive="a")
     exact = ArchiveSliceResult(RescoreOutcome(key, 8, 62.5, 62.5, 62.5, 8, 8, 8, 8, (), "replay"), None,
                                result.source)
     assert exact.failure() is None
+
+
+def test_a_slice_whose_row_scores_differ_but_cancel_is_not_proven():
+    """The slice score exact because two rows' differences cancel (archive 1, 0; trace-repro 0, 1), extractions
+    all agree: the verdict is "differs", the problem names both rows, the slice is not proven and the row-score
+    count is bold."""
+    from types import SimpleNamespace
+
+    from trace_lib.archive.lane import ArchiveSliceResult
+    from trace_lib.archive.provenance import SourceCheck
+    from trace_lib.archive.rescore import RescoreOutcome, RowDiff
+    from trace_lib.archive.schema import SliceKey
+    from trace_lib.archive.verify import render_markdown, to_json, verify_slices
+
+    key = SliceKey(MODEL, 42, "mathverse")
+    diffs = (RowDiff("3", "score", 1.0, 0.0), RowDiff("5", "score", 0.0, 1.0))
+    rescore = RescoreOutcome(key, 8, 62.5, 62.5, 62.5, 6, 8, 8, 8, diffs, "replay")
+    assert (rescore.ok, rescore.row_scores_agree, rescore.extractions_agree, rescore.exact) == (True, False, True,
+                                                                                               False)
+    assert dict(rescore.properties())["verdict"] == "differs"
+    result = ArchiveSliceResult(rescore, None, SourceCheck(RUN, "0" * 64, True, RUN), "no data root")
+    assert "rows 6/8 scores and 8/8 extractions agree; first differing rows: score@3: archive 1.0 vs trace-repro " \
+           "0.0; score@5: archive 0.0 vs trace-repro 1.0" in result.failure()
+    [proof] = verify_slices(SimpleNamespace(blocker=lambda slice_: None, run=lambda slice_: result), [key])
+    assert (proof.scores_exact, proof.row_scores, proof.row_scores_agree, proof.proven) == (True, "6/8", False,
+                                                                                             False)
+    assert f"| {key.id} | {RUN} | yes | yes | **6/8** | 8/8 | 62.5000 |" in render_markdown([proof], archive="a")
+    assert to_json([proof], archive="a")["slices"][0]["row_scores"] == "6/8"
+    unpinned = ArchiveSliceResult(rescore, None, SourceCheck("copy", "0" * 64, False, RUN), "no data root")
+    assert "rows 6/8 scores" in unpinned.failure(), "a cancelling difference is explained on an unpinned run too"
 
 
 def test_a_blocked_slice_is_not_run_a_slice_error_is_its_problem_and_a_run_id_error_raises():
@@ -152,7 +182,7 @@ def test_an_exact_slice_whose_identity_was_not_checked_says_why_and_is_not_prove
     assert (proof.rows_identical, proof.fields, proof.not_compared, proof.notes) == (None, (), {}, ())
     assert (proof.run_id, proof.source_artifact) == ("copy", source.describe())
     markdown = render_markdown([proof], archive="a")
-    assert f"| {key.id} | copy | **no** | yes | 8/8 | 62.5000 | 62.5000 | - | - |" in markdown
+    assert f"| {key.id} | copy | **no** | yes | 8/8 | 8/8 | 62.5000 | 62.5000 | - | - |" in markdown
     assert f"\n- {key.id}: identity not checked: no data root\n- {key.id}: {source.describe()}\n" in markdown
 
 
@@ -163,7 +193,8 @@ def test_markdown_details_list_each_problem_unpinned_source_field_not_compared_a
     column is yes, "-" (not checked) or bold no."""
     from trace_lib.archive.verify import SliceProof, render_markdown
 
-    proven = dict(scores_exact=True, extractions="0/0", extractions_agree=True, rows_identical="5/5",
+    proven = dict(scores_exact=True, row_scores="5/5", row_scores_agree=True, extractions="0/0",
+                  extractions_agree=True, rows_identical="5/5",
                   identity_ok=True, fields=HASH_FIELDS)
     clean = SliceProof("s-clean", RUN, "yes", **proven)
     skipped = SliceProof("s-skipped", None, "-", problem="not checked: dataset missing")
@@ -182,6 +213,6 @@ def test_markdown_details_list_each_problem_unpinned_source_field_not_compared_a
         "- s-partial: dataset_sha256 not compared: why dataset",
         "- s-partial: source_row_sha256 not compared: why row",
         "- s-partial: note: 5 rows"]
-    assert f"| s-clean | {RUN} | yes | yes | 0/0 |" in table and "| s-unpinned | copy | **no** | yes |" in table
-    assert "| s-skipped | - | - | - | - | - | - | - | - |" in table and f"| 5/5 | {len(HASH_FIELDS) - 2} |" in table
+    assert f"| s-clean | {RUN} | yes | yes | 5/5 | 0/0 |" in table and "| s-unpinned | copy | **no** | yes |" in table
+    assert "| s-skipped | - | - | - | - | - | - | - | - | - |" in table and f"| 5/5 | {len(HASH_FIELDS) - 2} |" in table
     assert "## Details" not in render_markdown([clean], archive="a")

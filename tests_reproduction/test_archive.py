@@ -26,7 +26,6 @@ def test_archive_slice(archive_slice, archive_check):
 
 
 def test_validation_archive(validation_archive_slice, validation_archive_check):
-    result = validation_archive_check(validation_archive_slice)
-    problems = [r.explain() for r in (result.rescore, result.identity) if r is not None and not r.ok]
-    if problems:
-        pytest.fail("; ".join(problems), pytrace=False)
+    failure = validation_archive_check(validation_archive_slice).failure()
+    if failure:
+        pytest.fail(failure, pytrace=False)

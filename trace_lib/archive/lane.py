@@ -43,7 +43,7 @@ class ArchiveSliceResult:
     def failure(self) -> str | None:
         """One line naming what differs and what the lane was given (None when everything checked is exact)."""
         problems, rescore = [], self.rescore
-        if not rescore.ok or not rescore.extractions_agree:
+        if not rescore.exact:
             if self.source.pinned or rescore.score is None or rescore.ok:
                 problems.append(rescore.explain())
             else:

@@ -66,13 +66,24 @@ class RescoreOutcome:
 
     @property
     def ok(self) -> bool:
-        """The re-score equals the canonical seed score (see ``extractions_agree`` for the other stage)."""
+        """The re-score equals the canonical seed score: the slice score alone (``exact`` is the verdict)."""
         return self.delta is not None and abs(self.delta) <= EXACT
 
     @property
     def extractions_agree(self) -> bool:
         """Every archived extraction compared reads the same as trace-repro's (vacuous when none is compared)."""
         return self.extraction_agree == self.extraction_compared
+
+    @property
+    def row_scores_agree(self) -> bool:
+        """Every archived row score compared equals trace-repro's credit (vacuous when the archive holds none): row
+        differences that cancel in the slice score are still differences."""
+        return self.score_agree == self.score_compared
+
+    @property
+    def exact(self) -> bool:
+        """The slice's verdict: its score, every row score and every extraction compared agree."""
+        return self.ok and self.row_scores_agree and self.extractions_agree
 
     def explain(self) -> str:
         if self.score is None and self.replay is not None:
@@ -93,7 +104,7 @@ class RescoreOutcome:
                  ("rows_score_agree", f"{self.score_agree}/{self.score_compared}"),
                  ("rows_extraction_agree", f"{self.extraction_agree}/{self.extraction_compared}"),
                  ("judge_mode", self.judge_mode),
-                 ("verdict", "exact" if self.ok and self.extractions_agree else "differs")]
+                 ("verdict", "exact" if self.exact else "differs")]
         props += [(f"first_diff[{i}]", d.render()) for i, d in enumerate(self.first_diffs)]
         if self.extraction_note:
             props.append(("extraction_compared", self.extraction_note))

@@ -4,7 +4,8 @@ Per row (``trace-validation-answer-scoring-v2``, as :func:`trace_lib.validation.
 extraction; MATCH against the ground truth when found; otherwise the archived judge output (replayed: the
 validation judge reads only the raw response and the answer type, so its recorded final output is exact) validated
 by :func:`~trace_lib.validation.judge_output.validate_judge_output` and matched when ``ok``; otherwise 0. The
-accuracy (percent) must equal the release's ``results.v1.json`` score exactly.
+accuracy (percent) must equal the release's ``results.v1.json`` score exactly, and each archived row score must
+equal trace-repro's credit for the row.
 """
 
 from __future__ import annotations
@@ -43,7 +44,18 @@ class ValidationRescore:
 
     @property
     def ok(self) -> bool:
+        """The accuracy equals the release's validation score: the slice score alone (``exact`` is the verdict)."""
         return abs(self.score - self.canonical) <= EXACT
+
+    @property
+    def row_scores_agree(self) -> bool:
+        """Every archived row score compared equals trace-repro's credit (vacuous when the archive holds none)."""
+        return self.score_agree == self.score_compared
+
+    @property
+    def exact(self) -> bool:
+        """The verdict: the accuracy and every archived row score agree."""
+        return self.ok and self.row_scores_agree
 
     def explain(self) -> str:
         text = (f"{self.key.model_id}-validation-archive: re-scored {self.score!r} vs canonical {self.canonical!r}; "
@@ -58,7 +70,7 @@ class ValidationRescore:
                 ("canonical", repr(self.canonical)), ("rows", str(self.rows)),
                 ("rows_score_agree", f"{self.score_agree}/{self.score_compared}"),
                 ("deterministic", str(self.deterministic)), ("judged", str(self.judged)),
-                ("unresolved", str(self.unresolved)), ("verdict", "exact" if self.ok else "differs"),
+                ("unresolved", str(self.unresolved)), ("verdict", "exact" if self.exact else "differs"),
                 *((f"first_diff[{i}]", d.render()) for i, d in enumerate(self.first_diffs))]
 
 
@@ -124,6 +136,13 @@ class ValidationArchiveResult:
 
     rescore: ValidationRescore
     identity: Any  # trace_lib.archive.identity.IdentityReport | None
+
+    def failure(self) -> str | None:
+        """One line naming what differs (None when the re-score and every identity compared are exact)."""
+        problems = [] if self.rescore.exact else [self.rescore.explain()]
+        if self.identity is not None and not self.identity.ok:
+            problems.append(self.identity.explain())
+        return "; ".join(problems) or None
 
     def properties(self) -> list[tuple[str, str]]:
         props = self.rescore.properties()

@@ -20,8 +20,8 @@ SCHEMA_VERSION = "trace-repro-archive-verify-v1"
 
 @dataclass(frozen=True)
 class SliceProof:
-    """One slice: what is proven (``scores_exact``, ``extractions``, ``rows_identical``), by which run, and what is
-    left."""
+    """One slice: what is proven (``scores_exact``, ``row_scores``, ``extractions``, ``rows_identical``), by which
+    run, and what is left."""
 
     slice: str
     run_id: str | None
@@ -30,6 +30,8 @@ class SliceProof:
     canonical: float | None = None
     archived: float | None = None
     scores_exact: bool | None = None  # None: not checked (see problem)
+    row_scores: str | None = None  # "k/n" archived row scores trace-repro's credits equal (n = 0: none archived)
+    row_scores_agree: bool | None = None
     extractions: str | None = None  # "k/n" archived extractions trace-repro reads the same (n = 0: none compared)
     extractions_agree: bool | None = None
     rows_identical: str | None = None  # "k/n" over ``fields``
@@ -42,7 +44,8 @@ class SliceProof:
 
     @property
     def proven(self) -> bool:
-        return bool(self.scores_exact) and bool(self.extractions_agree) and bool(self.identity_ok)
+        return (bool(self.scores_exact) and bool(self.row_scores_agree) and bool(self.extractions_agree)
+                and bool(self.identity_ok))
 
 
 def verify_slices(lane: ArchiveLane, keys: Iterable[SliceKey]) -> list[SliceProof]:
@@ -66,6 +69,7 @@ def verify_slices(lane: ArchiveLane, keys: Iterable[SliceKey]) -> list[SliceProo
         proofs.append(SliceProof(
             key.id, result.source.run_id, "yes" if result.source.pinned else result.source.describe(),
             rescored=r.score, canonical=r.canonical, archived=r.archived_score, scores_exact=r.ok,
+            row_scores=f"{r.score_agree}/{r.score_compared}", row_scores_agree=r.row_scores_agree,
             extractions=f"{r.extraction_agree}/{r.extraction_compared}", extractions_agree=r.extractions_agree,
             rows_identical=None if ident is None else f"{ident.identical}/{ident.compared}",
             identity_ok=None if ident is None else ident.ok, fields=() if ident is None else ident.fields,
@@ -86,6 +90,11 @@ def _mark(value: bool | None) -> str:
     return {True: "yes", False: "**no**", None: "-"}[value]
 
 
+def _count(value: str | None, agree: bool | None) -> str:
+    """A "k/n" agreement count, bold when short; "-" when not checked."""
+    return "-" if value is None else (value if agree else f"**{value}**")
+
+
 def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
@@ -96,18 +105,17 @@ def render_markdown(proofs: Sequence[SliceProof], *, archive: str) -> str:
     lines = [
         "# trace-repro archive verify", "",
         f"- archive: {archive}",
-        f"- proven on this CPU: {proven}/{len(proofs)} slices (scores exact, every archived extraction read the "
-        "same and every row identical in every hash field compared)",
+        f"- proven on this CPU: {proven}/{len(proofs)} slices (scores exact, every archived row score and "
+        "extraction read the same and every row identical in every hash field compared)",
         f"- left to a GPU: {LEFT_TO_GPU}", "",
-        "| slice | run | source artifact | scores exact | extractions agree | re-scored | canonical | rows identical "
-        "| hash fields |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| slice | run | source artifact | scores exact | row scores agree | extractions agree | re-scored | canonical "
+        "| rows identical | hash fields |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in proofs:
         source = "yes" if p.source_artifact == "yes" else ("-" if p.source_artifact == "-" else "**no**")
-        extractions = "-" if p.extractions is None else (p.extractions if p.extractions_agree
-                                                          else f"**{p.extractions}**")
-        lines.append(f"| {p.slice} | {p.run_id or '-'} | {source} | {_mark(p.scores_exact)} | {extractions} | "
+        lines.append(f"| {p.slice} | {p.run_id or '-'} | {source} | {_mark(p.scores_exact)} | "
+                     f"{_count(p.row_scores, p.row_scores_agree)} | {_count(p.extractions, p.extractions_agree)} | "
                      f"{_num(p.rescored)} | {_num(p.canonical)} | {p.rows_identical or '-'} | {len(p.fields) or '-'} |")
     details = [p for p in proofs if p.problem or p.not_compared or p.notes or p.source_artifact not in ("yes", "-")]
     if details:
