@@ -43,6 +43,33 @@ def test_a_failed_write_is_one_line_naming_the_path_with_its_own_exit_code(tmp_p
     assert out.read_text() == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == ["constraints.txt"]
 
 
+@pytest.mark.parametrize("argv", [
+    ["check", "--trace-root", "LOOP"], ["plan", "--trace-root", "LOOP"], ["status", "--campaign-root", "LOOP"],
+    ["verify", "--phase", "score", "--campaign-root", "LOOP"], ["receipt", "LOOP"], ["verdict", "--credits", "LOOP"],
+], ids=["check", "plan", "status", "verify", "receipt", "verdict"])
+def test_a_symbolic_link_loop_is_one_line_naming_it_with_exit_2(tmp_path, monkeypatch, argv):
+    """A path that is a loop of symbolic links (pathlib's RuntimeError before Python 3.13, ELOOP after) is a bad
+    path: one line naming it, exit 2, nothing written."""
+    monkeypatch.delenv("TRACE_ROOT", raising=False)
+    (tmp_path / "a").symlink_to("b")
+    (tmp_path / "b").symlink_to("a")
+    monkeypatch.chdir(tmp_path)
+    result = run_cli([str(tmp_path / "a") if a == "LOOP" else a for a in argv])
+    assert result.returncode == ExitCode.USAGE, result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+    assert str(tmp_path / "a") in result.stderr or "--campaign-root" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]
+
+
+def test_trace_root_naming_a_symbolic_link_loop_is_one_line(tmp_path, monkeypatch):
+    (tmp_path / "a").symlink_to("b")
+    (tmp_path / "b").symlink_to("a")
+    monkeypatch.setenv("TRACE_ROOT", str(tmp_path / "a"))
+    result = run_cli(["plan"])
+    assert result.returncode == ExitCode.USAGE and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"error: TRACE_ROOT {tmp_path / 'a'}: ") and "(ELOOP)" in result.stderr
+
+
 def test_every_errno_has_one_class():
     assert not USER_ERRNOS & SYSTEM_ERRNOS
     assert exit_code_for(OSError(errno.ENOENT, "x")) == ExitCode.USAGE

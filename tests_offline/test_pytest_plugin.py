@@ -52,6 +52,9 @@ BAD_OPTIONS = {
     "model verify": (["--model-verify", "maybe"], "--model-verify"),
     "campaign root file": (["--campaign-root", "FILE"], "--campaign-root"),
     "archive root file": (["--archive-root", "FILE"], "--archive-root"),
+    "trace root link loop": (["--trace-root", "LOOP"], "(ELOOP)"),
+    "campaign root link loop": (["--campaign-root", "LOOP"], "--campaign-root"),
+    "print config link loop": (["--print-config", "--trace-root", "LOOP"], "(ELOOP)"),
 }
 
 
@@ -63,7 +66,10 @@ def test_a_bad_option_is_one_line_at_configure_time_with_exit_4(pytester, monkey
     monkeypatch.setenv("TRACE_ROOT", str(release.path))
     blocker = pytester.path / "a_file"
     blocker.write_text("x")
-    argv = [str(blocker) if a == "FILE" else a for a in argv]
+    (pytester.path / "loop_a").symlink_to("loop_b")
+    (pytester.path / "loop_b").symlink_to("loop_a")
+    given = {"FILE": str(blocker), "LOOP": str(pytester.path / "loop_a")}
+    argv = [given.get(a, a) for a in argv]
     pytester.makepyfile(test_one="def test_one(): pass", test_two="def test_two(): pass")
     result = pytester.runpytest_inprocess("-p", "trace_lib.pytest_plugin", *argv)
     assert result.ret == pytest.ExitCode.USAGE_ERROR

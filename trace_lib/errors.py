@@ -10,6 +10,7 @@ inside pytest it becomes ``pytest.fail(..., pytrace=False)``. A traceback is sho
 
 from __future__ import annotations
 
+import os
 from typing import Any, Sequence
 
 _UNSET: Any = object()
@@ -108,6 +109,23 @@ def os_error_line(exc: OSError) -> str:
     if not paths:
         return text
     return f"{' -> '.join(paths)}: {text}"
+
+
+def symlink_loop_error(exc: RuntimeError) -> OSError | None:
+    """Before Python 3.13, ``pathlib.Path.resolve`` reports a symbolic-link loop as ``RuntimeError("Symlink loop
+    from 'PATH'")``: that error as the ``OSError`` (ELOOP) later versions raise; None for any other RuntimeError."""
+    import ast
+    import errno as _errno
+
+    prefix = "Symlink loop from "
+    text = str(exc)
+    if type(exc) is not RuntimeError or not text.startswith(prefix):
+        return None
+    try:
+        path = ast.literal_eval(text[len(prefix):])
+    except (ValueError, SyntaxError):
+        path = text[len(prefix):]
+    return OSError(_errno.ELOOP, os.strerror(_errno.ELOOP), str(path))
 
 
 class ReleaseNotFoundError(TraceReproError):

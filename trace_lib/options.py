@@ -293,7 +293,8 @@ def check_directory(value: str | os.PathLike[str] | None, *, field: str) -> None
     """``value`` is absent (None), or a path that is a directory or does not exist yet.
 
     Raises:
-        UsageError: it names something that is not a directory (a file, under a file, a FIFO ...).
+        UsageError: it names something that is not a directory (a file, under a file, a FIFO ...) or that cannot
+            be looked up (a symbolic-link loop, a name too long ...).
     """
     if value is None or value == "":
         return
@@ -308,6 +309,10 @@ def check_directory(value: str | os.PathLike[str] | None, *, field: str) -> None
         return
     except NotADirectoryError:
         raise UsageError("runs under a file, not a directory", field=field, found=path) from None
+    except OSError as exc:  # a symbolic-link loop, a name too long, no permission on a parent ...
+        from trace_lib.errors import os_error_line
+
+        raise UsageError(f"cannot be used as a directory: {os_error_line(exc)}", field=field) from None
     import stat as _stat
 
     if not _stat.S_ISDIR(st.st_mode):

@@ -67,6 +67,8 @@ def check_options(config: pytest.Config) -> None:
         plan_from_options(located, config.option, with_judge=False)
     except TraceReproError as exc:
         raise pytest.UsageError(exc.render()) from None
+    except OSError as exc:  # a release file that cannot be read (a FIFO, no permission, an I/O error)
+        raise pytest.UsageError(os_error_line(exc)) from None
 
 
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
@@ -82,6 +84,9 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         text = plan.render(plan.power(release))
     except TraceReproError as exc:
         print(f"ERROR: {exc.render()}")
+        return int(pytest.ExitCode.USAGE_ERROR)
+    except OSError as exc:
+        print(f"ERROR: {os_error_line(exc)}")
         return int(pytest.ExitCode.USAGE_ERROR)
     print(text)
     return int(pytest.ExitCode.OK)

@@ -19,7 +19,7 @@ from typing import Sequence
 
 from trace_lib import options
 from trace_lib import __version__
-from trace_lib.errors import TraceReproError, os_error_line
+from trace_lib.errors import TraceReproError, os_error_line, symlink_loop_error
 from trace_lib.exitcodes import EXIT_CODES_HELP, ExitCode, exit_code_for
 
 #: Command name -> (module, one-line help). The listing of ``trace-repro --help`` comes from this table; only the
@@ -115,6 +115,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(ExitCode.READER_LEFT)  # the command did not finish: never a silent 0
     except OSError as exc:
         return _os_error(exc, debug)
+    except RuntimeError as exc:
+        loop = symlink_loop_error(exc)
+        if loop is None:
+            raise
+        return _os_error(loop, debug)
 
 
 def _os_error(exc: OSError, debug: bool) -> int:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_lib import options
-from trace_lib.errors import ReleaseFileError, ReleaseNotFoundError
+from trace_lib.errors import ReleaseFileError, ReleaseNotFoundError, os_error_line, symlink_loop_error
 from trace_lib.release import identity
 from trace_lib.release.load import load_json, load_yaml, sha256_file
 
@@ -149,7 +149,13 @@ def locate_release(
     environ = os.environ if env is None else env
     for value, source in ((trace_root, "--trace-root"), (environ.get(ENV_VAR), ENV_VAR)):
         if value:
-            path = _normalize(Path(value))
+            try:
+                path = _normalize(Path(value))
+            except (OSError, RuntimeError) as exc:  # a symbolic-link loop (RuntimeError before Python 3.13) ...
+                loop = symlink_loop_error(exc) if isinstance(exc, RuntimeError) else exc
+                if loop is None:
+                    raise
+                raise ReleaseNotFoundError(f"{source} {value}: {os_error_line(loop)}", hint=HOW_TO_POINT) from None
             if not path.is_dir():
                 what = "no such directory" if not path.exists() else "not a directory"
                 raise ReleaseNotFoundError(f"{source} {value}: {what}", hint=HOW_TO_POINT)
