@@ -89,8 +89,53 @@ def test_as_dict_is_upstreams_json_safe_record() -> None:
 
 
 def test_bad_inputs_raise_like_upstream() -> None:
-    with pytest.raises(ValueError, match="answer_type must be one of"):
+    message = r"answer_type must be one of \['integer', 'number', 'option_letter', 'string'\]; got 'boolean'$"
+    with pytest.raises(ValueError, match=message):
         extract("Answer: 4", "boolean")
     with pytest.raises(TypeError, match="response must be a string"):
         extract(4, "integer")  # type: ignore[arg-type]
     assert extract(None, " Integer ").status == "missing"
+
+
+def test_text_answers_are_unwrapped_then_read_as_literals() -> None:
+    assert extract('Final answer: "blue"', "string").typed == "blue"
+    assert extract("Final answer: 0x1F", "integer").typed == 31
+    assert extract("Final answer: True", "integer").reason == "all_candidates_rejected:boolean_not_allowed"
+
+
+def test_only_a_whole_text_box_is_unwrapped() -> None:
+    boxed = extract("Answer: \\boxed{5}", "integer")
+    assert [(c.route, c.canonical) for c in boxed.candidates] == [("answer_line", "5"), ("boxed", "5")]
+    assert (boxed.route, boxed.typed) == ("answer_line", 5)
+    assert extract("Answer: f{5}", "integer").reason == "all_candidates_rejected:not_an_atomic_number"
+
+
+def test_a_structured_section_may_hold_a_bare_scalar() -> None:
+    result = extract("Final JSON: 5", "integer")
+    assert [(c.route, c.priority) for c in result.candidates] == [("structured_section", "terminal_structured")]
+    assert (result.route, result.typed) == ("structured_section", 5)
+
+
+def test_scalars_only_where_allowed_and_never_containers() -> None:
+    assert extract("```json\n5\n```\nThat is all.", "integer").candidates == ()  # non-terminal fence: no scalar
+    assert extract("<answer>[1, 2]</answer>", "integer").candidates == ()  # a list without an answer key
+
+
+def test_escaped_quotes_inside_object_strings() -> None:
+    inner = extract(r'{"answer": "say \"}\" ok"}', "string")
+    assert (inner.route, inner.typed) == ("balanced_object", 'say "}" ok')
+    first = extract(r'{"\"": 0, "answer": 7}', "integer")
+    assert (first.route, first.typed) == ("balanced_object", 7)
+
+
+def test_as_dict_lists_sequences_and_reprs_other_literals() -> None:
+    result = extract("{'answer': (1, [2, 3]), 'Answer ': b'x', 'ANSWER': 1j}", "string")
+    assert [c.as_dict()["raw_candidate"] for c in result.candidates] == [[1, [2, 3]], "1j", "b'x'"]
+
+
+def test_upstream_attribute_names() -> None:
+    result = extract("Answer: 4\n\\boxed{x}", "integer")
+    assert result.candidate_provenance == result.candidates
+    assert (result.raw_candidate, result.typed_candidate) == ("4", 4)
+    named = [(c.raw_candidate, c.typed_candidate, c.canonical_candidate, c.rejection_reason) for c in result.candidates]
+    assert named == [("4", 4, "4", None), ("x", None, None, "not_an_atomic_number")]
