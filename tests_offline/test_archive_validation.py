@@ -142,3 +142,76 @@ def test_validation_judge_call_list_uses_its_final_call(tmp_path):
     write_archive_run(tmp_path / "runs" / "v", "v", [SliceSpec("m", 42, BENCH, samples, 50.0)])
     out = rescore_validation(open_archive(tmp_path), "m", ROWS, canonical=50.0, benchmark_id=BENCH)
     assert out.ok and out.judged == 1
+
+
+# -- the re-score's edges -------------------------------------------------------------------------------------------
+
+def test_the_benchmark_id_is_the_validation_results_source_and_none_without_one(release):
+    from types import SimpleNamespace
+
+    from trace_lib.archive.validation import validation_benchmark_id
+
+    assert validation_benchmark_id(release) == BENCH
+    assert validation_benchmark_id(SimpleNamespace(read_json=lambda name: {"source": None})) == "None"
+
+
+def test_a_judge_abstention_is_unresolved_not_a_judged_zero():
+    missing = json.dumps({"status": "missing", "answer": None, "evidence": ""})
+    assert score_validation_row("maybe 7 or 8", ROWS[1], missing) == (0, "unresolved")
+
+
+def test_the_accuracy_is_exact_up_to_and_including_the_tolerance():
+    from trace_lib.archive.rescore import EXACT
+    from trace_lib.archive.schema import SliceKey
+    from trace_lib.archive.validation import ValidationRescore
+
+    def rescore(canonical):  # noqa: ANN001, ANN202
+        return ValidationRescore(SliceKey("m", 42, BENCH), 4, 0.0, canonical, 4, 0, 0, 4, 4, ())
+
+    assert rescore(EXACT).ok and rescore(EXACT).exact and not rescore(2 * EXACT).ok
+
+
+def test_only_archived_row_scores_that_count_are_compared_and_at_most_five_differences_listed(tmp_path):
+    """Rows with no score or excluded are not compared; of the rows that differ, the first five are listed."""
+    rows = [{"row_index": i, "answer_type": "integer", "answer_gt": {"value": 7}} for i in range(9)]
+    scores = [0.0] * 7 + [None, 0.0]  # every row answers 7 (credit 1): rows 0-6 differ, row 7 has no score
+    samples = tuple(SampleSpec(str(i), i, hashes.text_sha256(str(i)), "p", "Final answer: 7", score=scores[i],
+                               excluded=(i == 8)) for i in range(9))
+    write_archive_run(tmp_path / "runs" / "v", "v", [SliceSpec("m", 42, BENCH, samples, 100.0)])
+    out = rescore_validation(open_archive(tmp_path), "m", rows, canonical=100.0, benchmark_id=BENCH)
+    assert (out.score_agree, out.score_compared, out.ok, out.exact) == (0, 7, True, False)
+    assert [d.source_index for d in out.first_diffs] == ["0", "1", "2", "3", "4"]
+
+
+def test_rows_not_covering_the_dataset_name_both_counts(tmp_path):
+    from trace_lib.errors import InputError
+
+    with pytest.raises(InputError) as caught:
+        rescore_validation(_archive(tmp_path), "m", ROWS + ROWS[:1], canonical=50.0, benchmark_id=BENCH)
+    assert caught.value.render() == ("the archive's validation rows of m do not cover the dataset (expected '5 rows "
+                                     "0..4', found '4 rows')")
+
+
+def test_identity_needs_the_images_verified_and_properties_say_when_it_was_not_checked(tmp_path, monkeypatch):
+    """validation_archive_identity loads the manifest verifying every image byte; when it cannot, identity is None
+    and the receipt says why; with a report the receipt carries its properties after the re-score's."""
+    from types import SimpleNamespace
+
+    import trace_lib.validation.manifest as manifest_module
+    from trace_lib.archive.validation import ValidationArchiveResult, validation_archive_identity
+    from trace_lib.errors import InputError
+
+    calls = []
+
+    def refuse(path, *, verify_media):  # noqa: ANN001, ANN202
+        calls.append(verify_media)
+        raise InputError("image bytes changed", file=str(path))
+
+    monkeypatch.setattr(manifest_module, "load_validation_manifest", refuse)
+    out = rescore_validation(_archive(tmp_path), "m", ROWS, canonical=50.0, benchmark_id=BENCH)
+    result = validation_archive_identity(None, out.key, out, None, tmp_path / "manifest.json")
+    assert calls == [True] and result.identity is None
+    assert result.properties()[-1] == ("identity", "not checked: the prepared validation images are missing or "
+                                                   "changed")
+    report = SimpleNamespace(ok=True, properties=lambda: [("rows_identical", "4/4")])
+    assert ValidationArchiveResult(out, report).properties() == out.properties() + [("rows_identical", "4/4")]
