@@ -274,6 +274,21 @@ def test_row_score_differences_that_cancel_make_the_slice_differ(tmp_path, rows)
     assert dict(out.properties())["verdict"] == "differs" and "rows 6/8 scores" in out.explain()
 
 
+def test_at_most_five_differing_rows_are_listed_and_each_is_a_receipt_property(tmp_path, rows):
+    protocol, paper, samples = _paper_slice(rows)
+    samples = [replace(s, score=1.0 - s.score) for s in samples]  # all 8 rows differ
+    archive, key = _archive(tmp_path, samples, paper.score)
+    out = rescore_slice(archive, key, protocol, rows, canonical=paper.score)
+    assert out.score_agree == 0 and [d.source_index for d in out.first_diffs] == [s.source_index for s in samples[:5]]
+    props = dict(out.properties())
+    assert [props[f"first_diff[{i}]"] for i in range(5)] == [d.render() for d in out.first_diffs]
+    assert "first_diff[5]" not in props
+    _, _, samples = _paper_slice(rows)
+    archive, key = _archive(tmp_path / "x", [replace(s, extraction_value="Z") for s in samples], paper.score)
+    out = rescore_slice(archive, key, protocol, rows, canonical=paper.score)
+    assert out.extraction_agree == 0 and [d.stage for d in out.first_diffs] == ["extraction"] * 5
+
+
 def test_a_row_differing_in_both_stages_lists_both(tmp_path, rows):
     protocol, paper, samples = _paper_slice(rows, tamper_row=1)
     samples[1] = replace(samples[1], extraction_value="C")
