@@ -62,8 +62,9 @@ def test_judge_template_variants(question: str, dataset: str | None, opening: st
 
 
 def test_non_text_question_fails_like_upstream() -> None:
-    with pytest.raises(InputError, match="question is not text"):
+    with pytest.raises(InputError, match="question is not text") as info:
         mcq.build_judge_prompt(math.nan, "O", "P")
+    assert (info.value.field, info.value.found) == ("question", "nan")
 
 
 def test_option_string_lists_every_choice() -> None:
@@ -86,6 +87,34 @@ def test_option_string_lists_every_choice() -> None:
 )
 def test_can_infer_option(answer: str, expected: object) -> None:
     assert mcq.can_infer_option(answer, SUITCASE) == expected
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ("so B w x y", "B"),  # five tokens: index 1 is among the last four
+        ("B w x y z", False),  # the fifth token from the end is outside the window
+    ],
+    ids=["last-four", "fifth-from-end"],
+)
+def test_can_infer_option_last_four_tokens_window(answer: str, expected: object) -> None:
+    assert mcq.can_infer_option(answer, SUITCASE) == expected
+
+
+def test_api_failure_marker_wins_over_a_named_letter() -> None:
+    assert mcq.can_infer_option("Failed to obtain answer via API. A", SUITCASE) is False
+
+
+@pytest.mark.parametrize(("answer", "expected"), [("ab" + "." * 6, "A"), ("ab" + "." * 7, False)],
+                         ids=["twice-the-texts", "one-more"])
+def test_can_infer_text_length_limit_is_twice_the_option_texts(answer: str, expected: object) -> None:
+    assert mcq.can_infer_text(answer, {"A": "ab", "B": "cd"}) == expected
+
+
+def test_can_infer_text_rejects_a_label_that_is_not_an_uppercase_letter() -> None:
+    with pytest.raises(InputError, match="^choices: option label is not an uppercase letter") as info:
+        mcq.can_infer_text("x", {"A": "x", "b": "y"})
+    assert (info.value.field, info.value.found) == ("choices", "b")
 
 
 def test_can_infer_text_needs_a_short_answer_and_one_match() -> None:
