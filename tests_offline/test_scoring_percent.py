@@ -76,3 +76,60 @@ def test_non_finite_primary_metric_is_an_error() -> None:
 
 def test_mean_of_hits_matches_python_division() -> None:
     assert percent.mean([1] * 793 + [0] * 707) * 100 == 52.86666666666666
+
+
+@pytest.mark.parametrize(
+    ("keys", "winner"),
+    [
+        (["overall", "model=A|split=test|Overall"], "overall"),  # 100 beats 95 + 4
+        (["b|overall", "Overall (split=test)"], "b|overall"),  # 95 beats 90 + 4
+        (["a_accuracy", "score"], "a_accuracy"),  # 70 beats 60
+        (["b|score", "a_score"], "b|score"),  # 60 beats 50
+        (["x_score", "a_other"], "x_score"),  # 50 beats 0
+        (["b|split=test|acc", "a|split=validation|acc"], "b|split=test|acc"),  # +4 beats +3
+        (["b|split=validation|acc", "a|split=val|acc"], "b|split=validation|acc"),  # +3 beats +2
+        (["b|split=val|acc", "a|split=dev|acc"], "b|split=val|acc"),  # +2 beats +1
+        (["b|split=dev|acc", "a|acc"], "b|split=dev|acc"),  # +1 beats none
+    ],
+    ids=["exact-overall", "bar-overall", "acc-in", "bar-score", "score-in", "test", "validation", "val", "dev"],
+)
+def test_generic_key_ranking_margins_of_one(keys: list[str], winner: str) -> None:
+    assert percent.choose_primary_metric_key(dict.fromkeys(keys, 1.0)) == winner
+
+
+def test_mmmu_falls_back_to_the_validation_split() -> None:
+    metrics = {"split=validation|Overall": 0.5, "split=none|Overall": 0.25}
+    assert percent.report_primary_metric("mmmu", metrics) == {"Overall Acc (val)": 50.0}
+
+
+def test_a_non_numeric_primary_value_reports_nothing() -> None:
+    assert percent.report_primary_metric("image_base", {"overall": "n/a"}) == {}
+
+
+def test_no_primary_metric_is_an_error_naming_what_was_found() -> None:
+    with pytest.raises(TraceReproError, match="^evaluator did not report exactly one primary metric") as info:
+        percent.primary_score("image_base", {"note": "text only"})
+    assert info.value.found == []
+
+
+def test_group_column_mixing_text_and_missing_values_is_an_error() -> None:
+    with pytest.raises(TraceReproError, match="^category: group column mixes text and missing values") as info:
+        percent.report_acc([1, 0], category=["a", None])
+    assert info.value.field == "category"
+
+
+def test_flattening_numbers_lists_and_keys() -> None:
+    result = {" acc ": 1, "": 0.5, "flag": True, "one": [0.25], "pair": [1, 2], "mixed": [1, "x"]}
+    assert percent.flatten_summary_metrics(result) == {
+        "acc": 1, "value": 0.5, "one": 0.25, "pair|0": 1, "pair|1": 2, "mixed|0": 1}
+
+
+def test_a_nested_table_is_prefixed_and_an_empty_one_gives_nothing() -> None:
+    nested = {"res": percent.report_acc([1, 0]), "empty": percent.MetricTable(("split", "Overall"), ())}
+    assert percent.flatten_summary_metrics(nested) == {"res|split=none|Overall": 0.5}
+    assert percent.flatten_summary_metrics(percent.MetricTable(("split", "Overall"), ())) == {}
+
+
+def test_numeric_text_cells_make_a_table_column_numeric() -> None:
+    table = percent.MetricTable(("split", "Overall"), (("none", "0.5"), ("dev", "1")))
+    assert percent.flatten_summary_metrics(table) == {"split=none|Overall": 0.5, "split=dev|Overall": 1}
