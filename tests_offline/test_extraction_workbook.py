@@ -7,6 +7,7 @@ XlsxWriter 3.2.9 and openpyxl 3.1.5.
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 
@@ -179,3 +180,46 @@ def test_prediction_workbook_resaves_only_on_the_official_route() -> None:
     direct = prediction_workbook(rows, ["=1+1", "x"])
     official = prediction_workbook(rows, ["=1+1", "x"], resaved=True)
     assert (direct["prediction"][0], math.isnan(official["prediction"][0]), "image" in direct) == (0, True, False)
+
+
+def test_resave_deletes_both_queue_only_columns() -> None:
+    buffer = io.BytesIO()
+    pd.DataFrame({"index": ["1"], "request_hash": ["h"], "c": ["x"], "source_row_hash": ["s"]}).to_excel(
+        buffer, index=False, engine="xlsxwriter")
+    assert pd.read_excel(io.BytesIO(workbook._resave(buffer.getvalue()))).columns.tolist() == ["index", "c"]
+
+
+def test_table_round_trip_is_not_resaved_by_default() -> None:
+    assert roundtrip_table({"a": ["=1+1", "x"]}) == {"a": [0, "x"]}  # re-saved, the formula would read NaN
+
+
+def test_empty_table_round_trips_to_an_empty_table() -> None:
+    assert roundtrip_table({}) == {}
+
+
+def test_unreadable_workbook_error_names_the_table_columns() -> None:
+    with pytest.raises(InputError, match="^a, b: the workbook XlsxWriter wrote cannot be read back") as info:
+        roundtrip_table({"a": ["http://a\x01b", "x"], "b": ["y", "z"]})
+    assert info.value.field == "a, b"
+
+
+def test_a_read_back_with_another_row_count_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pd, "read_excel", lambda *args, **kwargs: pd.DataFrame({"c0": ["x"]}))
+    with pytest.raises(InputError, match="^a, b: the workbook read back has a different row count") as info:
+        roundtrip_table({"a": ["x", "y"], "b": [1, 2]})
+    assert (info.value.expected, info.value.found) == (2, 1)
+
+
+def test_official_workbook_refuses_misaligned_responses_and_an_empty_slice() -> None:
+    with pytest.raises(InputError, match="^responses: responses do not align with dataset rows") as info:
+        official_workbook([{"index": 1}], [], ["index"])
+    assert (info.value.expected, info.value.found) == (1, 0)
+    with pytest.raises(InputError, match="^rows: empty slice: no dataset rows to score"):
+        official_workbook([], [], ["index"])
+
+
+def test_official_workbook_overrides_replace_only_the_named_columns() -> None:
+    rows = [{"index": 1, "question": "real", "answer": "A"}]
+    table = official_workbook(rows, ["B"], ["index", "question", "answer", "prediction"],
+                              overrides={"question": ["placeholder"]})
+    assert table == {"index": [1], "question": ["placeholder"], "answer": ["A"], "prediction": ["B"]}
