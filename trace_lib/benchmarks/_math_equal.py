@@ -9,8 +9,9 @@ Upstream calls Python's ``eval`` on model text. :func:`evaluate` gives the same 
 expressions a comparison can use: literals, arithmetic (Python semantics: ``^`` is XOR, ``1/2`` is 0.5, ``1_000``
 is 1000), comparisons, boolean operators, conditional expressions, containers, subscripts and a few pure
 built-ins. Names other than those built-ins raise ``NameError`` (``pi``, ``sqrt``, ``x`` do upstream too);
-constructs outside this subset (attributes, lambdas, comprehensions) count as "not equal", as would anything
-that makes upstream's 30-second timeout fire (huge powers). See ``deviations.py``.
+constructs outside this subset (attributes, lambdas, comprehensions) count as "not equal", and so do values past
+the size bounds (:data:`_MAX_BITS`, :data:`_MAX_LENGTH`): upstream computes them or its 30-second timeout fires,
+and no ground truth equals one. See ``deviations.py``.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ _BUILTINS: dict[str, Any] = {
     for name in ("abs", "min", "max", "round", "pow", "int", "float", "complex", "bool", "len", "sum", "divmod",
                  "str", "list", "tuple", "set", "dict", "sorted", "hex", "oct", "bin", "ord", "chr", "all", "any")
 }
-#: Bounds standing in for upstream's timeout / memory exhaustion (the comparison then fails, as upstream's does).
+#: Bounds on computed values (past one the step fails): far above any ground truth, and quick to compute.
 _MAX_BITS = 1 << 16
 _MAX_LENGTH = 1 << 20
 

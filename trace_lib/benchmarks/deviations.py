@@ -70,8 +70,10 @@ DEVIATIONS: dict[str, list[str]] = {
         "is_equal's eval() of model text runs on the AST (literals, arithmetic, comparisons, containers, subscripts, "
         "pure built-ins, is_equal's locals a/b/asw/gt_asw, opaque module globals); other constructs count as unequal",
         "upstream's 30 s is_equal timeout (a fresh subprocess per call) runs the comparison in one long-lived "
-        "child process, killed and restarted on a timeout (scored 'not equal' as upstream); huge "
-        "powers/repetitions are refused up front as upstream would time out",
+        "child process, killed and restarted on a timeout (scored 'not equal' as upstream); an integer past "
+        "65,536 bits or a sequence past 2**20 items (a power, repetition or shift) is refused up front and that "
+        "step counts as unequal: upstream computes such values (2**40000) or times out (9**9**9), and no ground "
+        "truth equals one",
         "eval(choices) is ast.literal_eval (the TSV holds list literals)",
         "a row upstream's MATH_V_acc raises on (unparsable choices) is an InputError naming the row",
     ],
