@@ -76,3 +76,59 @@ def test_a_slow_is_equal_is_cut_and_scored_as_upstreams_timeout(monkeypatch):
         slow.close()
         monkeypatch.undo()
     assert _math_equal.is_equal("1/2", "0.5") is True  # the real comparison (eval) still says equal
+
+
+def test_one_child_serves_call_after_call_and_a_call_past_the_limit_says_so():
+    worker = DeadlineWorker("trace_lib.testing.slow_calls:pid", 5)
+    try:
+        first = worker.call()
+        assert worker.call() == first and worker.restarts == 0
+    finally:
+        worker.close()
+    late = DeadlineWorker("trace_lib.testing.slow_calls:sleep_then", 0.2)
+    try:
+        with pytest.raises(TimeoutError, match="^call timed out$"):
+            late.call(30, "late")
+    finally:
+        late.close()
+
+
+def test_the_targets_exception_is_raised_here_and_an_unpicklable_result_is_a_runtime_error_naming_it():
+    worker = DeadlineWorker("trace_lib.testing.slow_calls:fail_with", 5)
+    try:
+        with pytest.raises(ValueError, match="^bad row$"):
+            worker.call("bad row")
+    finally:
+        worker.close()
+    worker = DeadlineWorker("trace_lib.testing.slow_calls:unpicklable", 5)
+    try:
+        with pytest.raises(RuntimeError, match="^<function unpicklable.<locals>.<lambda> at 0x"):
+            worker.call()
+    finally:
+        worker.close()
+
+
+def test_a_child_that_dies_mid_call_is_a_worker_error_and_the_next_call_gets_a_fresh_child():
+    from trace_lib.scoring.deadline import DeadlineWorkerError
+
+    target = "trace_lib.testing.slow_calls:exit_now"
+    worker = DeadlineWorker(target, 5)
+    try:
+        with pytest.raises(DeadlineWorkerError) as caught:
+            worker.call(3)
+        assert str(caught.value) == f"deadline worker for {target} died: child exited"
+        with pytest.raises(DeadlineWorkerError):
+            worker.call(4)  # a new child, which dies the same way: never a hang on the dead one
+        assert worker.restarts == 0  # deaths are not timeouts
+    finally:
+        worker.close()
+
+
+def test_close_stops_the_child_and_closes_its_pipes():
+    worker = DeadlineWorker("trace_lib.testing.slow_calls:pid", 5)
+    child_pid = worker.call()
+    child = worker._child
+    worker.close()
+    assert child.poll() is not None and child.stdin.closed and child.stdout.closed
+    assert worker.call() != child_pid  # a later call starts a new child
+    worker.close()
