@@ -10,7 +10,9 @@ import json
 import pytest
 
 from trace_lib.aggregation.canonical import load_canonical
+from trace_lib.aggregation.credits import CreditTable
 from trace_lib.cli.main import main
+from trace_lib.errors import InputError
 
 pytestmark = pytest.mark.offline
 
@@ -186,3 +188,51 @@ def test_an_infinite_problem_id_in_a_parquet_file_is_refused(capsys, release, ro
     assert (code, out) == (2, "") and err == (
         f"error: {path}: {ROW4.format(bench='wemath')}.problem_id: value outside what wemath's scorer writes "
         "(expected 'a string or a finite number', found inf)\n")
+
+
+def _credit_rows(*extras: dict) -> list[dict]:
+    return [dict({"model_id": "m", "seed": 42, "benchmark_id": "erqa", "index": str(i), "credit": 1.0}, **extra)
+            for i, extra in enumerate(extras)]
+
+
+def test_an_empty_table_concatenates_and_has_no_cells():
+    empty = CreditTable.concat([])
+    assert len(empty) == 0 and empty.cells() == {} and empty.model_id.tolist() == []
+    assert CreditTable.from_records([]).cells() == {}
+
+
+def test_records_omit_an_absent_extra_field_and_jsonl_sorts_the_keys(tmp_path):
+    table = CreditTable.from_records(_credit_rows({"note": "x"}, {}))
+    assert table.to_records() == [dict(_credit_rows({"note": "x"})[0]), _credit_rows({}, {})[1]]
+    path = table.to_jsonl(tmp_path / "out.jsonl")
+    first, second = path.read_text().splitlines()
+    assert first == ('{"benchmark_id": "erqa", "credit": 1.0, "index": "0", "model_id": "m", "note": "x", '
+                     '"seed": 42}')
+    assert second == '{"benchmark_id": "erqa", "credit": 1.0, "index": "1", "model_id": "m", "seed": 42}'
+
+
+def test_an_unreadable_parquet_file_names_the_os_error(tmp_path):
+    path = tmp_path / "absent.parquet"
+    with pytest.raises(InputError) as caught:
+        CreditTable.from_parquet(path)  # pyarrow's FileNotFoundError has no strerror: the exception's text
+    message = str(caught.value)
+    assert message.startswith(f"{path}: cannot read file: ") and str(path) in message.split("cannot read file: ")[1]
+
+
+@pytest.mark.parametrize(("seed", "error"), [(2 ** 63 - 1, None), (2 ** 63, "row 1.seed: seed is not an integer")],
+                         ids=["max", "max+1"])
+def test_the_largest_seed_is_the_largest_int64(seed, error):
+    rows = [dict(_credit_rows({})[0], seed=seed)]
+    if error is None:
+        assert CreditTable.from_records(rows).seed.tolist() == [seed]
+    else:
+        with pytest.raises(InputError, match=error):
+            CreditTable.from_records(rows)
+
+
+@pytest.mark.parametrize(("first", "later", "what"), [(None, float("nan"), "missing"), (float("nan"), None, "NaN")],
+                         ids=["none-then-nan", "nan-then-none"])
+def test_the_first_null_credit_says_whether_it_is_missing_or_nan(first, later, what):
+    rows = _credit_rows({"credit": 1.0}, {"credit": first}, {"credit": later})
+    with pytest.raises(InputError, match=rf"credits: row 2\.credit: required field is {what}$"):
+        CreditTable.from_records(rows)
