@@ -137,3 +137,102 @@ def test_a_fifo_where_the_dataset_belongs_is_named_not_missing(tmp_path):
     os.mkfifo(tmp_path / "MMStar.tsv")  # never opened: it would block
     with pytest.raises(InputError, match="dataset file is a FIFO, not a regular file"):
         load_vlmeval_tsv(tmp_path / "MMStar.tsv")
+
+
+def test_native_makes_none_nan_and_numpy_scalars_python() -> None:
+    import numpy as np
+
+    from trace_lib.data.vlmeval_tsv import _native
+
+    assert math.isnan(_native(None)) and math.isnan(_native(np.float64("nan")))
+    assert type(_native(np.int64(3))) is int and _native("7") == "7"
+
+
+def test_an_unreadable_tsv_names_the_exception(tmp_path: Path) -> None:
+    path = tmp_path / "x.tsv"
+    path.write_bytes(b"index\timage\n1\t\xff\xfe\n")
+    with pytest.raises(InputError, match=rf"^{path}: not a readable TSV \(UnicodeDecodeError: '"):
+        load_vlmeval_tsv(path)
+
+
+@pytest.mark.parametrize(("row", "count"), [({"image": ["a", "b"]}, 2), ({"image": "a"}, 1),
+                                            ({"image_path": "p.png"}, 1), ({"index": 1}, 0)],
+                         ids=["list", "one", "path", "none"])
+def test_image_count(row: dict, count: int) -> None:
+    from trace_lib.data.vlmeval_tsv import image_count
+
+    assert image_count(row) == count
+
+
+def test_dropped_noimg_indices_only_reads_an_existing_tsv(tsv: Path) -> None:
+    from trace_lib.data.vlmeval_tsv import dropped_noimg_indices
+
+    assert dropped_noimg_indices(tsv) == frozenset({"3"})
+    assert dropped_noimg_indices(tsv.rename(tsv.with_suffix(".csv"))) == frozenset()
+    assert dropped_noimg_indices(tsv) == frozenset()  # no such file any more
+
+
+def test_a_row_with_neither_image_nor_image_path_is_named(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"^rows\[3\]: row has neither image nor image_path$"):
+        materialize_images({"index": 3, "question": "q"}, tmp_path)
+
+
+def test_one_image_with_several_image_path_names_is_refused(tmp_path: Path) -> None:
+    row = {"index": 4, "image": _b64(), "image_path": ["a.png", "b.png"]}
+    with pytest.raises(InputError, match=r"^rows\[4\]\.image_path: one image but several image_path names$"):
+        materialize_images(row, tmp_path)
+
+
+def test_an_image_path_row_resolves_under_image_dir_or_names_the_missing_file(tmp_path: Path) -> None:
+    PIL.new("RGB", (2, 2)).save(tmp_path / "here.png")
+    assert materialize_images({"index": 1, "image_path": "here.png"}, tmp_path) == [str(tmp_path / "here.png")]
+    with pytest.raises(InputError) as caught:
+        materialize_images({"index": 1, "image_path": "['here.png', 'absent.png']"}, tmp_path)
+    assert str(caught.value) == f"rows[1].image_path: image file not found (found '{tmp_path / 'absent.png'}')"
+
+
+def test_an_image_path_column_is_a_name_or_a_list(tmp_path: Path) -> None:
+    path = _write(tmp_path / "x.tsv", ["index", "image", "image_path", "question"],
+                  [["1", _b64(), "a.jpg", "q"], ["2", _b64(), "['b.jpg', 'c.jpg']", "q"]])
+    assert [r["image_path"] for r in load_vlmeval_tsv(path)] == ["a.jpg", ["b.jpg", "c.jpg"]]
+
+
+def test_a_bad_list_literal_cell_shows_its_first_80_characters(tmp_path: Path) -> None:
+    cell = "[" + "x " * 60 + "]"
+    with pytest.raises(InputError, match=r"rows\[1\]\.image: list-valued cell is not a Python list literal") as caught:
+        load_vlmeval_tsv(_write(tmp_path / "x.tsv", ["index", "image"], [["1", cell]]))
+    assert caught.value.found == cell[:80]
+
+
+def test_localised_names_use_a_64_character_reference_and_the_index_of_an_empty_cell(tmp_path: Path,
+                                                                                      monkeypatch) -> None:
+    import trace_lib.data.vlmeval_tsv as vlmeval_tsv
+
+    monkeypatch.setattr(vlmeval_tsv, "LOCALIZE_THRESHOLD_BYTES", 10)
+    key = "k" * 64  # the longest cell that is a reference
+    path = _write(tmp_path / "big.tsv", ["index", "image", "question"],
+                  [[key, _b64(), "q1"], ["2", key, "q2"], ["3", "", "q3"]])
+    rows = load_vlmeval_tsv(path, skip_noimg=False)
+    assert rows[1]["image"] == rows[0]["image"]
+    assert [r["image_path"] for r in rows] == [f"{key}.jpg", f"{key}.jpg", "3.jpg"]
+
+
+def test_images_are_written_without_fsync(tmp_path: Path, monkeypatch) -> None:
+    import os
+
+    def refuse(fd: int) -> None:
+        raise AssertionError("fsync called for a re-derivable image")
+
+    monkeypatch.setattr(os, "fsync", refuse)
+    assert PIL.open(materialize_images({"index": 1, "image": _b64()}, tmp_path)[0]).size == (3, 2)
+
+
+def test_an_unreadable_existing_file_is_decoded_again(tmp_path: Path) -> None:
+    (tmp_path / "1.png").write_bytes(b"not an image")
+    assert PIL.open(materialize_images({"index": 1, "image": _b64(size=(4, 4))}, tmp_path)[0]).size == (4, 4)
+
+
+def test_a_one_pixel_existing_file_is_reused(tmp_path: Path) -> None:
+    first = Path(materialize_images({"index": 1, "image": _b64(size=(1, 1))}, tmp_path)[0])
+    materialize_images({"index": 1, "image": _b64(size=(9, 9))}, tmp_path)
+    assert PIL.open(first).size == (1, 1)
