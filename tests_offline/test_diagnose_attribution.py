@@ -208,3 +208,10 @@ def test_identical_rows_leave_out_rows_and_aggregation_charges():
     assert d.identical_rows == 3 and d.first_stage == "rows" and d.row_stage("0") == "prompt"
     assert d.headline() == (f"{KEY.id}: first diverging stage 'rows' (3 of 5 rows): the two runs cover different rows "
                             "(dataset version, loader drops, an incomplete slice)")
+
+
+def test_an_index_of_two_dashes_and_digits_sorts_as_text_not_a_traceback():
+    """Regression: ``--3`` (a row on one side only) was ordered as a number, ``int('--3')``: a ValueError traceback
+    out of ``trace-repro diagnose``. Only one leading minus makes a number."""
+    d = diagnose_slice(_view([_row(i) for i in ("0", "--3", "-2", "10")]), _view([_row("0")]))
+    assert [(r.index, r.stage) for r in d.rows] == [("-2", "rows"), ("10", "rows"), ("--3", "rows"), ("0", "none")]

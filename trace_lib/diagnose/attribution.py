@@ -236,4 +236,4 @@ def diagnose_slice(left: SliceView, right: SliceView, *, band: float | None = No
 
 
 def _index_order(index: str) -> tuple[int, int | str]:
-    return (0, int(index)) if ascii_digits(index.lstrip("-")) else (1, index)
+    return (0, int(index)) if ascii_digits(index.removeprefix("-")) else (1, index)
