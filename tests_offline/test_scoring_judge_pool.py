@@ -325,6 +325,12 @@ def test_pids_file_blank_lines_are_skipped_and_a_bad_port_is_one_line(tmp_path):
     (tmp_path / "pids.txt").write_text("4242 18l00 0 endpoint.log\n")
     with pytest.raises(InputError, match="not 'pid port group log'"):
         jp.read_pids(tmp_path)
+    (tmp_path / "pids.txt").write_text("--3 18100 0 endpoint.log\n")  # int('--3') was a ValueError traceback
+    with pytest.raises(InputError, match="not 'pid port group log'"):
+        jp.read_pids(tmp_path)
+    (tmp_path / "pids.txt").write_text("-3 18100 0 endpoint.log\n")
+    with pytest.raises(InputError):
+        jp.read_pids(tmp_path)
 
 
 def test_pool_spec_refuses_a_zero_timeout_and_a_missing_chat_template(release, env):

@@ -490,7 +490,7 @@ def read_pids(log_dir: Path) -> list[Server]:
         parts = line.split(maxsplit=3)
         if not parts:
             continue
-        if (len(parts) != 4 or not parts[0].lstrip("-").isascii() or not parts[0].lstrip("-").isdigit()
+        if (len(parts) != 4 or not parts[0].removeprefix("-").isascii() or not parts[0].removeprefix("-").isdigit()
                 or not parts[1].isascii() or not parts[1].isdigit()):
             raise InputError("not 'pid port group log'", file=str(path), field=f"line {number}", found=line[:80])
         pid = int(parts[0])
