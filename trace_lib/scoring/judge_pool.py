@@ -490,8 +490,7 @@ def read_pids(log_dir: Path) -> list[Server]:
         parts = line.split(maxsplit=3)
         if not parts:
             continue
-        if (len(parts) != 4 or not parts[0].removeprefix("-").isascii() or not parts[0].removeprefix("-").isdigit()
-                or not parts[1].isascii() or not parts[1].isdigit()):
+        if len(parts) != 4 or not ascii_digits(parts[0].removeprefix("-")) or not ascii_digits(parts[1]):
             raise InputError("not 'pid port group log'", file=str(path), field=f"line {number}", found=line[:80])
         pid = int(parts[0])
         check_pid(pid, file=str(path), field=f"line {number}")
