@@ -31,12 +31,13 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import optimize, special
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import _rowsim as rs  # noqa: E402
+from tolerance_power import fmt_rate as rate  # noqa: E402
 
 from trace_lib.release.locate import locate_release  # noqa: E402
 from trace_lib.release.validation_suite import ReleaseScore, load_release_scores  # noqa: E402
@@ -71,18 +72,6 @@ def bands(canonical: np.ndarray, rows: int, z: float) -> np.ndarray:
 
 def fails(reproduced: np.ndarray, canonical: np.ndarray, rows: int, z: float) -> np.ndarray:
     return np.abs(reproduced - canonical) > bands(canonical, rows, z)
-
-
-def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    a = (1 - level) / 2
-    lo = 0.0 if k == 0 else float(stats.beta.ppf(a, k, n - k + 1))
-    hi = 1.0 if k == n else float(stats.beta.ppf(1 - a, k + 1, n - k))
-    return lo, hi
-
-
-def rate(k: int, n: int) -> str:
-    lo, hi = clopper_pearson(k, n)
-    return f"{k / n:.4f} [{lo:.4f}, {hi:.4f}]"
 
 
 def check_against_trace_lib(model: str, rows: int, reproduced: np.ndarray, canonical: np.ndarray, criterion,
