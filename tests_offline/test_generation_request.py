@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import OrderedDict
 
 import pytest
 
@@ -102,3 +103,57 @@ def test_persisted_prompt_joins_text_items():
     items = [PromptItem("image", "/a.png"), PromptItem("text", "Hint: h"), PromptItem("text", ""),
              PromptItem("text", "Question: q")]
     assert prompt_text(items) == "Hint: h\nQuestion: q"
+
+
+_ABSOLUTE_HINT = "the protocol's build_prompt must materialise images under the data root"
+
+
+@pytest.mark.parametrize("items, line", [
+    ([PromptItem("image", "images/0.png")], f"prompt[0]: image path must be absolute (found 'images/0.png'); "
+                                             f"{_ABSOLUTE_HINT}"),
+    ([PromptItem("text", "q"), PromptItem("audio", "a.wav")],
+     "prompt[1]: unknown prompt item kind (expected 'image or text', found 'audio')"),
+], ids=["relative", "kind"])
+def test_prompt_item_refusal_lines(generation, items, line):
+    with pytest.raises(InputError) as excinfo:
+        build_eval_request(items, request_id="k", generation=generation, seed=1)
+    assert str(excinfo.value) == line
+
+
+@pytest.mark.parametrize("drop, extra, line", [
+    ("top_k", {}, "generation: suite generation block lacks decoding fields (found ['top_k'])"),
+    ("min_image_pixels", {}, "generation.min_image_pixels: pixel bound missing or not an integer (found None)"),
+    (None, {"max_image_pixels": 1.5}, "generation.max_image_pixels: pixel bound missing or not an integer (found 1.5)"),
+], ids=["decoding", "min-px", "max-px"])
+def test_generation_block_refusal_lines(generation, drop, extra, line):
+    block = {**{k: v for k, v in generation.items() if k != drop}, **extra}
+    with pytest.raises(InputError) as excinfo:
+        build_eval_request([PromptItem("text", "q")], request_id="k", generation=block, seed=1)
+    assert str(excinfo.value) == line
+
+
+@pytest.mark.parametrize("seed", [-1, True, 1.0, "1"], ids=["neg", "bool", "float", "str"])
+def test_bad_seed_is_refused(generation, seed):
+    with pytest.raises(InputError) as excinfo:
+        build_eval_request([PromptItem("text", "q")], request_id="k", generation=generation, seed=seed)
+    assert str(excinfo.value) == f"seed: seed must be a non-negative integer (found {seed!r})"
+
+
+def test_seed_zero_is_sent(generation):
+    request = build_eval_request([PromptItem("text", "q")], request_id="k", generation=generation, seed=0)
+    assert request.seed == 0 and request.payload("m")["seed"] == 0
+
+
+def test_request_is_a_frozen_copy_of_its_inputs():
+    message = OrderedDict(role="user", content=[{"type": "text", "text": "q"}])
+    sampling = {"temperature": 0.0, "seed": 7}
+    bounds = {"min_pixels": 1, "max_pixels": 2}
+    request = ChatRequest("r", (message,), sampling=sampling, mm_processor_kwargs=bounds)
+    message["content"].append({"type": "text", "text": "late"})
+    sampling["seed"], bounds["max_pixels"] = 8, 3
+    payload = request.payload("m")
+    assert payload["messages"] == [{"role": "user", "content": [{"type": "text", "text": "q"}]}]
+    assert payload["seed"] == 7 and payload["mm_processor_kwargs"] == {"min_pixels": 1, "max_pixels": 2}
+    for frozen in (request.messages[0], request.sampling, request.mm_processor_kwargs):
+        with pytest.raises(TypeError):
+            frozen["x"] = 1
