@@ -172,6 +172,8 @@ GENERATION_DEVIATIONS: list[str] = [
     "(--schedule per-slice restores one slice after another)",
     "the generation contract hashed into a response file binds the model revision, not the model's local path "
     "(upstream hashes the path string), so moving a model directory does not invalidate its responses",
+    "a decoding seed must be a non-negative integer (a negative, bool or non-integer seed is one InputError line); "
+    "upstream's generation queue passes any integer --seed on. Every seed the paper uses (42, 43, 44) is sent as it is",
 ]
 
 
